@@ -1,0 +1,47 @@
+"""The single save function: atomic, byte-reproducible, complete."""
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attention_fw import plotting
+
+
+def _fig():
+    fig, ax = plt.subplots(figsize=(2, 2))
+    t = np.linspace(0, 1, 50)
+    ax.plot(t, t**2, label=r"$\frac{1}{2}\langle Bx, x\rangle$")
+    ax.legend()
+    return fig
+
+
+def test_save_writes_all_formats_and_data(tmp_path):
+    out = plotting.save(_fig(), "demo", {"x": np.arange(3), "y": 0.5}, outdir=tmp_path)
+    assert set(out) == {"pdf", "png", "svg", "json"}
+    assert (tmp_path / "demo.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "demo.png").read_bytes().startswith(b"\x89PNG")
+    assert b"<svg" in (tmp_path / "demo.svg").read_bytes()
+    assert json.loads((tmp_path / "data" / "demo.json").read_text()) == {"x": [0, 1, 2], "y": 0.5}
+    assert not [p for p in tmp_path.rglob(".*tmp*")], "temporary files left behind"
+
+
+def test_save_is_byte_reproducible(tmp_path):
+    a = plotting.save(_fig(), "a", outdir=tmp_path / "1")
+    b = plotting.save(_fig(), "a", outdir=tmp_path / "2")
+    for fmt in ("pdf", "png", "svg"):
+        assert a[fmt].read_bytes() == b[fmt].read_bytes(), fmt
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a b", None])
+def test_save_rejects_bad_names(tmp_path, name):
+    with pytest.raises(ValueError, match="name"):
+        plotting.save(_fig(), name, outdir=tmp_path)
+
+
+def test_save_rejects_non_finite_data_and_keeps_old_files(tmp_path):
+    plotting.save(_fig(), "keep", {"v": 1.0}, outdir=tmp_path)
+    before = (tmp_path / "keep.pdf").read_bytes()
+    with pytest.raises(ValueError, match="finite"):
+        plotting.save(_fig(), "keep", {"v": float("nan")}, outdir=tmp_path)
+    assert (tmp_path / "keep.pdf").read_bytes() == before
