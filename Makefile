@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook FORCE
+.PHONY: all venv test bench clean freeze figures book notebook
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -52,10 +52,11 @@ PRESET_TAG := _build/exec-times/.preset
 RUNNER     := $(PY) tools/run_notebook.py
 BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib)
 
-# The preset is part of every notebook's inputs: rewrite the tag only when it changes.
-$(PRESET_TAG): FORCE
-	@mkdir -p $(@D)
-	@if [ "$$(cat $@ 2>/dev/null)" != "$(PRESET)" ]; then echo "$(PRESET)" > $@; fi
+# The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,
+# so that `make -n` sees it too) only when the preset differs from the last execution.
+ifneq ($(filter figures book all %.ipynb figures/MANIFEST.sha256 _build/html/index.html,$(or $(MAKECMDGOALS),all)),)
+  $(shell mkdir -p $(dir $(PRESET_TAG)); [ "$$(cat $(PRESET_TAG) 2>/dev/null)" = "$(PRESET)" ] || echo "$(PRESET)" > $(PRESET_TAG))
+endif
 
 book/%.ipynb: book/%.py $(LIB_SRC) requirements.txt tools/run_notebook.py $(PRESET_TAG) | $(STAMP)
 	$(RUNNER) $< --preset $(PRESET) -o $@
@@ -83,4 +84,3 @@ notebook: $(STAMP)
 	    -o _build/custom/$(NB).ipynb --times-dir _build/custom/exec-times
 	@echo "notebook: executed copy in _build/custom/$(NB).ipynb, its figures in figures/custom/"
 
-FORCE:

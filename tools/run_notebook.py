@@ -72,6 +72,8 @@ def main(argv=None) -> int:
                     help="override one parameter (value parsed as YAML); repeatable")
     ap.add_argument("--times-dir", type=Path, default=None,
                     help="where to record the wall time (default: <root>/_build/exec-times)")
+    ap.add_argument("--failed-dir", type=Path, default=None,
+                    help="where a failed notebook is kept (default: <root>/_build/failed)")
     ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
     args = ap.parse_args(argv)
 
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
                                    cwd=str(src.parent), progress_bar=False, log_output=False,
                                    execution_timeout=args.timeout)
     except PapermillExecutionError as err:
-        failed = root / "_build" / "failed" / f"{name}.ipynb"
+        failed = (args.failed_dir or root / "_build" / "failed").resolve() / f"{name}.ipynb"
         failed.parent.mkdir(parents=True, exist_ok=True)
         if tmp.exists():
             os.replace(tmp, failed)
