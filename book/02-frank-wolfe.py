@@ -50,7 +50,7 @@ seed = None            # seed of every random draw on this page
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(oracle_configs=200, oracle_n=12, oracle_d=3, tie_configs=10_000, tie_steps=100, gamma=0.1,
+    "paper": dict(oracle_configs=60, oracle_n=12, oracle_d=3, tie_configs=10_000, tie_steps=100, gamma=0.1,
                   e7_pairs=100_000, hull_configs=300, hull_steps=60, seed=2508),
     "quick": dict(oracle_configs=10, oracle_n=8, oracle_d=3, tie_configs=200, tie_steps=20, gamma=0.1,
                   e7_pairs=1_000, hull_configs=12, hull_steps=15, seed=2508),
@@ -64,7 +64,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import HTML, display
 from myst_nb import glue
-from scipy.spatial import ConvexHull, Delaunay
+from scipy.spatial import ConvexHull
 
 from attention_fw import dynamics as dyn
 from attention_fw import frank_wolfe as fw
@@ -275,8 +275,9 @@ for t in range(p.hull_steps + 1):
     A = (S >= S.max(-1, keepdims=True) - 1e-12 * np.abs(S).max(-1, keepdims=True)).astype(float)
     A /= A.sum(-1, keepdims=True)                                  # hardmax, ties averaged (as the library)
     new = X + p.gamma * (A @ X - X)
-    for r in range(p.hull_configs):
-        outside += int((Delaunay(X[r]).find_simplex(new[r], tol=1e-12) < 0).sum())
+    for r in range(p.hull_configs):                                # facets a.x + b <= 0 of the current hull
+        eq = ConvexHull(X[r]).equations
+        outside += int(((new[r] @ eq[:, :2].T + eq[:, 2]) > 1e-12).any(axis=1).sum())
     X = new
 rel_incr = np.diff(areas, axis=0) / areas[:-1]
 glue("ch2-hull-configs", p.hull_configs, display=False)
