@@ -212,7 +212,7 @@ glue("ch1-gap-min", float(Delta.min()), display=False)
 # %% [markdown]
 # ```{glue:figure} fig-ch1-beta-limit
 # :name: fig-ch1-beta-limit
-# #
+#
 # The $\beta\to\infty$ limit of the renormalised layer (1.3). Left: distance after $t$ layers
 # between the finite-$\beta$ tokens and the hardmax tokens, from the same initial data. Right:
 # the same errors, one dot per configuration and $\beta$, against $\beta\Delta$. Values below
