@@ -177,6 +177,7 @@ bD = np.array(p.betas)[:, None] * Delta[None, :]
 far = bD > 10
 const = float((errors[far] * np.exp(bD[far])).max()) if far.any() else float("nan")
 
+# %% tags=["hide-input"]
 fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6))
 ax.loglog(p.betas, np.maximum(med, floor), "o-", ms=3, label="median over configurations")
 ax.loglog(p.betas, np.maximum(worst, floor), "s--", ms=3, color="C3", label="worst configuration")
@@ -298,7 +299,7 @@ glue("ch1-mc-err", float(np.abs(mean - target).max()), display=False)
 glue("ch1-mc-z", float(z.max()), display=False)
 glue("ch1-mc-coords", int(z.size), display=False)
 
-# %%
+# %% tags=["hide-input"]
 A = dyn.attention(x, None, p.beta_mc)
 fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.9), gridspec_kw={"width_ratios": [1.1, 1]})
 i = 0
@@ -361,7 +362,7 @@ display(HTML(trajectory_animation(run.trajectory, colors=colors, title=lambda k:
 # (SA∞), and stay there for a long time (metastability). These frames are precomputed, so
 # they work in this static page.
 
-# %%
+# %% tags=["hide-input"]
 beta_grid = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
 paths = {b: dyn.simulate(x0, dyn.Softmax(b, schedule=0.1), 60, trajectory=True).trajectory for b in beta_grid}
 

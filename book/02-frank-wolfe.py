@@ -107,7 +107,7 @@ glue("ch2-oracle-res", float(residuals.max()), display=False)
 glue("ch2-oracle-exact", int((residuals == 0).sum()), display=False)
 glue("ch2-oracle-queries", int(residuals.size), display=False)
 
-# %%
+# %% tags=["hide-input"]
 pts = np.array([[0.9, 0.1], [0.4, 0.8], [-0.5, 0.7], [-0.8, -0.3], [0.1, -0.9], [0.2, 0.1], [-0.1, 0.3]])
 B = np.diag([1.0, 2.0])
 i = 5
@@ -193,6 +193,7 @@ glue("ch2-centre-moved", float(np.abs(run_a[:, 4] - run_a[0, 4]).max()), display
 glue("ch2-edge-end-x", float(run_b[-1, 4, 0]), display=False)
 glue("ch2-edge-end-y", float(run_b[-1, 4, 1]), display=False)
 
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
 ax.plot(*np.r_[corners, corners[:1]].T, color="0.5", lw=0.8)
 ax.plot(run_b[:, 4, 0], run_b[:, 4, 1], "o-", ms=2.5, color="C2", lw=0.8)
@@ -299,7 +300,7 @@ A /= A.sum(-1, keepdims=True)
 glue("ch2-batch-check", float(np.abs(x0 + p.gamma * (A @ x0 - x0) - dyn.hardmax_step(x0, p.gamma, Bs[0])).max()),
      display=False)
 
-# %%
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.3))
 norm = areas / areas[0]
 ax.semilogy(norm[:, :40], color="C0", lw=0.6, alpha=0.5)
@@ -358,6 +359,7 @@ glue("ch2-x2-sum", float(new[1].sum()), display=False)
 glue("ch2-area-new", float(new_poly.area), display=False)
 glue("ch2-area-outside", float(new_poly.difference(old_poly).area), display=False)
 
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN * 0.95))
 ax.fill(*tri[[0, 1, 2, 0]].T, color="C0", alpha=0.15, label=r"$\mathcal{K}$")
 ax.plot(*tri[[0, 1, 2, 0]].T, color="C0", lw=1)
