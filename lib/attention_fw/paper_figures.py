@@ -208,9 +208,16 @@ def _kappas(kappas):
     return tuple(V.positive_int("kappas", k, minimum=3) for k in kappas)
 
 
+def _width(width, n_panels):
+    """Default width: one column for a single panel, two columns otherwise (inches)."""
+    if width is None:
+        return plotting.ONE_COLUMN if n_panels == 1 else plotting.TWO_COLUMN
+    return V.real_scalar("width", width, low=0.5, high=30)
+
+
 def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
     kappas = _kappas(kappas)
-    width = V.real_scalar("width", width, low=0.5, high=30)
+    width = _width(width, len(kappas))
     panels = [cell_panel(k, seed, **panel_kw) for k in kappas]
     lims = _panel_limits(panels)
     fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols)
@@ -223,7 +230,7 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 # ---------------------------------------------------------------------------------------------
 # The figures
 # ---------------------------------------------------------------------------------------------
-def figure1(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
+def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
     Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
@@ -240,13 +247,13 @@ def figure1(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
                          enforce_bijection=True, labelling="unit")
 
 
-def figure1_corrected(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
+def figure1_corrected(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 corrected: the true cells C_i(v) (eq: cells, B = I) of the same polygons."""
     return _cells_figure("figure1-corrected", kappas, seed, width, ncols, equal_norm=False,
                          enforce_bijection=True, labelling="exact")
 
 
-def figure2(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
+def figure2(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 2: equal norms, so C_i(v) = Vor(v_i) cap K (Proposition 4.5 with B = I)."""
     fig, data = _cells_figure("figure2", kappas, seed, width, ncols, equal_norm=True,
                               enforce_bijection=True, labelling="exact")
@@ -255,7 +262,7 @@ def figure2(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
     return fig, data
 
 
-def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=plotting.TWO_COLUMN,
+def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None,
             ncols=None, n_levels=25):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
@@ -284,7 +291,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=p
         panels.append(p)
     levels = np.linspace(0.0, c / 2, n_levels + 1)
     lims = _panel_limits(panels, margin=0.06)
-    width = V.real_scalar("width", width, low=0.5, high=30)
+    width = _width(width, len(panels))
     bar_h = 0.45
     fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, extra_bottom=bar_h)
     cs = None
@@ -479,6 +486,11 @@ def is_default(name, params):
     for k, v in params.items():
         if k not in d:
             raise ValueError(f"unknown parameter {k!r} for {name}; accepted: {sorted(d)}")
+        if v is None or d[k] is None:
+            same = v is None and d[k] is None
+            if not same:
+                return False
+            continue
         try:
             same = np.array_equal(np.asarray(v, dtype=float), np.asarray(d[k], dtype=float))
         except (TypeError, ValueError):
