@@ -524,7 +524,11 @@ def main(argv=None):
     names = list(FIGURES) if args.name == "all" else [args.name]
     for name in names:
         params = _params_for(name, args)
-        _, _, written = render(name, outdir=args.outdir, **params)
+        try:
+            _, _, written = render(name, outdir=args.outdir, **params)
+        except (ValueError, TypeError) as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 2
         for path in written.values():
             print(path)
     return 0
