@@ -176,9 +176,11 @@ def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
         c = K.mean(axis=0)
         for v, j in zip(K, labels):
             d = v - c
-            # published offset 0.05 at 8 inches and 13 pt; our panels are smaller, text relatively larger
-            pos = v + 0.085 * d / np.linalg.norm(d)
-            ax.text(pos[0], pos[1], f"$v_{{{j}}}$", ha="center", va="center", zorder=5)
+            # published: 0.05 data units outward from the mean of the corners (about 14 pt at
+            # 8 inches and 13 pt text); here a fixed 9 pt, so any figure width reads the same
+            u = d / np.linalg.norm(d)
+            ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=9 * u, textcoords="offset points",
+                        ha="center", va="center", zorder=5)
     ax.scatter([0], [0], marker="x", color="k", s=80 * _S**2, linewidths=2 * _S * 1.4, zorder=5)
     if origin_label:
         ax.text(0.02, 0.02, "$0$", zorder=5)
