@@ -66,9 +66,6 @@ __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "fig
            "FIGURES", "DEFAULTS", "make", "make_all", "render", "is_default", "main", "cell_panel", "hue_colours",
            "read_pdf_paths", "published_geometry", "fit_similarity", "rasterise_pdf"]
 
-# fontTools logs a warning about the old timestamps of the Computer Modern fonts each time a
-# PDF is subset; it is harmless and would clutter notebooks and the command line.
-logging.getLogger("fontTools").setLevel(logging.ERROR)
 
 SEED = 42
 KAPPAS = (5, 7, 9, 10)
