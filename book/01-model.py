@@ -88,8 +88,9 @@ rng = np.random.default_rng(p.seed)
 # x_i^{t+1}=x_i^t+P^t\Big(\sum_j A^t_{ij}x_j^t-x_i^t\Big),\qquad P^t=(I_d+V^t)^{-1}V^t .
 # $$
 #
-# The right-hand form is the one transcribed in the Lean formalization; the left-hand
-# $R^t$ form is reconstructed from a review of the paper (uncertain as a printed form). The
+# That is, one layer (1.1) followed by the rescaling $(R^t)^{-1}$. The right-hand form is the
+# one transcribed in the Lean formalization; the left-hand $R^t$ form is reconstructed from a
+# review of the paper (uncertain as a printed form). The
 # two are algebraically identical, since $(I+V)^{-1}(x+VAx)=x+(I+V)^{-1}V(Ax-x)$. Numerically,
 # for a random non-symmetric $V$, $B$ and $\beta=$ {glue:text}`ch1-beta-check`, the two forms
 # differ by at most {glue:text}`ch1-R-vs-P:.1e` over all tokens.
@@ -273,7 +274,8 @@ glue("ch1-E8-fix", float(np.abs(dyn.layer_step(x, I2, p.gamma / (1 - p.gamma) * 
 # {glue:text}`ch1-beta-mc`, $\gamma=$ {glue:text}`ch1-gamma`): the sample mean differs from the
 # (SAβ) step by at most {glue:text}`ch1-mc-err:.1e`, and the largest deviation in units of
 # the standard error is {glue:text}`ch1-mc-z:.2f` over the {glue:text}`ch1-mc-coords`
-# coordinates ({numref}`fig-ch1-sap`, right: the error shrinks like $M^{-1/2}$).
+# coordinates ({numref}`fig-ch1-sap`: error bars in the middle; on the right the error
+# shrinks like $M^{-1/2}$).
 
 # %%
 x = np.array([[-0.6, 0.5], [0.7, 0.6], [0.1, -0.7], [-0.8, -0.4], [0.5, -0.1]])   # five fixed tokens
@@ -298,10 +300,12 @@ glue("ch1-beta-mc", p.beta_mc, display=False)
 glue("ch1-mc-err", float(np.abs(mean - target).max()), display=False)
 glue("ch1-mc-z", float(z.max()), display=False)
 glue("ch1-mc-coords", int(z.size), display=False)
+glue("ch1-mc-within", int((z <= 2).sum()), display=False)
 
 # %% tags=["hide-input"]
 A = dyn.attention(x, None, p.beta_mc)
-fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.9), gridspec_kw={"width_ratios": [1.1, 1]})
+fig, (ax, ax3, ax2) = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 3.1), layout="constrained",
+                                   gridspec_kw={"width_ratios": [1.1, 0.9, 1]})
 i = 0
 dest = (1 - p.gamma) * x[i] + p.gamma * x                      # the n possible destinations of token i
 for j in range(len(x)):
@@ -313,14 +317,22 @@ ax.scatter(*target[i], marker="*", s=120, c="C3", zorder=4, label=r"one SA$\beta
 ax.scatter(*mean[i], marker="x", s=60, c="C2", zorder=5, label="Monte Carlo mean of SAP")
 ax.annotate("$x_1$", x[i], textcoords="offset points", xytext=(-14, 6))
 ax.set_aspect("equal")
-ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2, frameon=False)
+ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=1, frameon=False)
 ax.set_xticks([])
 ax.set_yticks([])
 ax.set_title(r"one step of token $x_1$", fontsize=8)
-ax2.loglog(checkpoints, errs, "o-", ms=3, label="largest coordinate error of the mean")
+labels = [f"$x_{{{k + 1},{c + 1}}}$" for k in range(len(x)) for c in range(d)]
+pos = np.arange(x.size)
+ax3.errorbar(pos, (mean - target).ravel(), yerr=2 * se.ravel(), fmt="o", ms=3, capsize=2, color="C2")
+ax3.axhline(0, color="C3", lw=1)
+ax3.set_xticks(pos, labels, fontsize=6, rotation=90)
+ax3.set_title(r"MC mean $-$ SA$\beta$ step, $\pm2$ s.e.", fontsize=8)
+ax3.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+ax2.loglog(checkpoints, errs, "o-", ms=3, label="largest coordinate error")
 ref = errs[0] * np.sqrt(checkpoints[0] / np.array(checkpoints, dtype=float))
 ax2.loglog(checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
 ax2.set_xlabel("Monte Carlo samples $M$")
+ax2.set_title("convergence of the mean", fontsize=8)
 ax2.legend(frameon=False, fontsize=7)
 glue("fig-ch1-sap", fig, display=False)
 _ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "sa_beta": target, "mc_mean": mean,
@@ -332,7 +344,10 @@ _ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "
 #
 # Left: the possible moves of one token under (SAP), with circle areas proportional to their
 # probabilities; their average (green cross, Monte Carlo) is the (SAβ) step (red star).
-# Right: the largest coordinate error of the Monte Carlo mean against the number of samples.
+# Middle: for every coordinate of every token, the Monte Carlo mean minus the (SAβ) step, with
+# error bars of two standard errors: {glue:text}`ch1-mc-within` of the {glue:text}`ch1-mc-coords`
+# bars contain zero (red), where about 95% are expected. Right: the largest coordinate
+# error of the Monte Carlo mean against the number of samples.
 # File: `figures/ch1-sap-expectation.{pdf,png,svg}`.
 # ```
 
