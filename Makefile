@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze
+.PHONY: all venv test bench clean freeze figures-paper
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -19,6 +19,10 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
+figures-paper: $(STAMP)
+	$(PY) -m attention_fw.paper_figures all
 
 clean:
 	rm -rf _build book/*.ipynb .pytest_cache .hypothesis
