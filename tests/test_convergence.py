@@ -294,3 +294,23 @@ def test_wilson_interval_covers_and_bad_input():
 def test_union_bound_increases_to_one():
     b = C.owns_cell_union_bound(np.array([5, 10, 20, 40, 80]), 5)
     assert np.all(np.diff(b) >= 0) and b[-1] > 1 - 1e-6
+
+
+def test_remark46_probability_increases_to_one():
+    """P(all kappa Gaussian vertices own their cells) rises with d towards 1, above the union bound."""
+    dims = [2, 6, 15, 40, 120]
+    r = C.owns_cell_probability(dims, 5, 4000, seed=11)
+    assert np.all(np.diff(r["p"][:3]) > 0) and np.all(np.diff(r["p"]) >= 0)
+    assert r["p"][0] < 0.2 and r["p"][-1] > 0.999
+    # the union bound is a lower bound: the 99.9% Wilson upper limit is above it
+    lo, hi = C.wilson_interval(r["successes"], r["samples"], z=3.29)
+    assert np.all(hi >= C.owns_cell_union_bound(np.array(dims), 5))
+    # bounded condition number (spectrum in [1, 4]): still tends to 1
+    r2 = C.owns_cell_probability([3, 120], 5, 2000, seed=12, B_spectrum=lambda d: np.linspace(1, 4, d))
+    assert r2["p"][1] > 0.99 > r2["p"][0]
+
+
+def test_remark46_kappa_two_exact():
+    """kappa = 2, d = 1: both points own their cells iff they have opposite signs: probability 1/2."""
+    r = C.owns_cell_probability([1], 2, 20000, seed=13)
+    assert r["low"][0] <= 0.5 <= r["high"][0]

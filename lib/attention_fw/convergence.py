@@ -37,6 +37,7 @@ from scipy import integrate, stats
 from . import _validate as V
 from . import dynamics as D
 from . import frank_wolfe as F
+from .geometry import cell_labels, owns_cell
 from .schedules import get_schedule
 
 __all__ = [
@@ -504,8 +505,8 @@ def linear_rate_bound(points, Bstar) -> dict:
 
 # ============================================================================ Theorem 4.2
 def _cell_labels(x, verts, B):
-    """Index of the vertex maximising ``<B x, v_j>`` (the cell of x), shape (..., n)."""
-    return np.argmax((x @ B.T) @ np.swapaxes(verts, -1, -2), axis=-1)
+    """Index of the vertex maximising ``<B x, v_j>`` (the cell of x), shape (R, n)."""
+    return cell_labels(x, verts, B)
 
 
 def vertex_convergence(vertices, interior, B, schedule, steps: int) -> dict:
@@ -577,9 +578,7 @@ def non_owning_run(vertices, interior, B, gamma: float, steps: int) -> dict:
     if X.shape[1] != Vt.shape[1]:
         raise ValueError("interior must have the dimension of vertices")
     steps = V.positive_int("steps", steps)
-    G = Vt @ Bm.T @ Vt.T
-    off = G - np.diag(np.full(len(Vt), np.inf))
-    owner = np.diag(G) > off.max(axis=1)
+    owner = owns_cell(Vt, Bm)
     res = D.simulate(np.concatenate([Vt, X]), D.Hardmax(Bm, gamma), steps, trajectory=True)
     traj = res.trajectory
     area = F.hull_area(traj)
@@ -662,8 +661,6 @@ def owns_cell_probability(dims, kappa: int, samples: int, seed=0, B_spectrum=Non
     -------
     dict with ``d``, ``p``, ``low``, ``high`` (95% Wilson), ``successes``, ``samples``, ``kappa``.
     """
-    from .geometry import owns_cell
-
     dims = [V.positive_int("dims", int(d)) if isinstance(d, (int, np.integer)) else V.positive_int("dims", d)
             for d in dims]
     kappa = V.positive_int("kappa", kappa, minimum=2)
