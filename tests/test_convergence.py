@@ -69,12 +69,25 @@ def test_symmetric_clouds_keep_origin_and_satisfy_bound():
     """Central symmetry keeps 0 in K^t; the printed ratio (t+1) J / (lambda d^2) stays <= 2."""
     x = C.symmetric_cloud(40, 4, 2, seed=3)
     Bs = np.diag([1.0, 0.3])
-    r = C.thm31_ratio(x, Bs, 2000)
+    r = C.thm31_ratio(x, Bs, 2000, symmetric=True)
     assert np.all(r["first_violation"] == -1)
     assert r["ratio"].max() <= 2.0
     assert r["origin_dist"].max() <= 1e-12
     # the limit is the origin
     assert np.abs(r["final"]).max() <= 1e-6 * r["diam0"].max()
+
+
+@pytest.mark.parametrize("seed", [0, 2, 6])
+def test_symmetric_bookkeeping_matches_exact_arithmetic(seed):
+    """The float simulation of symmetric clouds (mirror + exact zeros) follows the Fraction trajectory."""
+    x = np.round(C.symmetric_cloud(1, 6, 2, seed=seed)[0] * 100) / 100
+    Bs = [[1, 0], [0, Fraction(3, 10)]]
+    exact = C.exact_hardmax_trajectory(x.tolist(), 40, Bs)
+    r = C.section3_rates(x, np.array(Bs, dtype=float), 40, times=np.arange(41), symmetric=True)
+    for t in range(41):
+        np.testing.assert_allclose(r["positions"][t, 0], np.array(exact[t], dtype=float), atol=1e-12)
+    with pytest.raises(ValueError, match="symmetric"):
+        C.section3_rates(x + 0.1, np.eye(2), 3, symmetric=True)
 
 
 def test_shifted_clouds_violate_bound_and_converge_off_origin():

@@ -297,7 +297,32 @@ def origin_distance_2d(x) -> np.ndarray:
     return dist[0] if x.ndim == 2 else dist
 
 
-def thm31_ratio(x0, Bstar, steps: int, times=None) -> dict:
+def _check_symmetric(x):
+    n = x.shape[-2]
+    if n % 2 or not np.array_equal(x[:, n // 2:], -x[:, :n // 2]):
+        raise ValueError("x0 must be a centrally symmetric cloud [x; -x] (see symmetric_cloud) when symmetric=True")
+
+
+def _resymmetrise(x, x_old):
+    """Exact-arithmetic bookkeeping for symmetric clouds: mirror the first half, keep exact zeros exact.
+
+    In exact arithmetic the symmetry ``x_{i+m} = -x_i`` is preserved, and a token whose oracle is
+    its own mirror lands EXACTLY on 0 (e.g. at t = 2, where gamma = 1/2); there all scores tie,
+    the tied average is 0, and it stays. In floating point such a token sits at ~1e-16 and its
+    oracle is decided by rounding noise, which breaks the symmetry by O(1). We restore the
+    exact-arithmetic state: a token that was 0 stays 0, a token whose norm drops by more than
+    12 orders of magnitude in one step (exact cancellation; a genuine step shrinks it by the
+    factor ``|1 - 2 gamma|`` at most, which is 0 only at gamma = 1/2) becomes 0, and the second
+    half is re-mirrored. (Validated against :func:`exact_hardmax_trajectory` in the tests.)
+    """
+    m = x.shape[-2] // 2
+    old = np.linalg.norm(x_old, axis=-1)
+    small = (old == 0) | (np.linalg.norm(x, axis=-1) <= 1e-12 * old)
+    x = np.where(small[..., None], 0.0, x)
+    return np.concatenate([x[:, :m], -x[:, :m]], axis=1)
+
+
+def thm31_ratio(x0, Bstar, steps: int, times=None, symmetric: bool = False) -> dict:
     """Theorem 3.1's ratio ``(t+1) max_i J(x_i^{t+1}) / (lambda_max(B_*) d(K^0)^2)`` along (SA-inf), ``2/(t+2)``.
 
     The printed bound says this ratio is ``<= 2`` for every ``t`` (errata E2: false unless
@@ -310,6 +335,9 @@ def thm31_ratio(x0, Bstar, steps: int, times=None) -> dict:
     steps : int
     times : int array, optional
         The ``t`` at which to record (default: :func:`log_times`).
+    symmetric : bool
+        ``x0`` is centrally symmetric (``[x; -x]``); keep the exact-arithmetic symmetry and
+        exact zeros (see ``_resymmetrise``).
 
     Returns
     -------
@@ -332,8 +360,11 @@ def thm31_ratio(x0, Bstar, steps: int, times=None) -> dict:
     rec, orig = [], []
     planar = d == 2
     tset = set(int(t) for t in times)
+    if symmetric:
+        _check_symmetric(x)
     for t in range(steps):
-        x = D.hardmax_step(x, sched(t), -Bs)
+        x_new = D.hardmax_step(x, sched(t), -Bs)
+        x = _resymmetrise(x_new, x) if symmetric else x_new
         ratio = (t + 1) * F.energy(x, Bs).max(axis=-1) / (lam * diam0 ** 2)
         newly = (first < 0) & (ratio > 2.0)
         first[newly] = t
@@ -368,7 +399,7 @@ def _min_energy_batch(x, Bs):
     return np.where(origin_in_hull_2d(x), 0.0, m)
 
 
-def section3_rates(x0, Bstar, steps: int, schedule="fw", times=None) -> dict:
+def section3_rates(x0, Bstar, steps: int, schedule="fw", times=None, symmetric: bool = False) -> dict:
     """Energy, Frank-Wolfe gap and primal gaps along (SA-inf) with ``B = -B_*`` (Section 3).
 
     At each recorded ``t`` (per system, maximised over tokens):
@@ -379,9 +410,12 @@ def section3_rates(x0, Bstar, steps: int, schedule="fw", times=None) -> dict:
     * ``primal_initial``: ``max_i J(x_i^t) - min_{K^0} J`` (against the initial hull);
     * ``diameter``: ``d(K^t)``.
 
+    ``symmetric=True``: centrally symmetric ``x0``, bookkeeping as in :func:`thm31_ratio`.
+
     Returns
     -------
-    dict of arrays (T, R) plus ``t`` (T,), ``final`` (R, n, d), ``diam0`` (R,), ``lam`` (float).
+    dict of arrays (T, R) plus ``t`` (T,), ``positions`` (T, R, n, d), ``final`` (R, n, d),
+    ``diam0`` (R,), ``lam`` (float).
     """
     x, _ = _batch(x0)
     d = x.shape[-1]
@@ -392,9 +426,12 @@ def section3_rates(x0, Bstar, steps: int, schedule="fw", times=None) -> dict:
     tset = set(int(t) for t in times if t <= steps)
     min0 = _min_energy_batch(x, Bs)
     diam0 = F.hull_diameter(x)
-    out = {k: [] for k in ("J", "fw_gap", "primal_current", "primal_initial", "diameter")}
+    if symmetric:
+        _check_symmetric(x)
+    out = {k: [] for k in ("J", "fw_gap", "primal_current", "primal_initial", "diameter", "positions")}
     for t in range(steps + 1):
         if t in tset:
+            out["positions"].append(x)
             J = F.energy(x, Bs).max(axis=-1)
             out["J"].append(J)
             out["fw_gap"].append(F.fw_gap(x, x @ Bs, x).max(axis=-1))
@@ -402,7 +439,8 @@ def section3_rates(x0, Bstar, steps: int, schedule="fw", times=None) -> dict:
             out["primal_initial"].append(J - min0)
             out["diameter"].append(F.hull_diameter(x))
         if t < steps:
-            x = D.hardmax_step(x, sched(t), -Bs)
+            x_new = D.hardmax_step(x, sched(t), -Bs)
+            x = _resymmetrise(x_new, x) if symmetric else x_new
     res = {k: np.array(v) for k, v in out.items()}
     res.update(t=np.array(sorted(tset)), final=x, diam0=diam0, lam=float(np.linalg.eigvalsh(Bs).max()))
     return res
@@ -424,7 +462,8 @@ def fixed_hull_fw(x0, Bstar, steps: int, points=None, rule="fw", times=None) -> 
     Returns
     -------
     dict with ``t`` (T,), ``J`` (T, R) (max over tokens of ``J``), ``primal`` (T, R)
-    (``max_i J(x_i) - min_K J``), ``fw_gap`` (T, R), ``final`` (R, n, d), ``min_energy`` (R,).
+    (``max_i J(x_i) - min_K J``), ``fw_gap`` (T, R), ``positions`` (T, R, n, d),
+    ``final`` (R, n, d), ``min_energy`` (R,).
     """
     x, _ = _batch(x0)
     d = x.shape[-1]
@@ -438,10 +477,11 @@ def fixed_hull_fw(x0, Bstar, steps: int, points=None, rule="fw", times=None) -> 
     times = log_times(steps) if times is None else np.asarray(times, dtype=int)
     tset = set(int(t) for t in times if t <= steps)
     fmin = _min_energy_batch(P, Bs)
-    out = {k: [] for k in ("J", "primal", "fw_gap")}
+    out = {k: [] for k in ("J", "primal", "fw_gap", "positions")}
     for t in range(steps + 1):
         grad = x @ Bs
         if t in tset:
+            out["positions"].append(x)
             J = F.energy(x, Bs).max(axis=-1)
             out["J"].append(J)
             out["primal"].append(J - fmin)
@@ -509,7 +549,7 @@ def _cell_labels(x, verts, B):
     return cell_labels(x, verts, B)
 
 
-def vertex_convergence(vertices, interior, B, schedule, steps: int) -> dict:
+def vertex_convergence(vertices, interior, B, schedule, steps: int, tie_rtol: float = 0.0) -> dict:
     """(SA-inf) from the vertices of a polygon plus interior tokens, against the closed form of Theorem 4.2.
 
     Tokens are ``x^0 = [vertices; interior]``. Under the genericity conditions of Theorem 4.2
@@ -524,6 +564,12 @@ def vertex_convergence(vertices, interior, B, schedule, steps: int) -> dict:
     B : (d, d)
     schedule : schedule spec (see :func:`attention_fw.schedules.get_schedule`)
     steps : int
+    tie_rtol : float
+        Tie tolerance passed to :func:`attention_fw.dynamics.hardmax_step`. Default 0 (exact
+        comparisons): the data are generic, so there is no tie in exact arithmetic, and the
+        library's default tolerance 1e-12 would merge a token with its vertex once they are
+        1e-12 apart (the token and the vertex then move to their average), which stalls the
+        measured distance at ~1e-12 instead of following the closed form to machine precision.
 
     Returns
     -------
@@ -548,7 +594,7 @@ def vertex_convergence(vertices, interior, B, schedule, steps: int) -> dict:
     traj = [x]
     same = np.ones(x.shape[0], dtype=bool)
     for t in range(steps):
-        x = D.hardmax_step(x, sched(t), Bm)
+        x = D.hardmax_step(x, sched(t), Bm, tie_rtol=tie_rtol)
         traj.append(x)
         same &= np.all(_cell_labels(x, x[:, :k], Bm) == sigma, axis=-1)
     traj = np.array(traj)
