@@ -63,8 +63,9 @@ from . import geometry as G
 from . import paths, plotting
 
 __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
-           "FIGURES", "DEFAULTS", "make", "make_all", "main", "cell_panel", "hue_colours",
+           "FIGURES", "DEFAULTS", "make", "make_all", "render", "is_default", "main", "cell_panel", "hue_colours",
            "read_pdf_paths", "published_geometry", "fit_similarity", "rasterise_pdf"]
+
 
 SEED = 42
 KAPPAS = (5, 7, 9, 10)
@@ -172,8 +173,11 @@ def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
         c = K.mean(axis=0)
         for v, j in zip(K, labels):
             d = v - c
-            pos = v + 0.05 * d / np.linalg.norm(d)
-            ax.text(pos[0], pos[1], f"$v_{{{j}}}$", ha="center", va="center", zorder=5)
+            # published: 0.05 data units outward from the mean of the corners (about 14 pt at
+            # 8 inches and 13 pt text); here a fixed 9 pt, so any figure width reads the same
+            u = d / np.linalg.norm(d)
+            ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=9 * u, textcoords="offset points",
+                        ha="center", va="center", zorder=5)
     ax.scatter([0], [0], marker="x", color="k", s=80 * _S**2, linewidths=2 * _S * 1.4, zorder=5)
     if origin_label:
         ax.text(0.02, 0.02, "$0$", zorder=5)
@@ -203,9 +207,16 @@ def _kappas(kappas):
     return tuple(V.positive_int("kappas", k, minimum=3) for k in kappas)
 
 
+def _width(width, n_panels):
+    """Default width: one column for a single panel, two columns otherwise (inches)."""
+    if width is None:
+        return plotting.ONE_COLUMN if n_panels == 1 else plotting.TWO_COLUMN
+    return V.real_scalar("width", width, low=0.5, high=30)
+
+
 def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
     kappas = _kappas(kappas)
-    width = V.real_scalar("width", width, low=0.5, high=30)
+    width = _width(width, len(kappas))
     panels = [cell_panel(k, seed, **panel_kw) for k in kappas]
     lims = _panel_limits(panels)
     fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols)
@@ -218,7 +229,7 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 # ---------------------------------------------------------------------------------------------
 # The figures
 # ---------------------------------------------------------------------------------------------
-def figure1(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
+def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
     Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
@@ -235,13 +246,13 @@ def figure1(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
                          enforce_bijection=True, labelling="unit")
 
 
-def figure1_corrected(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
+def figure1_corrected(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 corrected: the true cells C_i(v) (eq: cells, B = I) of the same polygons."""
     return _cells_figure("figure1-corrected", kappas, seed, width, ncols, equal_norm=False,
                          enforce_bijection=True, labelling="exact")
 
 
-def figure2(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
+def figure2(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 2: equal norms, so C_i(v) = Vor(v_i) cap K (Proposition 4.5 with B = I)."""
     fig, data = _cells_figure("figure2", kappas, seed, width, ncols, equal_norm=True,
                               enforce_bijection=True, labelling="exact")
@@ -250,7 +261,7 @@ def figure2(kappas=KAPPAS, seed=SEED, width=plotting.TWO_COLUMN, ncols=None):
     return fig, data
 
 
-def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=plotting.TWO_COLUMN,
+def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None,
             ncols=None, n_levels=25):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
@@ -279,7 +290,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=p
         panels.append(p)
     levels = np.linspace(0.0, c / 2, n_levels + 1)
     lims = _panel_limits(panels, margin=0.06)
-    width = V.real_scalar("width", width, low=0.5, high=30)
+    width = _width(width, len(panels))
     bar_h = 0.45
     fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, extra_bottom=bar_h)
     cs = None
@@ -466,29 +477,57 @@ def _params_for(name, args):
     return p
 
 
-def _is_default(name, params):
+def is_default(name, params):
+    """True when ``params`` only repeat the published parameters of figure ``name``."""
+    if name not in FIGURES:
+        raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
     d = DEFAULTS[name]
     for k, v in params.items():
-        if not np.array_equal(np.asarray(v, dtype=float), np.asarray(d[k], dtype=float)):
+        if k not in d:
+            raise ValueError(f"unknown parameter {k!r} for {name}; accepted: {sorted(d)}")
+        if v is None or d[k] is None:
+            same = v is None and d[k] is None
+            if not same:
+                return False
+            continue
+        try:
+            same = np.array_equal(np.asarray(v, dtype=float), np.asarray(d[k], dtype=float))
+        except (TypeError, ValueError):
+            same = False
+        if not same:
             return False
     return True
+
+
+def render(name, outdir=None, close=True, **params):
+    """Draw and save figure ``name``, protecting the canonical files.
+
+    With the published parameters the files go to ``figures/``; with any other parameter to
+    ``figures/custom/``, unless ``outdir`` is given. Used by the command line and the notebooks.
+
+    Returns
+    -------
+    (fig, data, written): the figure (closed unless ``close=False``), its data and the paths.
+    """
+    default = is_default(name, params)  # validates the name and the parameter names
+    if outdir is None:
+        outdir = paths.figures_dir() if default else paths.figures_dir() / "custom"
+    fig, data = FIGURES[name](**params)
+    written = plotting.save(fig, name, data, outdir=outdir, close=close)
+    return fig, data, written
 
 
 def main(argv=None):
     """Command-line entry point (see the module docstring and ``--help``)."""
     args = _parser().parse_args(argv)
-    # fontTools warns about the old timestamps of the Computer Modern fonts while subsetting
-    logging.getLogger("fontTools").setLevel(logging.ERROR)
     names = list(FIGURES) if args.name == "all" else [args.name]
     for name in names:
         params = _params_for(name, args)
-        if args.outdir is not None:
-            outdir = Path(args.outdir)
-        elif _is_default(name, params):
-            outdir = paths.figures_dir()
-        else:
-            outdir = paths.figures_dir() / "custom"
-        written = make(name, outdir=outdir, **params)
+        try:
+            _, _, written = render(name, outdir=args.outdir, **params)
+        except (ValueError, TypeError) as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 2
         for path in written.values():
             print(path)
     return 0
