@@ -118,6 +118,11 @@ def test_min_energy_batch_matches_library_and_degenerate_hulls():
     assert C._min_energy_batch(seg, np.eye(2))[0] == pytest.approx(1.0, rel=1e-14)
 
 
+def test_thm31_shifted_pools_sizes():
+    r = C.thm31_shifted([3, 4], 5, 50, seed=1)
+    assert r["ratio"].shape[1] == 10 and r["limit"].shape == (10, 2) and list(r["n"]) == [3] * 5 + [4] * 5
+
+
 def test_origin_in_hull_and_distance():
     sq = np.array([[1.0, 1], [-1, 1], [-1, -1], [1, -1]])
     assert C.origin_in_hull_2d(sq) and not C.origin_in_hull_2d(sq + 2)
@@ -135,8 +140,8 @@ def test_section3_rates_current_hull():
     for key in ("fw_gap", "primal_current"):
         slope = C.loglog_slope(t, np.median(r[key], axis=1), 100, 4000)
         assert -2.3 <= slope <= -1.7, (key, slope)
-    # the O(1/t)-type reference 2 lambda d^2/(t+1) is never exceeded by the gap on the current hull
-    assert np.all(r["primal_current"][1:] <= 2 * r["lam"] * r["diam0"] ** 2 / t[1:, None])
+    # the book's corrected statement: J(x_i^t) - min_{K^t} J <= 2 lambda d(K^0)^2 / (t+2) for t >= 1
+    assert np.all(r["primal_current"][1:] <= 2 * r["lam"] * r["diam0"] ** 2 / (t[1:, None] + 2))
     # J does not tend to 0: its last value is close to its value at t = 1000
     i = np.searchsorted(t, 1000)
     np.testing.assert_allclose(r["J"][-1], r["J"][i], rtol=1e-3)
@@ -302,6 +307,15 @@ def test_wilson_interval_covers_and_bad_input():
     assert hi[0] == pytest.approx(1.96 ** 2 / (100 + 1.96 ** 2), rel=1e-12)
     with pytest.raises(ValueError, match="trials"):
         C.wilson_interval(5, 3)
+
+
+def test_union_q_matches_adaptive_quadrature():
+    from scipy import integrate, stats
+    for d in (1, 2, 7, 40, 300):
+        ref = integrate.quad(lambda r: stats.norm.sf(r) * stats.chi.pdf(r, d), 0, np.inf, epsabs=1e-14, limit=200)[0]
+        assert C._union_q([d])[0] == pytest.approx(ref, rel=1e-8, abs=1e-13)
+    # d = 1: P(v w >= v^2) = P(w/v >= 1) for independent standard normals = 1/4 (Cauchy ratio)
+    assert C._union_q([1])[0] == pytest.approx(0.25, abs=1e-9)
 
 
 def test_union_bound_increases_to_one():

@@ -20,8 +20,9 @@ from .plotting import ONE_COLUMN, TWO_COLUMN, save
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
-def _save(fig, name, data, outdir):
-    save(fig, name, data, outdir=outdir, close=False)
+def _save(fig, name, data, outdir, formats=None):
+    kw = {} if formats is None else dict(formats=formats)
+    save(fig, name, data, outdir=outdir, close=False, **kw)
     return fig
 
 
@@ -59,7 +60,7 @@ def _pos(y):
 
 
 # ============================================================================ Section 3
-def fig_thm31_counterexample(res: dict, outdir=None, name: str = "fw-thm31-counterexample"):
+def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "fw-thm31-counterexample"):
     """Theorem 3.1's printed bound against the exact counterexample x^0 = (3, -1) (E2)."""
     t = res["t"]
     J = np.array([[float(v) for v in row] for row in res["J"]])
@@ -97,10 +98,10 @@ def fig_thm31_counterexample(res: dict, outdir=None, name: str = "fw-thm31-count
                 first_violation=tv, first_violation_token=res["first_violation_token"],
                 equality_times=res["equality_times"], plateau=str(res["plateau"]), limit=str(res["limit"]),
                 x0=[3, -1], Bstar=1, schedule="2/(t+2)")
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
-def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=None,
+def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=None, formats=None,
                                    name: str = "fw-thm31-symmetric-vs-shifted"):
     """Ratio (t+1) max_i J(x_i^{t+1}) / (lambda d^2) (printed: <= 2) for symmetric vs shifted clouds.
 
@@ -152,10 +153,10 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
                 origin_dist_shifted=shf["origin_dist"], origin_dist_symmetric=sym["origin_dist"],
                 limit_distance_over_diameter_shifted=dist_lim, example_positions=P[:, r],
                 example_times=example["t"])
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
-def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, name: str = "fw-rates-section3"):
+def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, formats=None, name: str = "fw-rates-section3"):
     """Energy, FW gap and primal gap on the current hull vs t (log-log), with fitted slopes and O(1/t)."""
     fig, axes = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), sharey=False)
     slopes = {}
@@ -193,8 +194,8 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, na
                 sl[key] = None
                 lab = lab + " (reaches 0)"
             _band(ax, tt[keep], res[key][keep], col, lab)
-        ref = 2 * res["lam"] * np.median(res["diam0"]) ** 2 / (t[keep] + 1)
-        ax.plot(tt[keep], ref, "k--", lw=1, label=r"$O(1/t)$: $2\lambda_{\max}\mathsf{d}^2/(t+1)$")
+        ref = 2 * res["lam"] * np.median(res["diam0"]) ** 2 / (t[keep] + 2)
+        ax.plot(tt[keep], ref, "k--", lw=1, label=r"$O(1/t)$ bound on the gap: $2\lambda_{\max}\mathsf{d}^2/(t+2)$")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(r"$t$ (layer index)")
@@ -208,11 +209,11 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, na
                 exact_collapse_counts=counts,
                 **{f"{k}_shifted": shf[k] for k in ("J", "fw_gap", "primal_current", "primal_initial")},
                 **{f"{k}_symmetric": np.where(sym[k] > 0, sym[k], 0.0) for k in ("J", "fw_gap", "primal_current")})
-    _save(fig, name, data, outdir)
+    _save(fig, name, data, outdir, formats)
     return fig, slopes
 
 
-def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, name: str = "fw-fixed-vs-current-hull"):
+def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, name: str = "fw-fixed-vs-current-hull"):
     """Classical FW over the fixed hull K^0 vs the token dynamics over the shrinking K^t (same clouds)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), gridspec_kw=dict(width_ratios=[1.4, 1]))
     t = current["t"]
@@ -258,11 +259,11 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, name: str = "f
                 primal_fixed_fw=fixed["primal"], slope_fixed=s_fixed, slope_current=s_cur, example_index=r,
                 collapsed_in_finite_time=~alive,
                 positions_tokens=current["positions"][:, r], positions_fixed=fixed["positions"][:, r])
-    _save(fig, name, data, outdir)
+    _save(fig, name, data, outdir, formats)
     return fig, dict(fixed=s_fixed, current=s_cur)
 
 
-def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, name: str = "fw-linear-contrast"):
+def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, formats=None, name: str = "fw-linear-contrast"):
     """Frank-Wolfe over a fixed polygon with 0 in its interior: exact line search (linear) vs 2/(t+2)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.6))
     t = line["t"]
@@ -293,7 +294,7 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, n
     fig.tight_layout()
     data = dict(t=t, primal_line_search=h_ls, primal_open_loop=h_ol, t_open_loop=open_loop["t"], rho=rho,
                 measured_factor=rate, slope_open_loop=s_ol, r=bound["r"], D=bound["D"], mu=bound["mu"], L=bound["L"])
-    _save(fig, name, data, outdir)
+    _save(fig, name, data, outdir, formats)
     return fig, dict(rate=rate, rho=rho, slope_open_loop=s_ol)
 
 
@@ -306,7 +307,7 @@ _SCHED_TEXT = {
 }
 
 
-def fig_vertex_schedules(results: dict, outdir=None, name: str = "vertex-convergence-schedules"):
+def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "vertex-convergence-schedules"):
     """Distance to the cell's vertex vs t, measured (markers) over the closed form of Theorem 4.2 (lines).
 
     ``results``: ``{kind: (schedule, vertex_convergence result)}`` with ``kind`` in
@@ -348,7 +349,7 @@ def fig_vertex_schedules(results: dict, outdir=None, name: str = "vertex-converg
                           ratio_min=(res["dist"][:, mov] / d0[mov]).min(axis=1), product=res["product"], max_deviation=dev, labels_constant=res["labels_constant"],
                           vertex_displacement=res["vertices_fixed"])
     fig.tight_layout()
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
 def _draw_cells(ax, verts, B, alpha=0.35):
@@ -360,7 +361,7 @@ def _draw_cells(ax, verts, B, alpha=0.35):
     return cells
 
 
-def fig_vertex_straight_lines(panels: list, outdir=None, name: str = "vertex-straight-lines"):
+def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str = "vertex-straight-lines"):
     """Trajectories of (SA-inf) drawn over the exact cells C_i(v): straight segments to the cell's vertex.
 
     ``panels``: list of ``(title, vertices (k,2), B, vertex_convergence result)``.
@@ -398,10 +399,10 @@ def fig_vertex_straight_lines(panels: list, outdir=None, name: str = "vertex-str
     axes[0].plot([], [], "kx", label="origin")
     axes[0].legend(fontsize=6.5, loc="lower left")
     fig.tight_layout()
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
-def fig_vertex_not_owning(run: dict, B, outdir=None, name: str = "vertex-not-owning-cell"):
+def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "vertex-not-owning-cell"):
     """A vertex that does not own its cell moves (towards its leader) and the hull shrinks."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.9), gridspec_kw=dict(width_ratios=[1, 1.2]))
     tr = run["trajectory"]
@@ -433,10 +434,10 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, name: str = "vertex-not-own
     b.set_title("(b) the hull is not fixed", fontsize=8)
     fig.tight_layout()
     data = dict(trajectory=tr, owner=own, area=run["area"], vertex_shift=run["vertex_shift"], B=np.asarray(B))
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
-def fig_duality_gap(results: dict, outdir=None, name: str = "duality-gap-prop"):
+def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duality-gap-prop"):
     """Both sides of the duality-gap proposition (NOTES 4.1) along trajectories, and their ratio.
 
     ``results``: ``{label: duality_gap_check result}``.
@@ -474,10 +475,10 @@ def fig_duality_gap(results: dict, outdir=None, name: str = "duality-gap-prop"):
     b.set_title("(b) the proposition holds iff this stays $\\leq 1$", fontsize=8)
     b.legend(fontsize=6.2, loc="lower left")
     fig.tight_layout()
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
-def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, name: str = "remark46-owns-cell"):
+def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, formats=None, name: str = "remark46-owns-cell"):
     """Monte-Carlo P(all kappa Gaussian vertices own their cells) vs d, Wilson 95% bands, union bound.
 
     ``results``: outputs of :func:`convergence.owns_cell_probability` (B = I) for several kappa;
@@ -490,7 +491,7 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, name:
         k = res["kappa"]
         ax.fill_between(res["d"], res["low"], res["high"], color=col, alpha=0.25, lw=0)
         ax.plot(res["d"], res["p"], "o-", ms=2.5, color=col, label=f"$\\kappa={k}$, Monte Carlo ({res['samples']} draws)")
-        dd = np.unique(np.round(np.geomspace(res["d"].min(), res["d"].max(), 200)).astype(int)) if dims_theory is None \
+        dd = np.unique(np.round(np.geomspace(res["d"].min(), res["d"].max(), 60)).astype(int)) if dims_theory is None \
             else dims_theory
         ub = C.owns_cell_union_bound(dd, k)
         ax.plot(dd, ub, "--", color=col, lw=0.9)
@@ -508,10 +509,10 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, name:
     ax.legend(fontsize=6, loc="lower right")
     ax.set_title(r"Remark 4.6: $v_1,\dots,v_\kappa\sim\mathcal{N}(0,I_d)$, $B=I_d$", fontsize=8)
     fig.tight_layout()
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
 
 
-def fig_ode_euler(err: dict, paths: dict, outdir=None, name: str = "ode-euler-error"):
+def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str = "ode-euler-error"):
     """Euler = (SA-inf) with gamma = dt against the exact solution of Theorem 4.8.
 
     ``err``: :func:`convergence.euler_error`; ``paths``: ``{"t": ..., "exact": (T,), dt: (times, values)}``
@@ -539,11 +540,11 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, name: str = "ode-euler-er
     data = dict(dt=dt, err_T=err["err_T"], err_sup=err["err_sup"], leading_T=err["leading_T"], T=err["T"],
                 slope=slope, path_t=paths["t"], path_exact=paths["exact"],
                 euler={str(h): dict(t=tt, x=vals) for h, (tt, vals) in paths["euler"].items()})
-    _save(fig, name, data, outdir)
+    _save(fig, name, data, outdir, formats)
     return fig, slope
 
 
-def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, name: str = "ode-continuity"):
+def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, formats=None, name: str = "ode-continuity"):
     """sup-norm distance of ODE solutions vs the size of the perturbation of the initial data."""
     fig, ax = plt.subplots(figsize=(ONE_COLUMN * 1.45, 2.7))
     ax.loglog(generic["delta"], generic["sup_dist"], "o", ms=4, color=COLORS[0], label="generic data")
@@ -562,4 +563,4 @@ def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, n
     fig.tight_layout()
     data = dict(delta=generic["delta"], sup_dist_generic=generic["sup_dist"], sup_dist_boundary=boundary["sup_dist"],
                 same_cells_boundary=same, eta=eta, T=generic["T"], dt=generic["dt"])
-    return _save(fig, name, data, outdir)
+    return _save(fig, name, data, outdir, formats)
