@@ -194,7 +194,6 @@ glue("fig-ch3-cex", fig_cex, display=False)
 #   the hulls are nested, but not the minimiser of $J$.
 
 # %%
-from attention_fw.frank_wolfe import hull_diameter
 
 Bs = np.eye(2)
 sym = cv.thm31_ratio(cv.symmetric_cloud(pc.n_symmetric, pc.m_symmetric, 2, seed=np.random.default_rng(seeds[0])),
@@ -321,7 +320,7 @@ glue("fig-ch3-rates", fig_rates, display=False)
 # $J(x^t)-\min_{\mathcal K^0}J\le2L\mathsf d^2/(t+2)$ (Jaggi 2013) holds: the largest ratio to
 # it is {glue:text}`ch3-fixed-bound:.3f`. The measured slopes for $t\ge100$ are
 # {glue:text}`ch3-fixed-slope:.2f` for the fixed hull (the minimiser lies inside $\mathcal K^0$,
-# where open-loop Frank–Wolfe is known to be faster than $1/t$) and {glue:text}`ch3-current-slope:.2f`
+# and here open-loop Frank–Wolfe is observed to be faster than its $1/t$ guarantee) and {glue:text}`ch3-current-slope:.2f`
 # for the token dynamics' gap on $\mathcal K^t$. Theorem 3.1 is, in substance, this classical
 # bound; it is the shrinking hull that breaks it, because the tokens take the hull away from
 # the minimiser.
@@ -361,9 +360,10 @@ glue("fig-ch3-fixed", fig_fixed, display=False)
 # h^{t+1}\le\rho\,h^t,\qquad \rho=1-\frac{\mu}{L}\Big(\frac rD\Big)^2 .
 # $$
 #
-# The interior condition is essential (with the minimiser on the boundary the zig-zagging of
-# Frank–Wolfe limits it to $O(1/t)$), and so is the step rule: the open-loop $2/(t+2)$ rule stays
-# polynomial even in the interior case. Neither condition holds for the token dynamics of
+# The interior condition is essential (with the minimiser on the boundary of the polytope but
+# not at a vertex, the iterates zig-zag and the rate is in general no longer linear, as Wolfe
+# observed in 1970), and so is the step rule: the open-loop $2/(t+2)$ rule stays polynomial even
+# in the interior case. Neither condition holds for the token dynamics of
 # section 3 (open-loop steps, and the minimiser $0$ typically ends up *outside* $\mathcal K^t$).
 # In section 4 linear convergence reappears for a different reason: a step size bounded away from
 # zero and fixed leaders (Theorem 4.2).

@@ -276,7 +276,9 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     s_ol = C.loglog_slope(open_loop["t"], h_ol, 10)
     for ax in (a, b):
         ax.plot(t, _pos(h_ls), ".", ms=3, color=COLORS[0], label=f"exact line search (measured factor {rate:.3f})")
-        ax.plot(t, h0 * rho ** t, "-", color=COLORS[0], lw=0.9,
+        tb = np.arange(0, int(open_loop["t"][-1]) + 1)
+        tb = tb[rho ** tb * h0 > 1e-17]
+        ax.plot(tb, h0 * rho ** tb, "-", color=COLORS[0], lw=0.9,
                 label=r"bound $\rho^t h^0$, $\rho=1-(\mu/L)(r/D)^2$" + f" $={rho:.3f}$")
         ax.plot(open_loop["t"], _pos(h_ol), "-", color=COLORS[1], label=f"$\\gamma^t=2/(t+2)$ (slope {s_ol:.2f})")
         tt = np.maximum(open_loop["t"], 1)
