@@ -40,7 +40,7 @@ mc_max_dim = None         # largest dimension of Remark 4.6
 mc_dims = None            # number of (log-spaced) dimensions of Remark 4.6
 euler_levels = None       # dt = 2^-1, ..., 2^-euler_levels
 cont_points = None        # perturbation sizes for the continuity check
-seed = None               # seed of every random draw on this page
+conv_seed = None          # seed of every random draw in this part
 
 # %%
 from attention_fw.presets import resolve
@@ -48,16 +48,16 @@ from attention_fw.presets import resolve
 PRESETS_4C = {
     "paper": dict(const_gamma=0.3, to_one_a=0.5, n_interior=30, schedule_steps=[110, 3000, 40, 14],
                   line_gamma=0.25, line_steps=25, dg_systems=30, dg_tokens=8, dg_steps=1000,
-                  mc_samples=10_000, mc_max_dim=200, mc_dims=30, euler_levels=12, cont_points=13, seed=4),
+                  mc_samples=10_000, mc_max_dim=200, mc_dims=30, euler_levels=12, cont_points=13, conv_seed=4),
     "quick": dict(const_gamma=0.3, to_one_a=0.5, n_interior=10, schedule_steps=[60, 300, 30, 12],
                   line_gamma=0.25, line_steps=15, dg_systems=5, dg_tokens=8, dg_steps=150,
-                  mc_samples=600, mc_max_dim=100, mc_dims=10, euler_levels=8, cont_points=6, seed=4),
+                  mc_samples=600, mc_max_dim=100, mc_dims=10, euler_levels=8, cont_points=6, conv_seed=4),
 }
 pc = resolve(PRESETS_4C, preset, const_gamma=const_gamma, to_one_a=to_one_a, n_interior=n_interior,
              schedule_steps=schedule_steps, line_gamma=line_gamma, line_steps=line_steps,
              dg_systems=dg_systems, dg_tokens=dg_tokens, dg_steps=dg_steps, mc_samples=mc_samples,
              mc_max_dim=mc_max_dim, mc_dims=mc_dims, euler_levels=euler_levels, cont_points=cont_points,
-             seed=seed)
+             conv_seed=conv_seed)
 
 # %%
 import numpy as np
@@ -72,11 +72,11 @@ from attention_fw import schedules as sch
 
 # %matplotlib inline
 plotting.use_style()
-seeds_4c = np.random.SeedSequence(pc.seed).spawn(8)
+seeds_4c = np.random.SeedSequence(pc.conv_seed).spawn(8)
 # Figures of the default paper run go to figures/; any other run to figures/custom/ (quick: data only).
 overridden_4c = any(v is not None for v in (const_gamma, to_one_a, n_interior, schedule_steps, line_gamma,
                                             line_steps, dg_systems, dg_tokens, dg_steps, mc_samples, mc_max_dim,
-                                            mc_dims, euler_levels, cont_points, seed))
+                                            mc_dims, euler_levels, cont_points, conv_seed))
 save_kw_4c = ({} if pc.preset == "paper" and not overridden_4c else
               dict(outdir=paths.figures_dir() / "custom", formats=() if pc.preset == "quick" else None))
 

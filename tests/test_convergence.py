@@ -341,3 +341,26 @@ def test_remark46_kappa_two_exact():
     """kappa = 2, d = 1: both points own their cells iff they have opposite signs: probability 1/2."""
     r = C.owns_cell_probability([1], 2, 20000, seed=13)
     assert r["low"][0] <= 0.5 <= r["high"][0]
+
+
+# ============================================================== bad input names the argument
+def test_bad_inputs_name_the_argument():
+    Vt = polygon(5)
+    with pytest.raises(ValueError, match="interior"):
+        C.vertex_convergence(Vt, np.zeros((2, 3, 2)), np.eye(2), 0.3, 5)
+    with pytest.raises(ValueError, match="gamma"):
+        C.vertex_convergence(Vt, Vt[:2] * 0.5, np.eye(2), 1.5, 5)
+    with pytest.raises(ValueError, match="kappa"):
+        C.owns_cell_probability([3], 1, 10)
+    with pytest.raises(ValueError, match="dts"):
+        C.euler_error(ode_data(), np.eye(2), [1.5])
+    with pytest.raises(ValueError, match="Bstar"):
+        C.linear_rate_bound(polygon(6), np.diag([1.0, -1.0]))
+    with pytest.raises(ValueError, match="Bstar"):
+        C.thm31_ratio(C.shifted_cloud(2, 3), -np.eye(2), 5)
+    with pytest.raises(TypeError, match="steps"):
+        C.section3_rates(C.shifted_cloud(2, 3), np.eye(2), 2.5)
+    with pytest.raises(ValueError, match="ns"):
+        C.thm31_shifted([], 3, 5)
+    with pytest.raises(ValueError, match="c"):
+        C.duality_gap_check(np.ones((3, 2)), np.eye(2), 0.3, 5, c=-1.0)
