@@ -4,7 +4,8 @@ Each ``fig_*`` function takes the result dicts of the experiments, draws one fig
 (measured curves with the theoretical rate or bound on the same axes, ``t`` = layer
 index), writes it through :func:`attention_fw.plotting.save` (PDF + PNG + SVG and the
 numbers as JSON in ``figures/data/``) and returns the open figure, so that notebooks can
-display it. Figure names are fixed (``fw-thm31-counterexample``, ...), ``outdir``
+display it; the functions that fit rates (``fig_rates_section3``, ``fig_fixed_vs_current``,
+``fig_linear_contrast``, ``fig_ode_euler``) return ``(figure, fitted numbers)``. Figure names are fixed (``fw-thm31-counterexample``, ...), ``outdir``
 redirects them.
 """
 from __future__ import annotations
