@@ -170,3 +170,17 @@ def test_a_failing_cell_fails_the_build_loudly(tmp_path):
     assert "NOTEBOOK 09-failing FAILED in cell" in proc.stderr
     assert "ArithmeticError: deliberate failure 1" in proc.stderr
     assert not (repo / "book" / "09-failing.ipynb").exists(), "a failed run must not look up to date"
+
+
+def test_figure_manifest_lists_and_verifies_every_generated_figure(build):
+    """figures/MANIFEST.sha256 covers every figure file the quick build wrote, in sha256sum format."""
+    assert build.returncode == 0, build.log[-6000:]
+    figures = build.repo / "figures"
+    lines = (figures / "MANIFEST.sha256").read_text().splitlines()
+    listed = [line.split("  ", 1)[1] for line in lines]
+    on_disk = sorted(p.relative_to(figures).as_posix() for p in figures.rglob("*")
+                     if p.is_file() and p.name != "MANIFEST.sha256" and not p.relative_to(figures).parts[0] == "custom")
+    assert listed == on_disk and any(name.endswith(".pdf") for name in listed)
+    check = subprocess.run(["sha256sum", "--check", "--quiet", "MANIFEST.sha256"], cwd=figures,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
