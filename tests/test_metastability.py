@@ -407,3 +407,63 @@ def test_bad_inputs_name_the_argument():
         M.metastability_bound(2.0, 1.0, 3, 0.1, 0.1, 1.5, form="nope")
     with pytest.raises(ValueError, match="censored"):
         M.fit_geometric_censored([1.0, 2.0], [0, 1])
+
+
+# ---------------------------------------------------------------------------------------
+# sweeps: executors and the on-disk cache
+# ---------------------------------------------------------------------------------------
+
+def _counted_square(*, x, counter):
+    """Task that leaves one line in ``counter`` per actual computation."""
+    with open(counter, "a") as fh:
+        fh.write(f"{x}\n")
+    return x * x
+
+
+def _ncalls(path):
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes", "local-dask"])
+def test_sweep_cache_hit_recomputes_nothing(tmp_path, executor):
+    from attention_fw import sweeps
+    counter = tmp_path / "calls.txt"
+    params = sweeps.grid(x=[1, 2, 3, 4], counter=str(counter))
+    kw = dict(cache_dir=tmp_path / "cache", progress=False, max_workers=2)
+    assert sweeps.run(_counted_square, params, executor=executor, **kw) == [1, 4, 9, 16]
+    assert _ncalls(counter) == 4
+    # second pass: everything is loaded from the cache, no task runs anywhere
+    assert sweeps.run(_counted_square, params, executor=executor, **kw) == [1, 4, 9, 16]
+    assert _ncalls(counter) == 4
+    # one new parameter: exactly one computation
+    params2 = params + sweeps.grid(x=[5], counter=str(counter))
+    assert sweeps.run(_counted_square, params2, executor="serial", **kw)[-1] == 25
+    assert _ncalls(counter) == 5
+    # cache=False always recomputes and stores nothing
+    assert sweeps.run(_counted_square, params[:1], executor="serial", cache=False, **kw) == [1]
+    assert _ncalls(counter) == 6
+
+
+def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
+    """The same seeded tasks give identical exit times through a Dask LocalCluster and in-process."""
+    from attention_fw import sweeps
+    params = sweeps.grid(beta=[2.0, 4.0], seed=[0, 1], n=[4, 8], kappa=[3, 4], runs=200)
+    a = sweeps.run(sweeps.exit_time_task, params, executor="local-dask", cache=False, progress=False)
+    b = sweeps.run(sweeps.exit_time_task, params, executor="serial", cache=False, progress=False)
+    for ra, rb, p in zip(a, b, params):
+        assert ra["beta"] == p["beta"] and ra["kappa"] == p["kappa"]
+        assert np.array_equal(ra["times"], rb["times"]) and np.array_equal(ra["censored"], rb["censored"])
+        assert ra["c0"] == pytest.approx(1 - math.cos(2 * math.pi / p["kappa"]))
+
+
+def test_sweep_rejects_bad_arguments():
+    from attention_fw import sweeps
+    with pytest.raises(TypeError, match="fn"):
+        sweeps.run(3, [{}])
+    with pytest.raises(TypeError, match="params"):
+        sweeps.run(_counted_square, {"x": 1})
+    with pytest.raises(ValueError, match="executor"):
+        sweeps.run(_counted_square, [{"x": 1, "counter": "/dev/null"}], executor="nonsense", cache=False,
+                   progress=False)
+    with pytest.raises(ValueError, match="n must be"):
+        sweeps.tokens_per_vertex(2, 3)
