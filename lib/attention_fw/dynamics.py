@@ -1,0 +1,344 @@
+"""Self-attention as a discrete-time particle system (Section 1 of the paper).
+
+All functions take tokens ``x`` of shape ``(n, d)`` or ``(R, n, d)``: ``R``
+independent systems of ``n`` tokens in ``R^d``, advanced together with no Python
+loop over tokens or systems. ``B`` is the key-query matrix (``None`` = identity),
+``beta`` the inverse temperature.
+
+Equations (numbers as in the paper; see NOTES "Numbering confidence"):
+
+* scores               S_ij = <B x_i, x_j>
+* attention (Sec. 1.1) A_ij = exp(beta S_ij) / sum_k exp(beta S_ik), the sum includes k = i
+* layer (1.3)          x_i <- x_i + P (sum_j A_ij x_j - x_i),  P = (I + V)^{-1} V
+* (SA-inf)             x_i <- x_i + gamma^t (argmax_{y in K^t} <B x_i, y> - x_i)
+* (SA-beta)            x_i <- (1 - gamma) x_i + gamma sum_j A_ij x_j          (B = I in Sec. 5)
+* (SAP)                x_i <- (1 - gamma) x_i + gamma x_J,  P(J = j) = A_ij, independently over i
+
+Tie rule of the hardmax. The leader set C_i^t of Section 1.5 may contain several
+tokens. We average over the tied *indices* (coincident tokens count with
+multiplicity), which is exactly the limit beta -> infinity of the softmax; the
+paper's set-of-points reading differs only when tokens coincide. Ties are
+detected with a relative tolerance ``tie_rtol`` (default 1e-12) on the scores, so
+that exact ties spoilt by floating-point rounding are still treated as ties.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _validate as V
+from .schedules import Schedule, get_schedule
+
+TIE_RTOL = 1e-12
+
+
+# ----------------------------------------------------------------------------- checks
+def _tokens(x):
+    return V.tokens("x", x)
+
+
+def _key_query(B, d):
+    if B is None:
+        return None
+    return V.square_matrix("B", B, d)
+
+
+def _beta(beta, allow_inf=True):
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)):
+        raise TypeError(f"beta must be a real number >= 0, got {type(beta).__name__}")
+    b = float(beta)
+    if np.isnan(b) or b < 0 or (np.isinf(b) and not allow_inf):
+        want = "[0, inf]" if allow_inf else "[0, inf)"
+        raise ValueError(f"beta must lie in {want}, got {beta!r}")
+    return b
+
+
+def _gamma(gamma):
+    return V.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
+
+
+# ----------------------------------------------------------------------------- scores and weights
+def scores(x, B=None) -> np.ndarray:
+    """Attention scores ``S[..., i, j] = <B x_i, x_j>``.
+
+    Parameters
+    ----------
+    x : array (n, d) or (R, n, d)
+    B : array (d, d) or None (identity)
+
+    Returns
+    -------
+    array (..., n, n)
+    """
+    x = _tokens(x)
+    B = _key_query(B, x.shape[-1])
+    bx = x if B is None else x @ B.T
+    return bx @ np.swapaxes(x, -1, -2)
+
+
+def _hardmax_from_scores(S, tie_rtol):
+    top = S.max(axis=-1, keepdims=True)
+    scale = np.abs(S).max(axis=-1, keepdims=True)
+    mask = S >= top - tie_rtol * scale
+    return mask / mask.sum(axis=-1, keepdims=True)
+
+
+def _softmax_from_scores(S, beta):
+    Z = beta * S
+    Z -= Z.max(axis=-1, keepdims=True)  # log-sum-exp shift: the largest term is exp(0) = 1
+    np.exp(Z, out=Z)
+    Z /= Z.sum(axis=-1, keepdims=True)
+    return Z
+
+
+def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+    """Row-stochastic attention matrix ``A[..., i, j]`` (Section 1.1; hardmax for ``beta = inf``).
+
+    Numerically stable for every ``beta`` in ``[0, inf]``: the scores are shifted by
+    their row maximum before exponentiation, so nothing overflows, and the
+    leading weight is always ``>= 1/n``. ``beta = 0`` gives uniform weights;
+    ``beta = inf`` gives the hardmax with tied indices averaged (module docstring).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad shapes, non-finite tokens, ``B`` not ``d x d``, ``beta < 0`` or NaN.
+    """
+    beta = _beta(beta)
+    S = scores(x, B)
+    if np.isinf(beta):
+        return _hardmax_from_scores(S, tie_rtol)
+    return _softmax_from_scores(S, beta)
+
+
+def leaders(x, B=None) -> np.ndarray:
+    """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
+    return scores(x, B).argmax(axis=-1)
+
+
+def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+    """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
+    S = scores(x, B)
+    top = S.max(axis=-1, keepdims=True)
+    scale = np.abs(S).max(axis=-1, keepdims=True)
+    return (S >= top - tie_rtol * scale).sum(axis=-1)
+
+
+# ----------------------------------------------------------------------------- one step of each rule
+def preconditioner(Vmat) -> np.ndarray:
+    """``P = (I + V)^{-1} V`` of equation (1.3).
+
+    Raises
+    ------
+    ValueError
+        ``V`` not square, not finite, or ``I + V`` singular (the standing assumption of (1.3)).
+    """
+    Vm = V.square_matrix("V", Vmat)
+    M = np.eye(Vm.shape[0]) + Vm
+    if np.linalg.cond(M) > 1e12:
+        raise ValueError("V must make I + V invertible (equation (1.3) divides by it)")
+    return np.linalg.solve(M, Vm)
+
+
+def layer_step(x, B, Vmat, beta) -> np.ndarray:
+    """One renormalised self-attention layer, equation (1.3).
+
+    ``x_i <- x_i + P (sum_j A_ij x_j - x_i)`` with ``P = (I+V)^{-1} V``, equivalently
+    ``x_i <- (I+V)^{-1} (x_i + V sum_j A_ij x_j)``. ``beta = inf`` gives the hardmax
+    limit of Section 1.5 (ties averaged).
+    """
+    x = _tokens(x)
+    P = preconditioner(Vmat)
+    if P.shape[0] != x.shape[-1]:
+        raise ValueError(f"V must be {x.shape[-1]} x {x.shape[-1]} to match x, got {P.shape}")
+    A = attention(x, B, beta)
+    return x + (A @ x - x) @ P.T
+
+
+def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+    """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
+
+    The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
+    at a token, so the oracle scans tokens; ties are averaged (module docstring).
+    """
+    gamma = _gamma(gamma)
+    x = _tokens(x)
+    A = attention(x, B, np.inf, tie_rtol=tie_rtol)
+    return x + gamma * (A @ x - x)
+
+
+def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
+    """One step of (SA-beta): ``(1-gamma) x_i + gamma sum_j A_ij x_j``.
+
+    ``gamma`` is the convex weight of the displayed formula of Section 5 (E8:
+    the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)).
+    """
+    gamma = _gamma(gamma)
+    beta = _beta(beta, allow_inf=False)
+    x = _tokens(x)
+    A = attention(x, B, beta)
+    return x + gamma * (A @ x - x)
+
+
+def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
+    """One step of the Markov chain (SAP).
+
+    Each token ``i`` independently picks ``J_i = j`` with probability ``A_ij`` and
+    moves to ``(1-gamma) x_i + gamma x_J``. The pick is drawn by inverting the
+    cumulative weights with one uniform per token; coincident tokens are separate
+    indices, so their probabilities add exactly. A self-pick is a no-op.
+
+    Parameters
+    ----------
+    x : array (n, d) or (R, n, d)
+    gamma : float in (0, 1]
+    beta : float in [0, inf)
+    rng : numpy.random.Generator (or an int seed)
+    return_choice : bool
+        Also return the picks ``J`` of shape (..., n).
+    """
+    gamma = _gamma(gamma)
+    beta = _beta(beta, allow_inf=False)
+    rng = V.rng("rng", rng)
+    x = _tokens(x)
+    A = attention(x, B, beta)
+    cum = np.cumsum(A, axis=-1)
+    u = (1.0 - rng.random(cum.shape[:-1] + (1,))) * cum[..., -1:]  # u in (0, total]
+    J = np.minimum((cum < u).sum(axis=-1), x.shape[-2] - 1)
+    target = np.take_along_axis(x, J[..., None], axis=-2)
+    out = x + gamma * (target - x)
+    return (out, J) if return_choice else out
+
+
+# ----------------------------------------------------------------------------- rules and the driver
+class Rule:
+    """A dynamics: ``step(x, t)`` maps layer ``t`` to layer ``t + 1``."""
+
+    def step(self, x, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Hardmax(Rule):
+    """(SA-inf) with key-query ``B`` and step-size schedule (``Schedule``, number or name)."""
+
+    def __init__(self, B=None, schedule=0.5, **schedule_params):
+        self.B = None if B is None else V.square_matrix("B", B)
+        self.schedule: Schedule = get_schedule(schedule, **schedule_params)
+
+    def step(self, x, t):
+        return hardmax_step(x, self.schedule(t), self.B)
+
+
+class Softmax(Rule):
+    """(SA-beta) at inverse temperature ``beta``."""
+
+    def __init__(self, beta, schedule=0.1, B=None, **schedule_params):
+        self.beta = _beta(beta, allow_inf=False)
+        self.B = None if B is None else V.square_matrix("B", B)
+        self.schedule = get_schedule(schedule, **schedule_params)
+
+    def step(self, x, t):
+        return softmax_step(x, self.schedule(t), self.beta, self.B)
+
+
+class MarkovChain(Rule):
+    """(SAP) at inverse temperature ``beta``; reproducible from ``seed``."""
+
+    def __init__(self, beta, schedule=0.1, B=None, seed=None, **schedule_params):
+        self.beta = _beta(beta, allow_inf=False)
+        self.B = None if B is None else V.square_matrix("B", B)
+        self.schedule = get_schedule(schedule, **schedule_params)
+        self.rng = V.rng("seed", seed)
+
+    def step(self, x, t):
+        return sap_step(x, self.schedule(t), self.beta, self.rng, self.B)
+
+
+class Layer(Rule):
+    """The general layer (1.3) with fixed ``B``, ``V`` and ``beta`` (``inf`` allowed)."""
+
+    def __init__(self, B, Vmat, beta=np.inf):
+        self.B = V.square_matrix("B", B)
+        self.P = preconditioner(Vmat)
+        if self.P.shape != self.B.shape:
+            raise ValueError(f"V must have the shape of B {self.B.shape}, got {self.P.shape}")
+        self.beta = _beta(beta)
+
+    def step(self, x, t):
+        A = attention(x, self.B, self.beta)
+        return x + (A @ x - x) @ self.P.T
+
+
+class FunctionRecorder:
+    """Record ``fn(x, t)`` at ``t = 0, every, 2 every, ...`` and at the last step."""
+
+    def __init__(self, name: str, fn, every: int = 1):
+        if not callable(fn):
+            raise TypeError("fn must be callable as fn(x, t)")
+        self.name = name
+        self.fn = fn
+        self.every = V.positive_int("every", every)
+        self.times: list[int] = []
+        self.values: list = []
+
+    def __call__(self, x, t):
+        self.times.append(t)
+        self.values.append(np.asarray(self.fn(x, t)))
+
+    def result(self):
+        return np.stack(self.values)
+
+
+@dataclass
+class SimulationResult:
+    """Output of :func:`simulate`: final tokens, optional trajectory, recorded summaries."""
+
+    x: np.ndarray
+    steps: int
+    times: np.ndarray | None = None
+    trajectory: np.ndarray | None = None
+    records: dict = field(default_factory=dict)
+    record_times: dict = field(default_factory=dict)
+
+
+def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = False,
+             every: int = 1) -> SimulationResult:
+    """Run ``rule`` for ``steps`` steps from ``x0``.
+
+    Memory stays ``O(R n d)`` unless ``trajectory=True`` (then the states at
+    ``t = 0, every, ..., steps`` are kept). Recorders see ``(x, t)`` at their own
+    cadence and return summaries, so a run of 10^6 steps over 10^3 systems needs
+    no ``T x R x n x d`` array.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad ``rule``, ``steps`` or ``every``, or bad tokens.
+    """
+    if not isinstance(rule, Rule):
+        raise TypeError(f"rule must be a dynamics Rule (Hardmax, Softmax, MarkovChain, Layer), got {type(rule).__name__}")
+    x = _tokens(x0).copy()
+    steps = V.positive_int("steps", steps, minimum=0)
+    every = V.positive_int("every", every)
+    recorders = list(recorders)
+    for r in recorders:
+        if not isinstance(r, FunctionRecorder):
+            raise TypeError("recorders must be FunctionRecorder objects")
+    traj, ttimes = [], []
+    for t in range(steps + 1):
+        if trajectory and (t % every == 0 or t == steps):
+            traj.append(x.copy())
+            ttimes.append(t)
+        for r in recorders:
+            if t % r.every == 0 or t == steps:
+                r(x, t)
+        if t < steps:
+            x = rule.step(x, t)
+    return SimulationResult(
+        x=x, steps=steps,
+        times=np.array(ttimes) if trajectory else None,
+        trajectory=np.stack(traj) if trajectory else None,
+        records={r.name: r.result() for r in recorders},
+        record_times={r.name: np.array(r.times) for r in recorders},
+    )

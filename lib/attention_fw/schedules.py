@@ -1,0 +1,185 @@
+"""Step-size schedules gamma^t of the Frank-Wolfe step (SA-inf), (SA-beta), (SAP).
+
+Time origin: ``t = 0`` is the first step, i.e. the update from layer 0 to layer 1
+uses ``gamma^0``. The classical Frank-Wolfe rule ``2/(t+2)`` therefore starts
+with ``gamma^0 = 1`` (a full step to the oracle's answer), as in Theorem 3.1.
+
+Each schedule is a small object: ``s(t)`` gives ``gamma^t`` (``t`` an int or an
+integer array), ``s.product(t)`` gives ``prod_{tau < t} (1 - gamma^tau)``, the
+factor of Theorem 4.2 by which the distance to the vertex shrinks in ``t`` steps.
+Every value lies in ``(0, 1]``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import _validate as V
+
+
+def _times(t):
+    arr = np.asarray(t)
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.floor(arr))):
+        raise TypeError(f"t must be a non-negative integer (or integer array), got {t!r}")
+    if np.any(arr < 0):
+        raise ValueError(f"t must be >= 0 (t = 0 is the first step), got {t!r}")
+    return arr.astype(np.int64) if arr.ndim else int(arr)
+
+
+class Schedule:
+    """Base class: ``gamma(t)`` in (0, 1] for integer ``t >= 0``."""
+
+    name = "schedule"
+
+    def gamma(self, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, t):
+        return self.gamma(_times(t))
+
+    def product(self, t):
+        """``prod_{tau=0}^{t-1} (1 - gamma^tau)`` (empty product 1 at t = 0), computed in log space."""
+        t = _times(t)
+        tmax = int(np.max(t)) if np.ndim(t) else int(t)
+        g = np.asarray(self.gamma(np.arange(max(tmax, 1))), dtype=float)
+        with np.errstate(divide="ignore"):
+            logs = np.concatenate([[0.0], np.cumsum(np.log1p(-g))])
+        return np.exp(logs[t])
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name})"
+
+
+class Constant(Schedule):
+    """``gamma^t = gamma`` (exponential rate ``(1-gamma)^t`` in Theorem 4.2)."""
+
+    def __init__(self, gamma: float):
+        self.value = V.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
+        self.name = f"{self.value:g}"
+
+    def gamma(self, t):
+        return np.full(np.shape(t), self.value) if np.ndim(t) else self.value
+
+    def product(self, t):
+        t = _times(t)
+        if self.value == 1.0:
+            return np.where(np.asarray(t) == 0, 1.0, 0.0) if np.ndim(t) else float(t == 0)
+        return np.exp(np.asarray(t) * math.log1p(-self.value)) if np.ndim(t) else math.exp(t * math.log1p(-self.value))
+
+
+class FrankWolfe(Schedule):
+    """``gamma^t = 2/(t+2)``: the Frank-Wolfe rule of Theorem 3.1 (``gamma^0 = 1``; E3: not 2/(t+1))."""
+
+    name = "2/(t+2)"
+
+    def gamma(self, t):
+        return 2.0 / (np.asarray(t, dtype=float) + 2.0) if np.ndim(t) else 2.0 / (t + 2.0)
+
+    def product(self, t):
+        t = _times(t)
+        return np.where(np.asarray(t) == 0, 1.0, 0.0) if np.ndim(t) else float(t == 0)
+
+
+class Harmonic(Schedule):
+    """``gamma^t = 1/(t+2)``: product ``1/(t+1)``, polynomial convergence only (E4)."""
+
+    name = "1/(t+2)"
+
+    def gamma(self, t):
+        return 1.0 / (np.asarray(t, dtype=float) + 2.0) if np.ndim(t) else 1.0 / (t + 2.0)
+
+    def product(self, t):
+        t = _times(t)
+        return 1.0 / (np.asarray(t, dtype=float) + 1.0) if np.ndim(t) else 1.0 / (t + 1.0)
+
+
+class Halving(Schedule):
+    """``gamma^t = 2^{-t-1}``: summable, the product tends to 0.288788... > 0: no convergence (E4)."""
+
+    name = "2^(-t-1)"
+
+    def gamma(self, t):
+        return np.exp2(-np.asarray(t, dtype=float) - 1.0) if np.ndim(t) else 2.0 ** (-t - 1.0)
+
+
+class ToOne(Schedule):
+    """``gamma^t = 1 - exp(-a(t+1))``: product ``exp(-a t(t+1)/2)``, super-exponential."""
+
+    def __init__(self, a: float = 0.5):
+        self.a = V.real_scalar("a", a, low=0.0, low_open=True)
+        self.name = f"1-exp(-{self.a:g}(t+1))"
+
+    def gamma(self, t):
+        return -np.expm1(-self.a * (np.asarray(t, dtype=float) + 1.0)) if np.ndim(t) else -math.expm1(-self.a * (t + 1.0))
+
+    def product(self, t):
+        t = _times(t)
+        tt = np.asarray(t, dtype=float)
+        out = np.exp(-self.a * tt * (tt + 1.0) / 2.0)
+        return out if np.ndim(t) else float(out)
+
+
+class FromValue(Schedule):
+    """``gamma^t = h^t / (1 + h^t)`` from the value matrix ``V^t = h^t I`` (Section 1.6).
+
+    ``h`` is a positive number or a callable ``t -> h^t > 0``.
+    """
+
+    def __init__(self, h):
+        if callable(h):
+            self.h = h
+            self.name = "h/(1+h)"
+        else:
+            hv = V.real_scalar("h", h, low=0.0, low_open=True)
+            self.h = lambda t, hv=hv: hv
+            self.name = f"h/(1+h), h={hv:g}"
+
+    def gamma(self, t):
+        if np.ndim(t):
+            h = np.array([float(self.h(int(s))) for s in np.ravel(t)]).reshape(np.shape(t))
+        else:
+            h = float(self.h(int(t)))
+        if np.any(~np.isfinite(h)) or np.any(h <= 0):
+            raise ValueError(f"h must be positive and finite at every t, got {h!r}")
+        return h / (1.0 + h)
+
+
+_NAMES = {
+    "constant": Constant,
+    "fw": FrankWolfe,
+    "harmonic": Harmonic,
+    "halving": Halving,
+    "to-one": ToOne,
+    "value": FromValue,
+}
+
+
+def get_schedule(spec, **params) -> Schedule:
+    """Build a schedule from a Schedule, a number (constant step) or a name.
+
+    Names: ``"constant"`` (needs ``gamma``), ``"fw"`` (2/(t+2)), ``"harmonic"`` (1/(t+2)),
+    ``"halving"`` (2^{-t-1}), ``"to-one"`` (1-e^{-a(t+1)}, optional ``a``), ``"value"`` (needs ``h``).
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the accepted ones) or a step outside (0, 1].
+    TypeError
+        ``spec`` of another kind.
+    """
+    if isinstance(spec, Schedule):
+        if params:
+            raise ValueError("schedule parameters cannot be combined with a Schedule object")
+        return spec
+    if isinstance(spec, numbers.Real) and not isinstance(spec, bool):
+        return Constant(spec)
+    if isinstance(spec, str):
+        if spec not in _NAMES:
+            raise ValueError(f"schedule must be one of {sorted(_NAMES)} (or a number, or a Schedule), got {spec!r}")
+        try:
+            return _NAMES[spec](**params)
+        except TypeError as exc:
+            raise ValueError(f"schedule {spec!r}: {exc}") from None
+    raise TypeError(f"schedule must be a Schedule, a number in (0, 1] or a name, got {type(spec).__name__}")
