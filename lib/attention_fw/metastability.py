@@ -631,7 +631,8 @@ def _event_step(x, d, L, same, gamma, g):
     scores = np.where(same, -np.inf, L) + g.gumbel(size=(R, n, n))
     target = np.argmax(scores, axis=2)
     xt = np.take_along_axis(x, target[:, :, None], axis=1)
-    return np.where(move[:, :, None], (1.0 - gamma) * x + gamma * xt, x), move
+    # same floating-point form as dynamics.sap_step, so both simulators hit identical atoms
+    return np.where(move[:, :, None], x + gamma * (xt - x), x), move
 
 
 def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: int, seed=0, *,
@@ -957,12 +958,14 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     tol = V.real_scalar("tol", tol, low=0, low_open=True)
     max_steps = V.positive_int("max_steps", max_steps)
     record_every = V.positive_int("record_every", record_every)
-    times, diams = [0], [float(spatial.distance.pdist(x).max()) if len(x) > 1 else 0.0]
+    def diam(y):
+        return float(np.max(np.linalg.norm(y[:, None, :] - y[None, :, :], axis=-1)))
+    times, diams = [0], [diam(x)]
     steps, conv = max_steps, False
     for t in range(1, max_steps + 1):
         x = dynamics.softmax_step(x, gamma, beta)
         if t % record_every == 0 or t == max_steps:
-            dm = float(np.max(np.linalg.norm(x - x.mean(0), axis=1))) * 2
+            dm = diam(x)
             times.append(t)
             diams.append(dm)
             if dm < tol:
