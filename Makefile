@@ -20,6 +20,10 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# Speed belongs here, not in the tests. Each tools/bench_*.py prints its own table.
+bench: $(STAMP)
+	@for f in tools/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
 clean:
 	rm -rf _build book/*.ipynb .pytest_cache .hypothesis
 
