@@ -61,7 +61,7 @@ __all__ = [
     "regular_simplex", "triangle_on_circle", "c0", "diameter", "vertex_angles", "satisfies_51",
     "eroded_cone_mask", "hypothesis_beta_min", "configuration_beta_min", "sample_eroded_cone", "phase1_configuration",
     "phase1_constants", "phase1_event", "run_phase1",
-    "cluster_configuration", "distance_to_hull", "exit_mask",
+    "cluster_configuration", "near_vertex_configuration", "distance_to_hull", "exit_mask",
     "move_log_odds", "frozen_escape_rate", "engine_exit_times", "engine_state_at",
     "stepping_exit_times", "sabeta_exit_time", "ExitSample", "CensoredFit", "fit_geometric_censored",
     "fit_exponential_censored", "fit_log_mean_slope", "metastability_bound",
@@ -472,54 +472,107 @@ def cluster_configuration(vertices, counts) -> tuple[np.ndarray, np.ndarray]:
     return v[sigma].copy(), sigma
 
 
+def near_vertex_configuration(vertices, per_vertex: int, radius: float, rng=None):
+    """Vertex tokens plus ``per_vertex`` tokens at distance ``radius`` from each vertex, in random
+    directions of the tangent cone of K at that vertex (so inside K for small radius): a
+    configuration "after phase 1" in the sense of Theorem 5.4 (every token close to its vertex).
+
+    Returns ``x0`` (kappa (1 + per_vertex), d) and ``sigma`` as :func:`phase1_configuration`.
+    """
+    v = _vertices("vertices", vertices)
+    per_vertex = V.positive_int("per_vertex", per_vertex, minimum=0)
+    radius = V.real_scalar("radius", radius, low=0, low_open=True)
+    g = V.rng("rng", rng)
+    k = len(v)
+    xs, sig = [v], [np.arange(k)]
+    for i in range(k):
+        e = np.delete(v, i, axis=0) - v[i]
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        u = g.dirichlet(np.ones(k - 1), size=per_vertex) @ e
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        xs.append(v[i] + radius * u)
+        sig.append(np.full(per_vertex, i))
+    return np.concatenate(xs), np.concatenate(sig)
+
+
+class _HullDistance:
+    """Distance to conv(P) with the face geometry precomputed (see :func:`distance_to_hull`)."""
+
+    def __init__(self, P):
+        P = np.unique(P, axis=0)
+        self.P = P
+        m, d = P.shape
+        self.faces = []
+        for r in range(2, min(m, d + 1) + 1):
+            for sub in itertools.combinations(range(m), r):
+                Q = P[list(sub)]
+                E = (Q[1:] - Q[0]).T                          # (d, r-1)
+                G = E.T @ E
+                if np.linalg.matrix_rank(G) < r - 1:
+                    continue
+                self.faces.append((Q[0], E, E @ np.linalg.inv(G)))   # G symmetric
+
+    def __call__(self, x):
+        best = np.min(np.linalg.norm(x[..., None, :] - self.P, axis=-1), axis=-1)
+        for base, E, EG in self.faces:
+            y = x - base
+            lam = y @ EG                                      # (..., r-1) affine coordinates
+            ok = np.all(lam >= -1e-12, axis=-1) & (lam.sum(-1) <= 1 + 1e-12)
+            dist = np.linalg.norm(y - lam @ E.T, axis=-1)
+            best = np.where(ok, np.minimum(best, dist), best)
+        return best
+
+
 def distance_to_hull(x, points) -> np.ndarray:
     """Euclidean distance from each row of ``x`` (..., d) to ``conv(points)`` ((m, d) array).
 
     Exact: the nearest point lies in the relative interior of a face spanned by at most
     ``d + 1`` of the points, so the minimum over all such subsets of the distance to their
     affine hull (kept when the barycentric coordinates are >= 0) is the distance.
-    Vectorised over x and subsets; meant for small m (group sizes).
+    Vectorised over x; meant for small m (group sizes).
     """
     P = V.as_float_array("points", points, ndim=2)
     x = V.as_float_array("x", x, min_ndim=1, last_dim=P.shape[1])
-    P = np.unique(P, axis=0)
-    best = np.min(np.linalg.norm(x[..., None, :] - P, axis=-1), axis=-1)
-    m, d = P.shape
-    for r in range(2, min(m, d + 1) + 1):
-        for sub in itertools.combinations(range(m), r):
-            Q = P[list(sub)]
-            base, E = Q[0], (Q[1:] - Q[0]).T                  # (d, r-1)
-            G = E.T @ E
-            if np.linalg.matrix_rank(G) < r - 1:
-                continue
-            lam = ((x - base) @ E) @ np.linalg.inv(G)          # (..., r-1), G symmetric
-            bary_ok = np.all(lam >= -1e-12, axis=-1) & (lam.sum(-1) <= 1 + 1e-12)
-            proj = base + lam @ E.T
-            dist = np.linalg.norm(x - proj, axis=-1)
-            best = np.where(bary_ok, np.minimum(best, dist), best)
-    return best
+    return _HullDistance(P)(x)
 
 
-def _group_hulls(x0, sigma):
-    return [x0[sigma == g] for g in range(int(sigma.max()) + 1)]
+class _ExitRegion:
+    """Precomputed exit region ``conv{x_k^0 : sigma_k = sigma_j} + B(0, eps)`` of every token."""
+
+    def __init__(self, x0, sigma, eps, watch=None):
+        self.eps = eps
+        n = len(x0)
+        watch = np.ones(n, bool) if watch is None else watch
+        groups = [x0[sigma == g] for g in range(int(sigma.max()) + 1)]
+        point = np.array([len(np.unique(groups[g], axis=0)) == 1 for g in sigma])
+        self.pt_idx = np.flatnonzero(watch & point)           # tokens whose hull is a point
+        self.pt_center = x0[self.pt_idx]
+        self.hull_sets = [(np.flatnonzero(watch & ~point & (sigma == g)), groups[g])
+                          for g in range(len(groups))]
+        self.hull_sets = [(i, _HullDistance(P)) for i, P in self.hull_sets if i.size]
+
+    def __call__(self, x):
+        """x (R, n, d) -> bool (R,): True where some watched token is outside its region."""
+        out = np.zeros(x.shape[0], bool)
+        if self.pt_idx.size:
+            diff = x[:, self.pt_idx] - self.pt_center
+            out |= np.any(np.einsum("rjd,rjd->rj", diff, diff) > self.eps ** 2, axis=1)
+        for idx, hd in self.hull_sets:
+            out |= np.any(hd(x[:, idx]) > self.eps, axis=1)
+        return out
 
 
-def exit_mask(x, hulls, sigma, eps: float, watch=None) -> np.ndarray:
+def exit_mask(x, x0, sigma, eps: float, watch=None) -> np.ndarray:
     """True for the runs of ``x`` (R, n, d) where some token ``j`` is farther than ``eps`` from
-    the hull of its group's initial positions (``hulls[sigma[j]]``): ``x^t`` has left
-    ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps). Only tokens with
-    ``watch[j]`` True count (default: all)."""
-    out = np.zeros(x.shape[0], bool)
-    for g, P in enumerate(hulls):
-        sel = (sigma == g) if watch is None else (sigma == g) & watch
-        if not sel.any():
-            continue
-        if len(np.unique(P, axis=0)) == 1:
-            dist = np.linalg.norm(x[:, sel] - P[0], axis=-1)
-        else:
-            dist = distance_to_hull(x[:, sel], P)
-        out |= np.any(dist > eps, axis=1)
-    return out
+    the hull of its group's initial positions ``conv{x0_k : sigma_k = sigma_j}``: ``x^t`` has
+    left ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps), the event
+    defining ``T2`` in Theorem 5.4. Only tokens with ``watch[j]`` True count (default: all).
+    """
+    x0, sigma, _, _, eps = _check_common(x0, sigma, 0.5, 0.0, eps)
+    x = V.tokens("x", x)
+    if x.ndim == 2:
+        x = x[None]
+    return _ExitRegion(x0, sigma, eps, _watch(watch, len(x0)))(x)
 
 
 @dataclass
@@ -662,7 +715,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
     max_events = V.positive_int("max_events", max_events)
     watch = _watch(watch, len(x0))
     g = V.rng("seed", seed)
-    hulls = _group_hulls(x0, sigma)
+    region = _ExitRegion(x0, sigma, eps, watch)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
     t = np.zeros(runs)
     nev = np.zeros(runs, np.int64)
@@ -690,7 +743,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
             x[ia] = xn
             t[ia] = tn[go]
             nev[ia] += 1
-            done[ia[exit_mask(xn, hulls, sigma, eps, watch)]] = True
+            done[ia[region(xn)]] = True
     left = ~done
     cens[left] = True
     return ExitSample(times=t, censored=cens, events=nev, cap=cap)
@@ -740,14 +793,14 @@ def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: 
     cap = V.positive_int("cap", cap)
     watch = _watch(watch, len(x0))
     g = V.rng("seed", seed)
-    hulls = _group_hulls(x0, sigma)
+    region = _ExitRegion(x0, sigma, eps, watch)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
     times = np.full(runs, float(cap))
     cens = np.ones(runs, bool)
     act = np.arange(runs)
     for t in range(1, cap + 1):
         xa = dynamics.sap_step(x[act], gamma, beta, g)
-        ex = exit_mask(xa, hulls, sigma, eps, watch)
+        ex = region(xa)
         times[act[ex]] = t
         cens[act[ex]] = False
         x[act] = xa
@@ -770,7 +823,7 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
     x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
     cap = V.positive_int("cap", cap)
     watch = _watch(watch, len(x0))
-    hulls = _group_hulls(x0, sigma)
+    region = _ExitRegion(x0, sigma, eps, watch)
     rec = set(int(t) for t in (record_times if record_times is not None else []))
     x = x0.copy()
     times, xs = [0], [x0.copy()]
@@ -780,7 +833,7 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
         if t in rec:
             times.append(t)
             xs.append(x.copy())
-        if exit_mask(x[None], hulls, sigma, eps, watch)[0]:
+        if region(x[None])[0]:
             T = t
             if t not in rec:
                 times.append(t)
@@ -964,13 +1017,13 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     steps, conv = max_steps, False
     for t in range(1, max_steps + 1):
         x = dynamics.softmax_step(x, gamma, beta)
-        if t % record_every == 0 or t == max_steps:
-            dm = diam(x)
+        dm = diam(x)
+        if dm < tol or t % record_every == 0 or t == max_steps:
             times.append(t)
             diams.append(dm)
-            if dm < tol:
-                steps, conv = t, True
-                break
+        if dm < tol:
+            steps, conv = t, True
+            break
     return {"limit": x.mean(0), "steps": steps, "converged": conv, "times": np.array(times),
             "diameters": np.array(diams), "x": x}
 
