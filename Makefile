@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze
+.PHONY: all venv test bench clean freeze figures-paper
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -23,6 +23,10 @@ test: $(STAMP)
 # Speed belongs here, not in the tests. Each tools/bench_*.py prints its own table.
 bench: $(STAMP)
 	@for f in tools/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
+figures-paper: $(STAMP)
+	$(PY) -m attention_fw.paper_figures all
 
 clean:
 	rm -rf _build book/*.ipynb .pytest_cache .hypothesis
