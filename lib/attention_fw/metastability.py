@@ -63,7 +63,7 @@ __all__ = [
     "phase1_constants", "phase1_event", "run_phase1",
     "cluster_configuration", "near_vertex_configuration", "distance_to_hull", "exit_mask",
     "move_log_odds", "frozen_escape_rate", "engine_exit_times", "engine_state_at",
-    "stepping_exit_times", "sabeta_exit_time", "ExitSample", "CensoredFit", "fit_geometric_censored",
+    "stepping_exit_times", "sabeta_exit_time", "excursion_paths", "ExitSample", "CensoredFit", "fit_geometric_censored",
     "fit_exponential_censored", "fit_log_mean_slope", "metastability_bound",
     "collapse_sabeta", "bench",
 ]
@@ -842,6 +842,40 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
     return {"T": T, "times": np.array(times), "x": np.array(xs)}
 
 
+def excursion_paths(x0, sigma, gamma: float, beta: float, steps: int, *, runs: int = 0, seed=0,
+                    every: int = 1) -> dict:
+    """Largest distance of a token to its group's initial hull, ``max_j dist(x_j^t, conv{x_k^0})``,
+    along (SA-beta) and along ``runs`` (SAP) chains from the same start, for ``t <= steps``.
+
+    ``T2`` is the first time this exceeds ``eps``. Returns ``{"t": (T',), "sabeta": (T',),
+    "sap": (runs, T')}`` sampled every ``every`` steps. Uses ``dynamics.softmax_step`` and
+    ``dynamics.sap_step`` (B = I).
+    """
+    from . import dynamics
+    x0, sigma, gamma, beta, _ = _check_common(x0, sigma, gamma, beta, 1.0)
+    steps = V.positive_int("steps", steps)
+    runs = V.positive_int("runs", runs, minimum=0)
+    every = V.positive_int("every", every)
+    g = V.rng("seed", seed)
+    groups = [x0[sigma == k] for k in range(int(sigma.max()) + 1)]
+    hd = [_HullDistance(P) for P in groups]
+
+    def dist(x):                                  # (R, n, d) -> (R,)
+        return np.max(np.stack([hd[k](x[:, sigma == k]).max(axis=1) for k in range(len(hd))], 1), axis=1)
+    xd = x0[None].copy()
+    xs = np.broadcast_to(x0, (max(runs, 1),) + x0.shape).copy()
+    ts, a, b = [0], [dist(xd)[0]], [dist(xs)]
+    for t in range(1, steps + 1):
+        xd = dynamics.softmax_step(xd, gamma, beta)
+        if runs:
+            xs = dynamics.sap_step(xs, gamma, beta, g)
+        if t % every == 0:
+            ts.append(t)
+            a.append(dist(xd)[0])
+            b.append(dist(xs))
+    return {"t": np.array(ts), "sabeta": np.array(a), "sap": np.array(b).T[:runs]}
+
+
 # ----------------------------------------------------------------------------------------
 # censored fits
 # ----------------------------------------------------------------------------------------
@@ -978,8 +1012,11 @@ def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: f
         diam = V.real_scalar("diam", diam, low=0, low_open=True)
         M = math.ceil(eps / (gamma * diam) - 1e-12)
         N = n * t
-        from scipy.special import gammaln
-        log_binom = np.where(N >= M, gammaln(N + 1) - gammaln(M + 1) - gammaln(np.maximum(N - M, 0) + 1), -np.inf)
+        # log binom(N, M) = sum_{k<M} log(N - k) - log M!, accurate for huge N (no gammaln cancellation)
+        k = np.arange(M).reshape((M,) + (1,) * np.ndim(N))
+        ok = N >= M
+        terms = np.log(np.where(ok, N - k, 1.0))
+        log_binom = np.where(ok, terms.sum(axis=0) - math.lgamma(M + 1), -np.inf)
         expo = log_binom + M * (math.log(n) - beta * c0_ / 2)
     else:
         raise ValueError(f"form must be 'printed' or 'corrected', got {form!r}")

@@ -33,7 +33,7 @@ from . import _validate as V
 from . import paths
 
 __all__ = ["grid", "memory", "run", "exit_time_task", "phase1_task", "collapse_task", "regular_polygon",
-           "tokens_per_vertex"]
+           "tokens_per_vertex", "e6_task"]
 
 
 def grid(**axes) -> list[dict]:
@@ -208,3 +208,18 @@ def collapse_task(*, x0: tuple, gamma: float, beta: float, tol: float, max_steps
     from . import metastability as M
     return M.collapse_sabeta(np.asarray(x0, float), gamma, beta, tol=tol, max_steps=max_steps,
                              record_every=record_every)
+
+
+def e6_task(*, beta: float, seed: int, per_vertex: int = 2, radius: float = 0.05, config_seed: int = 7,
+            gamma: float = 0.1, eps: float = 0.1, runs: int = 300, cap: int = 10_000,
+            sabeta_cap: int = 10**6) -> dict:
+    """Erratum E6: from one configuration "after phase 1" (equilateral triangle, ``per_vertex``
+    tokens at distance ``radius`` from each vertex), the exit time ``T2`` of ``runs`` (SAP)
+    chains (plain stepping, censored at ``cap``) and of the deterministic (SA-beta)."""
+    from . import metastability as M
+    v = M.triangle_on_circle()
+    x0, sigma = M.near_vertex_configuration(v, per_vertex, radius, config_seed)
+    es = M.stepping_exit_times(x0, sigma, gamma, beta, eps, runs, seed, cap=cap)
+    det = M.sabeta_exit_time(x0, sigma, gamma, beta, eps, cap=sabeta_cap)
+    return {"beta": float(beta), "times": es.times, "censored": es.censored, "cap": cap,
+            "sabeta_T": det["T"], "sabeta_cap": sabeta_cap, "x0": x0, "sigma": sigma}
