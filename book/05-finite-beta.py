@@ -234,6 +234,12 @@ beta_cfg = M.configuration_beta_min(x0_p1, TRI, sig_p1)
 horizon = 4 * k1["T1"]
 ph1 = sweeps.run(sweeps.phase1_task, sweeps.grid(beta=p.phase1_betas, seed=11, runs=p.phase1_runs,
                                                  horizon=horizon, **PH1), **RUN)
+# the same experiment with the regular simplex in R^3 (interior tokens at distance >= 0.5)
+ph1_3d = sweeps.run(sweeps.phase1_task, sweeps.grid(beta=p.phase1_betas, seed=12, runs=p.phase1_runs,
+                                                    **{**PH1, "min_dist": 0.5, "d": 3}), **RUN)
+frac3 = np.array([r["fraction"] for r in ph1_3d])
+glue("beta_hyp3", M.hypothesis_beta_min(M.regular_simplex(3)), display=False)
+glue("p1_T1_3d", ph1_3d[0]["T1"], display=False)
 frac = np.array([r["fraction"] for r in ph1])
 bound1 = np.array([r["bound"] for r in ph1])
 b1 = np.array(p.phase1_betas)
@@ -268,6 +274,7 @@ ax = axs[1]
 ax.semilogx(b1, frac, "o-", ms=3, label="event at $T_1$")
 ax.semilogx(b1, [r["fraction_interior"] for r in ph1], "s--", ms=2.5, lw=0.8, label=r"interior part ($<C\tau$)")
 ax.semilogx(b1, [r["fraction_vertices"] for r in ph1], "^:", ms=2.5, lw=0.8, label=r"vertex part ($<\beta^{-1/4}$)")
+ax.semilogx(b1, frac3, "d-", ms=2.5, lw=0.8, color="C4", label=r"event, simplex in $\mathbb{R}^3$")
 ax.semilogx(b1, bound1, "k-", lw=0.8, label=r"$1-\beta^{-1/8}$")
 ax.axvspan(b1.min() / 1.5, beta_cfg, color="0.9", lw=0)
 ax.text(math.sqrt(b1.min() * beta_cfg), 0.04, "hypotheses\nfail", ha="center", fontsize=7)
@@ -286,7 +293,7 @@ ax.set_xlabel("step $t$"); ax.set_ylabel("fraction meeting the event")
 ax.legend(fontsize=6, loc="lower right")
 ax.set_title("(c) event against time")
 fig.tight_layout()
-show(fig, "phase1-event", dict(beta=b1, fraction=frac, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
+show(fig, "phase1-event", dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
                                 C=k1["C"], beta_config=beta_cfg, x0=x0_p1, sigma=sig_p1,
                                 fraction_by_time=[r["fraction_by_time"] for r in ph1]), "fig-phase1")
 
@@ -298,7 +305,9 @@ show(fig, "phase1-event", dict(beta=b1, fraction=frac, bound=bound1, T1=k1["T1"]
 # (a) The start: vertices (squares) and interior tokens inside the eroded cones at
 # $\beta=10^4$ (green). (b) Fraction of runs meeting the event at $T_1$, its two parts, and the
 # printed lower bound; grey: $\beta$ below {glue:text}`p1_beta_cfg:.0f`, where this configuration
-# no longer satisfies the hypotheses. (c) Fraction meeting the event at each step: for every
+# no longer satisfies the hypotheses; purple: the same event for the regular simplex in
+# $\mathbb R^3$ (three interior tokens per vertex, $T_1=$ {glue:text}`p1_T1_3d`; its eroded cones are
+# non-empty from $\beta\approx$ {glue:text}`beta_hyp3:.0f` on). (c) Fraction meeting the event at each step: for every
 # $\beta$ the curve jumps at the same step $T_1$.
 # ```
 #
