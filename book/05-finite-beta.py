@@ -78,6 +78,8 @@ from IPython.display import Image
 from myst_nb import glue
 from scipy import stats
 
+from attention_fw import dynamics
+from attention_fw import geometry as geo
 from attention_fw import metastability as M
 from attention_fw import paper_figures as pf
 from attention_fw import plotting, sweeps
@@ -114,6 +116,14 @@ RUN = dict(executor=p.executor, progress=False)   # no progress bars in the stat
 GAMMA = 0.1
 TRI = M.triangle_on_circle()                      # equilateral triangle on S^1
 C0_TRI, D_TRI = M.c0(TRI), M.diameter(TRI)
+
+
+def gl(name, value):
+    """Glue a number for the prose as a plain Python scalar: myst-nb formats the text/plain
+    form, and numpy 2 prints np.float64(...), which a format spec cannot parse."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    glue(name, value, display=False)
 
 
 def fmt_beta(b):
@@ -184,13 +194,13 @@ for name, v in shapes.items():
     a = np.rad2deg(M.vertex_angles(v).max())
     angles[name] = a
     print(f"{name:36s} {a:19.2f} deg {str(M.satisfies_51(v)):>6s} {M.c0(v):7.3f}")
-glue("ang_square", angles["square"], display=False)
-glue("ang_hept", angles["regular heptagon (Fig. 4)"], display=False)
-glue("ang_simplex", angles["regular simplex, d = 3"], display=False)
-glue("ang_cross", angles["cross-polytope, d = 3"], display=False)
-glue("c0_tri", C0_TRI, display=False)
+gl("ang_square", angles["square"])
+gl("ang_hept", angles["regular heptagon (Fig. 4)"])
+gl("ang_simplex", angles["regular simplex, d = 3"])
+gl("ang_cross", angles["cross-polytope, d = 3"])
+gl("c0_tri", C0_TRI)
 beta_hyp = M.hypothesis_beta_min(TRI)
-glue("beta_hyp", beta_hyp, display=False)
+gl("beta_hyp", beta_hyp)
 
 # %% [markdown]
 # The square sits exactly on the boundary ({glue:text}`ang_square:.0f` degrees) and the
@@ -238,27 +248,26 @@ ph1 = sweeps.run(sweeps.phase1_task, sweeps.grid(beta=p.phase1_betas, seed=11, r
 ph1_3d = sweeps.run(sweeps.phase1_task, sweeps.grid(beta=p.phase1_betas, seed=12, runs=p.phase1_runs,
                                                     **{**PH1, "min_dist": 0.5, "d": 3}), **RUN)
 frac3 = np.array([r["fraction"] for r in ph1_3d])
-glue("beta_hyp3", M.hypothesis_beta_min(M.regular_simplex(3)), display=False)
-glue("p1_T1_3d", ph1_3d[0]["T1"], display=False)
+gl("beta_hyp3", M.hypothesis_beta_min(M.regular_simplex(3)))
+gl("p1_T1_3d", ph1_3d[0]["T1"])
 frac = np.array([r["fraction"] for r in ph1])
 bound1 = np.array([r["bound"] for r in ph1])
 b1 = np.array(p.phase1_betas)
 in_hyp = b1 >= beta_cfg
 for k, val in dict(m=k1["m"], tau=k1["tau"], T1=k1["T1"], C=k1["C"], beta_cfg=beta_cfg).items():
-    glue(f"p1_{k}", val, display=False)
-glue("p1_runs", p.phase1_runs, display=False)
-glue("p1_minfrac_hyp", float(frac[in_hyp].min()) if in_hyp.any() else float("nan"), display=False)
-glue("p1_vertex_min", float(min(r["fraction_vertices"] for r in ph1)), display=False)
+    gl(f"p1_{k}", val)
+gl("p1_runs", p.phase1_runs)
+gl("p1_minfrac_hyp", float(frac[in_hyp].min()) if in_hyp.any() else float("nan"))
+gl("p1_vertex_min", float(min(r["fraction_vertices"] for r in ph1)))
 below = b1[(frac < bound1)]
-glue("p1_fail_beta", float(below.max()) if below.size else float("nan"), display=False)
-glue("p1_bound_cfg", 1 - PH1["config_beta"] ** (-1 / 8), display=False)
-glue("p1_beta_lo", float(b1.min()), display=False)
-glue("p1_beta_hi", float(b1.max()), display=False)
+gl("p1_fail_beta", float(below.max()) if below.size else float("nan"))
+gl("p1_bound_cfg", 1 - PH1["config_beta"] ** (-1 / 8))
+gl("p1_beta_lo", float(b1.min()))
+gl("p1_beta_hi", float(b1.max()))
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.35), gridspec_kw=dict(width_ratios=[1, 1.25, 1.25]))
 ax = axs[0]
-from attention_fw import geometry as geo  # noqa: E402
 tri_poly = TRI[geo.convex_hull(TRI)]
 ax.fill(*np.r_[tri_poly, tri_poly[:1]].T, color="0.95", ec="k", lw=0.8)
 for i in range(3):
@@ -372,8 +381,8 @@ for beta in p.check_betas:
     rows.append((beta, exact, a.times.mean(), b.times.mean(), stats.ks_2samp(a.times, b.times).pvalue))
     print(f"beta={beta:4.1f}  exact E[T2]={exact:9.2f}  engine mean={a.times.mean():9.2f}  "
           f"stepping mean={b.times.mean():9.2f}  two-sample KS p={rows[-1][-1]:.2f}")
-glue("check_minp", min(r[-1] for r in rows), display=False)
-glue("check_runs", p.check_runs, display=False)
+gl("check_minp", min(r[-1] for r in rows))
+gl("check_runs", p.check_runs)
 
 # %% [markdown]
 # With {glue:text}`check_runs` runs per simulator the smallest two-sample KS $p$-value is
@@ -406,8 +415,8 @@ for kappa in p.kappas:
             es, r0 = merged(res_jump, beta=beta, kappa=kappa, n=n)
             fits[kappa, n, beta] = (M.fit_geometric_censored(es.times, es.censored), es, r0)
 n_exits_total = sum(f.n for f, _, _ in fits.values())
-glue("jump_exits_total", n_exits_total, display=False)
-glue("jump_censored_total", sum(f.n_censored for f, _, _ in fits.values()), display=False)
+gl("jump_exits_total", n_exits_total)
+gl("jump_censored_total", sum(f.n_censored for f, _, _ in fits.values()))
 
 # %%
 fig, ax = plt.subplots(figsize=(plotting.TWO_COLUMN, 2.6))
@@ -463,9 +472,9 @@ for kappa in p.kappas:
         fl = [fits[kappa, n, b][0] for b in p.jump_betas]
         rate_rows[kappa, n] = M.fit_log_mean_slope(p.jump_betas, fl)
 s3 = rate_rows[3, 6]
-glue("slope3", s3["slope"], display=False)
-glue("slope3_lo", s3["slope_ci"][0], display=False)
-glue("slope3_hi", s3["slope_ci"][1], display=False)
+gl("slope3", s3["slope"])
+gl("slope3_lo", s3["slope_ci"][0])
+gl("slope3_hi", s3["slope_ci"][1])
 
 # theorem regime, one token per vertex (engine): eps / gamma = 3.5 >= 2 d(K)
 EPS_THM = 0.35
@@ -474,9 +483,9 @@ res_thm = sweeps.run(sweeps.exit_time_task, grid_thm, **RUN)
 thm_fits = [M.fit_geometric_censored(*(lambda e: (e.times, e.censored))(merged(res_thm, beta=b)[0]))
             for b in p.thm_betas]
 s_thm = M.fit_log_mean_slope(p.thm_betas, thm_fits)
-glue("slope_thm", s_thm["slope"], display=False)
-glue("slope_thm_lo", s_thm["slope_ci"][0], display=False)
-glue("slope_thm_hi", s_thm["slope_ci"][1], display=False)
+gl("slope_thm", s_thm["slope"])
+gl("slope_thm_lo", s_thm["slope_ci"][0])
+gl("slope_thm_hi", s_thm["slope_ci"][1])
 
 # %%
 fig, axs = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6), gridspec_kw=dict(width_ratios=[1.4, 1]))
@@ -553,22 +562,22 @@ grid_thm_step = sweeps.grid(beta=p.thm_step_betas, seed=5, n=[6], kappa=[3], run
                             eps=EPS_THM, method="stepping", cap=float(p.thm_cap))
 res_thm_step = sweeps.run(sweeps.exit_time_task, grid_thm_step, **RUN)
 thm_step_cens = sum(int(r["censored"].sum()) for r in res_thm_step)
-glue("thm_step_cens", thm_step_cens, display=False)
-glue("thm_step_total", sum(len(r["times"]) for r in res_thm_step), display=False)
-glue("thm_cap", p.thm_cap, display=False)
-glue("thm_M", math.ceil(EPS_THM / (GAMMA * D_TRI)), display=False)
+gl("thm_step_cens", thm_step_cens)
+gl("thm_step_total", sum(len(r["times"]) for r in res_thm_step))
+gl("thm_cap", p.thm_cap)
+gl("thm_M", math.ceil(EPS_THM / (GAMMA * D_TRI)))
 # largest beta of panel (a): where do the bounds stop certifying survival >= 1/2, and the median exit
 b_top = p.thm_betas[-1]
 es_top, _ = merged(res_thm, beta=b_top)
 tt = np.logspace(0, 40, 4001)
 for form, kw in (("printed", {}), ("corrected", dict(diam=D_TRI))):
     bnd = M.metastability_bound(tt, b_top, 3, GAMMA, EPS_THM, C0_TRI, form=form, **kw)
-    glue(f"thm_thalf_{form}", float(tt[np.flatnonzero(bnd >= 0.5).max()]), display=False)
-glue("thm_median_top", float(np.median(es_top.times)), display=False)
-glue("thm_beta_top", b_top, display=False)
+    gl(f"thm_thalf_{form}", float(tt[np.flatnonzero(bnd >= 0.5).max()]))
+gl("thm_median_top", float(np.median(es_top.times)))
+gl("thm_beta_top", b_top)
 bb_ = np.linspace(0, 20, 2001)
 nontriv = [b for b in bb_ if M.metastability_bound(2.0, b, 6, GAMMA, EPS_THM, C0_TRI) > 0]
-glue("thm_beta_nontriv", float(min(nontriv)), display=False)
+gl("thm_beta_nontriv", float(min(nontriv)))
 
 # %%
 fig, axs = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6), sharey=True)
@@ -639,18 +648,18 @@ beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
 paths_ = M.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path), runs=6, seed=4)
 ratio = [d / f.mean for d, f in zip(e6_det, e6_fit) if d is not None]
-glue("e6_ratio_lo", min(ratio), display=False)
-glue("e6_ratio_hi", max(ratio), display=False)
-glue("e6_cens", sum(f.n_censored for f in e6_fit), display=False)
-glue("e6_total", sum(f.n for f in e6_fit), display=False)
-glue("e6_beta_path", beta_path, display=False)
+gl("e6_ratio_lo", min(ratio))
+gl("e6_ratio_hi", max(ratio))
+gl("e6_cens", sum(f.n_censored for f in e6_fit))
+gl("e6_total", sum(f.n for f in e6_fit))
+gl("e6_beta_path", beta_path)
 if len(p.e6_betas) > 1:
     sl_det = np.polyfit(p.e6_betas, np.log([d for d in e6_det]), 1)[0]
     sl_sap = M.fit_log_mean_slope(p.e6_betas, e6_fit)["slope"]
 else:
     sl_det = sl_sap = float("nan")
-glue("e6_slope_det", sl_det, display=False)
-glue("e6_slope_sap", sl_sap, display=False)
+gl("e6_slope_det", sl_det)
+gl("e6_slope_sap", sl_sap)
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.5), gridspec_kw=dict(width_ratios=[1.1, 1, 1]))
@@ -681,7 +690,6 @@ ax.legend(fontsize=6.5); ax.set_title(rf"(b) excursions, $\beta={beta_path:g}$",
 ax = axs[2]
 ax.fill(*np.r_[tri_poly, tri_poly[:1]].T, color="0.96", ec="k", lw=0.6)
 xd = x0_e6.copy()
-from attention_fw import dynamics  # noqa: E402
 traj = [xd]
 for t in range(T_det_path):                      # SA-beta until its exit step
     xd = dynamics.softmax_step(xd, GAMMA, beta_path)
@@ -718,7 +726,7 @@ show(fig, "sap-vs-sabeta", dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=h
 # interval (censored MLE; dots: deciles), SA$\beta$ exit step. (b) Largest distance of a token to
 # its group hull along SA$\beta$ (red) and six SAP runs (blue); dashed: $\varepsilon$.
 # (c) The trajectories in the plane until shortly after the SA$\beta$ exit at
-# $\beta=$ {glue:text}`e6_beta_path`.
+# $\beta=$ {glue:text}`e6_beta_path:g`.
 # ```
 #
 # Both dynamics are metastable here, but **differently**. The chain stays exactly put (apart from
@@ -754,12 +762,12 @@ lim = np.array([r["limit"] for r in res_col])
 conv = np.array([r["converged"] for r in res_col])
 steps_col = np.array([r["steps"] for r in res_col])
 dist_hull = M.distance_to_hull(lim, x0_col)
-glue("col_min_norm", float(np.linalg.norm(lim, axis=1).min()), display=False)
-glue("col_max_hull", float(dist_hull.max()), display=False)
-glue("col_nconv", int(conv.sum()), display=False)
-glue("col_n", len(conv), display=False)
-glue("col_steps_last", int(steps_col[conv].max()) if conv.any() else 0, display=False)
-glue("col_beta_last", float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0, display=False)
+gl("col_min_norm", float(np.linalg.norm(lim, axis=1).min()))
+gl("col_max_hull", float(dist_hull.max()))
+gl("col_nconv", int(conv.sum()))
+gl("col_n", len(conv))
+gl("col_steps_last", int(steps_col[conv].max()) if conv.any() else 0)
+gl("col_beta_last", float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0)
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.4), gridspec_kw=dict(width_ratios=[1, 1.1, 1.1]))

@@ -598,3 +598,22 @@ def test_eroded_cone_mask_matches_exact_polygons_of_geometry():
             far = geo.distance_to_complement(x, poly) > 1e-9
             near_edge = inside & ~far
             assert np.array_equal(mask[~near_edge], inside[~near_edge])
+
+
+def test_sweep_accepts_executor_instance_and_keeps_output_clean(tmp_path, capsys, monkeypatch):
+    """A caller-owned Executor is used and left open; with progress off (argument or
+    ATTENTION_FW_PROGRESS=0) nothing is written to stdout/stderr, so static pages stay clean."""
+    import concurrent.futures as cf
+
+    from attention_fw import sweeps
+    counter = tmp_path / "calls.txt"
+    params = sweeps.grid(x=[1, 2, 3], counter=str(counter))
+    with cf.ThreadPoolExecutor(2) as ex:
+        assert sweeps.run(_counted_square, params, executor=ex, cache_dir=tmp_path / "c", progress=False) == [1, 4, 9]
+        assert ex.submit(lambda: 7).result() == 7            # still open
+    monkeypatch.setenv("ATTENTION_FW_PROGRESS", "0")
+    assert sweeps.run(_counted_square, sweeps.grid(x=[4], counter=str(counter)), executor="serial",
+                      cache_dir=tmp_path / "c") == [16]
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    assert _ncalls(counter) == 4
