@@ -656,8 +656,17 @@ def frozen_escape_rate(points, counts, beta: float) -> float:
     ``p_a`` stays with probability ``w_aa = 1 / (1 + sum_{b != a} (n_b/n_a) e^{beta(<p_a,p_b> - |p_a|^2)})``,
     so ``-log q = sum_a n_a log(1 + sum_{b != a} (n_b/n_a) e^{beta(<p_a,p_b> - |p_a|^2)})`` and the
     waiting time is geometric: ``P(T > t) = q^t``, ``E[T] = 1 / (1 - q)``. For the regular
-    kappa-gon / simplex with m tokens per vertex at large beta, ``E[T] ~ e^{beta c0} / (n (kappa' ))``
-    where kappa' counts the nearest neighbours.
+    kappa-gon (or simplex) with m tokens per vertex, at large beta
+    ``E[T] ~ e^{beta c0} / (n N)`` with N the number of nearest neighbours of a vertex
+    (2 for the kappa-gon, kappa >= 4; kappa - 1 for the simplex), so ``log E[T]`` has slope c0.
+
+    Parameters
+    ----------
+    points : (K, d) array of distinct points;  counts : (K,) positive numbers;  beta >= 0
+
+    Returns
+    -------
+    float ``lambda = -log q`` (0.0 when the escape probability underflows, e.g. beta = 1e6).
     """
     p = V.as_float_array("points", points, ndim=2)
     c = V.as_float_array("counts", counts, ndim=1)
