@@ -688,15 +688,12 @@ ax.set_yscale("symlog", linthresh=1e-3); ax.set_ylim(0, 2)
 ax.set_xlabel("step $t$"); ax.set_ylabel("max distance to group hull")
 ax.legend(fontsize=6.5); ax.set_title(rf"(b) excursions, $\beta={beta_path:g}$", fontsize=8)
 ax = axs[2]
-ax.fill(*np.r_[tri_poly, tri_poly[:1]].T, color="0.96", ec="k", lw=0.6)
 xd = x0_e6.copy()
 traj = [xd]
 for t in range(T_det_path):                      # SA-beta until its exit step
     xd = dynamics.softmax_step(xd, GAMMA, beta_path)
     traj.append(xd)
 traj = np.array(traj)
-for j in range(traj.shape[1]):
-    ax.plot(traj[:, j, 0], traj[:, j, 1], "-", color="C3", lw=0.8)
 g_ = np.random.default_rng(4)
 xs_ = x0_e6.copy(); sap_tr = [xs_]
 for t in range(int(1.3 * T_det_path)):           # one SAP run, until its exit
@@ -705,13 +702,21 @@ for t in range(int(1.3 * T_det_path)):           # one SAP run, until its exit
     if M.exit_mask(xs_, x0_e6, sig_e6, 0.1)[0]:
         break
 sap_tr = np.array(sap_tr)
+jumper = int(np.argmax(np.linalg.norm(sap_tr[-1] - sap_tr[-2], axis=1)))
+home = sig_e6[jumper]                             # zoom on the vertex the SAP run leaves from
+ax.fill(*np.r_[tri_poly, tri_poly[:1]].T, color="0.96", ec="k", lw=0.6)
+for q in x0_e6[sig_e6 == home]:                   # group hull + B(0, eps), as a union of discs
+    ax.add_patch(plt.Circle(q, 0.1, color="0.8", alpha=0.35, lw=0))
+for j in range(traj.shape[1]):
+    ax.plot(traj[:, j, 0], traj[:, j, 1], "-", color="C3", lw=1.0)
 for j in range(sap_tr.shape[1]):
-    ax.plot(sap_tr[:, j, 0], sap_tr[:, j, 1], "-", color="C0", lw=0.5, alpha=0.8)
-jumper = np.argmax(np.linalg.norm(sap_tr[-1] - sap_tr[-2], axis=1))
-ax.annotate("", sap_tr[-1, jumper], sap_tr[-2, jumper], arrowprops=dict(arrowstyle="->", color="C0", lw=0.8))
+    ax.plot(sap_tr[:, j, 0], sap_tr[:, j, 1], "-", color="C0", lw=0.6, alpha=0.8)
+ax.annotate("", sap_tr[-1, jumper], sap_tr[-2, jumper], arrowprops=dict(arrowstyle="->", color="C0", lw=0.9))
 ax.scatter(*x0_e6.T, s=6, color="k", zorder=3)
-ax.set_aspect("equal"); ax.axis("off")
-ax.set_title("(c) paths until exit (red SA$\\beta$, blue SAP)", fontsize=8)
+ctr = 0.85 * TRI[home]                            # window shifted towards the inside of K
+ax.set_xlim(ctr[0] - 0.2, ctr[0] + 0.2); ax.set_ylim(ctr[1] - 0.2, ctr[1] + 0.2)
+ax.set_aspect("equal"); ax.set_xticks([]); ax.set_yticks([])
+ax.set_title(r"(c) near $v_{%d}$: paths until exit" % (home + 1), fontsize=8)
 fig.tight_layout()
 show(fig, "sap-vs-sabeta", dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
                                  sabeta_T=[d if d is not None else -1 for d in e6_det],
@@ -725,8 +730,9 @@ show(fig, "sap-vs-sabeta", dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=h
 # 0.05 from each vertex, $\gamma=0.1$, $\varepsilon=0.1$). (a) Exit times: SAP mean with 95%
 # interval (censored MLE; dots: deciles), SA$\beta$ exit step. (b) Largest distance of a token to
 # its group hull along SA$\beta$ (red) and six SAP runs (blue); dashed: $\varepsilon$.
-# (c) The trajectories in the plane until shortly after the SA$\beta$ exit at
-# $\beta=$ {glue:text}`e6_beta_path:g`.
+# (c) Zoom on the vertex that the SAP run of the arrow leaves: paths of all tokens until the
+# SA$\beta$ exit (red) and until that SAP run's exit (blue), $\beta=$ {glue:text}`e6_beta_path:g`;
+# grey: the exit region of the group, $\operatorname{conv}\{x_{ji}^0\}_j+B(0,\varepsilon)$.
 # ```
 #
 # Both dynamics are metastable here, but **differently**. The chain stays exactly put (apart from
