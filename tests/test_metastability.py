@@ -617,3 +617,21 @@ def test_sweep_accepts_executor_instance_and_keeps_output_clean(tmp_path, capsys
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
     assert _ncalls(counter) == 4
+
+
+def test_sweep_cache_folder_follows_library_source(tmp_path, monkeypatch):
+    """The cache lives in a folder named after the hash of the library modules the tasks call,
+    so an edit of the engine cannot serve stale results."""
+    from attention_fw import sweeps
+    v1 = sweeps.code_version()
+    assert sweeps.memory(tmp_path).location.endswith(v1)
+    fake = tmp_path / "src"
+    fake.mkdir()
+    import attention_fw
+    from pathlib import Path
+    src = Path(attention_fw.__file__).parent
+    for name in sweeps.CODE_MODULES:
+        (fake / f"{name}.py").write_bytes((src / f"{name}.py").read_bytes())
+    (fake / "metastability.py").write_bytes((src / "metastability.py").read_bytes() + b"\n# edit\n")
+    monkeypatch.setattr(sweeps, "__file__", str(fake / "sweeps.py"))
+    assert sweeps.code_version() != v1
