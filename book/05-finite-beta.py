@@ -203,9 +203,9 @@ beta_hyp = M.hypothesis_beta_min(TRI)
 gl("beta_hyp", beta_hyp)
 
 # %% [markdown]
-# The square sits exactly on the boundary ({glue:text}`ang_square:.0f` degrees) and the
-# heptagon of Figure 4 is far outside ({glue:text}`ang_hept:.1f` degrees), as is the
-# cross-polytope ({glue:text}`ang_cross:.0f` degrees). Regular simplices pass in every dimension
+# The square sits exactly on the boundary ({glue:text}`ang_square:.0f` degrees), and so does
+# the cross-polytope in $\mathbb R^3$ ({glue:text}`ang_cross:.0f` degrees); the heptagon of
+# Figure 4 is far outside ({glue:text}`ang_hept:.1f` degrees). Regular simplices pass in every dimension
 # ({glue:text}`ang_simplex:.0f` degrees). From now on $\mathcal K$ is the equilateral triangle
 # on $S^1$: equal norms (hypothesis `eq: hypothesis.voronoi`) and $c_0=1-\cos(2\pi/3)=$
 # {glue:text}`c0_tri:.2f` in `eq: bound.max`.
@@ -822,10 +822,10 @@ show(fig, "collapse-prop51", dict(x0=x0_col, beta=bc, limit=lim, steps=steps_col
 # (c) Steps until the diameter is below $10^{-6}$.
 # ```
 #
-# All {glue:text}`col_nconv` of {glue:text}`col_n` runs that finished within the step budget
-# collapsed to a point at distance at most {glue:text}`col_max_hull:.1e` from the initial hull
-# (a floating-point zero: inside it) and at distance at least {glue:text}`col_min_norm:.2f`
-# from the origin. The collapse time is flat for small $\beta$ and then grows steeply: the
+# {glue:text}`col_nconv` of the {glue:text}`col_n` runs collapsed within the step budget, each
+# to a point at distance at most {glue:text}`col_max_hull:.1e` from the initial hull (a
+# floating-point zero: inside it) and at distance at least {glue:text}`col_min_norm:.2f` from
+# the origin. The collapse time is flat for small $\beta$ and then grows steeply: the
 # tokens first form clusters (phase 1), which then merge only after metastable plateaus (panel
 # (b)); at $\beta=$ {glue:text}`col_beta_last:g` it already takes {glue:text}`col_steps_last`
 # steps. So the hardmax picture (clusters at the vertices) is a finite-horizon approximation
