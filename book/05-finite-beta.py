@@ -443,7 +443,8 @@ for c, beta in enumerate(p.hist_betas):
 ax.set_xscale("log")
 ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
 ax.set_ylabel("fraction per decade")
-ax.legend(fontsize=7, ncol=len(p.hist_betas), loc="upper center", bbox_to_anchor=(0.5, 1.18), frameon=False)
+ax.legend(fontsize=6.5, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
+          frameon=False, columnspacing=1.2, handlelength=1.5)
 fig.tight_layout()
 show(fig, "metastability-histograms", hist_data, "fig-hist")
 
