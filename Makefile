@@ -20,6 +20,10 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# Speed belongs here, not in the tests. Each tools/bench_*.py prints its own table.
+bench: $(STAMP)
+	@for f in tools/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
 # The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
 figures-paper: $(STAMP)
 	$(PY) -m attention_fw.paper_figures all
