@@ -199,3 +199,21 @@ def test_every_figure_named_in_the_introduction_is_generated(build):
     candidates = ("{}.pdf", "data/{}.json", "custom/{}.pdf", "custom/data/{}.json")
     missing = sorted(n for n in names if not any((fig / c.format(n)).is_file() for c in candidates))
     assert missing == [], f"named in book/intro.md but not generated: {missing}"
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_figure_is_shown_once(build, source):
+    """A figure glued for a numbered {glue:figure} must not also appear as the cell's own output
+    (the inline backend shows every figure left open at the end of a cell)."""
+    assert build.returncode == 0, build.log[-6000:]
+    doubled = []
+    for k, cell in enumerate(_executed(build, source).cells):
+        outs = cell.get("outputs", [])
+        glued = [o for o in outs if o.get("metadata", {}).get("scrapbook")
+                 and any("image/" in m for m in o.get("data", {}))]
+        shown = [o for o in outs if o.get("output_type") in ("display_data", "execute_result")
+                 and not o.get("metadata", {}).get("scrapbook")
+                 and any(m.startswith("image/") for m in o.get("data", {}))]
+        if glued and shown:
+            doubled.append(k)
+    assert doubled == [], f"cells {doubled} show a glued figure a second time (close it after glue)"
