@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +59,17 @@ def env_for(repo: Path) -> dict:
 
 
 def make(repo: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=repo, env=env_for(repo),
-                          capture_output=True, text=True, timeout=timeout)
+    """Run make in ``repo``; on timeout kill the whole process group (kernels included)."""
+    proc = subprocess.Popen(["make", "--no-print-directory", *args], cwd=repo, env=env_for(repo),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += f"\nbookbuild: make {' '.join(args)} killed after {timeout} s"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def quick_book(base: Path) -> Build:

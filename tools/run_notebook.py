@@ -33,6 +33,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Kernels talk over Unix sockets, not TCP: no port can be taken by another kernel started at
+# the same moment (parallel builds, other test runs on the machine), which could leave a
+# notebook waiting on a silent kernel; and nothing listens on the network.
+from traitlets.config import Config  # noqa: E402
+
+KERNEL_CONFIG = Config({"KernelManager": {"transport": "ipc"}})
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -74,7 +80,7 @@ def main(argv=None) -> int:
                     help="where to record the wall time (default: <root>/_build/exec-times)")
     ap.add_argument("--failed-dir", type=Path, default=None,
                     help="where a failed notebook is kept (default: <root>/_build/failed)")
-    ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
+    ap.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
     args = ap.parse_args(argv)
 
     import jupytext
@@ -111,7 +117,7 @@ def main(argv=None) -> int:
     try:
         papermill.execute_notebook(nb, str(tmp), parameters=params, kernel_name="python3",
                                    cwd=str(src.parent), progress_bar=False, log_output=False,
-                                   execution_timeout=args.timeout)
+                                   execution_timeout=args.timeout, config=KERNEL_CONFIG)
     except PapermillExecutionError as err:
         failed = (args.failed_dir or root / "_build" / "failed").resolve() / f"{name}.ipynb"
         failed.parent.mkdir(parents=True, exist_ok=True)
