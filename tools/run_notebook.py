@@ -28,17 +28,13 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Kernels talk over Unix sockets, not TCP: no port can be taken by another kernel started at
-# the same moment (parallel builds, other test runs on the machine), which could leave a
-# notebook waiting on a silent kernel; and nothing listens on the network.
-from traitlets.config import Config  # noqa: E402
-
-KERNEL_CONFIG = Config({"KernelManager": {"transport": "ipc"}})
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -54,6 +50,18 @@ def parameter_names(nb) -> list[str]:
             if isinstance(t, ast.Name):
                 names.append(t.id)
     return names
+
+
+def kernel_config(socket_dir: str):
+    """Kernels talk over Unix sockets in a private folder, not over TCP.
+
+    No port (or socket name) can then be taken by another kernel started at the same moment
+    (parallel builds, other test runs on the machine), which could leave a notebook waiting
+    on a silent kernel or failing with "Invalid Signature"; and nothing listens on the network.
+    """
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(socket_dir, "kernel")}})
 
 
 def parse_overrides(pairs) -> dict:
@@ -113,11 +121,12 @@ def main(argv=None) -> int:
     tmp = out.with_name(f".{out.stem}.tmp{os.getpid()}.ipynb")
     env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
     os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
+    socket_dir = tempfile.mkdtemp(prefix="afw-kernel-")
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(nb, str(tmp), parameters=params, kernel_name="python3",
                                    cwd=str(src.parent), progress_bar=False, log_output=False,
-                                   execution_timeout=args.timeout, config=KERNEL_CONFIG)
+                                   execution_timeout=args.timeout, config=kernel_config(socket_dir))
     except PapermillExecutionError as err:
         failed = (args.failed_dir or root / "_build" / "failed").resolve() / f"{name}.ipynb"
         failed.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +148,7 @@ def main(argv=None) -> int:
             tmp.unlink()
         raise
     finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
         if env_backup is None:
             os.environ.pop("ATTENTION_FW_EXEC_TIMES", None)
         else:
