@@ -177,8 +177,39 @@ def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     x = _tokens(x)
-    A = attention(x, B, beta)
-    return x + gamma * (A @ x - x)
+    B = _key_query(B, x.shape[-1])
+    y = _softmax_mean(x, B, beta)
+    y -= x
+    y *= gamma
+    y += x
+    return y
+
+
+def _softmax_mean(x, B, beta):
+    """``sum_j A_ij x_j`` for the softmax weights, without storing the normalised ``A``.
+
+    Same numbers as ``attention(x, B, beta) @ x`` up to rounding, with fewer passes
+    over the (..., n, n) array: beta scales the (..., d, n) transposed copy of the
+    tokens (contiguous, so the batched product runs in BLAS), the stabilising shift
+    is the row maximum (read along the contiguous axis when ``B`` is symmetric, where
+    the score matrix is symmetric), and the normalisation divides the (..., n, d)
+    result instead of the (..., n, n) weights.
+    """
+    n, d = x.shape[-2], x.shape[-1]
+    xt = np.empty(x.shape[:-2] + (d, n))
+    np.multiply(np.swapaxes(x, -1, -2), beta, out=xt)
+    if B is None:
+        Z, symmetric = np.matmul(x, xt), True
+    else:
+        Z, symmetric = np.matmul(x @ B.T, xt), bool(np.array_equal(B, B.T))
+    # The shift only has to be (close to) the row maximum: for a symmetric score
+    # matrix the column maxima are the row maxima, and they are cheaper to reduce.
+    Z -= Z.max(axis=-2 if symmetric else -1)[..., :, None]
+    np.exp(Z, out=Z)
+    total = Z.sum(axis=-1, keepdims=True)
+    y = np.matmul(Z, x)
+    y /= total
+    return y
 
 
 def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
