@@ -164,9 +164,13 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
 
     Raises
     ------
+    TypeError
+        ``fig`` is not a matplotlib Figure.
     ValueError
         For an empty or unsafe ``name``, an unknown format, or non-finite data.
     """
+    if not isinstance(fig, matplotlib.figure.Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"name must be a non-empty file stem of letters, digits, '-' or '_', got {name!r}")
     formats = tuple(formats)

@@ -1,0 +1,164 @@
+"""Malformed input to the public functions: a ValueError or TypeError that names the argument.
+
+One table, one test. Each row is ``(id, call, exception type(s), argument name)``: the call
+must raise one of the exception types, and the message must contain the argument's name as
+a word (so a user reading the message knows which argument to fix). A NaN result, another
+exception type (IndexError, AttributeError, LinAlgError, ...) or a message that does not
+name the argument fails the row.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from attention_fw import dynamics as D  # noqa: E402
+from attention_fw import frank_wolfe as FW  # noqa: E402
+from attention_fw import plotting, presets  # noqa: E402
+from attention_fw import schedules as S  # noqa: E402
+
+X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])          # n = 3 tokens in R^2
+XN = X.copy(); XN[1, 0] = np.nan                              # noqa: E702
+XI = X.copy(); XI[2, 1] = np.inf                              # noqa: E702
+B_NONSYM = np.array([[1.0, 2.0], [0.0, 1.0]])
+RNG = np.random.default_rng(0)
+PRESETS = {"paper": {"beta": 10.0, "n": 32}, "quick": {"beta": 4.0, "n": 8}}
+
+
+def _fig():
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.plot([0, 1], [0, 1])
+    return fig
+
+
+def _save(tmp_path_factory=None, **kw):
+    import tempfile
+
+    args = dict(fig=_fig(), name="bad-input", data=None, outdir=tempfile.mkdtemp())
+    args.update(kw)
+    try:
+        return plotting.save(args.pop("fig"), args.pop("name"), args.pop("data"), **args)
+    finally:
+        plt.close("all")
+
+
+E = (ValueError,)
+T = (TypeError,)
+VT = (ValueError, TypeError)
+
+CASES = [
+    # ------------------------------------------------------------------ dynamics: tokens
+    ("scores-x-1d", lambda: D.scores(np.ones(3)), E, "x"),
+    ("scores-x-4d", lambda: D.scores(np.ones((2, 2, 3, 2))), E, "x"),
+    ("scores-x-nan", lambda: D.scores(XN), E, "x"),
+    ("scores-x-inf", lambda: D.scores(XI), E, "x"),
+    ("scores-x-strings", lambda: D.scores(np.array([["a", "b"], ["c", "d"]])), T, "x"),
+    ("scores-x-complex", lambda: D.scores(X + 1j), T, "x"),
+    ("scores-x-object", lambda: D.scores(np.array([[1.0, None]], dtype=object)), T, "x"),
+    ("scores-x-none", lambda: D.scores(None), T, "x"),
+    ("scores-x-ragged", lambda: D.scores([[1.0, 2.0], [3.0]]), VT, "x"),
+    ("scores-x-empty", lambda: D.scores(np.empty((0, 2))), E, "x"),
+    ("scores-x-no-dims", lambda: D.scores(np.empty((3, 0))), E, "x"),
+    ("attention-x-empty-batch", lambda: D.attention(np.empty((0, 3, 2)), beta=1.0), E, "x"),
+    # ------------------------------------------------------------------ dynamics: B, beta, gamma
+    ("scores-B-wrong-size", lambda: D.scores(X, np.eye(3)), E, "B"),
+    ("scores-B-not-square", lambda: D.scores(X, np.ones((2, 3))), E, "B"),
+    ("scores-B-nan", lambda: D.scores(X, np.array([[1.0, np.nan], [0.0, 1.0]])), E, "B"),
+    ("attention-beta-negative", lambda: D.attention(X, beta=-1.0), E, "beta"),
+    ("attention-beta-nan", lambda: D.attention(X, beta=float("nan")), E, "beta"),
+    ("attention-beta-string", lambda: D.attention(X, beta="5"), T, "beta"),
+    ("attention-beta-array", lambda: D.attention(X, beta=np.array([1.0, 2.0])), T, "beta"),
+    ("softmax-beta-inf", lambda: D.softmax_step(X, 0.5, np.inf), E, "beta"),
+    ("softmax-beta-negative", lambda: D.softmax_step(X, 0.5, -0.1), E, "beta"),
+    ("softmax-gamma-nan", lambda: D.softmax_step(X, float("nan"), 1.0), E, "gamma"),
+    ("hardmax-gamma-zero", lambda: D.hardmax_step(X, 0.0), E, "gamma"),
+    ("hardmax-gamma-above-one", lambda: D.hardmax_step(X, 1.5), E, "gamma"),
+    ("hardmax-gamma-negative", lambda: D.hardmax_step(X, -0.2), E, "gamma"),
+    ("hardmax-gamma-bool", lambda: D.hardmax_step(X, True), T, "gamma"),
+    ("hardmax-gamma-string", lambda: D.hardmax_step(X, "0.5"), T, "gamma"),
+    ("sap-rng-string", lambda: D.sap_step(X, 0.5, 1.0, "seed"), T, "rng"),
+    ("sap-gamma-inf", lambda: D.sap_step(X, np.inf, 1.0, RNG), E, "gamma"),
+    ("layer-V-singular", lambda: D.layer_step(X, np.eye(2), -np.eye(2), 1.0), E, "V"),
+    ("layer-V-wrong-size", lambda: D.layer_step(X, np.eye(2), np.eye(3), 1.0), E, "V"),
+    ("layer-V-nan", lambda: D.layer_step(X, np.eye(2), np.full((2, 2), np.nan), 1.0), E, "V"),
+    ("Layer-V-shape-vs-B", lambda: D.Layer(np.eye(2), np.eye(3)), E, "V"),
+    ("simulate-steps-negative", lambda: D.simulate(X, D.Hardmax(), -1), E, "steps"),
+    ("simulate-steps-float", lambda: D.simulate(X, D.Hardmax(), 2.5), T, "steps"),
+    ("simulate-every-zero", lambda: D.simulate(X, D.Hardmax(), 3, every=0), E, "every"),
+    ("simulate-rule-not-rule", lambda: D.simulate(X, object(), 3), T, "rule"),
+    ("simulate-recorders-wrong", lambda: D.simulate(X, D.Hardmax(), 3, recorders=[len]), T, "recorders"),
+    ("simulate-x0-nan", lambda: D.simulate(XN, D.Hardmax(), 3), E, "x"),
+    ("FunctionRecorder-fn", lambda: D.FunctionRecorder("r", 3), T, "fn"),
+    ("Hardmax-schedule-unknown", lambda: D.Hardmax(schedule="cosine"), E, "schedule"),
+    ("Hardmax-B-not-square", lambda: D.Hardmax(B=np.ones((2, 3))), E, "B"),
+    ("Softmax-beta-negative", lambda: D.Softmax(-1.0), E, "beta"),
+    ("MarkovChain-seed-float", lambda: D.MarkovChain(1.0, seed=1.5), T, "seed"),
+    # ------------------------------------------------------------------ schedules
+    ("schedule-unknown-name", lambda: S.get_schedule("cosine"), E, "schedule"),
+    ("schedule-none", lambda: S.get_schedule(None), T, "schedule"),
+    ("schedule-constant-missing-gamma", lambda: S.get_schedule("constant"), E, "gamma"),
+    ("schedule-number-zero", lambda: S.get_schedule(0.0), E, "gamma"),
+    ("Constant-above-one", lambda: S.Constant(1.01), E, "gamma"),
+    ("Constant-nan", lambda: S.Constant(float("nan")), E, "gamma"),
+    ("Constant-inf", lambda: S.Constant(float("inf")), E, "gamma"),
+    ("schedule-t-negative", lambda: S.FrankWolfe()(-1), E, "t"),
+    ("schedule-t-fractional", lambda: S.Harmonic()(1.5), T, "t"),
+    ("schedule-product-t-negative", lambda: S.Halving().product(-3), E, "t"),
+    ("ToOne-a-negative", lambda: S.ToOne(a=-1.0), E, "a"),
+    ("FromValue-h-zero", lambda: S.FromValue(0.0), E, "h"),
+    ("FromValue-h-callable-negative", lambda: S.FromValue(lambda t: -1.0)(0), E, "h"),
+    # ------------------------------------------------------------------ frank_wolfe
+    ("energy-B-nonsymmetric", lambda: FW.energy(X, B_NONSYM), E, "B"),
+    ("energy-B-wrong-size", lambda: FW.energy(X, np.eye(3)), E, "B"),
+    ("energy-x-nan", lambda: FW.energy(XN, np.eye(2)), E, "x"),
+    ("lmo-direction-wrong-dim", lambda: FW.lmo(X, np.ones((1, 3))), E, "direction"),
+    ("lmo-points-empty", lambda: FW.lmo(np.empty((0, 2)), np.ones((1, 2))), E, "points"),
+    ("lmo-points-inf", lambda: FW.lmo(XI, np.ones((1, 2))), E, "points"),
+    ("lmo_linprog-points-batched", lambda: FW.lmo_linprog(np.ones((2, 3, 2)), np.ones((1, 2))), E, "points"),
+    ("fw_gap-grad-shape", lambda: FW.fw_gap(X, np.ones((2, 2)), X), E, "grad"),
+    ("min_energy-B-indefinite", lambda: FW.min_energy_over_hull(X, np.diag([1.0, -1.0])), E, "B"),
+    ("min_energy-B-nonsymmetric", lambda: FW.min_energy_over_hull(X, B_NONSYM), E, "B"),
+    ("hull_area-points-3d", lambda: FW.hull_area(np.ones((4, 3))), E, "points"),
+    ("hull_diameter-points-1d", lambda: FW.hull_diameter(np.ones(4)), E, "points"),
+    # ------------------------------------------------------------------ presets
+    ("resolve-preset-unknown", lambda: presets.resolve(PRESETS, "fast"), E, "preset"),
+    ("resolve-preset-not-string", lambda: presets.resolve(PRESETS, 1), E, "preset"),
+    ("resolve-parameter-unknown", lambda: presets.resolve(PRESETS, "quick", gamma=0.1), E, "gamma"),
+    ("resolve-parameter-wrong-type", lambda: presets.resolve(PRESETS, "quick", n="8"), T, "n"),
+    ("resolve-parameter-float-for-int", lambda: presets.resolve(PRESETS, "quick", n=8.5), T, "n"),
+    # ------------------------------------------------------------------ plotting.save
+    ("save-name-path", lambda: _save(name="../escape"), E, "name"),
+    ("save-name-empty", lambda: _save(name=""), E, "name"),
+    ("save-format-unknown", lambda: _save(formats=("jpg",)), E, "formats"),
+    ("save-data-nan", lambda: _save(data={"v": [1.0, float("nan")]}), E, "data"),
+    ("save-fig-not-figure", lambda: _save(fig="figure"), T, "fig"),
+]
+
+
+def _check(call, exc, name):
+    with pytest.raises(exc) as info:
+        out = call()
+        # Reached only when nothing was raised: say what came back instead.
+        pytest.fail(f"no exception; returned {type(out).__name__}"
+                    + (" with NaN" if isinstance(out, np.ndarray) and np.isnan(out).any() else ""))
+    msg = str(info.value)
+    assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", msg), (
+        f"message does not name the argument {name!r}: {msg!r}")
+
+
+@pytest.mark.parametrize("case_id, call, exc, name", CASES, ids=[c[0] for c in CASES])
+def test_malformed_input_is_rejected_naming_the_argument(case_id, call, exc, name):
+    _check(call, exc, name)
+
+
+def test_the_table_is_large_and_covers_every_module():
+    assert len(CASES) >= 30
+    prefixes = {c[0].split("-")[0] for c in CASES}
+    for needed in ("scores", "softmax", "hardmax", "schedule", "energy", "resolve", "save"):
+        assert needed in prefixes
