@@ -1,0 +1,652 @@
+"""Exact geometry of the cells C_i(v), their Voronoi special case, and the cones of section 5.
+
+Everything planar here is exact up to floating point: a cell is the polygon K cut by
+half-planes, never a raster. The dimension-free helpers (:func:`cell_labels`,
+:func:`owns_cell`) work for points in any R^d and are vectorised over batches.
+
+Notation (paper, section 4; see NOTES "Cells"): K = conv{v_1, ..., v_kappa} and
+
+    C_i(v) = {x in K : <Bx, v_i> >= <Bx, v_j> for all j}                (eq: cells)
+           = K  cap  {x : <x, B^T (v_i - v_j)> >= 0 for all j},
+
+so every cell is K cut by half-planes whose boundary lines pass through the origin.
+
+Polygons are float arrays of shape (m, 2) listing the corners counter-clockwise, without
+repeating the first corner; an empty set is an array of shape (0, 2).
+
+Contents
+--------
+sample_vertices        the authors' vertex recipe (seeded, resampling in the same stream)
+convex_hull            hull vertex indices in counter-clockwise order (scipy / qhull)
+clip_halfplanes        convex polygon cap {x : <a_j, x> >= b_j}
+cells                  exact C_i(v) for any B (symmetric positive definite in the paper)
+unit_direction_cells   the authors' "unit" labelling argmax_j <x, v_j/|v_j|> (published Figure 1)
+voronoi_cells          Vor_B(v_i) cap K, Vor_B compared against the vertices only (E13)
+cone, erode            strict cone I_i(eta) of section 5 and its erosion by a disc
+cell_labels, unit_direction_labels, owns_cell, neighbour_condition   any dimension d
+raster_cells           the published scripts' 1000 x 1000 grid approach (for the benchmark)
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.spatial import ConvexHull
+
+from . import _validate as V
+
+__all__ = [
+    "sample_vertices", "convex_hull", "polygon_area", "polygon_centroid", "is_convex",
+    "point_in_polygon", "clip_halfplanes", "polygon_intersection", "symmetric_difference_area",
+    "cells", "unit_direction_cells", "voronoi_cells", "voronoi_mismatch", "cone", "erode",
+    "distance_to_complement", "cell_labels", "unit_direction_labels", "owns_cell",
+    "neighbour_condition", "level_set_vertices", "raster_cells", "RasterCells",
+]
+
+_EMPTY = np.zeros((0, 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Vertex sampling and hulls
+# ---------------------------------------------------------------------------------------------
+def sample_vertices(k, seed=42, *, equal_norm=False, enforce_bijection=False, radius=1.0,
+                    radial_range=(0.4, 1.0), max_tries=500):
+    """Random planar vertices exactly as the authors' figure scripts draw them.
+
+    ``rng = numpy.random.default_rng(seed)``; per try ``theta = rng.uniform(0, 2 pi, k)``, then
+    ``r = radius`` (``equal_norm``) or ``r = rng.uniform(*radial_range, k)``, and
+    ``v = r (cos theta, sin theta)``. With ``enforce_bijection`` the draw is repeated in the same
+    random stream (at most ``max_tries`` times) until all k points are hull vertices. With the
+    defaults and ``seed=42`` this reproduces the polygons of the published Figures 1-4
+    (NOTES, "Figures").
+
+    Parameters
+    ----------
+    k : int
+        Number of points, k >= 3.
+    seed : int, SeedSequence or numpy Generator
+    equal_norm : bool
+        All points on the circle of radius ``radius`` (Figure 2 / Proposition 4.5 setting).
+    enforce_bijection : bool
+        Resample until the hull has exactly k vertices.
+    radius : float
+    radial_range : (float, float)
+        Range of the uniform radii when ``equal_norm`` is False; 0 < low <= high.
+    max_tries : int
+
+    Returns
+    -------
+    points : ndarray (k, 2)
+        The points in sampling order (their labels v_1..v_k are this order, 1-based).
+    hull : ndarray of int
+        Indices into ``points`` of the hull vertices in counter-clockwise order, starting where
+        qhull starts (the published colour and ``i_target`` conventions use this order).
+
+    Raises
+    ------
+    ValueError
+        For k < 3, a bad radius or radial range, or when no draw satisfies the bijection in
+        ``max_tries`` tries.
+    TypeError
+        For non-integer k or max_tries, or a bad seed.
+    """
+    k = V.positive_int("k", k, minimum=3)
+    max_tries = V.positive_int("max_tries", max_tries)
+    rng = V.rng("seed", seed)
+    radius = V.real_scalar("radius", radius, low=0.0, low_open=True)
+    if not isinstance(radial_range, (tuple, list)) or len(radial_range) != 2:
+        raise ValueError(f"radial_range must be a pair (low, high), got {radial_range!r}")
+    lo = V.real_scalar("radial_range[0]", radial_range[0], low=0.0, low_open=True)
+    hi = V.real_scalar("radial_range[1]", radial_range[1], low=lo)
+    for _ in range(max_tries):
+        theta = rng.uniform(0.0, 2.0 * np.pi, size=k)
+        r = np.full(k, radius) if equal_norm else rng.uniform(lo, hi, size=k)
+        pts = r[:, None] * np.c_[np.cos(theta), np.sin(theta)]
+        hull = convex_hull(pts)
+        if enforce_bijection and len(hull) != k:
+            continue
+        return pts, hull
+    raise ValueError(f"no draw with {k} hull vertices in max_tries={max_tries} tries")
+
+
+def convex_hull(points):
+    """Indices of the hull vertices of planar ``points``, counter-clockwise (qhull's start).
+
+    Parameters
+    ----------
+    points : array (n, 2), n >= 3, not all collinear
+
+    Returns
+    -------
+    ndarray of int, the hull vertices in counter-clockwise order.
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, non-finite values, or a degenerate (collinear) point set.
+    """
+    pts = V.as_float_array("points", points, ndim=2, last_dim=2)
+    if len(pts) < 3:
+        raise ValueError(f"points must hold at least 3 points, got {len(pts)}")
+    try:
+        idx = ConvexHull(pts).vertices
+    except Exception as exc:  # qhull error on collinear input
+        raise ValueError(f"points are degenerate (collinear or coincident): {exc}") from None
+    idx = np.asarray(idx, dtype=int)
+    if _signed_area(pts[idx]) < 0:  # qhull returns CCW in 2-D; keep the guarantee explicit
+        idx = idx[::-1]
+    return idx
+
+
+# ---------------------------------------------------------------------------------------------
+# Polygon helpers
+# ---------------------------------------------------------------------------------------------
+def _signed_area(P):
+    if len(P) < 3:
+        return 0.0
+    x, y = P[:, 0], P[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(np.roll(x, -1), y))
+
+
+def _polygon(name, P, allow_empty=True):
+    arr = V.as_float_array(name, P, ndim=2, last_dim=2, allow_empty=allow_empty) \
+        if not (allow_empty and np.size(P) == 0) else _EMPTY
+    return arr
+
+
+def polygon_area(polygon):
+    """Area of a simple polygon (shoelace formula); 0 for fewer than 3 corners.
+
+    Parameters
+    ----------
+    polygon : array (m, 2), corners in order (either orientation)
+
+    Returns
+    -------
+    float >= 0
+    """
+    return abs(_signed_area(_polygon("polygon", polygon)))
+
+
+def polygon_centroid(polygon):
+    """Centroid (centre of mass) of a simple polygon with positive area.
+
+    Raises
+    ------
+    ValueError
+        If the polygon has zero area.
+    """
+    P = _polygon("polygon", polygon)
+    a = _signed_area(P)
+    if len(P) < 3 or a == 0.0:
+        raise ValueError("polygon must have positive area to have a centroid")
+    x, y = P[:, 0], P[:, 1]
+    xn, yn = np.roll(x, -1), np.roll(y, -1)
+    cr = x * yn - xn * y
+    return np.array([np.dot(x + xn, cr), np.dot(y + yn, cr)]) / (6.0 * a)
+
+
+def is_convex(polygon, tol=1e-12):
+    """True when the corners turn left (counter-clockwise convex) up to ``tol`` (relative).
+
+    A polygon with fewer than 3 corners counts as convex (degenerate).
+    """
+    P = _polygon("polygon", polygon)
+    if len(P) < 3:
+        return True
+    e = np.roll(P, -1, axis=0) - P
+    cross = e[:, 0] * np.roll(e[:, 1], -1) - e[:, 1] * np.roll(e[:, 0], -1)
+    scale = max(1.0, float(np.abs(P).max())) ** 2
+    return bool(np.all(cross >= -tol * scale))
+
+
+def point_in_polygon(points, polygon, tol=0.0):
+    """Mask of ``points`` (..., 2) lying in the closed convex CCW ``polygon`` (margin ``tol``)."""
+    X = V.as_float_array("points", points, min_ndim=1, last_dim=2, allow_empty=True)
+    P = _polygon("polygon", polygon)
+    if len(P) < 3:
+        return np.zeros(X.shape[:-1], dtype=bool)
+    e = np.roll(P, -1, axis=0) - P
+    rel = X[..., None, :] - P
+    cross = e[:, 0] * rel[..., 1] - e[:, 1] * rel[..., 0]
+    return np.all(cross >= -tol * np.hypot(e[:, 0], e[:, 1]), axis=-1)
+
+
+def _clip_one(P, a0, a1, b):
+    """Sutherland-Hodgman step: convex polygon P (list of (x, y)) cap {a . x >= b}."""
+    s = [a0 * x + a1 * y - b for x, y in P]
+    if all(si >= 0.0 for si in s):
+        return P
+    out = []
+    m = len(P)
+    for i in range(m):
+        p, sp = P[i], s[i]
+        q, sq = P[(i + 1) % m], s[(i + 1) % m]
+        if sp >= 0.0:
+            out.append(p)
+        if (sp >= 0.0) != (sq >= 0.0):
+            t = sp / (sp - sq)
+            pt = (p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1]))
+            if not out or out[-1] != pt:
+                out.append(pt)
+    if len(out) > 1 and out[0] == out[-1]:
+        out.pop()
+    return out
+
+
+def _clip_many(P, normals, offsets):
+    poly = [tuple(p) for p in P.tolist()]
+    for (a0, a1), b in zip(normals.tolist(), offsets.tolist()):
+        if len(poly) < 3:
+            return _EMPTY.copy()
+        poly = _clip_one(poly, a0, a1, b)
+    if len(poly) < 3:
+        return _EMPTY.copy()
+    return np.array(poly, dtype=float)
+
+
+def clip_halfplanes(polygon, normals, offsets=None):
+    """Convex polygon intersected with the half-planes {x : <a_j, x> >= b_j}.
+
+    Parameters
+    ----------
+    polygon : array (m, 2), convex, counter-clockwise
+    normals : array (q, 2), the a_j
+    offsets : array (q,), the b_j (default 0: half-planes through the origin)
+
+    Returns
+    -------
+    ndarray (m', 2), convex, counter-clockwise; shape (0, 2) when the intersection has no area.
+    """
+    P = _polygon("polygon", polygon)
+    A = V.as_float_array("normals", normals, ndim=2, last_dim=2, allow_empty=True)
+    b = np.zeros(len(A)) if offsets is None else V.as_float_array("offsets", offsets, ndim=1,
+                                                                    allow_empty=True)
+    if len(b) != len(A):
+        raise ValueError(f"offsets must have one entry per normal ({len(A)}), got {len(b)}")
+    if len(P) < 3:
+        return _EMPTY.copy()
+    return _clip_many(P, A, b)
+
+
+def _edge_halfplanes(P):
+    """Inward unit normals n_e and offsets c_e with P = {x : <n_e, x> >= c_e} (P convex CCW)."""
+    e = np.roll(P, -1, axis=0) - P
+    length = np.hypot(e[:, 0], e[:, 1])
+    keep = length > 0
+    n = np.c_[-e[keep, 1], e[keep, 0]] / length[keep, None]
+    return n, np.einsum("ij,ij->i", n, P[keep])
+
+
+def polygon_intersection(P, Q):
+    """Intersection of two convex counter-clockwise polygons (shape (0, 2) if no area)."""
+    P = _polygon("P", P)
+    Q = _polygon("Q", Q)
+    if len(P) < 3 or len(Q) < 3:
+        return _EMPTY.copy()
+    n, c = _edge_halfplanes(Q)
+    return _clip_many(P, n, c)
+
+
+def symmetric_difference_area(P, Q):
+    """Area of the symmetric difference of two convex polygons: |P| + |Q| - 2 |P cap Q|."""
+    return polygon_area(P) + polygon_area(Q) - 2.0 * polygon_area(polygon_intersection(P, Q))
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells
+# ---------------------------------------------------------------------------------------------
+def _vertices_2d(vertices):
+    v = V.as_float_array("vertices", vertices, ndim=2, last_dim=2)
+    if len(v) < 3:
+        raise ValueError(f"vertices must hold at least 3 points, got {len(v)}")
+    return v
+
+
+def _matrix(B, d, *, spd=False):
+    if B is None:
+        return np.eye(d)
+    B = V.square_matrix("B", B, d, symmetric=spd)
+    if spd and np.linalg.eigvalsh(0.5 * (B + B.T)).min() <= 0:
+        raise ValueError("B must be positive definite")
+    return B
+
+
+def _hull_polygon(v):
+    return v[convex_hull(v)]
+
+
+def _score_cells(v, W, offsets=None, hull=None):
+    """K cap {x : <x, w_i - w_j> >= o_i - o_j ... } for every i (rows of W are the w_j)."""
+    K = _hull_polygon(v) if hull is None else hull
+    out = []
+    k = len(W)
+    for i in range(k):
+        others = np.arange(k) != i
+        normals = W[i] - W[others]
+        b = np.zeros(k - 1) if offsets is None else offsets[others] - offsets[i]
+        out.append(_clip_many(K, normals, b))
+    return out
+
+
+def cells(vertices, B=None):
+    """Exact cells C_i(v) = K cap {x : <Bx, v_i - v_j> >= 0 for all j} (eq: cells, section 4).
+
+    K = conv(vertices). Each cell is K cut by the half-planes {x : <x, B^T (v_i - v_j)> >= 0},
+    whose boundary lines pass through the origin. The cells are convex, have disjoint
+    interiors for B positive definite and distinct vertices, and tile K (cells lemma, number
+    unverified).
+
+    Parameters
+    ----------
+    vertices : array (k, 2)
+        The vertices v_1..v_k (usually the hull vertices in counter-clockwise order; cells[i]
+        belongs to vertices[i]). Points that are not hull vertices are allowed.
+    B : array (2, 2), optional
+        Key-query matrix; identity by default. The paper takes B symmetric positive definite;
+        the formula uses B^T so any real B is accepted.
+
+    Returns
+    -------
+    list of k arrays (m_i, 2): convex CCW polygons; shape (0, 2) for a cell without area.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad shapes, non-finite values, fewer than 3 vertices or collinear vertices.
+    """
+    v = _vertices_2d(vertices)
+    B = _matrix(B, 2)
+    return _score_cells(v, v @ B)  # row j: (B^T v_j)^T, <x, B^T v_j> = <Bx, v_j>
+
+
+def unit_direction_cells(vertices):
+    """Cells of the authors' "unit" labelling: argmax_j <x, v_j / |v_j|> over K (not C_i(v)!).
+
+    This is what the published Figure 1 panels show (``normalize_inner_product=True`` in the
+    authors' ``cells.py``; erratum E18). When the norms |v_j| differ these are cones of equal
+    angular bisectors, not the cells C_i(v) of :func:`cells`; for equal norms they coincide.
+
+    Parameters and returns as :func:`cells` (B = identity). Raises ValueError for a zero vertex.
+    """
+    v = _vertices_2d(vertices)
+    norms = np.hypot(v[:, 0], v[:, 1])
+    if np.any(norms == 0):
+        raise ValueError("vertices must be non-zero for the unit-direction labelling")
+    return _score_cells(v, v / norms[:, None])
+
+
+def voronoi_cells(vertices, B=None):
+    """Vor_B(v_i) cap K with ||z||_B^2 = <Bz, z>, comparing against the vertices only (E13).
+
+    Vor_B(v_i) = {x : ||x - v_i||_B <= ||x - v_j||_B for all j}
+               = {x : <x, B(v_i - v_j)> >= (<Bv_i, v_i> - <Bv_j, v_j>) / 2}.
+    Proposition 4.5: if all <Bv_i, v_i> are equal these coincide with :func:`cells`.
+
+    Parameters
+    ----------
+    vertices : array (k, 2)
+    B : array (2, 2), symmetric positive definite (identity by default)
+
+    Returns
+    -------
+    list of k convex CCW polygons (shape (0, 2) when empty).
+
+    Raises
+    ------
+    ValueError
+        B not symmetric or not positive definite; bad vertices.
+    """
+    v = _vertices_2d(vertices)
+    B = _matrix(B, 2, spd=True)
+    q = np.einsum("ij,jk,ik->i", v, B, v)
+    return _score_cells(v, v @ B, offsets=-0.5 * q)
+
+
+def voronoi_mismatch(vertices, B=None):
+    """Largest area of C_i(v) symmetric-difference (Vor_B(v_i) cap K) over i (0 under Prop 4.5)."""
+    c = cells(vertices, B)
+    vor = voronoi_cells(vertices, B)
+    return max(symmetric_difference_area(a, b) for a, b in zip(c, vor))
+
+
+def level_set_vertices(directions, B, c=1.0):
+    """Map directions on the unit circle onto the level set {1/2 <Bx, x> = c/2}: x = sqrt(c) B^{-1/2} u.
+
+    This is the map the authors' ``quadratic.py`` applies (Figure 3), with
+    B^{-1/2} the symmetric inverse square root.
+
+    Parameters
+    ----------
+    directions : array (k, d), unit vectors
+    B : array (d, d), symmetric positive definite
+    c : float > 0
+
+    Returns
+    -------
+    ndarray (k, d) with 1/2 <B x_i, x_i> = c/2 |u_i|^2.
+    """
+    U = V.as_float_array("directions", directions, ndim=2)
+    B = _matrix(B, U.shape[1], spd=True)
+    c = V.real_scalar("c", c, low=0.0, low_open=True)
+    w, Q = np.linalg.eigh(0.5 * (B + B.T))
+    inv_sqrt = (Q / np.sqrt(w)) @ Q.T
+    return np.sqrt(c) * U @ inv_sqrt.T
+
+
+# ---------------------------------------------------------------------------------------------
+# Cones of section 5 and erosion
+# ---------------------------------------------------------------------------------------------
+def cone(vertices, i, eta, B=None):
+    """Strict dominance cone I_i(eta) = {x in K : <Bx, v_i - v_j> >= eta for all j != i} (section 5).
+
+    The strict inequality "> eta" of the authors' script has the same closure, which is what a
+    polygon records. For eta = 0 this is the cell C_i(v).
+
+    Parameters
+    ----------
+    vertices : array (k, 2); i : int, index into ``vertices`` (0-based); eta : float >= 0;
+    B : array (2, 2), optional (identity in section 5)
+
+    Returns
+    -------
+    ndarray (m, 2) convex CCW polygon, shape (0, 2) if empty.
+
+    Raises
+    ------
+    ValueError
+        i out of range, eta negative, bad vertices.
+    """
+    v = _vertices_2d(vertices)
+    i = V.positive_int("i", i, minimum=0)
+    if i >= len(v):
+        raise ValueError(f"i must be < the number of vertices ({len(v)}), got {i}")
+    eta = V.real_scalar("eta", eta, low=0.0)
+    B = _matrix(B, 2)
+    W = v @ B
+    others = np.arange(len(v)) != i
+    return _clip_many(_hull_polygon(v), W[i] - W[others], np.full(others.sum(), eta))
+
+
+def erode(polygon, delta):
+    """Erosion P ominus delta B_1 = {x : x + delta B_1 subset P} of a convex polygon, exactly.
+
+    For a convex polygon this is the intersection of its edge half-planes, each moved inward
+    by ``delta``; the corners of the result are exact intersections of shifted edges.
+
+    Parameters
+    ----------
+    polygon : array (m, 2), convex, counter-clockwise
+    delta : float >= 0
+
+    Returns
+    -------
+    ndarray (m', 2), convex CCW; shape (0, 2) when nothing of positive area is left.
+    """
+    P = _polygon("polygon", polygon)
+    delta = V.real_scalar("delta", delta, low=0.0)
+    if len(P) < 3:
+        return _EMPTY.copy()
+    if _signed_area(P) < 0:
+        raise ValueError("polygon must be counter-clockwise")
+    n, c = _edge_halfplanes(P)
+    return _clip_many(P, n, c + delta)
+
+
+def distance_to_complement(points, polygon):
+    """Distance from each point to the complement of a convex polygon, by brute force over edges.
+
+    Returns the Euclidean distance to the nearest boundary segment for points inside the closed
+    polygon and 0 outside (used to check :func:`erode` independently of its construction).
+    """
+    X = V.as_float_array("points", points, ndim=2, last_dim=2)
+    P = _polygon("polygon", polygon)
+    a, b = P, np.roll(P, -1, axis=0)
+    ab = b - a
+    t = np.einsum("nmj,mj->nm", X[:, None, :] - a, ab) / np.maximum(np.einsum("mj,mj->m", ab, ab), 1e-300)
+    t = np.clip(t, 0.0, 1.0)
+    closest = a + t[..., None] * ab
+    d = np.sqrt(((X[:, None, :] - closest) ** 2).sum(-1)).min(axis=1)
+    return np.where(point_in_polygon(X, P), d, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Any dimension
+# ---------------------------------------------------------------------------------------------
+def cell_labels(x, vertices, B=None):
+    """Label of the cell containing each point: argmax_j <Bx, v_j> (hardmax leader, eq: cells).
+
+    Parameters
+    ----------
+    x : array (..., d), points
+    vertices : array (k, d) or (R, k, d) (then x must be (R, ..., d))
+    B : array (d, d), optional (identity)
+
+    Returns
+    -------
+    int array x.shape[:-1]; ties go to the smallest index (a boundary point of several cells).
+    """
+    X = V.as_float_array("x", x, min_ndim=1)
+    v = V.as_float_array("vertices", vertices, min_ndim=2, max_ndim=3)
+    d = v.shape[-1]
+    if X.shape[-1] != d:
+        raise ValueError(f"x must have last dimension {d} (that of vertices), got {X.shape}")
+    B = _matrix(B, d)
+    W = v @ B  # <Bx, v_j> = <x, B^T v_j>
+    if v.ndim == 2:
+        return np.argmax(X @ W.T, axis=-1)
+    if X.ndim < 2 or X.shape[0] != v.shape[0]:
+        raise ValueError(f"x must start with the batch size {v.shape[0]} of vertices, got {X.shape}")
+    flat = X.reshape(X.shape[0], -1, d)
+    return np.argmax(flat @ np.swapaxes(W, -1, -2), axis=-1).reshape(X.shape[:-1])
+
+
+def unit_direction_labels(x, vertices):
+    """The authors' "unit" labels argmax_j <x, v_j / |v_j|> (published Figure 1, E18); any d."""
+    v = V.as_float_array("vertices", vertices, ndim=2)
+    n = np.linalg.norm(v, axis=1)
+    if np.any(n == 0):
+        raise ValueError("vertices must be non-zero for the unit-direction labelling")
+    return cell_labels(x, v / n[:, None])
+
+
+def owns_cell(vertices, B=None):
+    """Whether each vertex owns its cell: <Bv_i, v_i> > <Bv_i, v_j> for all j != i (section 4.3).
+
+    Strict, as the genericity condition of Theorem 4.2 needs (eq: vertices.own.cell; E14).
+    Vectorised over a batch of configurations, for the Monte Carlo of Remark 4.6.
+
+    Parameters
+    ----------
+    vertices : array (k, d) or (R, k, d), k >= 2
+    B : array (d, d), optional (identity)
+
+    Returns
+    -------
+    bool array (k,) or (R, k).
+    """
+    v = V.as_float_array("vertices", vertices, min_ndim=2, max_ndim=3)
+    if v.shape[-2] < 2:
+        raise ValueError(f"vertices must hold at least 2 points, got shape {v.shape}")
+    B = _matrix(B, v.shape[-1])
+    G = (v @ B.T) @ np.swapaxes(v, -1, -2)  # G[i, j] = <B v_i, v_j>
+    diag = np.diagonal(G, axis1=-2, axis2=-1)
+    k = v.shape[-2]
+    off = np.where(np.eye(k, dtype=bool), -np.inf, G)
+    return diag > off.max(axis=-1)
+
+
+def neighbour_condition(hull_vertices, B=None, strict=True):
+    """Polygon condition of the remark on the polytope condition (number unverified; E14).
+
+    For a convex polygon with vertices in cyclic order, v_i passes when
+    <Bv_i, w - v_i> < 0 for both hull neighbours w and for w = 0. With ``strict=True`` this is
+    equivalent to :func:`owns_cell` (a linear functional attains a unique maximum over a
+    polytope at v_i iff it beats all neighbours). ``strict=False`` is the printed, non-strict
+    version, which is NOT equivalent (it accepts ties).
+
+    Parameters
+    ----------
+    hull_vertices : array (k, 2), vertices of a convex polygon in cyclic order
+    B : array (2, 2), optional
+
+    Returns
+    -------
+    bool array (k,)
+    """
+    v = _vertices_2d(hull_vertices)
+    B = _matrix(B, 2)
+    Bv = v @ B.T
+    g = []
+    for w in (np.roll(v, 1, axis=0), np.roll(v, -1, axis=0), np.zeros_like(v)):
+        g.append(np.einsum("ij,ij->i", Bv, w - v))
+    g = np.array(g)
+    return np.all(g < 0, axis=0) if strict else np.all(g <= 0, axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The published raster approach (benchmark reference)
+# ---------------------------------------------------------------------------------------------
+class RasterCells(NamedTuple):
+    """Result of :func:`raster_cells`."""
+    xs: np.ndarray          # (n,) grid abscissae
+    ys: np.ndarray          # (n,) grid ordinates
+    labels: np.ndarray      # (n, n) int, argmax label, -1 outside K; labels[r, c] at (xs[c], ys[r])
+    polygons: list          # per vertex: convex hull of its grid points ((0, 2) if < 3 points)
+
+
+def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
+    """Cells the way the published scripts compute them: an n x n grid and an argmax.
+
+    The grid spans the bounding box of K padded by ``pad``; points inside K (matplotlib
+    ``Path.contains_points``) get argmax_j <Bx, v_j>, others -1; each cell is then drawn as the
+    convex hull of its grid points (``hulls=True``). Approximate to about one grid spacing;
+    kept only as the reference for the exact :func:`cells` in ``make bench``.
+
+    Returns
+    -------
+    RasterCells
+    """
+    from matplotlib.path import Path
+
+    v = _vertices_2d(vertices)
+    n = V.positive_int("n", n, minimum=2)
+    pad = V.real_scalar("pad", pad, low=0.0)
+    B = _matrix(B, 2)
+    K = _hull_polygon(v)
+    lo, hi = K.min(axis=0) - pad, K.max(axis=0) + pad
+    xs, ys = np.linspace(lo[0], hi[0], n), np.linspace(lo[1], hi[1], n)
+    xx, yy = np.meshgrid(xs, ys)
+    grid = np.c_[xx.ravel(), yy.ravel()]
+    inside = Path(K).contains_points(grid)
+    labels = np.argmax(grid @ (v @ B).T, axis=1)
+    labels[~inside] = -1
+    polys = []
+    if hulls:
+        for i in range(len(v)):
+            pts = grid[labels == i]
+            try:
+                polys.append(pts[ConvexHull(pts).vertices])
+            except Exception:
+                polys.append(_EMPTY.copy())
+    return RasterCells(xs, ys, labels.reshape(n, n), polys)
