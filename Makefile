@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze
+.PHONY: all venv test bench clean freeze figures book notebook
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 clean:
-	rm -rf _build book/*.ipynb .pytest_cache .hypothesis
+	rm -rf _build book/*.ipynb book/.*.tmp*.ipynb .pytest_cache .hypothesis
 
 # Re-resolve the exact pins from tools/requirements.in (needs the package index).
 freeze:
@@ -30,3 +30,57 @@ freeze:
 	_build/freeze-venv/bin/pip install --quiet -r tools/requirements.in
 	{ head -2 requirements.txt; _build/freeze-venv/bin/pip freeze --exclude-editable; echo "-e ./lib"; } > requirements.txt.new
 	mv requirements.txt.new requirements.txt
+
+# ---------------------------------------------------------------------------------------
+# The book.  Each jupytext notebook book/NN-name.py is executed exactly once per build by
+# papermill (tools/run_notebook.py) into book/NN-name.ipynb, the page source Jupyter Book
+# renders with execution off.  Make re-executes a notebook only when its source, lib/,
+# requirements.txt, the runner or the preset changed.
+#   make book                    figures + jupyter-book build -W -n --keep-going -> _build/html
+#   make figures [PRESET=quick]  execute the notebooks, write figures/MANIFEST.sha256
+#   make notebook NB=02-frank-wolfe [PRESET=quick] ARGS="-p gamma 0.3"
+#                                one notebook with overrides -> _build/custom/, figures/custom/
+PRESET     ?= paper
+JOBS       ?= 2
+CHAPTERS   := $(sort $(wildcard book/[0-9]*.py))
+ERRATA     := $(wildcard book/errata.py)
+REPORT     := $(wildcard book/reproducibility.py)
+EXECUTED   := $(CHAPTERS:.py=.ipynb) $(ERRATA:.py=.ipynb)
+REPORT_NB  := $(REPORT:.py=.ipynb)
+LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
+PRESET_TAG := _build/exec-times/.preset
+RUNNER     := $(PY) tools/run_notebook.py
+BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib)
+
+# The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,
+# so that `make -n` sees it too) only when the preset differs from the last execution.
+ifneq ($(filter figures book all %.ipynb figures/MANIFEST.sha256 _build/html/index.html,$(or $(MAKECMDGOALS),all)),)
+  $(shell mkdir -p $(dir $(PRESET_TAG)); [ "$$(cat $(PRESET_TAG) 2>/dev/null)" = "$(PRESET)" ] || echo "$(PRESET)" > $(PRESET_TAG))
+endif
+
+book/%.ipynb: book/%.py $(LIB_SRC) requirements.txt tools/run_notebook.py $(PRESET_TAG) | $(STAMP)
+	$(RUNNER) $< --preset $(PRESET) -o $@
+
+# The execution report reads the times of every other notebook, so it runs last.
+$(REPORT_NB): $(EXECUTED)
+
+figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
+	$(PY) tools/figure_manifest.py figures
+
+figures: $(STAMP)
+	@$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET)
+
+_build/html/index.html: figures/MANIFEST.sha256 $(EXECUTED) $(REPORT_NB) $(BOOK_DEPS)
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	@touch $@
+
+book: figures
+	@$(MAKE) --no-print-directory _build/html/index.html PRESET=$(PRESET)
+	@echo "book: open _build/html/index.html"
+
+notebook: $(STAMP)
+	@test -n "$(NB)" -a -f "book/$(NB).py" || { echo "usage: make notebook NB=<name> [PRESET=quick] [ARGS='-p gamma 0.3']; names:" $(notdir $(basename $(CHAPTERS) $(ERRATA))); exit 2; }
+	ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(RUNNER) book/$(NB).py --preset $(PRESET) $(ARGS) \
+	    -o _build/custom/$(NB).ipynb --times-dir _build/custom/exec-times
+	@echo "notebook: executed copy in _build/custom/$(NB).ipynb, its figures in figures/custom/"
+

@@ -1,0 +1,71 @@
+"""Build the book once per test session, in the quick preset, in a scratch copy of the repository.
+
+Used by ``test_book.py`` and ``test_browser.py``. The copy holds the book sources, the
+configuration, the Makefile, the tools and a copy of ``lib/`` (for make's dependency rules);
+the virtual environment is a symlink to the real ``.venv``. Figures go to the copy's
+``figures/`` through ``ATTENTION_FW_FIGURES``, so the working tree is never touched.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / ".venv"
+_CACHE: dict[str, "Build"] = {}
+
+
+@dataclass
+class Build:
+    repo: Path          # the scratch copy
+    returncode: int     # of `make book PRESET=quick`
+    log: str            # its stdout + stderr
+
+    @property
+    def html(self) -> Path:
+        return self.repo / "_build" / "html"
+
+
+def chapter_sources(root: Path = ROOT) -> list[Path]:
+    """Every notebook of the book: the chapters, the errata and the reproducibility page."""
+    book = root / "book"
+    return sorted(book.glob("[0-9]*.py")) + [p for p in (book / "errata.py", book / "reproducibility.py")
+                                             if p.exists()]
+
+
+def make_copy(dest: Path) -> Path:
+    """A scratch copy of what the book build needs, with mtimes preserved."""
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.ipynb", ".ipynb_checkpoints", "*.egg-info")
+    for name in ("book", "tools", "lib"):
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore, dirs_exist_ok=True)
+    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt"):
+        shutil.copy2(ROOT / name, dest / name)
+    if not (dest / ".venv").exists():
+        (dest / ".venv").symlink_to(VENV, target_is_directory=True)
+    return dest
+
+
+def env_for(repo: Path) -> dict:
+    env = dict(os.environ)
+    env["ATTENTION_FW_FIGURES"] = str(repo / "figures")
+    env.pop("MAKEFLAGS", None)
+    env.pop("MAKELEVEL", None)
+    return env
+
+
+def make(repo: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=repo, env=env_for(repo),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def quick_book(base: Path) -> Build:
+    """Run ``make book PRESET=quick`` once in a copy under ``base`` (cached for the session)."""
+    if "quick" not in _CACHE:
+        repo = make_copy(base / "repo")
+        proc = make(repo, "book", "PRESET=quick")
+        _CACHE["quick"] = Build(repo, proc.returncode, proc.stdout + "\n" + proc.stderr)
+    return _CACHE["quick"]

@@ -1,0 +1,172 @@
+"""The book pipeline: every notebook runs in the quick preset and the book builds with -W.
+
+Slow: one kernel per notebook plus a Sphinx build (about a minute on two cores). The build
+happens once, in a scratch copy of the repository (see ``bookbuild.py``).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+
+import jupytext
+import nbformat
+import pytest
+
+import bookbuild
+from bookbuild import ROOT, chapter_sources
+
+pytestmark = pytest.mark.slow
+RUNNER = [str(bookbuild.VENV / "bin" / "python"), str(ROOT / "tools" / "run_notebook.py")]
+NOTEBOOKS = chapter_sources()
+CHAPTER_FILES = ["book/01-model.py", "book/02-frank-wolfe.py", "book/03-negative-definite.py",
+                 "book/04-positive-definite.py", "book/05-finite-beta.py", "book/errata.py"]
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory):
+    return bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+
+
+def _executed(build, source):
+    return nbformat.read(build.repo / "book" / (source.stem + ".ipynb"), as_version=4)
+
+
+def test_book_builds_with_warnings_as_errors(build):
+    assert build.returncode == 0, f"make book PRESET=quick failed:\n{build.log[-6000:]}"
+    assert "build succeeded" in build.log
+    # Sphinx warnings (the kernels' own "[IPKernelApp] WARNING | ... TCP" notice is not one)
+    warnings = re.findall(r"^(?!\[IPKernelApp\]).*\bWARNING\b.*$", build.log, re.M)
+    assert warnings == [], "\n".join(warnings)
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executed_once_in_quick_preset_without_errors(build, source):
+    assert build.returncode == 0, build.log[-6000:]
+    nb = _executed(build, source)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and 'preset = "quick"' in injected[0].source
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert errors == []
+    assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code" and c.source.strip())
+    record = json.loads((build.repo / "_build" / "exec-times" / f"{source.stem}.json").read_text())
+    assert record["preset"] == "quick" and record["seconds"] > 0
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_has_a_page_offering_its_ipynb(build, source):
+    page = build.html / "book" / f"{source.stem}.html"
+    assert page.is_file(), f"no page for {source.name}"
+    html = page.read_text()
+    assert f"_sources/book/{source.stem}.ipynb" in html, "no .ipynb download link"
+    assert (build.html / "_sources" / "book" / f"{source.stem}.ipynb").is_file()
+
+
+def test_toc_lists_exactly_the_chapter_files(build):
+    """The sidebar of the intro page links every chapter present and nothing else."""
+    html = (build.html / "book" / "intro.html").read_text()
+    nav = html.split('bd-sidebar-primary')[1]
+    linked = set(re.findall(r'href="([0-9]+-[a-z0-9-]+|errata|reproducibility)\.html"', nav))
+    present = {p.stem for p in NOTEBOOKS}
+    assert linked == present
+    planned = {p for p in CHAPTER_FILES if (ROOT / p).exists()}
+    assert {f"book/{p}.py" for p in present} >= planned
+
+
+def test_quick_build_is_idempotent_and_dependencies_are_tracked(build):
+    """Nothing re-executes on a rebuild; an edit to a notebook, lib/, requirements.txt or
+    the preset re-executes exactly what depends on it (make dry runs, nothing is executed)."""
+    assert build.returncode == 0, build.log[-6000:]
+    repo = build.repo
+
+    def would_run(*args):
+        out = bookbuild.make(repo, "-n", "figures/MANIFEST.sha256", *args).stdout
+        return sorted(re.findall(r"run_notebook\.py book/([\w-]+)\.py", out))
+
+    everything = sorted(p.stem for p in NOTEBOOKS)
+    assert would_run("PRESET=quick") == []
+    first = NOTEBOOKS[0].stem
+    expected = sorted({first, "reproducibility"} & set(everything))
+    assert would_run("PRESET=quick", "-W", f"book/{first}.py") == expected
+    assert would_run("PRESET=quick", "-W", "lib/attention_fw/paths.py") == everything
+    assert would_run("PRESET=quick", "-W", "requirements.txt") == everything
+    # A different preset re-executes everything. Even a dry run records the new preset in
+    # the tag file, so put the tag back afterwards for the other tests sharing this build.
+    tag = repo / "_build" / "exec-times" / ".preset"
+    before = (tag.read_text(), tag.stat().st_mtime_ns)
+    try:
+        assert would_run("PRESET=paper") == everything
+    finally:
+        tag.write_text(before[0])
+        os.utime(tag, ns=(before[1], before[1]))
+    assert would_run("PRESET=quick") == []
+
+
+def _parameters_cell(source):
+    nb = jupytext.read(source)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    return code[0], code[1]
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_parameters_follow_the_convention(source):
+    params, following = _parameters_cell(source)
+    assert "parameters" in params.metadata.get("tags", []), "first code cell must be tagged parameters"
+    values = {}
+    for node in ast.parse(params.source).body:
+        assert isinstance(node, ast.Assign), f"parameters cell must only assign: {ast.unparse(node)}"
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    assert values.pop("preset") == "paper"
+    assert all(v is None for v in values.values()), f"tunable parameters must default to None: {values}"
+    assert "resolve(" in following.source, "the cell after the parameters must call presets.resolve"
+
+
+def _run(source, *args):
+    return subprocess.run([*RUNNER, str(source), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_unknown_preset_fails_before_any_computation(tmp_path, source):
+    out = tmp_path / "out.ipynb"
+    proc = _run(source, "--preset", "fast", "-o", str(out), "--times-dir", str(tmp_path / "t"),
+                "--failed-dir", str(tmp_path / "failed"))
+    assert proc.returncode == 1 and not out.exists()
+    assert f"NOTEBOOK {source.stem} FAILED" in proc.stderr
+    assert "preset must be one of ['paper', 'quick']" in proc.stderr
+    # the failing cell is the one right after the parameters: nothing was computed before it
+    failed = nbformat.read(tmp_path / "failed" / f"{source.stem}.ipynb", as_version=4)
+    code = [c for c in failed.cells if c.cell_type == "code"]
+    tags = [c.metadata.get("tags", []) for c in code]
+    assert "parameters" in tags[0] and "injected-parameters" in tags[1]
+    assert any(o.get("output_type") == "error" for o in code[2].get("outputs", []))
+
+
+def test_wrong_type_and_unknown_name_are_rejected_with_the_accepted_values(tmp_path):
+    source = ROOT / "book" / "01-model.py"
+    params, _ = _parameters_cell(source)
+    names = [n.targets[0].id for n in ast.parse(params.source).body if n.targets[0].id != "preset"]
+    assert names, "01-model must have tunable parameters"
+    proc = _run(source, "--preset", "quick", "-p", names[0], "not-a-number", "-o", str(tmp_path / "o.ipynb"),
+                "--times-dir", str(tmp_path / "t"), "--failed-dir", str(tmp_path / "failed"))
+    assert proc.returncode == 1 and f"parameter {names[0]} must be" in proc.stderr
+    proc = _run(source, "-p", "no_such_parameter", "1", "-o", str(tmp_path / "o.ipynb"))
+    assert proc.returncode == 2
+    assert "unknown parameter(s) ['no_such_parameter']" in proc.stderr and names[0] in proc.stderr
+
+
+def test_a_failing_cell_fails_the_build_loudly(tmp_path):
+    repo = bookbuild.make_copy(tmp_path / "repo")
+    for p in (repo / "book").glob("*.py"):
+        p.unlink()
+    (repo / "book" / "09-failing.py").write_text(
+        '# %% tags=["parameters"]\npreset = "paper"\n\n# %%\nfrom attention_fw.presets import resolve\n'
+        'p = resolve({"paper": {}, "quick": {}}, preset)\n\n# %%\nx = 1\n\n# %%\n'
+        'raise ArithmeticError("deliberate failure " + str(x))\n')
+    proc = bookbuild.make(repo, "figures", "PRESET=quick")
+    assert proc.returncode != 0
+    assert "NOTEBOOK 09-failing FAILED in cell" in proc.stderr
+    assert "ArithmeticError: deliberate failure 1" in proc.stderr
+    assert not (repo / "book" / "09-failing.ipynb").exists(), "a failed run must not look up to date"

@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""Execute one jupytext notebook of the book with papermill.
+
+    python tools/run_notebook.py book/02-frank-wolfe.py [--preset quick] [-p gamma 0.3 ...] [-o OUT.ipynb]
+
+* reads the py:percent source with jupytext (no .ipynb is committed);
+* checks the overrides against the names assigned in the cell tagged ``parameters`` and
+  fails *before* starting a kernel when a name is unknown (the message lists the accepted
+  names); wrong-typed values and unknown presets are rejected by
+  ``attention_fw.presets.resolve`` in the notebook's second cell, before any computation;
+* executes with papermill (working directory: the notebook's folder), writing the result
+  atomically: the output file exists only if every cell ran without error, so ``make``
+  never mistakes a failed run for an up-to-date one;
+* records the wall time in ``<times-dir>/<name>.json`` for the execution report;
+* on failure prints the notebook name, the failing cell and its traceback, keeps the
+  partially executed notebook in ``_build/failed/<name>.ipynb`` and exits with status 1.
+
+Values given with ``-p`` are parsed as YAML, as papermill's own command line does:
+``-p beta 12`` gives the int 12, ``-p gamma 0.3`` a float, ``-p kappas "[5, 7]"`` a list,
+``-p label '"12"'`` the string "12".
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def parameter_names(nb) -> list[str]:
+    """Names assigned in the cell tagged ``parameters`` (raises if there is none)."""
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise SystemExit(f"run_notebook: expected exactly one cell tagged 'parameters', found {len(cells)}")
+    names = []
+    for node in ast.parse(cells[0].source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for t in targets:
+            if isinstance(t, ast.Name):
+                names.append(t.id)
+    return names
+
+
+def parse_overrides(pairs) -> dict:
+    import yaml
+
+    out = {}
+    for name, raw in pairs or []:
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        out[name] = value
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("source", type=Path, help="book/NN-name.py (jupytext py:percent)")
+    ap.add_argument("-o", "--output", type=Path, help="executed notebook (default: next to the source)")
+    ap.add_argument("--preset", default=None, help="named preset, e.g. paper or quick")
+    ap.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                    help="override one parameter (value parsed as YAML); repeatable")
+    ap.add_argument("--times-dir", type=Path, default=None,
+                    help="where to record the wall time (default: <root>/_build/exec-times)")
+    ap.add_argument("--failed-dir", type=Path, default=None,
+                    help="where a failed notebook is kept (default: <root>/_build/failed)")
+    ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
+    args = ap.parse_args(argv)
+
+    import jupytext
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    src = args.source.resolve()
+    if not src.is_file():
+        print(f"run_notebook: no such notebook {args.source}", file=sys.stderr)
+        return 2
+    name = src.stem
+    root = src.parent.parent  # <root>/book/<name>.py
+    out = (args.output or src.with_suffix(".ipynb")).resolve()
+    times_dir = (args.times_dir or root / "_build" / "exec-times").resolve()
+
+    nb = jupytext.read(src)
+    accepted = parameter_names(nb)
+    params = parse_overrides(args.parameter)
+    if args.preset is not None:
+        params["preset"] = args.preset
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        print(f"run_notebook: {name}: unknown parameter(s) {unknown}; "
+              f"accepted parameters: {sorted(accepted)}", file=sys.stderr)
+        return 2
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.tmp{os.getpid()}.ipynb")
+    env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
+    os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
+    t0 = time.perf_counter()
+    try:
+        papermill.execute_notebook(nb, str(tmp), parameters=params, kernel_name="python3",
+                                   cwd=str(src.parent), progress_bar=False, log_output=False,
+                                   execution_timeout=args.timeout)
+    except PapermillExecutionError as err:
+        failed = (args.failed_dir or root / "_build" / "failed").resolve() / f"{name}.ipynb"
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            os.replace(tmp, failed)
+        tb = ANSI.sub("", "\n".join(err.traceback))
+        print(f"\nrun_notebook: NOTEBOOK {name} FAILED in cell {err.cell_index} "
+              f"(execution count {err.exec_count}) with preset={params.get('preset', 'default')}\n"
+              f"--- cell source ---\n{err.source}\n--- traceback ---\n{tb}\n"
+              f"--- partially executed notebook kept at {failed} ---", file=sys.stderr)
+        return 1
+    except BaseException:
+        if tmp.exists():
+            tmp.unlink()
+        raise
+    finally:
+        if env_backup is None:
+            os.environ.pop("ATTENTION_FW_EXEC_TIMES", None)
+        else:
+            os.environ["ATTENTION_FW_EXEC_TIMES"] = env_backup
+    seconds = time.perf_counter() - t0
+
+    # Drop the papermill timing metadata that changes on every run: keeps the page stable.
+    executed = nbformat.read(tmp, as_version=4)
+    for cell in executed.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+    nbformat.write(executed, tmp)
+    os.replace(tmp, out)
+
+    times_dir.mkdir(parents=True, exist_ok=True)
+    record = {
+        "notebook": name,
+        "source": f"book/{src.name}",
+        "preset": params.get("preset", "(notebook default)"),
+        "overrides": {k: v for k, v in params.items() if k != "preset"},
+        "seconds": round(seconds, 2),
+        "cells": sum(c.cell_type == "code" for c in executed.cells),
+        "finished_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
+    }
+    (times_dir / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {out.relative_to(root) if out.is_relative_to(root) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
