@@ -20,6 +20,8 @@ import pytest  # noqa: E402
 
 from attention_fw import dynamics as D  # noqa: E402
 from attention_fw import frank_wolfe as FW  # noqa: E402
+from attention_fw import geometry as G  # noqa: E402
+from attention_fw import metastability as M  # noqa: E402
 from attention_fw import plotting, presets  # noqa: E402
 from attention_fw import schedules as S  # noqa: E402
 
@@ -27,6 +29,12 @@ X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])          # n = 3 tokens in 
 XN = X.copy(); XN[1, 0] = np.nan                              # noqa: E702
 XI = X.copy(); XI[2, 1] = np.inf                              # noqa: E702
 B_NONSYM = np.array([[1.0, 2.0], [0.0, 1.0]])
+SQUARE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])   # a convex polygon, CCW
+COLLINEAR = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+DUPLICATE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, 1.0]])
+TRI = np.array([[0.0, 1.0], [-0.8660254037844386, -0.5], [0.8660254037844386, -0.5]])
+X0 = np.repeat(TRI, 2, axis=0)           # two coincident tokens per vertex of the triangle
+SIGMA = np.repeat(np.arange(3), 2)
 RNG = np.random.default_rng(0)
 PRESETS = {"paper": {"beta": 10.0, "n": 32}, "quick": {"beta": 4.0, "n": 8}}
 
@@ -126,6 +134,53 @@ CASES = [
     ("min_energy-B-nonsymmetric", lambda: FW.min_energy_over_hull(X, B_NONSYM), E, "B"),
     ("hull_area-points-3d", lambda: FW.hull_area(np.ones((4, 3))), E, "points"),
     ("hull_diameter-points-1d", lambda: FW.hull_diameter(np.ones(4)), E, "points"),
+    # ------------------------------------------------------------------ geometry
+    ("cells-two-vertices", lambda: G.cells(SQUARE[:2]), E, "vertices"),
+    ("cells-collinear", lambda: G.cells(COLLINEAR), E, "vertices"),
+    ("cells-duplicate", lambda: G.cells(DUPLICATE), E, "vertices"),
+    ("cells-nan", lambda: G.cells(np.where(SQUARE == 1.0, np.nan, SQUARE)), E, "vertices"),
+    ("cells-3d", lambda: G.cells(np.ones((4, 3))), E, "vertices"),
+    ("cells-B-wrong-size", lambda: G.cells(SQUARE, np.eye(3)), E, "B"),
+    ("voronoi-B-nonsymmetric", lambda: G.voronoi_cells(SQUARE, B_NONSYM), E, "B"),
+    ("voronoi-B-indefinite", lambda: G.voronoi_cells(SQUARE, np.diag([1.0, -1.0])), E, "B"),
+    ("voronoi-duplicate", lambda: G.voronoi_cells(DUPLICATE), E, "vertices"),
+    ("unit-cells-zero-vertex", lambda: G.unit_direction_cells(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])), E, "vertices"),
+    ("cone-eta-negative", lambda: G.cone(SQUARE, 0, -0.1), E, "eta"),
+    ("cone-i-out-of-range", lambda: G.cone(SQUARE, 4, 0.1), E, "i"),
+    ("cone-collinear", lambda: G.cone(COLLINEAR, 0, 0.1), E, "vertices"),
+    ("erode-delta-negative", lambda: G.erode(SQUARE, -0.1), E, "delta"),
+    ("erode-clockwise", lambda: G.erode(SQUARE[::-1], 0.1), E, "polygon"),
+    ("sample-k-two", lambda: G.sample_vertices(2), E, "k"),
+    ("sample-k-float", lambda: G.sample_vertices(4.5), T, "k"),
+    ("sample-seed-string", lambda: G.sample_vertices(5, "42"), T, "seed"),
+    ("raster-n-one", lambda: G.raster_cells(SQUARE, n=1), E, "n"),
+    ("raster-duplicate", lambda: G.raster_cells(DUPLICATE, n=10), E, "vertices"),
+    ("cell_labels-x-dim", lambda: G.cell_labels(np.ones((3, 3)), SQUARE), E, "x"),
+    ("owns_cell-inf", lambda: G.owns_cell(np.where(SQUARE == 1.0, np.inf, SQUARE)), E, "vertices"),
+    ("convex_hull-coincident", lambda: G.convex_hull(np.ones((4, 2))), E, "points"),
+    ("level_set-B-nonsymmetric", lambda: G.level_set_vertices(SQUARE, B_NONSYM), E, "B"),
+    # ------------------------------------------------------------------ metastability
+    ("c0-duplicate", lambda: M.c0(np.array([TRI[0], TRI[0], TRI[1]])), E, "vertices"),
+    ("c0-nan", lambda: M.c0(np.where(TRI > 0.5, np.nan, TRI)), E, "vertices"),
+    ("satisfies_51-collinear", lambda: M.satisfies_51(COLLINEAR[:3]), E, "vertices"),
+    ("engine-gamma-zero", lambda: M.engine_exit_times(X0, SIGMA, 0.0, 5.0, 0.05, 10), E, "gamma"),
+    ("engine-gamma-one", lambda: M.engine_exit_times(X0, SIGMA, 1.0, 5.0, 0.05, 10), E, "gamma"),
+    ("engine-beta-negative", lambda: M.engine_exit_times(X0, SIGMA, 0.1, -5.0, 0.05, 10), E, "beta"),
+    ("engine-beta-inf", lambda: M.engine_exit_times(X0, SIGMA, 0.1, np.inf, 0.05, 10), E, "beta"),
+    ("engine-eps-zero", lambda: M.engine_exit_times(X0, SIGMA, 0.1, 5.0, 0.0, 10), E, "eps"),
+    ("engine-sigma-length", lambda: M.engine_exit_times(X0, SIGMA[:3], 0.1, 5.0, 0.05, 10), E, "sigma"),
+    ("engine-sigma-float", lambda: M.engine_exit_times(X0, SIGMA + 0.5, 0.1, 5.0, 0.05, 10), E, "sigma"),
+    ("engine-runs-zero", lambda: M.engine_exit_times(X0, SIGMA, 0.1, 5.0, 0.05, 0), E, "runs"),
+    ("engine-x0-nan", lambda: M.engine_exit_times(np.full((6, 2), np.nan), SIGMA, 0.1, 5.0, 0.05, 10), E, "x0"),
+    ("stepping-cap-zero", lambda: M.stepping_exit_times(X0, SIGMA, 0.1, 5.0, 0.05, 10, cap=0), E, "cap"),
+    ("frozen-counts-zero", lambda: M.frozen_escape_rate(TRI, np.array([0, 1, 1]), 5.0), E, "counts"),
+    ("frozen-beta-nan", lambda: M.frozen_escape_rate(TRI, np.array([1, 1, 1]), float("nan")), E, "beta"),
+    ("fit-censored-shape", lambda: M.fit_geometric_censored(np.ones(3), np.zeros(2, bool)), E, "censored"),
+    ("fit-level", lambda: M.fit_geometric_censored(np.ones(3), np.zeros(3, bool), level=1.5), E, "level"),
+    ("bound-gamma-zero", lambda: M.metastability_bound(10, 5.0, 6, 0.0, 0.1, 1.5), E, "gamma"),
+    ("collapse-beta-negative", lambda: M.collapse_sabeta(X0, 0.1, -1.0), E, "beta"),
+    ("cluster-counts-length", lambda: M.cluster_configuration(TRI, np.array([1, 1])), E, "counts"),
+    ("simplex-d-zero", lambda: M.regular_simplex(0), E, "d"),
     # ------------------------------------------------------------------ presets
     ("resolve-preset-unknown", lambda: presets.resolve(PRESETS, "fast"), E, "preset"),
     ("resolve-preset-not-string", lambda: presets.resolve(PRESETS, 1), E, "preset"),
@@ -160,5 +215,6 @@ def test_malformed_input_is_rejected_naming_the_argument(case_id, call, exc, nam
 def test_the_table_is_large_and_covers_every_module():
     assert len(CASES) >= 30
     prefixes = {c[0].split("-")[0] for c in CASES}
-    for needed in ("scores", "softmax", "hardmax", "schedule", "energy", "resolve", "save"):
+    for needed in ("scores", "softmax", "hardmax", "schedule", "energy", "cells", "engine",
+                   "resolve", "save"):
         assert needed in prefixes

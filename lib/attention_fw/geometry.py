@@ -300,6 +300,8 @@ def _vertices_2d(vertices):
     v = V.as_float_array("vertices", vertices, ndim=2, last_dim=2)
     if len(v) < 3:
         raise ValueError(f"vertices must hold at least 3 points, got {len(v)}")
+    if len(np.unique(v, axis=0)) < len(v):
+        raise ValueError("vertices must be distinct points (two of them coincide)")
     return v
 
 
@@ -313,7 +315,10 @@ def _matrix(B, d, *, spd=False):
 
 
 def _hull_polygon(v):
-    return v[convex_hull(v)]
+    try:
+        return v[convex_hull(v)]
+    except ValueError as exc:  # name the caller's argument, not convex_hull's
+        raise ValueError(f"vertices {str(exc).splitlines()[0].removeprefix('points ')}") from None
 
 
 def _score_cells(v, W, offsets=None, hull=None):
