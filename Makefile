@@ -20,6 +20,12 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# Speed against references and limits -> _build/bench/report.{md,json} (not a test).
+# BENCH_ARGS=--skip-build leaves out the book build and make test; --quick: fewer repetitions.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(PY) tools/bench.py $(BENCH_ARGS)
+
 clean:
 	rm -rf _build book/*.ipynb book/.*.tmp*.ipynb .pytest_cache .hypothesis
 

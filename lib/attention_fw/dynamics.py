@@ -190,10 +190,10 @@ def _softmax_mean(x, B, beta):
 
     Same numbers as ``attention(x, B, beta) @ x`` up to rounding, with fewer passes
     over the (..., n, n) array: beta scales the (..., d, n) transposed copy of the
-    tokens (contiguous, so the batched product runs in BLAS), the stabilising shift
-    is the row maximum (read along the contiguous axis when ``B`` is symmetric, where
-    the score matrix is symmetric), and the normalisation divides the (..., n, d)
-    result instead of the (..., n, n) weights.
+    tokens (contiguous, so the batched product runs in BLAS) and its buffer is reused for
+    the result, the stabilising shift is the row maximum (read as column maxima when ``B``
+    is symmetric, where the score matrix is symmetric and that reduction is cheaper), and
+    the normalisation divides the (..., n, d) result instead of the (..., n, n) weights.
     """
     n, d = x.shape[-2], x.shape[-1]
     xt = np.empty(x.shape[:-2] + (d, n))
@@ -204,11 +204,13 @@ def _softmax_mean(x, B, beta):
         Z, symmetric = np.matmul(x @ B.T, xt), bool(np.array_equal(B, B.T))
     # The shift only has to be (close to) the row maximum: for a symmetric score
     # matrix the column maxima are the row maxima, and they are cheaper to reduce.
-    Z -= Z.max(axis=-2 if symmetric else -1)[..., :, None]
+    np.subtract(Z, Z.max(axis=-2 if symmetric else -1)[..., :, None], out=Z)
     np.exp(Z, out=Z)
-    total = Z.sum(axis=-1, keepdims=True)
-    y = np.matmul(Z, x)
-    y /= total
+    total = np.add.reduce(Z, axis=-1)
+    # The scaled transpose is no longer needed: its buffer (same size) takes the result, which
+    # saves one fresh allocation (page faults cost as much as the products at this size).
+    y = np.matmul(Z, x, out=xt.reshape(x.shape))
+    y /= total[..., None]
     return y
 
 
