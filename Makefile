@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook
+.PHONY: all venv test bench clean freeze figures book notebook figures-paper
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -25,6 +25,10 @@ test: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) tools/bench.py $(BENCH_ARGS)
+
+# The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
+figures-paper: $(STAMP)
+	$(PY) -m attention_fw.paper_figures all
 
 clean:
 	rm -rf _build book/*.ipynb book/.*.tmp*.ipynb .pytest_cache .hypothesis

@@ -242,7 +242,12 @@ def _clip_many(P, normals, offsets):
         poly = _clip_one(poly, a0, a1, b)
     if len(poly) < 3:
         return _EMPTY.copy()
-    return np.array(poly, dtype=float)
+    P = np.array(poly, dtype=float)
+    # drop repeated corners (a clipping line through a corner produces it twice)
+    tol = 1e-14 * max(1.0, float(np.abs(P).max()))
+    keep = np.abs(P - np.roll(P, 1, axis=0)).max(axis=1) > tol
+    P = P[keep] if keep.any() else P[:1]
+    return P if len(P) >= 3 else _EMPTY.copy()
 
 
 def clip_halfplanes(polygon, normals, offsets=None):

@@ -1,0 +1,710 @@
+"""The paper's four figures, regenerated from exact geometry.
+
+Each figure function returns ``(fig, data)``: a matplotlib figure drawn from exact polygons
+(:mod:`attention_fw.geometry`, no rasters) in the published colour conventions, and a dict of
+the numbers behind it. :func:`make` saves both through :func:`attention_fw.plotting.save`
+(``figures/<name>.{pdf,png,svg}`` and ``figures/data/<name>.json``).
+
+Figures (NOTES, "Figures" and errata E16-E18)
+--------------------------------------------
+figure1             cells for unequal-norm vertices, kappa = 5, 7, 9, 10, AS PUBLISHED: the
+                    authors' "unit" labelling argmax_j <x, v_j/|v_j|>, which is not C_i(v) (E18)
+figure1-corrected   the true cells C_i(v) (B = I) of the same four polygons
+figure2             equal norms: C_i(v) = Vor(v_i) cap K (Proposition 4.5), kappa = 5, 7, 9, 10
+figure3             1/2 <Bx, x> over K with B = diag(1, 2) (E17), kappa = 5 and 7, vertices mapped
+                    onto the level set {1/2 <Bx, x> = c/2}
+figure4             cone I_i(eta) and eroded cone I_i(eta) ominus delta B_1, kappa = 7, cell 2 in
+                    hull order, eta = 0.05, delta = 0.03 (the published file; E16)
+figure4-delta002    the same with the captioned delta = 0.02
+
+Command line
+------------
+Regenerate one figure, or all of them::
+
+    python -m attention_fw.paper_figures figure2 --kappas 6 --seed 7
+    python -m attention_fw.paper_figures all
+
+Without parameters the canonical files in ``figures/`` are (re)written. With any non-default
+parameter the output goes to ``figures/custom/`` unless ``--outdir`` is given, so the canonical
+figures are never overwritten silently.
+
+JSON data (``figures/data/<name>.json``)
+---------------------------------------
+Cell figures (1, 1-corrected, 2, 3): ``panels``, a list with one entry per panel holding
+``kappa``, ``seed``, ``B``, ``labelling`` ("unit" or "exact"), ``vertices`` (all sampled points,
+sampling order, so v_j is ``vertices[j-1]``), ``hull`` ([x, y] pairs, counter-clockwise),
+``hull_labels`` (j of each hull corner), ``hull_area``, and ``cells`` aligned with ``hull``, each
+with ``vertex`` (j), ``polygon`` ([x, y] pairs, CCW), ``area`` and ``colour`` (RGB). Figure 4
+has ``hull``, ``cells``, ``target`` (0-based hull index), ``eta``, ``delta``, ``cone`` and
+``eroded_cone`` (each ``polygon`` and ``area``).
+
+The module also holds the helpers that compare a figure with the authors' published PDF
+(:func:`read_pdf_paths`, :func:`published_geometry`, :func:`rasterise_pdf`).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import hsv_to_rgb
+from matplotlib.patches import Polygon as MplPolygon
+
+from . import _validate as V
+from . import geometry as G
+from . import paths, plotting
+
+__all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
+           "FIGURES", "DEFAULTS", "make", "make_all", "render", "is_default", "main", "cell_panel", "hue_colours",
+           "read_pdf_paths", "published_geometry", "fit_similarity", "rasterise_pdf"]
+
+# fontTools logs a warning about the old timestamps of the Computer Modern fonts each time a
+# PDF is subset; it is harmless and would clutter notebooks and the command line.
+logging.getLogger("fontTools").setLevel(logging.ERROR)
+
+SEED = 42
+KAPPAS = (5, 7, 9, 10)
+
+# Published line widths and marker sizes were for an 8 x 8 inch panel; ours are about
+# 3.4 inches, so everything is scaled down by about this factor.
+_S = 0.5
+
+
+def hue_colours(k):
+    """The published colours: HSV hues i/k (i = 0..k-1, hull order), full saturation and value."""
+    k = V.positive_int("k", k)
+    h = np.arange(k) / k
+    return hsv_to_rgb(np.stack([h, np.ones(k), np.ones(k)], axis=1))
+
+
+def _pairs(P):
+    return np.asarray(P, dtype=float).reshape(-1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Panels
+# ---------------------------------------------------------------------------------------------
+def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, labelling="exact",
+               B=None, points=None):
+    """Geometry of one cell panel: sampled vertices, hull (CCW), cells aligned with the hull.
+
+    Parameters
+    ----------
+    kappa : int
+        Number of sampled vertices (the authors' k).
+    seed : int
+    equal_norm, enforce_bijection : bool
+        As in :func:`attention_fw.geometry.sample_vertices`.
+    labelling : {"exact", "unit"}
+        "exact": the cells C_i(v) (eq: cells) with matrix B; "unit": the authors'
+        argmax_j <x, v_j/|v_j|> (published Figure 1, E18).
+    B : array (2, 2), optional
+    points : array (kappa, 2), optional
+        Use these points instead of sampling (e.g. the level-set vertices of Figure 3).
+
+    Returns
+    -------
+    dict with the JSON keys documented in the module docstring.
+    """
+    if labelling not in ("exact", "unit"):
+        raise ValueError(f"labelling must be 'exact' or 'unit', got {labelling!r}")
+    if points is None:
+        pts, hull = G.sample_vertices(kappa, seed, equal_norm=equal_norm,
+                                      enforce_bijection=enforce_bijection)
+    else:
+        pts = V.as_float_array("points", points, ndim=2, last_dim=2)
+        hull = G.convex_hull(pts)
+    K = pts[hull]
+    Bm = np.eye(2) if B is None else V.square_matrix("B", B, 2)
+    polys = G.unit_direction_cells(K) if labelling == "unit" else G.cells(K, Bm)
+    colours = hue_colours(len(K))
+    return {
+        "kappa": int(kappa), "seed": seed, "equal_norm": bool(equal_norm),
+        "enforce_bijection": bool(enforce_bijection), "labelling": labelling, "B": Bm,
+        "vertices": pts, "hull": K, "hull_labels": (hull + 1).tolist(),
+        "hull_area": G.polygon_area(K),
+        "owns_cell": G.owns_cell(K, Bm).tolist(),
+        "cells": [{"vertex": int(j + 1), "polygon": P, "area": G.polygon_area(P),
+                   "colour": colours[i]} for i, (j, P) in enumerate(zip(hull, polys))],
+    }
+
+
+def _panel_limits(panels, margin=0.13):
+    """Common half-widths so all panels share one metric scale (published caption)."""
+    boxes = [(p["hull"].min(0), p["hull"].max(0)) for p in panels]
+    half = np.max([(hi - lo) / 2 for lo, hi in boxes], axis=0) + margin
+    return [((lo + hi) / 2, half) for lo, hi in boxes]
+
+
+def _grid_axes(n, width, half, ncols=None, extra_bottom=0.0):
+    ncols = (1 if n == 1 else 2) if ncols is None else V.positive_int("ncols", ncols)
+    nrows = -(-n // ncols)
+    panel_w = width / ncols
+    panel_h = panel_w * half[1] / half[0]
+    fig = plt.figure(figsize=(width, panel_h * nrows + extra_bottom))
+    axes = []
+    H = panel_h * nrows + extra_bottom
+    for idx in range(n):
+        r, c = divmod(idx, ncols)
+        ax = fig.add_axes([c / ncols, (extra_bottom + (nrows - 1 - r) * panel_h) / H,
+                           1 / ncols, panel_h / H])
+        axes.append(ax)
+    return fig, axes
+
+
+def _finish_axis(ax, centre, half):
+    ax.set_xlim(centre[0] - half[0], centre[0] + half[0])
+    ax.set_ylim(centre[1] - half[1], centre[1] + half[1])
+    ax.set_aspect("equal", adjustable="box")
+    ax.axis("off")
+
+
+def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
+    ax.plot(*np.vstack([K, K[:1]]).T, color="k", lw=1.0 * _S * 1.6, solid_capstyle="projecting",
+            zorder=3)
+    ax.scatter(K[:, 0], K[:, 1], s=80 * _S**2, facecolors="none", edgecolors="k",
+               linewidths=1.5 * _S * 1.4, zorder=4)
+    if labels is not None:
+        c = K.mean(axis=0)
+        for v, j in zip(K, labels):
+            d = v - c
+            # published offset 0.05 at 8 inches and 13 pt; our panels are smaller, text relatively larger
+            pos = v + 0.085 * d / np.linalg.norm(d)
+            ax.text(pos[0], pos[1], f"$v_{{{j}}}$", ha="center", va="center", zorder=5)
+    ax.scatter([0], [0], marker="x", color="k", s=80 * _S**2, linewidths=2 * _S * 1.4, zorder=5)
+    if origin_label:
+        ax.text(0.02, 0.02, "$0$", zorder=5)
+
+
+def _draw_cell_panel(ax, panel, region_labels=None):
+    K = panel["hull"]
+    for cell in panel["cells"]:
+        if len(cell["polygon"]) >= 3:
+            ax.add_patch(MplPolygon(cell["polygon"], closed=True, facecolor=cell["colour"],
+                                    edgecolor="k", linewidth=0.3, zorder=1))
+    show = panel["kappa"] <= 5 if region_labels is None else region_labels
+    if show:
+        for cell in panel["cells"]:
+            if cell["area"] > 0:
+                c = G.polygon_centroid(cell["polygon"])
+                ax.text(c[0], c[1], rf"$\mathscr{{C}}_{{{cell['vertex']}}}(v)$", ha="center",
+                        va="center", zorder=2)
+    _draw_hull_and_vertices(ax, K, panel["hull_labels"])
+
+
+def _kappas(kappas):
+    if isinstance(kappas, (int, np.integer)):
+        kappas = (kappas,)
+    if not isinstance(kappas, (list, tuple)) or not kappas:
+        raise TypeError(f"kappas must be a non-empty list of integers, got {kappas!r}")
+    return tuple(V.positive_int("kappas", k, minimum=3) for k in kappas)
+
+
+def _width(width, n_panels):
+    """Default width: one column for a single panel, two columns otherwise (inches)."""
+    if width is None:
+        return plotting.ONE_COLUMN if n_panels == 1 else plotting.TWO_COLUMN
+    return V.real_scalar("width", width, low=0.5, high=30)
+
+
+def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
+    kappas = _kappas(kappas)
+    width = _width(width, len(kappas))
+    panels = [cell_panel(k, seed, **panel_kw) for k in kappas]
+    lims = _panel_limits(panels)
+    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols)
+    for ax, panel, (centre, half) in zip(axes, panels, lims):
+        _draw_cell_panel(ax, panel)
+        _finish_axis(ax, centre, half)
+    return fig, {"figure": name, "panels": panels}
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures
+# ---------------------------------------------------------------------------------------------
+def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
+    """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
+
+    Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
+    each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
+    (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
+    ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
+    :func:`figure1_corrected`. Panels share one metric scale; 2 columns unless one panel.
+
+    Returns
+    -------
+    (matplotlib.figure.Figure, dict)
+    """
+    return _cells_figure("figure1", kappas, seed, width, ncols, equal_norm=False,
+                         enforce_bijection=True, labelling="unit")
+
+
+def figure1_corrected(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
+    """Figure 1 corrected: the true cells C_i(v) (eq: cells, B = I) of the same polygons."""
+    return _cells_figure("figure1-corrected", kappas, seed, width, ncols, equal_norm=False,
+                         enforce_bijection=True, labelling="exact")
+
+
+def figure2(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
+    """Figure 2: equal norms, so C_i(v) = Vor(v_i) cap K (Proposition 4.5 with B = I)."""
+    fig, data = _cells_figure("figure2", kappas, seed, width, ncols, equal_norm=True,
+                              enforce_bijection=True, labelling="exact")
+    for p in data["panels"]:
+        p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"])
+    return fig, data
+
+
+def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None,
+            ncols=None, n_levels=25):
+    """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
+
+    Directions come from ``sample_vertices(kappa, seed, equal_norm=True)`` (no bijection flag)
+    and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
+    (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
+    from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
+
+    Returns
+    -------
+    (Figure, dict); each panel also records ``J_vertices`` (all equal to c/2), ``levels`` and the
+    cells C_i(v) for this B with ``voronoi_mismatch`` (Proposition 4.5 for B != I).
+    """
+    kappas = _kappas(kappas)
+    Bm = V.square_matrix("B", B, 2, symmetric=True)
+    c = V.real_scalar("c", c, low=0.0, low_open=True)
+    n_levels = V.positive_int("n_levels", n_levels, minimum=2)
+    panels = []
+    for k in kappas:
+        u, _ = G.sample_vertices(k, seed, equal_norm=True, enforce_bijection=False)
+        pts = G.level_set_vertices(u, Bm, c)
+        p = cell_panel(k, seed, labelling="exact", B=Bm, points=pts)
+        p["c"] = c
+        p["J_vertices"] = 0.5 * np.einsum("ij,jk,ik->i", pts, Bm, pts)
+        p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"], Bm)
+        panels.append(p)
+    levels = np.linspace(0.0, c / 2, n_levels + 1)
+    lims = _panel_limits(panels, margin=0.06)
+    width = _width(width, len(panels))
+    bar_h = 0.45
+    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, extra_bottom=bar_h)
+    cs = None
+    for ax, p, (centre, half) in zip(axes, panels, lims):
+        p["levels"] = levels
+        K = p["hull"]
+        lo, hi = K.min(0) - 0.02, K.max(0) + 0.02
+        xs, ys = np.linspace(lo[0], hi[0], 600), np.linspace(lo[1], hi[1], 600)
+        xx, yy = np.meshgrid(xs, ys)
+        J = 0.5 * (Bm[0, 0] * xx**2 + (Bm[0, 1] + Bm[1, 0]) * xx * yy + Bm[1, 1] * yy**2)
+        cs = ax.contourf(xx, yy, np.minimum(J, levels[-1]), levels=levels, cmap="plasma",
+                         zorder=1)
+        clip = MplPolygon(K, closed=True, transform=ax.transData, facecolor="none",
+                          edgecolor="none")
+        ax.add_patch(clip)
+        cs.set_clip_path(clip)
+        ax.plot(*np.vstack([K, K[:1]]).T, "k-", lw=0.8, zorder=3)
+        ax.scatter(p["vertices"][:, 0], p["vertices"][:, 1], marker="x", color="k",
+                   s=30 * _S, linewidths=0.8, zorder=4)
+        _finish_axis(ax, centre, half)
+    H = fig.get_figheight()
+    cax = fig.add_axes([0.1, 0.3 * bar_h / H, 0.8, 0.18 * bar_h / H])
+    cb = fig.colorbar(cs, cax=cax, orientation="horizontal")
+    cb.set_ticks(np.linspace(0.0, c / 2, 6))
+    cb.set_label(r"$\frac{1}{2}\langle Bx, x\rangle$")
+    return fig, {"figure": "figure3", "panels": panels}
+
+
+def _figure4(name, kappa, seed, target, eta, delta, width):
+    kappa = V.positive_int("kappa", kappa, minimum=3)
+    eta = V.real_scalar("eta", eta, low=0.0)
+    delta = V.real_scalar("delta", delta, low=0.0)
+    width = V.real_scalar("width", width, low=0.5, high=30)
+    panel = cell_panel(kappa, seed, equal_norm=True, enforce_bijection=False, labelling="exact")
+    K = panel["hull"]
+    target = V.positive_int("target", target, minimum=0)
+    if target >= len(K):
+        raise ValueError(f"target must be < the number of hull vertices ({len(K)}), got {target}")
+    cone = G.cone(K, target, eta)
+    eroded = G.erode(cone, delta) if len(cone) else cone
+    (centre, half), = _panel_limits([panel], margin=0.06)
+    fig, axes = _grid_axes(2, width, half)
+    fills = ((cone, hsv_to_rgb([1 / 3, 1, 1])), (eroded, hsv_to_rgb([5 / 6, 1, 1])))
+    for ax, (poly, colour) in zip(axes, fills):
+        for i, cell in enumerate(panel["cells"]):
+            if len(cell["polygon"]) >= 3:
+                face = (0.95, 0.95, 0.95) if i == target else "white"
+                ax.add_patch(MplPolygon(cell["polygon"], closed=True, facecolor=face,
+                                        edgecolor="k", linewidth=0.5 * _S * 1.4, zorder=1))
+        if len(poly) >= 3:
+            ax.add_patch(MplPolygon(poly, closed=True, facecolor=colour, alpha=0.6,
+                                    edgecolor="k", linewidth=0.5 * _S * 1.4, zorder=2))
+        _draw_hull_and_vertices(ax, K, labels=None, origin_label=False)
+        _finish_axis(ax, centre, half)
+    data = {"figure": name, "kappa": kappa, "seed": seed, "eta": eta, "delta": delta,
+            "target": target, "target_vertex": panel["hull_labels"][target],
+            "vertices": panel["vertices"], "hull": K, "hull_labels": panel["hull_labels"],
+            "hull_area": panel["hull_area"],
+            "cells": [{k: c[k] for k in ("vertex", "polygon", "area")} for c in panel["cells"]],
+            "cone": {"polygon": cone, "area": G.polygon_area(cone)},
+            "eroded_cone": {"polygon": eroded, "area": G.polygon_area(eroded)}}
+    return fig, data
+
+
+def figure4(kappa=7, seed=SEED, target=2, eta=0.05, delta=0.03, width=plotting.TWO_COLUMN):
+    """Figure 4: cone I_i(eta) (left, green) and eroded cone I_i(eta) ominus delta B_1 (right,
+    magenta) for the cell ``target`` in hull CCW order, equal norms, B = I (section 5).
+
+    Defaults are those of the published file (delta = 0.03; the caption says 0.02, E16).
+    The erosion is exact (:func:`attention_fw.geometry.erode`).
+    """
+    return _figure4("figure4", kappa, seed, target, eta, delta, width)
+
+
+def figure4_delta002(kappa=7, seed=SEED, target=2, eta=0.05, delta=0.02, width=plotting.TWO_COLUMN):
+    """Figure 4 with the captioned delta = 0.02 (E16)."""
+    return _figure4("figure4-delta002", kappa, seed, target, eta, delta, width)
+
+
+FIGURES = {
+    "figure1": figure1,
+    "figure1-corrected": figure1_corrected,
+    "figure2": figure2,
+    "figure3": figure3,
+    "figure4": figure4,
+    "figure4-delta002": figure4_delta002,
+}
+
+
+def _defaults(fn):
+    import inspect
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+
+
+DEFAULTS = {name: _defaults(fn) for name, fn in FIGURES.items()}
+"""Default parameters of every figure (the published ones)."""
+
+
+def make(name, outdir=None, **params):
+    """Draw figure ``name`` with ``params`` and save it with :func:`attention_fw.plotting.save`.
+
+    Parameters
+    ----------
+    name : str, one of :data:`FIGURES`
+    outdir : path, optional
+        Defaults to ``figures/`` (``attention_fw.paths.figures_dir()``).
+    **params
+        Passed to the figure function (see its signature).
+
+    Returns
+    -------
+    dict format -> written path.
+
+    Raises
+    ------
+    ValueError
+        Unknown name or unknown parameter.
+    """
+    if name not in FIGURES:
+        raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
+    unknown = set(params) - set(DEFAULTS[name])
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for {name}; "
+                         f"accepted: {sorted(DEFAULTS[name])}")
+    fig, data = FIGURES[name](**params)
+    return plotting.save(fig, name, data, outdir=outdir)
+
+
+def make_all(outdir=None):
+    """Write every paper figure with its published parameters; returns {name: paths}."""
+    return {name: make(name, outdir=outdir) for name in FIGURES}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+_EPILOG = """\
+Without parameters the canonical files figures/<name>.{pdf,png,svg} and
+figures/data/<name>.json are (re)written with the published parameters. With any
+non-default parameter the files go to figures/custom/ unless --outdir is given,
+so the canonical figures are never overwritten silently.
+
+examples:
+  python -m attention_fw.paper_figures all
+  python -m attention_fw.paper_figures figure2 --kappas 6
+  python -m attention_fw.paper_figures figure4 --kappas 9 --target 0 --delta 0.05
+"""
+
+
+def _parser():
+    ap = argparse.ArgumentParser(
+        prog="python -m attention_fw.paper_figures",
+        description="Regenerate the paper's Figures 1-4 from exact geometry.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("name", choices=[*FIGURES, "all"], help="figure to draw, or all")
+    ap.add_argument("--kappas", type=int, nargs="+",
+                    help="numbers of vertices, one panel each (figure4: the first value)")
+    ap.add_argument("--seed", type=int, help="seed of numpy.random.default_rng (published: 42)")
+    ap.add_argument("--eta", type=float, help="figure4: cone margin eta (published 0.05)")
+    ap.add_argument("--delta", type=float, help="figure4: erosion radius delta")
+    ap.add_argument("--target", type=int, help="figure4: cell index in hull CCW order (published 2)")
+    ap.add_argument("--B", type=float, nargs=4, metavar=("B11", "B12", "B21", "B22"),
+                    help="figure3: the matrix B, row by row (published 1 0 0 2)")
+    ap.add_argument("--width", type=float, help="figure width in inches (one column 3.4, two 7.0)")
+    ap.add_argument("--outdir", help="output folder (default figures/, or figures/custom/ "
+                                     "when parameters are changed)")
+    return ap
+
+
+def _params_for(name, args):
+    accepted = DEFAULTS[name]
+    p = {}
+    if args.kappas is not None:
+        if "kappas" in accepted:
+            p["kappas"] = tuple(args.kappas)
+        elif "kappa" in accepted:
+            p["kappa"] = args.kappas[0]
+    for key in ("seed", "eta", "delta", "target", "width"):
+        val = getattr(args, key)
+        if val is not None and key in accepted:
+            p[key] = val
+    if args.B is not None and "B" in accepted:
+        p["B"] = np.array(args.B, dtype=float).reshape(2, 2)
+    return p
+
+
+def is_default(name, params):
+    """True when ``params`` only repeat the published parameters of figure ``name``."""
+    if name not in FIGURES:
+        raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
+    d = DEFAULTS[name]
+    for k, v in params.items():
+        if k not in d:
+            raise ValueError(f"unknown parameter {k!r} for {name}; accepted: {sorted(d)}")
+        if v is None or d[k] is None:
+            same = v is None and d[k] is None
+            if not same:
+                return False
+            continue
+        try:
+            same = np.array_equal(np.asarray(v, dtype=float), np.asarray(d[k], dtype=float))
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            return False
+    return True
+
+
+def render(name, outdir=None, close=True, **params):
+    """Draw and save figure ``name``, protecting the canonical files.
+
+    With the published parameters the files go to ``figures/``; with any other parameter to
+    ``figures/custom/``, unless ``outdir`` is given. Used by the command line and the notebooks.
+
+    Returns
+    -------
+    (fig, data, written): the figure (closed unless ``close=False``), its data and the paths.
+    """
+    default = is_default(name, params)  # validates the name and the parameter names
+    if outdir is None:
+        outdir = paths.figures_dir() if default else paths.figures_dir() / "custom"
+    fig, data = FIGURES[name](**params)
+    written = plotting.save(fig, name, data, outdir=outdir, close=close)
+    return fig, data, written
+
+
+def main(argv=None):
+    """Command-line entry point (see the module docstring and ``--help``)."""
+    args = _parser().parse_args(argv)
+    names = list(FIGURES) if args.name == "all" else [args.name]
+    for name in names:
+        params = _params_for(name, args)
+        _, _, written = render(name, outdir=args.outdir, **params)
+        for path in written.values():
+            print(path)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing with the published PDFs
+# ---------------------------------------------------------------------------------------------
+_TOKEN = re.compile(rb"\((?:\\.|[^\\)])*\)|<[0-9A-Fa-f\s]*>|\[|\]|/[^\s/\[\]()<>]+|"
+                    rb"[-+]?(?:\d+\.?\d*|\.\d+)|[A-Za-z'\"*]+")
+
+
+def _page_content(data):
+    m = re.search(rb"/Contents (\d+) 0 R", data)
+    if not m:
+        raise ValueError("no page content stream found")
+    obj = re.search(rb"(?:^|\n)" + m.group(1) + rb" 0 obj(.*?)stream\r?\n", data, re.S)
+    start = obj.end()
+    return zlib.decompressobj().decompress(data[start:])
+
+
+def read_pdf_paths(pdf):
+    """Vector paths and marker positions of a single-page matplotlib PDF.
+
+    A minimal content-stream reader (enough for matplotlib's output): returns the painted
+    paths with their fill and stroke colours, line width and painting operator, in PDF points,
+    and the positions where form XObjects (scatter markers) are drawn.
+
+    Returns
+    -------
+    dict with ``paths`` (list of dicts: ``subpaths`` list of (m, 2) arrays, ``fill`` RGB or None,
+    ``stroke`` RGB or None, ``lw``, ``op``) and ``markers`` ((q, 2) array).
+    """
+    data = Path(pdf).read_bytes()
+    content = _page_content(data)
+    ctm, stack = np.eye(3), []
+    fill, stroke, lw = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 1.0
+    subpaths, current, ops = [], [], []
+    out, markers = [], []
+
+    def tr(x, y):
+        return tuple((np.array([x, y, 1.0]) @ ctm)[:2])
+
+    for tok in _TOKEN.findall(content):
+        if tok[:1] in b"(<[]/" or tok[:1] in b"+-.0123456789":
+            if tok[:1] in b"+-.0123456789":
+                ops.append(float(tok))
+            else:
+                ops.append(tok)
+            continue
+        op = tok.decode()
+        nums = [x for x in ops if isinstance(x, float)]
+        if op == "q":
+            stack.append((ctm.copy(), fill, stroke, lw))
+        elif op == "Q" and stack:
+            ctm, fill, stroke, lw = stack.pop()
+        elif op == "cm":
+            a, b, c, d, e, f = nums[-6:]
+            ctm = np.array([[a, b, 0], [c, d, 0], [e, f, 1.0]]) @ ctm
+        elif op == "w":
+            lw = nums[-1]
+        elif op == "rg":
+            fill = tuple(nums[-3:])
+        elif op == "RG":
+            stroke = tuple(nums[-3:])
+        elif op == "g":
+            fill = (nums[-1],) * 3
+        elif op == "G":
+            stroke = (nums[-1],) * 3
+        elif op == "m":
+            if len(current) > 1:
+                subpaths.append(np.array(current))
+            current = [tr(*nums[-2:])]
+        elif op == "l":
+            current.append(tr(*nums[-2:]))
+        elif op in ("c", "v", "y"):
+            current.append(tr(*nums[-2:]))
+        elif op == "re":
+            x, y, w, h = nums[-4:]
+            subpaths.append(np.array([tr(x, y), tr(x + w, y), tr(x + w, y + h), tr(x, y + h)]))
+        elif op in ("f", "F", "f*", "B", "B*", "b", "b*", "S", "s", "n"):
+            if len(current) > 1:
+                subpaths.append(np.array(current))
+            if op != "n" and subpaths:
+                out.append({"subpaths": subpaths, "op": op, "lw": lw,
+                            "fill": fill if op not in ("S", "s") else None,
+                            "stroke": stroke if op not in ("f", "F", "f*") else None})
+            subpaths, current = [], []
+        elif op == "Do":
+            markers.append(tr(0.0, 0.0))
+        ops = []
+    return {"paths": out, "markers": np.array(markers).reshape(-1, 2)}
+
+
+def fit_similarity(src, dst):
+    """Least-squares scale s and shift t with dst ~ s * src + t; returns (s, t, max residual)."""
+    src = _pairs(src)
+    dst = _pairs(dst)
+    ms, md = src.mean(0), dst.mean(0)
+    s = float(((src - ms) * (dst - md)).sum() / ((src - ms) ** 2).sum())
+    t = md - s * ms
+    return s, t, float(np.abs(s * src + t - dst).max())
+
+
+def _cyclic_match(A, B):
+    """Rotate/reverse closed polygon B (same length as A) to best match A after similarity fit."""
+    best = None
+    for cand in (B, B[::-1]):
+        for r in range(len(cand)):
+            Br = np.roll(cand, -r, axis=0)
+            fit = fit_similarity(A, Br)
+            if best is None or fit[2] < best[1][2]:
+                best = (Br, fit)
+    return best
+
+
+def published_geometry(pdf, hull):
+    """Recover the polygons of a published cell/cone figure in data coordinates.
+
+    The hull outline (the stroked closed path with as many corners as ``hull``) fixes the map
+    from data to PDF points (a scale and a shift: the scripts use ``axis('equal')``); the
+    filled paths are mapped back with it.
+
+    Parameters
+    ----------
+    pdf : path of a published PDF
+    hull : array (k, 2), our hull polygon (CCW), used to find and align the outline
+
+    Returns
+    -------
+    dict: ``scale``, ``shift``, ``hull_residual`` (max deviation of the published hull corners
+    from ours, in data units), ``hull`` (published corners in data units, aligned with ours),
+    ``fills`` (list of (RGB, polygon in data units, alpha-free colour as printed)), ``markers``
+    (marker positions in data units).
+    """
+    K = _pairs(hull)
+    info = read_pdf_paths(pdf)
+    best = None
+    for p in info["paths"]:
+        if p["fill"] is not None or len(p["subpaths"]) != 1:
+            continue
+        pts = p["subpaths"][0]
+        if len(pts) == len(K) + 1 and np.allclose(pts[0], pts[-1]):
+            Br, fit = _cyclic_match(K, pts[:-1])
+            if best is None or fit[2] < best[1][2]:
+                best = (Br, fit)
+    if best is None:
+        raise ValueError(f"no hull outline with {len(K)} corners in {pdf}")
+    Br, (s, t, res) = best
+    fills = []
+    for p in info["paths"]:
+        if p["fill"] is None or len(p["subpaths"]) != 1 or len(p["subpaths"][0]) < 3:
+            continue
+        fills.append((np.array(p["fill"]), (p["subpaths"][0] - t) / s))
+    return {"scale": s, "shift": t, "hull_residual": res / s, "hull": (Br - t) / s,
+            "fills": fills, "markers": (info["markers"] - t) / s}
+
+
+def rasterise_pdf(pdf, dpi=60):
+    """Rasterise the first page of ``pdf`` with pdftoppm; returns an (h, w, 3) uint8 array.
+
+    Raises
+    ------
+    RuntimeError
+        If pdftoppm is missing (install it with ``apt-get install poppler-utils``).
+    """
+    exe = shutil.which("pdftoppm")
+    if exe is None:
+        raise RuntimeError("pdftoppm not found: install it with `apt-get install poppler-utils`")
+    dpi = V.positive_int("dpi", dpi)
+    from matplotlib.image import imread
+    with tempfile.TemporaryDirectory() as tmp:
+        stem = Path(tmp) / "page"
+        subprocess.run([exe, "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile",
+                        str(pdf), str(stem)], check=True, capture_output=True)
+        img = imread(str(stem) + ".png")
+    if img.dtype != np.uint8:
+        img = np.round(img * 255).astype(np.uint8)
+    return img[..., :3]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
