@@ -407,3 +407,163 @@ def test_bad_inputs_name_the_argument():
         M.metastability_bound(2.0, 1.0, 3, 0.1, 0.1, 1.5, form="nope")
     with pytest.raises(ValueError, match="censored"):
         M.fit_geometric_censored([1.0, 2.0], [0, 1])
+
+
+# ---------------------------------------------------------------------------------------
+# sweeps: executors and the on-disk cache
+# ---------------------------------------------------------------------------------------
+
+def _counted_square(*, x, counter):
+    """Task that leaves one line in ``counter`` per actual computation."""
+    with open(counter, "a") as fh:
+        fh.write(f"{x}\n")
+    return x * x
+
+
+def _ncalls(path):
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes", "local-dask"])
+def test_sweep_cache_hit_recomputes_nothing(tmp_path, executor):
+    from attention_fw import sweeps
+    counter = tmp_path / "calls.txt"
+    params = sweeps.grid(x=[1, 2, 3, 4], counter=str(counter))
+    kw = dict(cache_dir=tmp_path / "cache", progress=False, max_workers=2)
+    assert sweeps.run(_counted_square, params, executor=executor, **kw) == [1, 4, 9, 16]
+    assert _ncalls(counter) == 4
+    # second pass: everything is loaded from the cache, no task runs anywhere
+    assert sweeps.run(_counted_square, params, executor=executor, **kw) == [1, 4, 9, 16]
+    assert _ncalls(counter) == 4
+    # one new parameter: exactly one computation
+    params2 = params + sweeps.grid(x=[5], counter=str(counter))
+    assert sweeps.run(_counted_square, params2, executor="serial", **kw)[-1] == 25
+    assert _ncalls(counter) == 5
+    # cache=False always recomputes and stores nothing
+    assert sweeps.run(_counted_square, params[:1], executor="serial", cache=False, **kw) == [1]
+    assert _ncalls(counter) == 6
+
+
+def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
+    """The same seeded tasks give identical exit times through a Dask LocalCluster and in-process."""
+    from attention_fw import sweeps
+    params = sweeps.grid(beta=[2.0, 4.0], seed=[0, 1], n=[4, 8], kappa=[3, 4], runs=200)
+    a = sweeps.run(sweeps.exit_time_task, params, executor="local-dask", cache=False, progress=False)
+    b = sweeps.run(sweeps.exit_time_task, params, executor="serial", cache=False, progress=False)
+    for ra, rb, p in zip(a, b, params):
+        assert ra["beta"] == p["beta"] and ra["kappa"] == p["kappa"]
+        assert np.array_equal(ra["times"], rb["times"]) and np.array_equal(ra["censored"], rb["censored"])
+        assert ra["c0"] == pytest.approx(1 - math.cos(2 * math.pi / p["kappa"]))
+
+
+def test_sweep_rejects_bad_arguments():
+    from attention_fw import sweeps
+    with pytest.raises(TypeError, match="fn"):
+        sweeps.run(3, [{}])
+    with pytest.raises(TypeError, match="params"):
+        sweeps.run(_counted_square, {"x": 1})
+    with pytest.raises(ValueError, match="executor"):
+        sweeps.run(_counted_square, [{"x": 1, "counter": "/dev/null"}], executor="nonsense", cache=False,
+                   progress=False)
+    with pytest.raises(ValueError, match="n must be"):
+        sweeps.tokens_per_vertex(2, 3)
+
+
+# ---------------------------------------------------------------------------------------
+# the engine against plain step-by-step (SAP) (attention_fw.dynamics.sap_step)
+# ---------------------------------------------------------------------------------------
+
+def test_engine_matches_stepping_single_jump_regime():
+    """beta = 3, clusters of 2 at the triangle's vertices, eps = 0.05 < gamma sqrt(3): exit
+    times from both simulators agree (two-sample KS p > 1e-3; means within 4.5 combined SE)
+    and both agree with the closed-form mean 1 / (1 - q)."""
+    x0, sig = M.cluster_configuration(TRI, np.array([2, 2, 2]))
+    a = M.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 4000, seed=21)
+    b = M.stepping_exit_times(x0, sig, 0.1, 3.0, 0.05, 4000, seed=22, cap=5000)
+    assert a.n_censored == 0 and b.n_censored == 0
+    assert stats.ks_2samp(a.times, b.times).pvalue > 1e-3
+    se = math.sqrt(a.times.var() / 4000 + b.times.var() / 4000)
+    assert abs(a.times.mean() - b.times.mean()) < 4.5 * se
+    mean = 1 / -math.expm1(-M.frozen_escape_rate(TRI, np.array([2, 2, 2]), 3.0))
+    assert abs(b.times.mean() - mean) < 4.5 * b.times.std() / math.sqrt(4000)
+
+
+@pytest.mark.parametrize("counts,beta", [((1, 1, 1), 4.0), ((2, 2, 2), 2.0), ((1, 2, 1), 2.5)])
+def test_engine_matches_stepping_theorem_regime(counts, beta):
+    """eps / gamma = 3.5 >= 2 d(K): several jumps per exit and non-frozen states in between
+    (the general event-driven mode). KS p > 1e-3 and means within 4.5 combined SE."""
+    x0, sig = M.cluster_configuration(TRI, np.array(counts))
+    a = M.engine_exit_times(x0, sig, 0.1, beta, 0.35, 3000, seed=23, max_events=100_000)
+    b = M.stepping_exit_times(x0, sig, 0.1, beta, 0.35, 3000, seed=24, cap=200_000)
+    assert a.n_censored == 0 and b.n_censored == 0
+    assert stats.ks_2samp(a.times, b.times).pvalue > 1e-3
+    se = math.sqrt(a.times.var() / 3000 + b.times.var() / 3000)
+    assert abs(a.times.mean() - b.times.mean()) < 4.5 * se
+
+
+def test_engine_state_matches_stepping_in_general_position():
+    """Tokens in general position at beta = 1.5 (nothing frozen): after 6 steps the laws of
+    the first coordinates of tokens 0 and 3 agree (KS p > 1e-3)."""
+    from attention_fw import dynamics
+    rng = np.random.default_rng(25)
+    x0 = rng.normal(size=(5, 2))
+    R = 4000
+    a = M.engine_state_at(x0, 0.2, 1.5, 6, R, seed=26)
+    g = np.random.default_rng(27)
+    b = np.broadcast_to(x0, (R, 5, 2)).copy()
+    for _ in range(6):
+        b = dynamics.sap_step(b, 0.2, 1.5, g)
+    for tok in (0, 3):
+        # the law is atomic; both simulators compute x + gamma (x_J - x), so atoms coincide
+        assert stats.ks_2samp(a[:, tok, 0], b[:, tok, 0]).pvalue > 1e-3
+    # the hull never grows (both simulators), a property of every convex-combination step
+    assert np.all(M.distance_to_hull(a.reshape(-1, 2), x0) < 1e-12)
+
+
+def test_engine_watch_vertex_tokens_only():
+    x0, sig = M.cluster_configuration(TRI, np.array([1, 1, 1]))
+    watch = np.array([True, False, False])
+    es = M.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, seed=28, watch=watch)
+    st = M.stepping_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, seed=29, watch=watch, cap=100_000)
+    assert stats.ks_2samp(es.times, st.times).pvalue > 1e-3
+    # token 0 alone is watched: before anything else moves its escape probability is 1 - s_0,
+    # so P(T2 = 1) = 1 - s_0 exactly (binomial, 4.5 SE)
+    d, _, _ = M.move_log_odds(x0[None], 3.0)
+    p0 = -math.expm1(-np.logaddexp(0, d[0, 0]))
+    f1 = np.mean(es.times == 1)
+    assert abs(f1 - p0) < 4.5 * math.sqrt(p0 * (1 - p0) / 3000)
+    # watching all tokens exits earlier (stochastically smaller)
+    es_all = M.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, seed=30)
+    assert es_all.times.mean() < es.times.mean()
+
+
+# ---------------------------------------------------------------------------------------
+# Theorem 5.2 Monte Carlo and Prop 5.1
+# ---------------------------------------------------------------------------------------
+
+def test_phase1_event_holds_above_bound_at_large_beta():
+    """In the hypotheses' range (beta >= configuration_beta_min), the observed frequency of the
+    event is at least the printed 1 - beta^{-1/8} (with 2000 runs, frequency 1 observed)."""
+    x0, sig = M.phase1_configuration(TRI, 2, 1e4, rng=31, min_dist=0.55)
+    beta = 1e4
+    assert M.configuration_beta_min(x0, TRI, sig) <= beta
+    r = M.run_phase1(x0, TRI, sig, 0.05, beta, 2000, seed=32)
+    assert r["fraction"] >= r["bound"]
+    assert r["fraction_by_time"][r["T1"]] == r["fraction"]
+    assert r["vertex_drift_max"] < beta ** (-1 / 4)
+
+
+def test_prop51_collapse_inside_hull_not_origin():
+    """Prop 5.1 / E5: SA-beta from tokens with x_1 > 0 collapses to one point of the initial
+    hull (distance < 1e-9), which is not the origin (|x*| > 0.5)."""
+    rng = np.random.default_rng(33)
+    x0 = np.c_[rng.uniform(0.8, 2.0, 7), rng.uniform(-1, 1, 7)]
+    for beta in (0.5, 2.0):
+        r = M.collapse_sabeta(x0, 0.2, beta, tol=1e-10, max_steps=200_000)
+        assert r["converged"]
+        assert M.distance_to_hull(r["limit"], x0) < 1e-9
+        assert np.linalg.norm(r["limit"]) > 0.5
+        assert np.all(np.diff(r["diameters"]) <= 1e-12)        # hull shrinks, so the diameter too
+    # beta = 0 is plain averaging: the mean is invariant, so x* is the initial mean exactly
+    r0 = M.collapse_sabeta(x0, 0.2, 0.0, tol=1e-12, max_steps=10_000)
+    assert np.allclose(r0["limit"], x0.mean(0), atol=1e-10)

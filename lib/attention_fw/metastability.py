@@ -63,7 +63,7 @@ __all__ = [
     "phase1_constants", "phase1_event", "run_phase1",
     "cluster_configuration", "distance_to_hull", "exit_mask",
     "move_log_odds", "frozen_escape_rate", "engine_exit_times", "engine_state_at",
-    "stepping_exit_times", "ExitSample", "CensoredFit", "fit_geometric_censored",
+    "stepping_exit_times", "sabeta_exit_time", "ExitSample", "CensoredFit", "fit_geometric_censored",
     "fit_exponential_censored", "fit_log_mean_slope", "metastability_bound",
     "collapse_sabeta", "bench",
 ]
@@ -507,13 +507,14 @@ def _group_hulls(x0, sigma):
     return [x0[sigma == g] for g in range(int(sigma.max()) + 1)]
 
 
-def exit_mask(x, hulls, sigma, eps: float) -> np.ndarray:
+def exit_mask(x, hulls, sigma, eps: float, watch=None) -> np.ndarray:
     """True for the runs of ``x`` (R, n, d) where some token ``j`` is farther than ``eps`` from
     the hull of its group's initial positions (``hulls[sigma[j]]``): ``x^t`` has left
-    ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps)."""
+    ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps). Only tokens with
+    ``watch[j]`` True count (default: all)."""
     out = np.zeros(x.shape[0], bool)
     for g, P in enumerate(hulls):
-        sel = sigma == g
+        sel = (sigma == g) if watch is None else (sigma == g) & watch
         if not sel.any():
             continue
         if len(np.unique(P, axis=0)) == 1:
@@ -551,6 +552,15 @@ class ExitSample:
         surv_after = np.cumprod(factors)                          # S just after T[k]
         k = np.searchsorted(T, t, side="left")                    # number of times < t
         return np.where(k == 0, 1.0, surv_after[np.maximum(k - 1, 0)])
+
+
+def _watch(watch, n):
+    if watch is None:
+        return None
+    w = np.asarray(watch)
+    if w.shape != (n,) or w.dtype != bool or not w.any():
+        raise ValueError(f"watch must be a boolean array of shape ({n},) with at least one True")
+    return w
 
 
 def _check_common(x0, sigma, gamma, beta, eps):
@@ -624,11 +634,12 @@ def _event_step(x, d, L, same, gamma, g):
     scores = np.where(same, -np.inf, L) + g.gumbel(size=(R, n, n))
     target = np.argmax(scores, axis=2)
     xt = np.take_along_axis(x, target[:, :, None], axis=1)
-    return np.where(move[:, :, None], (1.0 - gamma) * x + gamma * xt, x), move
+    # same floating-point form as dynamics.sap_step, so both simulators hit identical atoms
+    return np.where(move[:, :, None], x + gamma * (xt - x), x), move
 
 
 def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: int, seed=0, *,
-                      cap: float = 1e300, max_events: int = 10_000) -> ExitSample:
+                      cap: float = 1e300, max_events: int = 10_000, watch=None) -> ExitSample:
     """Exit time ``T2`` of Theorem 5.4 by the rejection-free (kinetic) engine, ``runs`` chains at once.
 
     ``T2 = inf{t : x_j^t not in conv{x_k^0 : sigma_k = sigma_j} + B(0, eps) for some j}``.
@@ -642,6 +653,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
     seed : int, SeedSequence or Generator
     cap : runs whose exit would happen after ``cap`` are censored at ``cap``
     max_events : runs still inside after this many events are censored at their current time
+    watch : optional (n,) bool, the tokens whose exit counts (default all)
 
     Returns
     -------
@@ -651,6 +663,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
     runs = V.positive_int("runs", runs)
     cap = V.real_scalar("cap", cap, low=1)
     max_events = V.positive_int("max_events", max_events)
+    watch = _watch(watch, len(x0))
     g = V.rng("seed", seed)
     hulls = _group_hulls(x0, sigma)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
@@ -680,7 +693,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
             x[ia] = xn
             t[ia] = tn[go]
             nev[ia] += 1
-            done[ia[exit_mask(xn, hulls, sigma, eps)]] = True
+            done[ia[exit_mask(xn, hulls, sigma, eps, watch)]] = True
     left = ~done
     cens[left] = True
     return ExitSample(times=t, censored=cens, events=nev, cap=cap)
@@ -717,16 +730,18 @@ def engine_state_at(x0, gamma: float, beta: float, t_final: int, runs: int, seed
 
 
 def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: int, seed=0, *,
-                        cap: int = 10_000) -> ExitSample:
+                        cap: int = 10_000, watch=None) -> ExitSample:
     """Exit time ``T2`` (Theorem 5.4) by plain step-by-step (SAP), ``runs`` chains at once.
 
     Uses :func:`attention_fw.dynamics.sap_step` with B = I on the chains still inside; runs
     still inside after ``cap`` steps are censored at ``cap``. Cost: one step per unit of time.
+    ``watch`` as in :func:`engine_exit_times`.
     """
     from . import dynamics
     x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
     runs = V.positive_int("runs", runs)
     cap = V.positive_int("cap", cap)
+    watch = _watch(watch, len(x0))
     g = V.rng("seed", seed)
     hulls = _group_hulls(x0, sigma)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
@@ -735,7 +750,7 @@ def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: 
     act = np.arange(runs)
     for t in range(1, cap + 1):
         xa = dynamics.sap_step(x[act], gamma, beta, g)
-        ex = exit_mask(xa, hulls, sigma, eps)
+        ex = exit_mask(xa, hulls, sigma, eps, watch)
         times[act[ex]] = t
         cens[act[ex]] = False
         x[act] = xa
@@ -743,6 +758,38 @@ def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: 
         if act.size == 0:
             break
     return ExitSample(times=times, censored=cens, events=np.zeros(0), cap=float(cap))
+
+
+def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: int = 10**6,
+                     watch=None, record_times=None) -> dict:
+    """Deterministic (SA-beta) counterpart of ``T2``: first step at which a watched token leaves
+    ``conv{x_ji^0}_j + B(0, eps)``; no theorem covers it (erratum E6), it is an observation.
+
+    Uses :func:`attention_fw.dynamics.softmax_step` (B = I). Returns ``{"T": exit step or
+    None if still inside after cap, "times": recorded steps, "x": (len(times), n, d)}`` with
+    the configuration stored at the steps in ``record_times`` that are <= T.
+    """
+    from . import dynamics
+    x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
+    cap = V.positive_int("cap", cap)
+    watch = _watch(watch, len(x0))
+    hulls = _group_hulls(x0, sigma)
+    rec = set(int(t) for t in (record_times if record_times is not None else []))
+    x = x0.copy()
+    times, xs = [0], [x0.copy()]
+    T = None
+    for t in range(1, cap + 1):
+        x = dynamics.softmax_step(x, gamma, beta)
+        if t in rec:
+            times.append(t)
+            xs.append(x.copy())
+        if exit_mask(x[None], hulls, sigma, eps, watch)[0]:
+            T = t
+            if t not in rec:
+                times.append(t)
+                xs.append(x.copy())
+            break
+    return {"T": T, "times": np.array(times), "x": np.array(xs)}
 
 
 # ----------------------------------------------------------------------------------------
@@ -914,12 +961,14 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     tol = V.real_scalar("tol", tol, low=0, low_open=True)
     max_steps = V.positive_int("max_steps", max_steps)
     record_every = V.positive_int("record_every", record_every)
-    times, diams = [0], [float(spatial.distance.pdist(x).max()) if len(x) > 1 else 0.0]
+    def diam(y):
+        return float(np.max(np.linalg.norm(y[:, None, :] - y[None, :, :], axis=-1)))
+    times, diams = [0], [diam(x)]
     steps, conv = max_steps, False
     for t in range(1, max_steps + 1):
         x = dynamics.softmax_step(x, gamma, beta)
         if t % record_every == 0 or t == max_steps:
-            dm = float(np.max(np.linalg.norm(x - x.mean(0), axis=1))) * 2
+            dm = diam(x)
             times.append(t)
             diams.append(dm)
             if dm < tol:

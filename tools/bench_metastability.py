@@ -1,0 +1,48 @@
+"""Benchmark (not a test): rejection-free engine vs plain (SAP) stepping, across beta.
+
+Usage:  .venv/bin/python tools/bench_metastability.py [--quick]
+
+Setting: equilateral triangle on S^1, 2 coincident tokens per vertex (n = 6), gamma = 0.1,
+eps = 0.05 (single-jump regime). Reports exits per second of the engine (10^4 exits per
+beta), chain-steps per second of plain stepping (attention_fw.dynamics.sap_step on 1000
+chains for a few seconds), the exits per second plain stepping would deliver
+(steps/s / E[T2], exact E[T2] = 1/(1 - q)), and their ratio. Plain stepping is called
+feasible when 10^4 exits would take less than one hour.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from attention_fw.metastability import bench
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    quick = "--quick" in argv
+    betas = (3.0, 5.0, 16.0) if quick else (3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 16.0, 20.0, 25.0, 40.0)
+    rows = bench(betas, step_budget_s=1.0 if quick else 4.0)
+    hdr = f"{'beta':>6} {'E[T2]':>10} {'engine exits/s':>15} {'engine s/1e4':>12} {'plain steps/s':>14} " \
+          f"{'plain exits/s':>14} {'feasible':>8} {'ratio':>10}"
+    print(hdr)
+    for r in rows:
+        print(f"{r['beta']:6.1f} {r['E_T2']:10.3g} {r['engine_exits_per_s']:15.3g} "
+              f"{r['engine_seconds'] * 1e4 / r['engine_exits']:12.3f} {r['plain_chain_steps_per_s']:14.3g} "
+              f"{r['plain_exits_per_s']:14.3g} {str(r['plain_feasible']):>8} {r['speedup']:10.3g}")
+    feas = [r for r in rows if r["plain_feasible"]]
+    if feas:
+        r = max(feas, key=lambda r: r["beta"])
+        print(f"\nlargest beta where plain stepping is feasible (1e4 exits < 1 h): {r['beta']:g}; "
+              f"engine / plain exits per second there: {r['speedup']:.3g}")
+    big = [r for r in rows if r["E_T2"] > 1e9]
+    if big:
+        r = max(big, key=lambda r: r["beta"])
+        print(f"largest beta measured with E[T2] > 1e9: {r['beta']:g} (E[T2] = {r['E_T2']:.3g}); "
+              f"1e4 engine exits took {r['engine_seconds'] * 1e4 / r['engine_exits']:.3f} s")
+    return rows
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()
