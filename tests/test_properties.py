@@ -1,9 +1,10 @@
 """Property-based tests (hypothesis) on random and near-degenerate input.
 
 Geometry: for random polygons, nearly collinear point sets, nearly coincident vertices and
-scales from 1e-6 to 1e6, the exact cells C_i(v) are finite convex polygons inside K that tile
+scales from 1e-15 to 1e12, the exact cells C_i(v) are finite convex polygons inside K that tile
 K (areas sum to area(K); every sample point of K lies in some cell; the hardmax label of a
-point lies in the cell of that label). Inputs that are degenerate for floating point (qhull
+point lies in the cell of that label; for point sets thinner than 1e-6 of their size, only the
+area identity and containment). Inputs that are degenerate for floating point (qhull
 cannot build a 2-D hull) must be refused with a ValueError naming ``vertices``, never answered
 with NaN.
 
@@ -31,6 +32,7 @@ SETTINGS = dict(derandomize=True, deadline=None, max_examples=120,
 # ------------------------------------------------------------------------------ strategies
 unit = st.floats(-1.0, 1.0, allow_nan=False, allow_infinity=False)
 scales = st.sampled_from([1e-6, 1e-3, 1.0, 1e3, 1e6])
+geo_scales = st.sampled_from([1e-15, 1e-9, 1e-6, 1e-3, 1.0, 1e3, 1e6, 1e12])
 
 
 @st.composite
@@ -38,7 +40,7 @@ def polygons(draw):
     """(vertices, kind): random, nearly collinear, nearly duplicate, or on a circle; any scale."""
     kind = draw(st.sampled_from(["random", "collinear", "duplicate", "circle", "thin"]))
     k = draw(st.integers(3, 12))
-    scale = draw(scales)
+    scale = draw(geo_scales)
     shift = np.array([draw(st.floats(-0.5, 0.5)), draw(st.floats(-0.5, 0.5))])
     if kind == "random":
         P = np.array([[draw(unit), draw(unit)] for _ in range(k)])
@@ -106,6 +108,14 @@ def test_cells_tile_the_hull_and_never_give_nan(case):
     span = np.abs(v).max()
     tol = 1e-9 * aK + 1e-12 * span * span * len(v)
     assert abs(areas.sum() - aK) <= tol, (areas.sum(), aK)
+    if _nearly_degenerate(v):
+        # K is thinner than 1e-6 of its size: corners of cells closer than rounding merge and
+        # slivers of no measurable area may vanish. Require the measure-theoretic tiling above
+        # (areas) and cells inside K, not set coverage.
+        for c in cells:
+            if len(c) >= 3:
+                assert np.all(G.point_in_polygon(c, K, tol=1e-9 * span))
+        return
     # Tiling, part 2: every cell lies in K and every point of K lies in some cell. Membership
     # is measured independently of the library, as the Euclidean distance from the point to
     # the polygon (GEOS via shapely; 0 inside), so it does not depend on how the library
@@ -213,8 +223,12 @@ def test_softmax_step_equals_the_attention_average(x, beta, gamma):
     """The fast path of softmax_step gives x + gamma (A x - x) with A from ``attention``."""
     A = D.attention(x, beta=beta)
     ref = x + gamma * (A @ x - x)
+    # Conditioning: rounding beta <x_i, x_j> perturbs each weight by a relative
+    # ~ eps beta max|S|, whichever way the same formula is evaluated.
+    xs = np.abs(x).max()
+    cond = np.finfo(float).eps * beta * xs * xs * x.shape[-1]
     np.testing.assert_allclose(D.softmax_step(x, gamma, beta), ref, rtol=1e-9,
-                               atol=1e-9 * np.abs(x).max())
+                               atol=(1e-9 + 8 * cond) * xs)
 
 
 @pytest.mark.parametrize("B", [np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([[1.0, 3.0], [-1.0, 0.5]])])

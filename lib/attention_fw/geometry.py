@@ -244,7 +244,7 @@ def _clip_many(P, normals, offsets):
         return _EMPTY.copy()
     P = np.array(poly, dtype=float)
     # drop repeated corners (a clipping line through a corner produces it twice)
-    tol = 1e-14 * max(1.0, float(np.abs(P).max()))
+    tol = 1e-14 * float(np.abs(P).max())  # relative: polygons at any scale
     keep = np.abs(P - np.roll(P, 1, axis=0)).max(axis=1) > tol
     P = P[keep] if keep.any() else P[:1]
     return P if len(P) >= 3 else _EMPTY.copy()
