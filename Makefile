@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook figures-paper
+.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -52,6 +52,8 @@ freeze:
 #   make figures [PRESET=quick]  execute the notebooks, write figures/MANIFEST.sha256
 #   make notebook NB=02-frank-wolfe [PRESET=quick] ARGS="-p gamma 0.3"
 #                                one notebook with overrides -> _build/custom/, figures/custom/
+#   make figure ARGS="figure2 --kappas 6"
+#                                one paper figure with other parameters -> figures/custom/
 PRESET     ?= paper
 JOBS       ?= 2
 CHAPTERS   := $(sort $(wildcard book/[0-9]*.py))
@@ -82,8 +84,10 @@ figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
 figures: $(STAMP)
 	@$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET)
 
+# --all: Sphinx's incremental mode keeps stale citations and cross-references in pages that
+# did not change themselves (e.g. after an edit of references.bib); a full render is seconds.
 _build/html/index.html: figures/MANIFEST.sha256 $(EXECUTED) $(REPORT_NB) $(BOOK_DEPS)
-	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 	@touch $@
 
 book: figures
@@ -96,3 +100,7 @@ notebook: $(STAMP)
 	    -o _build/custom/$(NB).ipynb --times-dir _build/custom/exec-times
 	@echo "notebook: executed copy in _build/custom/$(NB).ipynb, its figures in figures/custom/"
 
+
+figure: $(STAMP)
+	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
+	$(PY) -m attention_fw.paper_figures $(ARGS)

@@ -12,21 +12,366 @@
 
 # %% [markdown]
 # (model)=
-# # The model
+# # The model and its limits
 #
-# Trivial pipeline check {cite}`alcalde2025attention`: $x_i^{t+1} = x_i^t + \gamma (y_i^t - x_i^t)$.
-# The answer is {glue:text}`answer`.
+# Section 1 of {cite:t}`alcalde2025attention` studies self-attention as a particle system:
+# $n$ tokens $x_1^t,\dots,x_n^t\in\mathbb R^d$ move from layer $t$ to layer $t+1$, the layer
+# index playing the role of time. The model is encoder-only, single-head, with **no MLP**,
+# and the tokens live in $\mathbb R^d$ (not on a sphere). With key–query matrix $B^t$, value
+# matrix $V^t$ and inverse temperature $\beta>0$, token $i$ attends to token $j$ with weight
+#
+# $$
+# A^t_{ij}=\frac{e^{\beta\langle B^t x_i^t,\,x_j^t\rangle}}{\sum_{k=1}^n e^{\beta\langle B^t x_i^t,\,x_k^t\rangle}},
+# $$
+#
+# the sum running over **all** $k$, the token itself included. This chapter checks each
+# form of the dynamics numerically, in the order of the paper: the layer (1.1), its
+# renormalised version (1.3), the hardmax limit (SA∞), the finite-$\beta$ dynamics (SAβ)
+# and the Markov chain (SAP). Everything is computed by the library `attention_fw`
+# (`attention_fw.dynamics`); this page only calls it and plots.
+#
+# :::{note}
+# The paper's body could not be read directly (see the provenance notes in the
+# {ref}`errata <errata>`). Equation (1.2) was not found in any source and is not reproduced;
+# the printed form of (1.3) is reconstructed and marked as such below.
+# :::
 
 # %% tags=["parameters"]
 preset = "paper"
-steps = None
+n = None          # tokens per configuration
+configs = None    # random configurations for the beta -> infinity limit
+steps = None      # layers t for the beta -> infinity limit
+h = None          # value matrix V is h times I, hence gamma is h/(1+h)
+betas = None      # inverse temperatures for the limit
+gamma = None      # step of (SA-beta) / (SAP)
+beta_mc = None    # inverse temperature of the Monte Carlo check
+samples = None    # Monte Carlo samples of one (SAP) step
+seed = None       # seed of every random draw on this page
 
 # %%
-from myst_nb import glue
+import numpy as np
+
 from attention_fw.presets import resolve
-p = resolve({"paper": {"steps": 10}, "quick": {"steps": 2}}, preset, steps=steps)
-glue("answer", 6 * 7 + p.steps * 0, display=False)
+
+PRESETS = {
+    "paper": dict(n=8, configs=64, steps=12, h=1.0, betas=[float(b) for b in np.logspace(0, 3, 31)],
+                  gamma=0.3, beta_mc=2.0, samples=400_000, seed=20250813),
+    "quick": dict(n=6, configs=8, steps=5, h=1.0, betas=[1.0, 3.0, 10.0, 30.0, 100.0, 1000.0],
+                  gamma=0.3, beta_mc=2.0, samples=4_000, seed=20250813),
+}
+p = resolve(PRESETS, preset, n=n, configs=configs, steps=steps, h=h, betas=betas, gamma=gamma,
+            beta_mc=beta_mc, samples=samples, seed=seed)
+
+# %%
+import matplotlib.pyplot as plt
+from IPython.display import HTML, display
+from myst_nb import glue
+
+from attention_fw import dynamics as dyn
+from attention_fw import plotting
+from attention_fw.animate import frames_view, trajectory_animation
+
+# %matplotlib inline
+# %config InlineBackend.figure_formats = ["retina"]
+plotting.use_style()
+rng = np.random.default_rng(p.seed)
 
 # %% [markdown]
-# ```{bibliography}
+# ## The layer (1.1) and its renormalisation (1.3)
+#
+# The self-attention layer (1.1) is $x_i^{t+1}=x_i^t+V^t\sum_j A^t_{ij}x_j^t$. The paper
+# replaces LayerNorm by the proxy $R^t=I_d+V^t$ and adopts the renormalised layer (1.3):
+#
+# $$
+# x_i^{t+1}=(R^t)^{-1}\Big(x_i^t+V^t\sum_j A^t_{ij}x_j^t\Big)
+# \quad\Longleftrightarrow\quad
+# x_i^{t+1}=x_i^t+P^t\Big(\sum_j A^t_{ij}x_j^t-x_i^t\Big),\qquad P^t=(I_d+V^t)^{-1}V^t .
+# $$
+#
+# The right-hand form is the one transcribed in the Lean formalization; the left-hand
+# $R^t$ form is reconstructed from a review of the paper (uncertain as a printed form). The
+# two are algebraically identical, since $(I+V)^{-1}(x+VAx)=x+(I+V)^{-1}V(Ax-x)$. Numerically,
+# for a random non-symmetric $V$, $B$ and $\beta=$ {glue:text}`ch1-beta-check`, the two forms
+# differ by at most {glue:text}`ch1-R-vs-P:.1e` over all tokens.
+
+# %%
+d = 2
+x = rng.standard_normal((p.n, d))
+Vm = rng.standard_normal((d, d))
+Bm = rng.standard_normal((d, d))
+beta_check = 1.5
+A = dyn.attention(x, Bm, beta_check)
+r_form = np.linalg.solve(np.eye(d) + Vm, (x + (A @ x) @ Vm.T).T).T  # R-form
+p_form = dyn.layer_step(x, Bm, Vm, beta_check)                     # P-form
+glue("ch1-beta-check", beta_check, display=False)
+glue("ch1-R-vs-P", float(np.abs(r_form - p_form).max()), display=False)
+
+# %% [markdown]
+# ## The hardmax dynamics (SA∞)
+#
+# As $\beta\to+\infty$ the weights concentrate on the *leader set*
+# $\mathcal C_i^t=\arg\max_j\langle B^tx_i^t,x_j^t\rangle$ (self included), and (1.3) becomes
+# $x_i^{t+1}=x_i^t+P^t(\tfrac1{\#\mathcal C_i^t}\sum_{y\in\mathcal C_i^t}y-x_i^t)$. Ties are
+# averaged; the library averages over tied *indices*, which is the true limit of the softmax
+# (the paper's set-of-points reading differs only when tokens coincide). With $V^t=h^tI_d$ the
+# preconditioner is $P^t=\gamma^tI_d$ with $\gamma^t=h^t/(1+h^t)\in(0,1)$, and the dynamics is
+# the paper's object of study:
+#
+# $$
+# x_i^{t+1}=x_i^t+\gamma^t\Big(\arg\max_{y\in\mathcal K^t}\langle B^tx_i^t,y\rangle-x_i^t\Big),
+# \qquad \mathcal K^t=\operatorname{conv}\{x_1^t,\dots,x_n^t\}. \tag{SA∞}
+# $$
+#
+# With $h=$ {glue:text}`ch1-h`, the preconditioner computed from $V=hI$ is
+# $P_{11}=$ {glue:text}`ch1-P-11:.4f`, i.e. $P=\gamma I$ with $\gamma=h/(1+h)$ (largest
+# entrywise deviation {glue:text}`ch1-P-err:.1e`).
+
+# %%
+P = dyn.preconditioner(p.h * np.eye(d))
+glue("ch1-h", p.h, display=False)
+glue("ch1-P-11", float(P[0, 0]), display=False)
+glue("ch1-P-err", float(np.abs(P - p.h / (1 + p.h) * np.eye(d)).max()), display=False)
+
+# %% [markdown]
+# ### The limit $\beta\to\infty$, measured
+#
+# Run the renormalised layer (1.3) with $B=I_2$ and $V=hI_2$ from the same initial tokens,
+# once for each finite $\beta$ and once with the hardmax, and measure after $t$ layers
+#
+# $$
+# \operatorname{err}_t(\beta)=\max_i\big\|x_i^t(\beta)-x_i^t(\infty)\big\| .
+# $$
+#
+# Over {glue:text}`ch1-configs` random configurations of {glue:text}`ch1-n` Gaussian tokens
+# and $t=$ {glue:text}`ch1-steps` layers ({numref}`fig-ch1-beta-limit`), the median error is
+# {glue:text}`ch1-err-first:.2e` at $\beta=$ {glue:text}`ch1-beta-first:.3g` and
+# {glue:text}`ch1-err-mid:.2e` at $\beta=$ {glue:text}`ch1-beta-mid:.3g`; at $\beta=$
+# {glue:text}`ch1-beta-last:.3g`, {glue:text}`ch1-agree` of the {glue:text}`ch1-configs`
+# configurations agree with the hardmax to $10^{-12}$. For generic data the
+# error is exponentially small in $\beta$: it is governed by the smallest gap between the best
+# and the second-best score met along the hardmax trajectory, which differs from one
+# configuration to the next, hence the spread between the median and the worst case.
+
+# %%
+X0 = rng.standard_normal((p.configs, p.n, d))
+I2 = np.eye(d)
+hard = dyn.simulate(X0, dyn.Layer(I2, p.h * I2, np.inf), p.steps).x
+errors = np.array([np.linalg.norm(dyn.simulate(X0, dyn.Layer(I2, p.h * I2, b), p.steps).x - hard,
+                                  axis=-1).max(axis=-1) for b in p.betas])      # (len(betas), configs)
+floor = 1e-16
+med, worst = np.median(errors, axis=1), errors.max(axis=1)
+
+fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.4))
+ax.loglog(p.betas, np.maximum(med, floor), "o-", ms=3, label="median over configurations")
+ax.loglog(p.betas, np.maximum(worst, floor), "s--", ms=3, color="C3", label="worst configuration")
+ax.axhline(floor, color="0.6", lw=0.8, ls=":")
+ax.set_xlabel(r"inverse temperature $\beta$")
+ax.set_ylabel(r"$\max_i\|x_i^t(\beta)-x_i^t(\infty)\|$")
+ax.set_title(f"(1.3) vs (SA$\\infty$) after t = {p.steps} layers", fontsize=8)
+ax.legend(frameon=False)
+glue("fig-ch1-beta-limit", fig, display=False)
+_ = plotting.save(fig, "ch1-beta-limit", {"betas": p.betas, "median": med, "worst": worst,
+                                              "steps": p.steps, "n": p.n, "h": p.h, "configs": p.configs})
+for name, value in [("configs", p.configs), ("n", p.n), ("steps", p.steps)]:
+    glue(f"ch1-{name}", value, display=False)
+glue("ch1-err-first", float(med[0]), display=False)
+mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))       # the beta closest to 10
+glue("ch1-err-mid", float(med[mid]), display=False)
+glue("ch1-beta-mid", p.betas[mid], display=False)
+glue("ch1-agree", int((errors[-1] < 1e-12).sum()), display=False)
+glue("ch1-beta-first", p.betas[0], display=False)
+glue("ch1-beta-last", p.betas[-1], display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig-ch1-beta-limit
+# :name: fig-ch1-beta-limit
+# :figwidth: 75%
+#
+# The $\beta\to\infty$ limit of the renormalised layer (1.3): distance after $t$ layers
+# between the finite-$\beta$ tokens and the hardmax tokens, from the same initial data
+# (values below $10^{-16}$ are drawn on the dotted floor: equal in double precision).
+# File: `figures/ch1-beta-limit.{pdf,png,svg}`.
 # ```
+
+# %% [markdown]
+# ## Finite $\beta$: (SAβ) and a notation glitch (E8)
+#
+# Section 5 fixes $B^t\equiv I_d$ and a constant step $\gamma$ and studies
+#
+# $$
+# x_i^{t+1}=(1-\gamma)\,x_i^t+\gamma\sum_{j=1}^n
+# \frac{e^{\beta\langle x_i^t,x_j^t\rangle}}{\sum_k e^{\beta\langle x_i^t,x_k^t\rangle}}\,x_j^t .
+# \tag{SAβ}
+# $$
+#
+# The paper introduces it by setting "$V^t=\gamma I_d$". Through (1.3) that value matrix gives
+# the step $\gamma/(1+\gamma)$, not $\gamma$ (erratum **E8**). With $\gamma=$
+# {glue:text}`ch1-gamma`: one layer (1.3) with $V=\gamma I$ differs from one (SAβ) step by up
+# to {glue:text}`ch1-E8-wrong:.3f`, but agrees with an (SAβ) step of size
+# $\gamma/(1+\gamma)=$ {glue:text}`ch1-E8-step:.4f` to {glue:text}`ch1-E8-right:.1e`; the value
+# matrix that does give (SAβ) is $V=\frac{\gamma}{1-\gamma}I$ (agreement
+# {glue:text}`ch1-E8-fix:.1e`). The book implements the displayed formula, with $\gamma$ the
+# convex weight.
+
+# %%
+x = rng.uniform(-1, 1, (p.n, d))
+sa_beta = dyn.softmax_step(x, p.gamma, p.beta_mc)
+with_V_gamma = dyn.layer_step(x, I2, p.gamma * I2, p.beta_mc)
+glue("ch1-gamma", p.gamma, display=False)
+glue("ch1-E8-wrong", float(np.abs(with_V_gamma - sa_beta).max()), display=False)
+glue("ch1-E8-step", p.gamma / (1 + p.gamma), display=False)
+glue("ch1-E8-right", float(np.abs(with_V_gamma - dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)).max()),
+     display=False)
+glue("ch1-E8-fix", float(np.abs(dyn.layer_step(x, I2, p.gamma / (1 - p.gamma) * I2, p.beta_mc) - sa_beta).max()),
+     display=False)
+
+# %% [markdown]
+# ## The Markov chain (SAP): one step in expectation is one (SAβ) step
+#
+# The chain (SAP) moves token $i$ to $(1-\gamma)x_i^t+\gamma x_j^t$ with probability
+# $A_{ij}$ (independently for each $i$; a self-pick is a no-op):
+#
+# $$
+# \mathbb P\big(x_i^{t+1}=(1-\gamma)x_i^t+\gamma x_j^t\,\big|\,x^t\big)=
+# \frac{e^{\beta\langle x_i^t,x_j^t\rangle}}{\sum_k e^{\beta\langle x_i^t,x_k^t\rangle}} .
+# \tag{SAP}
+# $$
+#
+# Equivalently, add i.i.d. Gumbel noise to the scores $\beta\langle x_i,x_j\rangle$ and take
+# the hardmax {cite:p}`gumbel1954statistical`, hence the paper's "Gumbel trick". Taking the
+# conditional expectation, $\mathbb E[x_i^{t+1}\mid x^t]=\sum_jA_{ij}\big((1-\gamma)x_i^t+\gamma
+# x_j^t\big)$, which is exactly one (SAβ) step. A Monte Carlo check with
+# {glue:text}`ch1-samples:,.0f` independent steps from the same tokens ($\beta=$
+# {glue:text}`ch1-beta-mc`, $\gamma=$ {glue:text}`ch1-gamma`): the sample mean differs from the
+# (SAβ) step by at most {glue:text}`ch1-mc-err:.1e`, and the largest deviation in units of
+# the standard error is {glue:text}`ch1-mc-z:.2f` over the {glue:text}`ch1-mc-coords`
+# coordinates ({numref}`fig-ch1-sap`, right: the error shrinks like $M^{-1/2}$).
+
+# %%
+x = rng.uniform(-1, 1, (5, d))
+target = dyn.softmax_step(x, p.gamma, p.beta_mc)
+chain_rng = np.random.default_rng(p.seed + 1)
+sums = np.zeros_like(x)
+sq = np.zeros_like(x)
+checkpoints, errs, done = [], [], 0
+while done < p.samples:                                  # batches double: checkpoints 1000, 2000, 4000, ...
+    m = min(max(done, min(1000, p.samples)), p.samples - done, 100_000)
+    Y = dyn.sap_step(np.broadcast_to(x, (m,) + x.shape), p.gamma, p.beta_mc, chain_rng)  # (m, n, d)
+    sums += Y.sum(0)
+    sq += (Y ** 2).sum(0)
+    done += m
+    checkpoints.append(done)
+    errs.append(np.abs(sums / done - target).max())
+mean = sums / done
+se = np.sqrt(np.maximum(sq / done - mean ** 2, 0) / done)
+z = np.abs(mean - target) / np.where(se > 0, se, np.inf)
+glue("ch1-samples", p.samples, display=False)
+glue("ch1-beta-mc", p.beta_mc, display=False)
+glue("ch1-mc-err", float(np.abs(mean - target).max()), display=False)
+glue("ch1-mc-z", float(z.max()), display=False)
+glue("ch1-mc-coords", int(z.size), display=False)
+
+# %%
+A = dyn.attention(x, None, p.beta_mc)
+fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.9), gridspec_kw={"width_ratios": [1.1, 1]})
+i = 0
+dest = (1 - p.gamma) * x[i] + p.gamma * x                      # the n possible destinations of token i
+ax.scatter(x[:, 0], x[:, 1], s=30, c="k", zorder=3, label="tokens $x_j$")
+ax.scatter(dest[:, 0], dest[:, 1], s=900 * A[i], facecolors="none", edgecolors="C0", zorder=2,
+           label=r"SAP destinations of $x_1$ (area $\propto A_{1j}$)")
+ax.scatter(*target[i], marker="*", s=120, c="C3", zorder=4, label=r"one SA$\beta$ step of $x_1$")
+ax.scatter(*mean[i], marker="x", s=60, c="C2", zorder=5, label="Monte Carlo mean of SAP")
+ax.annotate("$x_1$", x[i], textcoords="offset points", xytext=(5, 5))
+ax.set_aspect("equal")
+ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2, frameon=False)
+ax.set_xticks([])
+ax.set_yticks([])
+ax.set_title(r"one step of token $x_1$", fontsize=8)
+ax2.loglog(checkpoints, errs, "o-", ms=3, label="largest coordinate error of the mean")
+ref = errs[0] * np.sqrt(checkpoints[0] / np.array(checkpoints, dtype=float))
+ax2.loglog(checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
+ax2.set_xlabel("Monte Carlo samples $M$")
+ax2.legend(frameon=False, fontsize=7)
+glue("fig-ch1-sap", fig, display=False)
+_ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "sa_beta": target, "mc_mean": mean,
+                                               "mc_se": se, "samples": checkpoints, "max_error": errs})
+
+# %% [markdown]
+# ```{glue:figure} fig-ch1-sap
+# :name: fig-ch1-sap
+#
+# Left: the possible moves of one token under (SAP), with circle areas proportional to their
+# probabilities; their average (green cross, Monte Carlo) is the (SAβ) step (red star).
+# Right: the largest coordinate error of the Monte Carlo mean against the number of samples.
+# File: `figures/ch1-sap-expectation.{pdf,png,svg}`.
+# ```
+
+# %% [markdown]
+# ## Watching the dynamics
+#
+# Motion shows what a still cannot. Under (SA∞) with $B=I_2$ and a constant step, each token
+# moves towards its leader; hull vertices that lead themselves stay put, the others are
+# pulled inside, and once the leaders have settled every token runs in a straight line to its
+# vertex (colours: the final leader). Press play, or drag the slider.
+
+# %%
+x0 = rng.uniform(-1, 1, (14, d))
+run = dyn.simulate(x0, dyn.Hardmax(None, schedule=0.25), 16, trajectory=True)
+leader = dyn.leaders(run.x)
+colors = plt.get_cmap("tab10")(np.unique(leader, return_inverse=True)[1] % 10)
+display(HTML(trajectory_animation(run.trajectory, colors=colors, title=lambda k: f"(SA$\\infty$), layer t = {k}")))
+
+# %% [markdown]
+# ### Explorer: the temperature $\beta$
+#
+# How does finite $\beta$ change the picture? Each frame of the player below is one
+# value of $\beta$: the full (SAβ) trajectories ($B=I_2$, $\gamma=0.1$, 60 layers) from the
+# same 14 tokens, with the start as open circles and layer 60 as dots. At small $\beta$ all
+# tokens quickly collapse to one point inside the initial hull (Prop 5.1, see the
+# finite-$\beta$ chapter); at large $\beta$ they first gather at the vertices, as under
+# (SA∞), and stay there for a long time (metastability). These frames are precomputed, so
+# they work in this static page.
+
+# %%
+beta_grid = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+paths = {b: dyn.simulate(x0, dyn.Softmax(b, schedule=0.1), 60, trajectory=True).trajectory for b in beta_grid}
+
+
+def draw_paths(ax, traj, title):
+    for k in range(traj.shape[1]):
+        ax.plot(traj[:, k, 0], traj[:, k, 1], color=colors[k], lw=0.9)
+    ax.scatter(traj[0, :, 0], traj[0, :, 1], s=18, facecolors="none", edgecolors=colors)
+    ax.scatter(traj[-1, :, 0], traj[-1, :, 1], s=18, c=colors, edgecolors="k", linewidths=0.4, zorder=3)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title)
+
+
+def draw_beta(ax, b):
+    draw_paths(ax, paths[b], f"(SA$\\beta$), $\\beta$ = {b:g}, 60 layers")
+
+
+display(HTML(frames_view(draw_beta, beta_grid)))
+
+# %% [markdown]
+# When you run this notebook yourself (download it with the button at the top of the page),
+# the cell below gives a live explorer with sliders for $\beta$ and $\gamma$ (it needs
+# `ipywidgets` in a running Jupyter kernel; in this static page its output is left out).
+
+# %% tags=["remove-output"]
+import ipywidgets as widgets
+
+
+def live(beta=8.0, gamma=0.1, layers=60):
+    traj = dyn.simulate(x0, dyn.Softmax(beta, schedule=gamma), layers, trajectory=True).trajectory
+    fig, ax = plt.subplots(figsize=(4, 4))
+    draw_paths(ax, traj, f"(SA$\\beta$), $\\beta$ = {beta:.3g}, $\\gamma$ = {gamma:.2g}, {layers} layers")
+    plt.show()
+
+
+widgets.interact(live, beta=widgets.FloatLogSlider(value=8.0, base=10, min=-1, max=2.5, step=0.05),
+                 gamma=widgets.FloatSlider(value=0.1, min=0.01, max=0.99, step=0.01),
+                 layers=widgets.IntSlider(value=60, min=1, max=300));

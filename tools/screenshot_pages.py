@@ -1,0 +1,63 @@
+#!/usr/bin/env python
+"""Screenshots of the built book, for looking at every page as a reader would.
+
+    python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots] [--height 9000] [PAGE ...]
+
+Runs headless Chromium (``chromium`` on PATH, or $CHROMIUM) once per page at 1280 px wide,
+with networking disabled, and cuts each long screenshot into 1280 x 1600 slices
+``<out>/<page>-<k>.png`` that an image viewer shows at a readable scale. Blank slices at the
+bottom of a page are dropped.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from PIL import Image, ImageChops
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pages", nargs="*", help="page stems, e.g. 01-model (default: every page of book/)")
+    ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
+    ap.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
+    ap.add_argument("--height", type=int, default=9000)
+    ap.add_argument("--slice", type=int, default=1600)
+    args = ap.parse_args(argv)
+    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        print("screenshot_pages: chromium not found (sudo apt-get install -y chromium)", file=sys.stderr)
+        return 2
+    pages = args.pages or sorted(p.stem for p in (args.html / "book").glob("*.html"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for stem in pages:
+        page = args.html / "book" / f"{stem}.html"
+        with tempfile.TemporaryDirectory() as profile:
+            full = args.out / f"{stem}-full.png"
+            subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                            f"--user-data-dir={profile}", f"--window-size=1280,{args.height}",
+                            "--virtual-time-budget=8000", f"--screenshot={full}", page.as_uri()],
+                           check=True, capture_output=True, timeout=120)
+        img = Image.open(full).convert("RGB")
+        bg = Image.new("RGB", img.size, (255, 255, 255))
+        box = ImageChops.difference(img, bg).getbbox()
+        bottom = box[3] if box else img.height
+        n = 0
+        for k, top in enumerate(range(0, bottom, args.slice)):
+            img.crop((0, top, img.width, min(top + args.slice, bottom))).save(args.out / f"{stem}-{k}.png")
+            n += 1
+        full.unlink()
+        print(f"{stem}: {n} slices")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
