@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -105,6 +106,9 @@ def main(argv=None) -> int:
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{os.getpid()}.ipynb")
+    # SIGTERM (kill, make interrupted from outside) unwinds like Ctrl-C, so the handler below
+    # removes the temporary notebook and papermill shuts the kernel down.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
     os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
     t0 = time.perf_counter()
