@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import signal
+import threading
 from pathlib import Path
 
 import matplotlib
@@ -105,17 +106,28 @@ def _jsonable(obj):
 
 @contextlib.contextmanager
 def _signals_held():
-    """Hold back SIGINT and SIGTERM (main thread only) while a file is replaced."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        old = None
+    """Hold back SIGINT and SIGTERM while a file is replaced, then deliver them.
+
+    A signal mask would not do: it applies to the calling thread only, and a process-directed
+    signal is then delivered to another thread (numpy's BLAS pool), whose default action ends
+    the process mid-write. Python-level handlers are process-wide: they record the signal,
+    and after the write the previous handlers are restored and the signal is raised again
+    (default action, KeyboardInterrupt or the caller's own handler). Main thread only; in
+    other threads the write is not protected.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
     try:
         yield
     finally:
-        if old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
 
 
 def write_bytes_atomic(path: Path, payload: bytes) -> Path:
