@@ -191,20 +191,30 @@ def _softmax_mean(x, B, beta):
     Same numbers as ``attention(x, B, beta) @ x`` up to rounding, with fewer passes
     over the (..., n, n) array: beta scales the (..., d, n) transposed copy of the
     tokens (contiguous, so the batched product runs in BLAS) and its buffer is reused for
-    the result, the stabilising shift is the row maximum (read as column maxima when ``B``
-    is symmetric, where the score matrix is symmetric and that reduction is cheaper), and
-    the normalisation divides the (..., n, d) result instead of the (..., n, n) weights.
+    the result; the stabilising shift by the row maximum is applied only when a bound on
+    ``|beta S_ij|`` (Cauchy-Schwarz) exceeds 200, i.e. when exp could overflow or underflow;
+    and the normalisation divides the (..., n, d) result instead of the (..., n, n) weights.
     """
     n, d = x.shape[-2], x.shape[-1]
+    if beta == 0.0:  # uniform weights: the mean of the tokens, exactly
+        return np.repeat(x.mean(axis=-2, keepdims=True), n, axis=-2)
     xt = np.empty(x.shape[:-2] + (d, n))
     np.multiply(np.swapaxes(x, -1, -2), beta, out=xt)
     if B is None:
         Z, symmetric = np.matmul(x, xt), True
+        # Cauchy-Schwarz: |beta S_ij| <= beta max_k |x_k|^2 = max_k Z_kk (the diagonal, cheap).
+        bound = float(np.einsum("...ii->...i", Z).max())
     else:
         Z, symmetric = np.matmul(x @ B.T, xt), bool(np.array_equal(B, B.T))
-    # The shift only has to be (close to) the row maximum: for a symmetric score
-    # matrix the column maxima are the row maxima, and they are cheaper to reduce.
-    np.subtract(Z, Z.max(axis=-2 if symmetric else -1)[..., :, None], out=Z)
+        bound = beta * float(np.linalg.norm(B)) * float(np.einsum("...i,...i->...", x, x).max())
+    # Stabilising shift by the row maximum, needed only when exp could overflow or a whole row
+    # underflow: with |beta S_ij| <= 200 every exp lies in [e^-200, e^200] and the shift would
+    # change nothing but rounding. For a symmetric score matrix the column maxima are the row
+    # maxima, and they are cheaper to reduce -- as long as the rounding asymmetry of the computed
+    # Z (about d eps bound) is far below 1.
+    if not (bound <= 200.0 and bound / beta <= 1e200):
+        columns = symmetric and bound * d * 1e-14 < 1.0
+        np.subtract(Z, Z.max(axis=-2 if columns else -1)[..., :, None], out=Z)
     np.exp(Z, out=Z)
     total = np.add.reduce(Z, axis=-1)
     # The scaled transpose is no longer needed: its buffer (same size) takes the result, which
