@@ -39,6 +39,22 @@ kappas = None        # numbers of vertices of the cell figures (published: [5, 7
 seed = None          # seed of numpy.random.default_rng (published: 42)
 n_random = None      # random configurations for the checks of the cells lemma and the remarks
 mc_reps = None       # Monte Carlo repetitions for the pointer to Remark 4.6
+const_gamma = None        # constant step of Theorem 4.2's exponential case
+to_one_a = None           # rate a of the schedule 1 - exp(-a (t+1))
+n_interior = None         # interior tokens of the Theorem 4.2 experiment
+schedule_steps = None     # layers for [constant, 1/(t+2), 2^(-t-1), 1 - e^(-a(t+1))]
+line_gamma = None         # constant step of the straight-line pictures
+line_steps = None         # layers of the straight-line pictures
+dg_systems = None         # random systems for the duality-gap proposition
+dg_tokens = None          # tokens per system
+dg_steps = None           # layers along which the proposition is checked
+mc_samples = None         # Monte Carlo draws per dimension for Remark 4.6
+mc_max_dim = None         # largest dimension of Remark 4.6
+mc_dims = None            # number of (log-spaced) dimensions of Remark 4.6
+euler_levels = None       # Euler steps dt of 2^-1 down to 2^-euler_levels
+cont_points = None        # perturbation sizes for the continuity check
+conv_seed = None          # seed of every random draw in this part
+
 
 # %%
 import numpy as np
@@ -342,6 +358,385 @@ glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=
 # `data/<name>.json`.
 
 # %% [markdown]
+# (positive-definite-convergence)=
 # ## Convergence to the vertices (Theorem 4.2) and the ODE limit (Theorem 4.8)
 #
-# The convergence plots for Theorem 4.2 and the Euler-to-ODE check of Theorem 4.8 follow.
+# With $B\succ0$ the Frank–Wolfe reading turns around: each token *maximises* the convex
+# $\mathcal J(x)=\tfrac12\langle Bx,x\rangle$ over the hull, and the maximisers of a convex
+# function over a polytope are vertices. This part measures how fast the tokens reach them,
+# against the closed form of Theorem 4.2, for every step-size rule the paper's claims touch;
+# checks the duality-gap proposition along trajectories; estimates the probability of the
+# genericity condition of Remark 4.6 for Gaussian vertices; and takes the continuous-time limit
+# of Theorem 4.8. Throughout, $t=0,1,2,\dots$ is the layer index and $\gamma^0$ the first step.
+
+# %%
+from attention_fw.presets import resolve
+
+PRESETS_4C = {
+    "paper": dict(const_gamma=0.3, to_one_a=0.5, n_interior=30, schedule_steps=[110, 3000, 40, 14],
+                  line_gamma=0.25, line_steps=25, dg_systems=30, dg_tokens=8, dg_steps=1000,
+                  mc_samples=10_000, mc_max_dim=200, mc_dims=30, euler_levels=12, cont_points=13, conv_seed=4),
+    "quick": dict(const_gamma=0.3, to_one_a=0.5, n_interior=10, schedule_steps=[60, 300, 30, 12],
+                  line_gamma=0.25, line_steps=15, dg_systems=5, dg_tokens=8, dg_steps=150,
+                  mc_samples=600, mc_max_dim=100, mc_dims=10, euler_levels=8, cont_points=6, conv_seed=4),
+}
+pc = resolve(PRESETS_4C, preset, const_gamma=const_gamma, to_one_a=to_one_a, n_interior=n_interior,
+             schedule_steps=schedule_steps, line_gamma=line_gamma, line_steps=line_steps,
+             dg_systems=dg_systems, dg_tokens=dg_tokens, dg_steps=dg_steps, mc_samples=mc_samples,
+             mc_max_dim=mc_max_dim, mc_dims=mc_dims, euler_levels=euler_levels, cont_points=cont_points,
+             conv_seed=conv_seed)
+
+# %%
+import numpy as np
+from myst_nb import glue
+
+from attention_fw import convergence as cv
+from attention_fw import convergence_plots as cvp
+from attention_fw import dynamics as dyn
+from attention_fw import geometry as geo
+from attention_fw import paths, plotting
+from attention_fw import schedules as sch
+
+# %matplotlib inline
+plotting.use_style()
+seeds_4c = np.random.SeedSequence(pc.conv_seed).spawn(8)
+# Figures of the default paper run go to figures/; any other run to figures/custom/ (quick: data only).
+overridden_4c = any(v is not None for v in (const_gamma, to_one_a, n_interior, schedule_steps, line_gamma,
+                                            line_steps, dg_systems, dg_tokens, dg_steps, mc_samples, mc_max_dim,
+                                            mc_dims, euler_levels, cont_points, conv_seed))
+save_kw_4c = ({} if pc.preset == "paper" and not overridden_4c else
+              dict(outdir=paths.figures_dir() / "custom", formats=() if pc.preset == "quick" else None))
+
+# %% [markdown]
+# ### Theorem 4.2 and its step sizes (E4)
+#
+# :::{admonition} Theorem 4.2 (`thm: exp.fast.polytope`, as printed in v1)
+# Let $B^t\equiv B\succ0$ and $\gamma^t\in(0,1)$. Assume that every vertex owns its cell,
+# $\langle Bv_j,v_j\rangle>\langle Bv_j,v_i\rangle$ for $i\ne j$, and that no token starts on a
+# face shared by two cells; let $v_{\sigma(i)}$ be the vertex of the cell of $x_i^0$. Then
+#
+# $$
+# x_i^t=\Big(\prod_{\tau=0}^{t-1}(1-\gamma^\tau)\Big)x_i^0+\Big(\sum_{\tau=0}^{t-1}\gamma^\tau\prod_{s=\tau+1}^{t-1}(1-\gamma^s)\Big)v_{\sigma(i)},
+# $$
+#
+# and (printed) $x_i^t\to v_{\sigma(i)}$ "at least exponentially fast".
+# :::
+#
+# The second coefficient is $1-\prod_{\tau<t}(1-\gamma^\tau)$, so
+# $x_i^t-v_{\sigma(i)}=\prod_{\tau<t}(1-\gamma^\tau)\,(x_i^0-v_{\sigma(i)})$: every token moves on
+# the straight segment to its vertex, the vertices do not move, and the hull stays fixed. The
+# formula is right; the rate claim is not (E4). The distance shrinks by the factor
+# $\prod_{\tau<t}(1-\gamma^\tau)$, which tends to $0$ if and only if $\sum_\tau\gamma^\tau=\infty$:
+#
+# | $\gamma^t$ | $\prod_{\tau<t}(1-\gamma^\tau)$ | behaviour |
+# |---|---|---|
+# | constant $\gamma$ (or any $\gamma^t\ge c>0$) | $(1-\gamma)^t$ (at most $(1-c)^t$) | exponential |
+# | $1/(t+2)$ | $1/(t+1)$ | polynomial only |
+# | $2^{-t-1}$ | $\to\prod_{k\ge1}(1-2^{-k})\approx0.288788$ | **no convergence** |
+# | $1-e^{-a(t+1)}$ | $e^{-a\,t(t+1)/2}$ | super-exponential (needs $\gamma^t\to1$) |
+#
+# The ICML abstract claims exponential convergence only "under a step-size bounded away from
+# zero", which is the correct statement. Whether the paper itself mentions the last schedule is
+# uncertain (only a reproduction log says so).
+#
+# We take $B=\mathrm{diag}(1,2)$, six vertices on one level set of $\mathcal J$ (so that all of
+# them own their cells, Proposition 4.5) and {glue:text}`ch4c-n-interior` random interior tokens,
+# and run (SA∞) with each schedule. The measured distances follow the closed form to machine
+# precision: the largest deviation over all tokens and layers is {glue:text}`ch4c-dev-constant:.1e`
+# (constant), {glue:text}`ch4c-dev-harmonic:.1e` ($1/(t+2)$), {glue:text}`ch4c-dev-halving:.1e`
+# ($2^{-t-1}$) and {glue:text}`ch4c-dev-to-one:.1e` ($1-e^{-a(t+1)}$). No token ever changes cell,
+# and no vertex moves (largest vertex displacement {glue:text}`ch4c-vertex-move:.1e`). With the
+# halving schedule the distance stalls at {glue:text}`ch4c-halving-ratio:.6f` of its initial value.
+
+# %%
+B4 = np.diag([1.0, 2.0])
+th = 2 * np.pi * np.arange(6) / 6 + 0.3
+V6 = geo.level_set_vertices(np.c_[np.cos(th), np.sin(th)], B4)
+X6 = np.random.default_rng(seeds_4c[0]).dirichlet(np.ones(6), size=(1, pc.n_interior)) @ V6
+schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmonic(),
+                "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
+runs_4c = {kind: (s, cv.vertex_convergence(V6, X6, B4, s, steps))
+           for (kind, s), steps in zip(schedules_4c.items(), pc.schedule_steps)}
+for kind, (s, r) in runs_4c.items():
+    glue(f"ch4c-dev-{kind}", float(np.abs(r["dist"] - r["closed"]).max()), display=False)
+    assert r["labels_constant"].all()
+glue("ch4c-n-interior", pc.n_interior, display=False)
+glue("ch4c-vertex-move", float(max(r["vertices_fixed"].max() for _, r in runs_4c.values())), display=False)
+hr = runs_4c["halving"][1]
+glue("ch4c-halving-ratio", float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False)
+fig_sched = cvp.fig_vertex_schedules(runs_4c, **save_kw_4c)
+glue("fig-ch4c-schedules", fig_sched, display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig-ch4c-schedules
+# :name: fig-ch4c-schedules
+#
+# Distance of each token to the vertex of its cell, relative to the initial distance, measured
+# under (SA∞) (markers: largest and smallest over tokens, which coincide, as the closed form says)
+# and the factor $\prod_{\tau<t}(1-\gamma^\tau)$ of Theorem 4.2 (line). (a) Constant step:
+# exponential. (b) $1/(t+2)$: a power law $1/(t+1)$ (log–log axes). (c) $2^{-t-1}$: the distance
+# stops at $0.2888$ of its initial value — no convergence. (d) $1-e^{-a(t+1)}$: the logarithm of
+# the distance is quadratic in $t$. Measured points below $10^{-15}$ are rounding.
+# ```
+#
+# ### Straight lines over the exact cells, and a vertex that does not own its cell
+#
+# Because each token heads for a fixed vertex, its path is a straight segment inside its cell
+# ({numref}`fig-ch4c-lines`; cells computed exactly with `geometry.cells`). The largest distance of
+# a trajectory point from its segment $[x_i^0,v_{\sigma(i)}]$ is {glue:text}`ch4c-line-dev:.1e`.
+# The genericity condition matters: in {numref}`fig-ch4c-not-owning`, a random polygon with
+# unequal norms has {glue:text}`ch4c-n-not-owning` vertices that do not own their cells. Such a
+# vertex is not its own leader; it moves (by up to {glue:text}`ch4c-not-owning-shift:.2f`), and the
+# hull shrinks to {glue:text}`ch4c-area-ratio:.2f` of its area. The closed form then fails, since the
+# hull, the cells and possibly the leaders change along the way.
+
+# %%
+v42, h42 = geo.sample_vertices(6, 42, enforce_bijection=True)
+v42 = v42[h42]
+X1 = np.random.default_rng(seeds_4c[1]).dirichlet(np.ones(6), size=(1, 14)) @ V6
+X2 = np.random.default_rng(seeds_4c[2]).dirichlet(np.ones(6), size=(1, 14)) @ v42
+pl1 = cv.vertex_convergence(V6, X1, B4, pc.line_gamma, pc.line_steps)
+pl2 = cv.vertex_convergence(v42, X2, np.eye(2), pc.line_gamma, pc.line_steps)
+fig_lines = cvp.fig_vertex_straight_lines(
+    [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
+     ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **save_kw_4c)
+glue("fig-ch4c-lines", fig_lines, display=False)
+
+
+def segment_deviation(res, verts):
+    """Largest distance of a trajectory point from the segment [x_i^0, v_sigma(i)]."""
+    k = len(verts)
+    tr = res["trajectory"][:, 0, k:]
+    x0, v = tr[0], verts[res["sigma"][0, k:]]
+    e = v - x0
+    u = tr - x0
+    return float((np.abs(u[..., 0] * e[..., 1] - u[..., 1] * e[..., 0]) / np.linalg.norm(e, axis=-1)).max())
+
+
+glue("ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42)), display=False)
+
+v0, h0 = geo.sample_vertices(6, 0, enforce_bijection=True)
+v0 = v0[h0]
+X0 = np.random.default_rng(seeds_4c[3]).dirichlet(np.ones(6), size=10) @ v0
+run_no = cv.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
+glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)
+glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False)
+glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
+fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **save_kw_4c)
+glue("fig-ch4c-not-owning", fig_no, display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig-ch4c-lines
+# :name: fig-ch4c-lines
+#
+# (SA∞) with a constant step over the exact cells $\mathcal C_i(v)$ (coloured). Open circles:
+# initial tokens; dots: the layers. Every token moves along a straight segment to the vertex of
+# its cell and never leaves the cell; the vertices (black) do not move, so the hull is fixed.
+# (a) Vertices on an ellipse $\mathcal J=\mathrm{const}$, where the cells are $B$-Voronoi cells;
+# (b) unequal norms, where they are not.
+# ```
+#
+# ```{glue:figure} fig-ch4c-not-owning
+# :name: fig-ch4c-not-owning
+#
+# A polygon (authors' sampler, seed 0) with vertices that do not own their cells (red). (a) Cells
+# of the initial hull, paths, and the final hull (dashed): the red vertices travel towards
+# other vertices. (b) Hull area relative to the initial one and the displacement of the
+# non-owning vertices against $t$; owning vertices stay put.
+# ```
+#
+# ### The duality-gap proposition
+#
+# The paper states without proof (it cites Yurtsever and Sra; the proof sits in a commented-out
+# appendix) a bound on the Frank–Wolfe gap of the concave problem. Its number is not confirmed
+# (label `prop: trash`, plausibly Proposition 4.1).
+#
+# :::{admonition} Duality-gap proposition (as transcribed; number unverified)
+# Let $B^t=\beta^tB$ with $B\succeq0$, $\beta^t/\beta^{t+1}=\gamma^t/\gamma^{t+1}$, and
+# $J^\tau(y)=-\tfrac12\langle B^\tau y,y\rangle$. Then (SA∞) satisfies, for every $i$ and $t\ge1$,
+#
+# $$
+# \min_{\tau\in[\![1,t]\!]}\ \max_{y\in\mathcal K^\tau}\langle\nabla J^\tau(x_i^\tau),x_i^\tau-y\rangle
+# \le\frac1t\Big(\frac{J^1(x_i^1)}{\gamma^1}-\inf_{y\in\mathcal K^t}\frac{J^t(y)}{\gamma^t}\Big).
+# $$
+# :::
+#
+# The condition on $\beta^t$ means $\beta^t=c\gamma^t$, so $J^t/\gamma^t=-\tfrac c2\langle By,y\rangle$
+# does not depend on $t$. A positive rescaling of $B$ does not change the oracle, so the
+# trajectory is that of (SA∞) with $B$. By concavity
+# $J^\tau(x^{\tau+1})\le J^\tau(x^\tau)-\gamma^\tau G^\tau$ ($G^\tau$ the gap), and summing over
+# $\tau$ with the nested hulls proves the claim, for every schedule. We check it on
+# {glue:text}`ch4c-dg-systems` random Gaussian systems of {glue:text}`ch4c-dg-tokens` tokens,
+# a random $B\succ0$, over {glue:text}`ch4c-dg-steps` layers, for four schedules. The smallest
+# value of RHS $-$ LHS over all tokens, layers and schedules is {glue:text}`ch4c-dg-slack:.1e`
+# (rounding level; the proposition holds), and the largest ratio LHS/RHS is
+# {glue:text}`ch4c-dg-ratio:.3f`.
+
+# %%
+rng_dg = np.random.default_rng(seeds_4c[4])
+x_dg = rng_dg.normal(size=(pc.dg_systems, pc.dg_tokens, 2))
+M = rng_dg.normal(size=(2, 2))
+B_dg = M @ M.T + 0.1 * np.eye(2)
+dg_runs = {label: cv.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
+           for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
+                                ("$2^{-t-1}$", "halving")]}
+slack = min(float((r["rhs"] - r["lhs"]).min()) for r in dg_runs.values())
+ratio = max(float(np.max(np.where(r["rhs"] > 1e-13, r["lhs"] / np.where(r["rhs"] > 1e-13, r["rhs"], 1.0), 0.0)))
+            for r in dg_runs.values())
+glue("ch4c-dg-systems", pc.dg_systems, display=False)
+glue("ch4c-dg-tokens", pc.dg_tokens, display=False)
+glue("ch4c-dg-steps", pc.dg_steps, display=False)
+glue("ch4c-dg-slack", slack, display=False)
+glue("ch4c-dg-ratio", ratio, display=False)
+fig_dg = cvp.fig_duality_gap(dg_runs, **save_kw_4c)
+glue("fig-ch4c-dg", fig_dg, display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig-ch4c-dg
+# :name: fig-ch4c-dg
+#
+# The duality-gap proposition along (SA∞) trajectories. (a) Left side (dotted: the smallest gap so
+# far) and right side (solid: decays like $1/t$) for two schedules, medians over tokens and
+# systems. (b) Largest ratio of the two sides over all tokens: it stays below $1$ for every
+# schedule.
+# ```
+#
+# ### Remark 4.6: Gaussian vertices own their cells in high dimension
+#
+# :::{admonition} Remark 4.6 (as reported)
+# Let $v_1,\dots,v_\kappa\sim\mathcal N(0,I_d)$ be independent, $\kappa$ fixed, and let $B\succ0$
+# have a condition number bounded independently of $d$. Then, with probability tending to $1$ as
+# $d\to\infty$, $\langle Bv_i,v_i\rangle>\langle Bv_i,v_j\rangle$ for all $j\ne i$: every vertex owns
+# its cell.
+# :::
+#
+# (The condition forces every $v_i$ to be a vertex of the hull: a convex combination of the others
+# would have $\langle Bv_i,v_i\rangle\le\max_j\langle Bv_i,v_j\rangle$.) For $B=I_d$, a union bound
+# over the $\kappa(\kappa-1)$ ordered pairs gives
+# $\mathbb P\ge1-\kappa(\kappa-1)\,q(d)$ with $q(d)=\mathbb P(\langle v,w\rangle\ge\|v\|^2)
+# =\mathbb E\,\bar\Phi(\|v\|)$, computed by quadrature over the $\chi_d$ law. The Monte Carlo
+# ({glue:text}`ch4c-mc-samples` draws per dimension, 95% Wilson bands, `geometry.owns_cell`) shows
+# the S-curve: the probability passes $1/2$ at $d\approx${glue:text}`ch4c-d50-3`,
+# {glue:text}`ch4c-d50-5` and {glue:text}`ch4c-d50-10` and $0.99$ at $d\approx${glue:text}`ch4c-d99-3`,
+# {glue:text}`ch4c-d99-5` and {glue:text}`ch4c-d99-10` for $\kappa=3,5,10$. A diagonal $B$ with
+# spectrum spread over $[1,4]$ behaves the same way.
+
+# %%
+dims_4c = np.unique(np.round(np.geomspace(1, pc.mc_max_dim, pc.mc_dims)).astype(int))
+mc = [cv.owns_cell_probability(dims_4c, k, pc.mc_samples, seed=np.random.default_rng(s))
+      for k, s in zip((3, 5, 10), seeds_4c[5].spawn(3))]
+mc_b = cv.owns_cell_probability(dims_4c, 5, pc.mc_samples, seed=np.random.default_rng(seeds_4c[6]),
+                                B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
+
+
+def first_dim(res, level):
+    """Smallest sampled d whose estimate reaches the level (NaN if none)."""
+    hit = np.nonzero(res["p"] >= level)[0]
+    return int(res["d"][hit[0]]) if hit.size else float("nan")
+
+
+glue("ch4c-mc-samples", pc.mc_samples, display=False)
+for res in mc:
+    glue(f"ch4c-d50-{res['kappa']}", first_dim(res, 0.5), display=False)
+    glue(f"ch4c-d99-{res['kappa']}", first_dim(res, 0.99), display=False)
+fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b), **save_kw_4c)
+glue("fig-ch4c-mc", fig_mc, display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig-ch4c-mc
+# :name: fig-ch4c-mc
+#
+# Monte Carlo probability that all $\kappa$ Gaussian vertices own their cells, against the
+# dimension (log axis), with 95% Wilson bands (shaded; narrow at this sample size) and the union
+# bound (dashed, a lower bound). Triangles: $\kappa=5$ with a non-identity $B$.
+# ```
+#
+# ### Theorem 4.8: the ODE limit
+#
+# :::{admonition} Theorem 4.8 (`thm: ode`; the number is not confirmed by any source)
+# Let $B\succ0$, $T>0$, and let the initial data satisfy the genericity conditions of Theorem 4.2.
+# Then the Cauchy problem for the hardmax ODE
+# $\dot x_i=\arg\max_{y\in\{x_j\}}\langle Bx_i,y\rangle-x_i$, $x_i(0)=x_i^0$, has a unique solution
+# in $C^0([0,T];(\mathbb R^d)^n)$, it depends continuously on the (generic) initial data, it stays
+# in $\mathcal K$, and it is
+#
+# $$
+# x_i(t)=e^{-t}x_i^0+(1-e^{-t})\,v_{\sigma(i)} .
+# $$
+# :::
+#
+# The right-hand side is discontinuous, so Cauchy–Lipschitz does not apply; the proof passes
+# through the Euler scheme, which is exactly (SA∞) with $\gamma=\Delta t$. Its error at time $t$ is
+# $\big((1-\Delta t)^{t/\Delta t}-e^{-t}\big)(x_i^0-v_{\sigma(i)})$, with leading term
+# $-\tfrac t2e^{-t}\Delta t\,(x_i^0-v_{\sigma(i)})$. On a hexagon with interior tokens the error at
+# $t=1$ has log–log slope {glue:text}`ch4c-euler-slope:.3f` in $\Delta t$, and at the smallest step
+# error$/\Delta t=${glue:text}`ch4c-euler-const:.5f` against the predicted
+# $\tfrac{1}{2e}\max_i\|x_i^0-v_{\sigma(i)}\|=${glue:text}`ch4c-euler-pred:.5f`. (With
+# $\gamma=1-e^{-\Delta t}$ instead, (SA∞) is exact at the grid times; the largest error is then
+# {glue:text}`ch4c-exp-euler:.1e`.)
+#
+# Continuous dependence: perturbing generic data by $\delta$ moves the solution by
+# $\sup_t\max_i\|x_i(t)-\tilde x_i(t)\|=\delta$ exactly (ratio {glue:text}`ch4c-lip-min:.4f` to
+# {glue:text}`ch4c-lip-max:.4f` over the sizes tried), since
+# $x_i(t)-\tilde x_i(t)=e^{-t}(x_i^0-\tilde x_i^0)$ while the cells are unchanged. A token at
+# distance $\eta=${glue:text}`ch4c-eta` from a cell boundary shows why genericity is needed: once
+# $\delta>\eta$ pushes it across, it heads for another vertex and the distance jumps to
+# {glue:text}`ch4c-jump:.2f`, independently of how small $\delta-\eta$ is. Uniqueness is what makes
+# every Euler path, whatever $\Delta t$, converge to the one formula above.
+
+# %%
+hexa = np.c_[np.cos(2 * np.pi * np.arange(6) / 6), np.sin(2 * np.pi * np.arange(6) / 6)]
+x_ode = np.concatenate([hexa, np.random.default_rng(seeds_4c[7]).dirichlet(np.ones(6), size=8) @ hexa])
+I2 = np.eye(2)
+eu = cv.euler_error(x_ode, I2, 1 / 2 ** np.arange(1, pc.euler_levels + 1), T=1.0)
+tt = np.linspace(0, 4, 200)
+paths_ode = dict(t=tt, exact=cv.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
+for h in (0.5, 0.25, 0.1):
+    sim = dyn.simulate(x_ode, dyn.Hardmax(I2, h), int(round(4 / h)), trajectory=True)
+    paths_ode["euler"][h] = (sim.times * h, sim.trajectory[:, 6, 0])
+fig_eu, eu_slope = cvp.fig_ode_euler(eu, paths_ode, **save_kw_4c)
+glue("fig-ch4c-euler", fig_eu, display=False)
+glue("ch4c-euler-slope", eu_slope, display=False)
+glue("ch4c-euler-const", float(eu["err_T"][-1] / eu["dt"][-1]), display=False)
+glue("ch4c-euler-pred", float(eu["leading_T"]), display=False)
+dt_e = 0.01
+sim_e = dyn.simulate(x_ode, dyn.Hardmax(I2, float(-np.expm1(-dt_e))), 300, trajectory=True)
+glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - cv.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
+     display=False)
+
+deltas = np.geomspace(1e-6, 1e-2, pc.cont_points)
+gen = cv.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, seed=1)
+eta = 1e-3
+nrm = (hexa[0] - hexa[1]) / np.linalg.norm(hexa[0] - hexa[1])
+x_b = np.concatenate([x_ode, (0.3 * (hexa[0] + hexa[1]) + eta * nrm)[None]])  # in the cell of hexa[0]
+u = np.random.default_rng(2).normal(size=x_b.shape)
+u /= 1.0001 * np.linalg.norm(u, axis=-1).max()
+u[-1] = -nrm                                           # push the last token across the boundary
+bnd = cv.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
+assert gen["same_cells"].all()
+glue("ch4c-lip-min", float((gen["sup_dist"] / deltas).min()), display=False)
+glue("ch4c-lip-max", float((gen["sup_dist"] / deltas).max()), display=False)
+glue("ch4c-eta", eta, display=False)
+glue("ch4c-jump", float(bnd["sup_dist"][~bnd["same_cells"]].min()), display=False)
+fig_cont = cvp.fig_ode_continuity(gen, bnd, eta, **save_kw_4c)
+glue("fig-ch4c-cont", fig_cont, display=False)
+
+# %% [markdown]
+# ```{glue:figure} fig-ch4c-euler
+# :name: fig-ch4c-euler
+#
+# (SA∞) with $\gamma=\Delta t$ is the Euler scheme of the hardmax ODE. (a) Error against the exact
+# solution at $t=1$ (dots) and over the whole grid in $[0,1]$ (squares), with the leading term
+# $\tfrac t2e^{-t}\Delta t\max_i\|x_i^0-v_{\sigma(i)}\|$ (line): first order. (b) One coordinate of
+# one token for three step sizes against the exact exponential.
+# ```
+#
+# ```{glue:figure} fig-ch4c-cont
+# :name: fig-ch4c-cont
+#
+# Continuous dependence on the initial data (Theorem 4.8), measured with Euler steps
+# $\Delta t=0.01$ up to $T=3$: the largest distance between the two solutions against the size of
+# the perturbation. Generic data (dots) follow the identity: the solution map is 1-Lipschitz. A
+# token at distance $10^{-3}$ from a cell boundary (squares) does too until the perturbation pushes
+# it across (open squares): the solution then jumps by $O(1)$.
+# ```

@@ -245,3 +245,13 @@ def test_recorders_give_summaries_without_trajectory():
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_near_tie_is_not_a_tie():
+    """A token 1e-12 away from a vertex that owns its cell: the vertex stays its own unique leader."""
+    pent = regular_polygon(5)
+    x = np.vstack([pent, pent[:1] * (1 - 1e-12)])
+    assert D.tie_counts(x)[0] == 1
+    np.testing.assert_array_equal(D.hardmax_step(x, 0.5)[:5], pent)
+    with pytest.raises(ValueError, match="tie_rtol"):
+        D.tie_counts(x, tie_rtol=-1.0)

@@ -90,3 +90,11 @@ def test_hull_diameter_and_area_of_known_shapes():
 def test_energy_rejects_non_symmetric_B():
     with pytest.raises(ValueError, match="B must be symmetric"):
         F.energy(np.ones((2, 2)), np.array([[1.0, 2.0], [0.0, 1.0]]))
+
+
+def test_min_energy_over_degenerate_hulls():
+    """Coincident points and segments collinear with the origin have no interior (regression)."""
+    B = np.eye(2)
+    assert F.min_energy_over_hull(np.tile([0.6, 0.3], (4, 1)), B) == pytest.approx(0.225)
+    assert F.min_energy_over_hull(np.array([[1.0, 1.0], [2.0, 2.0], [1.5, 1.5]]), B) == pytest.approx(1.0)
+    assert F.min_energy_over_hull(np.array([[-1.0, -1.0], [2.0, 2.0]]), B) == 0.0

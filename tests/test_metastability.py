@@ -46,7 +46,8 @@ def test_condition_51_forces_acute_triangle_in_2d():
         a = M.vertex_angles(v)
         assert a.sum() == pytest.approx(np.pi, abs=1e-9)
         assert M.satisfies_51(v) == bool(a.max() < np.pi / 2)
-    assert not M.satisfies_51(M.triangle_on_circle((0, 10, 180)))     # obtuse
+    assert not M.satisfies_51(M.triangle_on_circle((0, 30, 150)))     # obtuse (105 degrees)
+    assert not M.satisfies_51(M.triangle_on_circle((0, 10, 180)))     # right angle (Thales)
     for k in (4, 5, 7):                                              # regular k-gons fail
         th = 2 * np.pi * np.arange(k) / k
         v = np.stack([np.cos(th), np.sin(th)], 1)
@@ -360,6 +361,16 @@ def test_corrected_bound_one_bad_step_closed_form():
     t = np.array([2.0, 10.0, 100.0])
     b = M.metastability_bound(t, 30.0, 3, 0.1, 0.1, 1.5, diam=math.sqrt(3), form="corrected")
     assert np.allclose(b, np.clip(1 - 3 * t * 3 * np.exp(-30.0 * 1.5 / 2), 0, 1))
+    # huge t: log binom(N, M) must stay accurate (no cancellation), so the bound is monotone
+    tt = np.logspace(0, 25, 2000)
+    bb = M.metastability_bound(tt, 32.0, 3, 0.1, 0.35, 1.5, diam=math.sqrt(3), form="corrected")
+    assert np.all(np.diff(bb) <= 1e-15)
+    M3 = math.ceil(3.5 / math.sqrt(3))
+    from scipy.special import comb
+    for t0 in (1e3, 1e9):
+        exact = comb(3 * t0, M3, exact=False) * (3 * math.exp(-24.0)) ** M3
+        assert M.metastability_bound(t0, 32.0, 3, 0.1, 0.35, 1.5, diam=math.sqrt(3),
+                                     form="corrected") == pytest.approx(max(0.0, 1 - exact), rel=1e-9, abs=1e-12)
     with pytest.raises(ValueError, match="diam"):
         M.metastability_bound(t, 30.0, 3, 0.1, 0.1, 1.5, form="corrected")
 
@@ -567,3 +578,60 @@ def test_prop51_collapse_inside_hull_not_origin():
     # beta = 0 is plain averaging: the mean is invariant, so x* is the initial mean exactly
     r0 = M.collapse_sabeta(x0, 0.2, 0.0, tol=1e-12, max_steps=10_000)
     assert np.allclose(r0["limit"], x0.mean(0), atol=1e-10)
+
+
+def test_eroded_cone_mask_matches_exact_polygons_of_geometry():
+    """The linear-inequality erosion agrees with geometry.erode(geometry.cone(...)) (exact
+    polygon clipping, another module) on random points away from the boundary (1e-9)."""
+    from attention_fw import geometry as geo
+    v = M.triangle_on_circle((90, 200, 330))
+    rng = np.random.default_rng(40)
+    x = rng.uniform(-1, 1, size=(20_000, 2))
+    for i in range(3):
+        for eta, delta in ((0.05, 0.03), (0.3, 0.1), (0.0, 0.2)):
+            poly = geo.erode(geo.cone(v, i, eta), delta)
+            mask = M.eroded_cone_mask(x, v, i, eta, delta)
+            if len(poly) == 0:
+                assert not mask.any()
+                continue
+            inside = geo.point_in_polygon(x, poly)
+            far = geo.distance_to_complement(x, poly) > 1e-9
+            near_edge = inside & ~far
+            assert np.array_equal(mask[~near_edge], inside[~near_edge])
+
+
+def test_sweep_accepts_executor_instance_and_keeps_output_clean(tmp_path, capsys, monkeypatch):
+    """A caller-owned Executor is used and left open; with progress off (argument or
+    ATTENTION_FW_PROGRESS=0) nothing is written to stdout/stderr, so static pages stay clean."""
+    import concurrent.futures as cf
+
+    from attention_fw import sweeps
+    counter = tmp_path / "calls.txt"
+    params = sweeps.grid(x=[1, 2, 3], counter=str(counter))
+    with cf.ThreadPoolExecutor(2) as ex:
+        assert sweeps.run(_counted_square, params, executor=ex, cache_dir=tmp_path / "c", progress=False) == [1, 4, 9]
+        assert ex.submit(lambda: 7).result() == 7            # still open
+    monkeypatch.setenv("ATTENTION_FW_PROGRESS", "0")
+    assert sweeps.run(_counted_square, sweeps.grid(x=[4], counter=str(counter)), executor="serial",
+                      cache_dir=tmp_path / "c") == [16]
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    assert _ncalls(counter) == 4
+
+
+def test_sweep_cache_folder_follows_library_source(tmp_path, monkeypatch):
+    """The cache lives in a folder named after the hash of the library modules the tasks call,
+    so an edit of the engine cannot serve stale results."""
+    from attention_fw import sweeps
+    v1 = sweeps.code_version()
+    assert sweeps.memory(tmp_path).location.endswith(v1)
+    fake = tmp_path / "src"
+    fake.mkdir()
+    import attention_fw
+    from pathlib import Path
+    src = Path(attention_fw.__file__).parent
+    for name in sweeps.CODE_MODULES:
+        (fake / f"{name}.py").write_bytes((src / f"{name}.py").read_bytes())
+    (fake / "metastability.py").write_bytes((src / "metastability.py").read_bytes() + b"\n# edit\n")
+    monkeypatch.setattr(sweeps, "__file__", str(fake / "sweeps.py"))
+    assert sweeps.code_version() != v1

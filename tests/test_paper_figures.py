@@ -294,6 +294,8 @@ def test_command_line_custom_parameters_go_to_figures_custom(tmp_path, monkeypat
     assert json.loads((tmp_path / "mine" / "data" / "figure4.json").read_text())["delta"] == 0.05
     assert pf.main(["figure4", "--delta", "0.03"]) == 0   # the default value is not "custom"
     assert (tmp_path / "figure4.pdf").exists() and not (tmp_path / "custom" / "figure4.pdf").exists()
+    assert pf.main(["figure1", "--kappas", "12"]) == 2   # no 12-gon in 500 draws: a clear message
+    assert "12 hull vertices" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         pf.main(["--help"])
     assert "figures/custom" in capsys.readouterr().out

@@ -40,6 +40,18 @@ def main(argv=None):
         r = max(big, key=lambda r: r["beta"])
         print(f"largest beta measured with E[T2] > 1e9: {r['beta']:g} (E[T2] = {r['E_T2']:.3g}); "
               f"1e4 engine exits took {r['engine_seconds'] * 1e4 / r['engine_exits']:.3f} s")
+    # theorem regime eps / gamma = 3.5 >= 2 d(K), one token per vertex: several events per exit
+    import time
+
+    from attention_fw import metastability as M
+    x0, sigma = M.cluster_configuration(M.triangle_on_circle(), np.array([1, 1, 1]))
+    print("\ntheorem regime (eps/gamma = 3.5, n = 3), engine:")
+    print(f"{'beta':>6} {'mean T2':>10} {'events/exit':>12} {'exits/s':>10}")
+    for beta in ((8.0, 32.0) if quick else (8.0, 16.0, 24.0, 32.0, 48.0)):
+        t0 = time.perf_counter()
+        es = M.engine_exit_times(x0, sigma, 0.1, beta, 0.35, 10_000, seed=0)
+        dt = time.perf_counter() - t0
+        print(f"{beta:6.1f} {es.times.mean():10.3g} {es.events.mean():12.2f} {1e4 / dt:10.3g}")
     return rows
 
 

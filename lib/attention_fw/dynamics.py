@@ -18,8 +18,11 @@ Tie rule of the hardmax. The leader set C_i^t of Section 1.5 may contain several
 tokens. We average over the tied *indices* (coincident tokens count with
 multiplicity), which is exactly the limit beta -> infinity of the softmax; the
 paper's set-of-points reading differs only when tokens coincide. Ties are
-detected with a relative tolerance ``tie_rtol`` (default 1e-12) on the scores, so
-that exact ties spoilt by floating-point rounding are still treated as ties.
+detected with a relative tolerance on the scores just above the rounding error
+of a length-d dot product (``tie_rtol = 8 d eps`` relative to the row's largest
+|score|, unless given), so that exact ties spoilt by floating-point rounding are
+still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
+are not. ``tie_rtol=0`` asks for exact equality.
 """
 from __future__ import annotations
 
@@ -30,7 +33,13 @@ import numpy as np
 from . import _validate as V
 from .schedules import Schedule, get_schedule
 
-TIE_RTOL = 1e-12
+TIE_RTOL = None  # None: 8 * d * machine epsilon (see the module docstring)
+
+
+def _tie_tol(tie_rtol, d):
+    if tie_rtol is None:
+        return 8.0 * d * np.finfo(float).eps
+    return V.real_scalar("tie_rtol", tie_rtol, low=0.0)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -108,7 +117,7 @@ def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarr
     beta = _beta(beta)
     S = scores(x, B)
     if np.isinf(beta):
-        return _hardmax_from_scores(S, tie_rtol)
+        return _hardmax_from_scores(S, _tie_tol(tie_rtol, np.shape(x)[-1]))
     return _softmax_from_scores(S, beta)
 
 
@@ -120,9 +129,10 @@ def leaders(x, B=None) -> np.ndarray:
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
     S = scores(x, B)
+    tol = _tie_tol(tie_rtol, np.shape(x)[-1])
     top = S.max(axis=-1, keepdims=True)
     scale = np.abs(S).max(axis=-1, keepdims=True)
-    return (S >= top - tie_rtol * scale).sum(axis=-1)
+    return (S >= top - tol * scale).sum(axis=-1)
 
 
 # ----------------------------------------------------------------------------- one step of each rule

@@ -114,16 +114,21 @@ def min_energy_over_hull(points, B) -> float:
             return 0.0
         return 0.5 * B[0, 0] * min(lo * lo, hi * hi)
     if d == 2:
+        degenerate = False
         try:
             hull = ConvexHull(P)
             verts = P[hull.vertices]
-        except QhullError:  # degenerate: collinear points, the hull is a segment
+        except QhullError:  # degenerate: coincident or collinear points, the hull is a segment
+            degenerate = True
             u = P - P.mean(0)
             axis = np.linalg.svd(u)[2][0]
             proj = u @ axis
             verts = np.array([P[proj.argmin()], P[proj.argmax()]])
-        # interior critical points: B y = 0 inside the polygon gives J = 0
-        if np.linalg.matrix_rank(B) == 2:
+        # A segment (or a point) has no interior: the edge minimisation below is exact.
+        # Otherwise an interior critical point (B y = 0 inside the polygon) gives J = 0.
+        if degenerate:
+            pass
+        elif np.linalg.matrix_rank(B) == 2:
             if _inside_convex(verts, np.zeros(2)):
                 return 0.0
         else:

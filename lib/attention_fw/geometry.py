@@ -541,8 +541,7 @@ def cell_labels(x, vertices, B=None):
     d = v.shape[-1]
     if X.shape[-1] != d:
         raise ValueError(f"x must have last dimension {d} (that of vertices), got {X.shape}")
-    B = _matrix(B, d)
-    W = v @ B  # <Bx, v_j> = <x, B^T v_j>
+    W = v if B is None else v @ _matrix(B, d)  # <Bx, v_j> = <x, B^T v_j>
     if v.ndim == 2:
         return np.argmax(X @ W.T, axis=-1)
     if X.ndim < 2 or X.shape[0] != v.shape[0]:
@@ -578,8 +577,8 @@ def owns_cell(vertices, B=None):
     v = V.as_float_array("vertices", vertices, min_ndim=2, max_ndim=3)
     if v.shape[-2] < 2:
         raise ValueError(f"vertices must hold at least 2 points, got shape {v.shape}")
-    B = _matrix(B, v.shape[-1])
-    G = (v @ B.T) @ np.swapaxes(v, -1, -2)  # G[i, j] = <B v_i, v_j>
+    Bv = v if B is None else v @ _matrix(B, v.shape[-1]).T  # no d x d identity product in high d
+    G = Bv @ np.swapaxes(v, -1, -2)  # G[i, j] = <B v_i, v_j>
     diag = np.diagonal(G, axis1=-2, axis2=-1)
     k = v.shape[-2]
     off = np.where(np.eye(k, dtype=bool), -np.inf, G)

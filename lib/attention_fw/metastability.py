@@ -61,9 +61,9 @@ __all__ = [
     "regular_simplex", "triangle_on_circle", "c0", "diameter", "vertex_angles", "satisfies_51",
     "eroded_cone_mask", "hypothesis_beta_min", "configuration_beta_min", "sample_eroded_cone", "phase1_configuration",
     "phase1_constants", "phase1_event", "run_phase1",
-    "cluster_configuration", "distance_to_hull", "exit_mask",
+    "cluster_configuration", "near_vertex_configuration", "distance_to_hull", "exit_mask",
     "move_log_odds", "frozen_escape_rate", "engine_exit_times", "engine_state_at",
-    "stepping_exit_times", "sabeta_exit_time", "ExitSample", "CensoredFit", "fit_geometric_censored",
+    "stepping_exit_times", "sabeta_exit_time", "excursion_paths", "ExitSample", "CensoredFit", "fit_geometric_censored",
     "fit_exponential_censored", "fit_log_mean_slope", "metastability_bound",
     "collapse_sabeta", "bench",
 ]
@@ -475,54 +475,107 @@ def cluster_configuration(vertices, counts) -> tuple[np.ndarray, np.ndarray]:
     return v[sigma].copy(), sigma
 
 
+def near_vertex_configuration(vertices, per_vertex: int, radius: float, rng=None):
+    """Vertex tokens plus ``per_vertex`` tokens at distance ``radius`` from each vertex, in random
+    directions of the tangent cone of K at that vertex (so inside K for small radius): a
+    configuration "after phase 1" in the sense of Theorem 5.4 (every token close to its vertex).
+
+    Returns ``x0`` (kappa (1 + per_vertex), d) and ``sigma`` as :func:`phase1_configuration`.
+    """
+    v = _vertices("vertices", vertices)
+    per_vertex = V.positive_int("per_vertex", per_vertex, minimum=0)
+    radius = V.real_scalar("radius", radius, low=0, low_open=True)
+    g = V.rng("rng", rng)
+    k = len(v)
+    xs, sig = [v], [np.arange(k)]
+    for i in range(k):
+        e = np.delete(v, i, axis=0) - v[i]
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        u = g.dirichlet(np.ones(k - 1), size=per_vertex) @ e
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        xs.append(v[i] + radius * u)
+        sig.append(np.full(per_vertex, i))
+    return np.concatenate(xs), np.concatenate(sig)
+
+
+class _HullDistance:
+    """Distance to conv(P) with the face geometry precomputed (see :func:`distance_to_hull`)."""
+
+    def __init__(self, P):
+        P = np.unique(P, axis=0)
+        self.P = P
+        m, d = P.shape
+        self.faces = []
+        for r in range(2, min(m, d + 1) + 1):
+            for sub in itertools.combinations(range(m), r):
+                Q = P[list(sub)]
+                E = (Q[1:] - Q[0]).T                          # (d, r-1)
+                G = E.T @ E
+                if np.linalg.matrix_rank(G) < r - 1:
+                    continue
+                self.faces.append((Q[0], E, E @ np.linalg.inv(G)))   # G symmetric
+
+    def __call__(self, x):
+        best = np.min(np.linalg.norm(x[..., None, :] - self.P, axis=-1), axis=-1)
+        for base, E, EG in self.faces:
+            y = x - base
+            lam = y @ EG                                      # (..., r-1) affine coordinates
+            ok = np.all(lam >= -1e-12, axis=-1) & (lam.sum(-1) <= 1 + 1e-12)
+            dist = np.linalg.norm(y - lam @ E.T, axis=-1)
+            best = np.where(ok, np.minimum(best, dist), best)
+        return best
+
+
 def distance_to_hull(x, points) -> np.ndarray:
     """Euclidean distance from each row of ``x`` (..., d) to ``conv(points)`` ((m, d) array).
 
     Exact: the nearest point lies in the relative interior of a face spanned by at most
     ``d + 1`` of the points, so the minimum over all such subsets of the distance to their
     affine hull (kept when the barycentric coordinates are >= 0) is the distance.
-    Vectorised over x and subsets; meant for small m (group sizes).
+    Vectorised over x; meant for small m (group sizes).
     """
     P = V.as_float_array("points", points, ndim=2)
     x = V.as_float_array("x", x, min_ndim=1, last_dim=P.shape[1])
-    P = np.unique(P, axis=0)
-    best = np.min(np.linalg.norm(x[..., None, :] - P, axis=-1), axis=-1)
-    m, d = P.shape
-    for r in range(2, min(m, d + 1) + 1):
-        for sub in itertools.combinations(range(m), r):
-            Q = P[list(sub)]
-            base, E = Q[0], (Q[1:] - Q[0]).T                  # (d, r-1)
-            G = E.T @ E
-            if np.linalg.matrix_rank(G) < r - 1:
-                continue
-            lam = ((x - base) @ E) @ np.linalg.inv(G)          # (..., r-1), G symmetric
-            bary_ok = np.all(lam >= -1e-12, axis=-1) & (lam.sum(-1) <= 1 + 1e-12)
-            proj = base + lam @ E.T
-            dist = np.linalg.norm(x - proj, axis=-1)
-            best = np.where(bary_ok, np.minimum(best, dist), best)
-    return best
+    return _HullDistance(P)(x)
 
 
-def _group_hulls(x0, sigma):
-    return [x0[sigma == g] for g in range(int(sigma.max()) + 1)]
+class _ExitRegion:
+    """Precomputed exit region ``conv{x_k^0 : sigma_k = sigma_j} + B(0, eps)`` of every token."""
+
+    def __init__(self, x0, sigma, eps, watch=None):
+        self.eps = eps
+        n = len(x0)
+        watch = np.ones(n, bool) if watch is None else watch
+        groups = [x0[sigma == g] for g in range(int(sigma.max()) + 1)]
+        point = np.array([len(np.unique(groups[g], axis=0)) == 1 for g in sigma])
+        self.pt_idx = np.flatnonzero(watch & point)           # tokens whose hull is a point
+        self.pt_center = x0[self.pt_idx]
+        self.hull_sets = [(np.flatnonzero(watch & ~point & (sigma == g)), groups[g])
+                          for g in range(len(groups))]
+        self.hull_sets = [(i, _HullDistance(P)) for i, P in self.hull_sets if i.size]
+
+    def __call__(self, x):
+        """x (R, n, d) -> bool (R,): True where some watched token is outside its region."""
+        out = np.zeros(x.shape[0], bool)
+        if self.pt_idx.size:
+            diff = x[:, self.pt_idx] - self.pt_center
+            out |= np.any(np.einsum("rjd,rjd->rj", diff, diff) > self.eps ** 2, axis=1)
+        for idx, hd in self.hull_sets:
+            out |= np.any(hd(x[:, idx]) > self.eps, axis=1)
+        return out
 
 
-def exit_mask(x, hulls, sigma, eps: float, watch=None) -> np.ndarray:
+def exit_mask(x, x0, sigma, eps: float, watch=None) -> np.ndarray:
     """True for the runs of ``x`` (R, n, d) where some token ``j`` is farther than ``eps`` from
-    the hull of its group's initial positions (``hulls[sigma[j]]``): ``x^t`` has left
-    ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps). Only tokens with
-    ``watch[j]`` True count (default: all)."""
-    out = np.zeros(x.shape[0], bool)
-    for g, P in enumerate(hulls):
-        sel = (sigma == g) if watch is None else (sigma == g) & watch
-        if not sel.any():
-            continue
-        if len(np.unique(P, axis=0)) == 1:
-            dist = np.linalg.norm(x[:, sel] - P[0], axis=-1)
-        else:
-            dist = distance_to_hull(x[:, sel], P)
-        out |= np.any(dist > eps, axis=1)
-    return out
+    the hull of its group's initial positions ``conv{x0_k : sigma_k = sigma_j}``: ``x^t`` has
+    left ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps), the event
+    defining ``T2`` in Theorem 5.4. Only tokens with ``watch[j]`` True count (default: all).
+    """
+    x0, sigma, _, _, eps = _check_common(x0, sigma, 0.5, 0.0, eps)
+    x = V.tokens("x", x)
+    if x.ndim == 2:
+        x = x[None]
+    return _ExitRegion(x0, sigma, eps, _watch(watch, len(x0)))(x)
 
 
 @dataclass
@@ -606,8 +659,17 @@ def frozen_escape_rate(points, counts, beta: float) -> float:
     ``p_a`` stays with probability ``w_aa = 1 / (1 + sum_{b != a} (n_b/n_a) e^{beta(<p_a,p_b> - |p_a|^2)})``,
     so ``-log q = sum_a n_a log(1 + sum_{b != a} (n_b/n_a) e^{beta(<p_a,p_b> - |p_a|^2)})`` and the
     waiting time is geometric: ``P(T > t) = q^t``, ``E[T] = 1 / (1 - q)``. For the regular
-    kappa-gon / simplex with m tokens per vertex at large beta, ``E[T] ~ e^{beta c0} / (n (kappa' ))``
-    where kappa' counts the nearest neighbours.
+    kappa-gon (or simplex) with m tokens per vertex, at large beta
+    ``E[T] ~ e^{beta c0} / (n N)`` with N the number of nearest neighbours of a vertex
+    (2 for the kappa-gon, kappa >= 4; kappa - 1 for the simplex), so ``log E[T]`` has slope c0.
+
+    Parameters
+    ----------
+    points : (K, d) array of distinct points;  counts : (K,) positive numbers;  beta >= 0
+
+    Returns
+    -------
+    float ``lambda = -log q`` (0.0 when the escape probability underflows, e.g. beta = 1e6).
     """
     p = V.as_float_array("points", points, ndim=2)
     c = V.as_float_array("counts", counts, ndim=1)
@@ -665,7 +727,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
     max_events = V.positive_int("max_events", max_events)
     watch = _watch(watch, len(x0))
     g = V.rng("seed", seed)
-    hulls = _group_hulls(x0, sigma)
+    region = _ExitRegion(x0, sigma, eps, watch)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
     t = np.zeros(runs)
     nev = np.zeros(runs, np.int64)
@@ -693,7 +755,7 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
             x[ia] = xn
             t[ia] = tn[go]
             nev[ia] += 1
-            done[ia[exit_mask(xn, hulls, sigma, eps, watch)]] = True
+            done[ia[region(xn)]] = True
     left = ~done
     cens[left] = True
     return ExitSample(times=t, censored=cens, events=nev, cap=cap)
@@ -743,14 +805,14 @@ def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: 
     cap = V.positive_int("cap", cap)
     watch = _watch(watch, len(x0))
     g = V.rng("seed", seed)
-    hulls = _group_hulls(x0, sigma)
+    region = _ExitRegion(x0, sigma, eps, watch)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
     times = np.full(runs, float(cap))
     cens = np.ones(runs, bool)
     act = np.arange(runs)
     for t in range(1, cap + 1):
         xa = dynamics.sap_step(x[act], gamma, beta, g)
-        ex = exit_mask(xa, hulls, sigma, eps, watch)
+        ex = region(xa)
         times[act[ex]] = t
         cens[act[ex]] = False
         x[act] = xa
@@ -773,7 +835,7 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
     x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
     cap = V.positive_int("cap", cap)
     watch = _watch(watch, len(x0))
-    hulls = _group_hulls(x0, sigma)
+    region = _ExitRegion(x0, sigma, eps, watch)
     rec = set(int(t) for t in (record_times if record_times is not None else []))
     x = x0.copy()
     times, xs = [0], [x0.copy()]
@@ -783,13 +845,47 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
         if t in rec:
             times.append(t)
             xs.append(x.copy())
-        if exit_mask(x[None], hulls, sigma, eps, watch)[0]:
+        if region(x[None])[0]:
             T = t
             if t not in rec:
                 times.append(t)
                 xs.append(x.copy())
             break
     return {"T": T, "times": np.array(times), "x": np.array(xs)}
+
+
+def excursion_paths(x0, sigma, gamma: float, beta: float, steps: int, *, runs: int = 0, seed=0,
+                    every: int = 1) -> dict:
+    """Largest distance of a token to its group's initial hull, ``max_j dist(x_j^t, conv{x_k^0})``,
+    along (SA-beta) and along ``runs`` (SAP) chains from the same start, for ``t <= steps``.
+
+    ``T2`` is the first time this exceeds ``eps``. Returns ``{"t": (T',), "sabeta": (T',),
+    "sap": (runs, T')}`` sampled every ``every`` steps. Uses ``dynamics.softmax_step`` and
+    ``dynamics.sap_step`` (B = I).
+    """
+    from . import dynamics
+    x0, sigma, gamma, beta, _ = _check_common(x0, sigma, gamma, beta, 1.0)
+    steps = V.positive_int("steps", steps)
+    runs = V.positive_int("runs", runs, minimum=0)
+    every = V.positive_int("every", every)
+    g = V.rng("seed", seed)
+    groups = [x0[sigma == k] for k in range(int(sigma.max()) + 1)]
+    hd = [_HullDistance(P) for P in groups]
+
+    def dist(x):                                  # (R, n, d) -> (R,)
+        return np.max(np.stack([hd[k](x[:, sigma == k]).max(axis=1) for k in range(len(hd))], 1), axis=1)
+    xd = x0[None].copy()
+    xs = np.broadcast_to(x0, (max(runs, 1),) + x0.shape).copy()
+    ts, a, b = [0], [dist(xd)[0]], [dist(xs)]
+    for t in range(1, steps + 1):
+        xd = dynamics.softmax_step(xd, gamma, beta)
+        if runs:
+            xs = dynamics.sap_step(xs, gamma, beta, g)
+        if t % every == 0:
+            ts.append(t)
+            a.append(dist(xd)[0])
+            b.append(dist(xs))
+    return {"t": np.array(ts), "sabeta": np.array(a), "sap": np.array(b).T[:runs]}
 
 
 # ----------------------------------------------------------------------------------------
@@ -928,8 +1024,11 @@ def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: f
         diam = V.real_scalar("diam", diam, low=0, low_open=True)
         M = math.ceil(eps / (gamma * diam) - 1e-12)
         N = n * t
-        from scipy.special import gammaln
-        log_binom = np.where(N >= M, gammaln(N + 1) - gammaln(M + 1) - gammaln(np.maximum(N - M, 0) + 1), -np.inf)
+        # log binom(N, M) = sum_{k<M} log(N - k) - log M!, accurate for huge N (no gammaln cancellation)
+        k = np.arange(M).reshape((M,) + (1,) * np.ndim(N))
+        ok = N >= M
+        terms = np.log(np.where(ok, N - k, 1.0))
+        log_binom = np.where(ok, terms.sum(axis=0) - math.lgamma(M + 1), -np.inf)
         expo = log_binom + M * (math.log(n) - beta * c0_ / 2)
     else:
         raise ValueError(f"form must be 'printed' or 'corrected', got {form!r}")
@@ -967,13 +1066,13 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     steps, conv = max_steps, False
     for t in range(1, max_steps + 1):
         x = dynamics.softmax_step(x, gamma, beta)
-        if t % record_every == 0 or t == max_steps:
-            dm = diam(x)
+        dm = diam(x)
+        if dm < tol or t % record_every == 0 or t == max_steps:
             times.append(t)
             diams.append(dm)
-            if dm < tol:
-                steps, conv = t, True
-                break
+        if dm < tol:
+            steps, conv = t, True
+            break
     return {"limit": x.mean(0), "steps": steps, "converged": conv, "times": np.array(times),
             "diameters": np.array(diams), "x": x}
 

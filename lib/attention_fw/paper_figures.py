@@ -66,9 +66,6 @@ __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "fig
            "FIGURES", "DEFAULTS", "make", "make_all", "render", "is_default", "main", "cell_panel", "hue_colours",
            "read_pdf_paths", "published_geometry", "fit_similarity", "rasterise_pdf"]
 
-# fontTools logs a warning about the old timestamps of the Computer Modern fonts each time a
-# PDF is subset; it is harmless and would clutter notebooks and the command line.
-logging.getLogger("fontTools").setLevel(logging.ERROR)
 
 SEED = 42
 KAPPAS = (5, 7, 9, 10)
@@ -176,9 +173,11 @@ def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
         c = K.mean(axis=0)
         for v, j in zip(K, labels):
             d = v - c
-            # published offset 0.05 at 8 inches and 13 pt; our panels are smaller, text relatively larger
-            pos = v + 0.085 * d / np.linalg.norm(d)
-            ax.text(pos[0], pos[1], f"$v_{{{j}}}$", ha="center", va="center", zorder=5)
+            # published: 0.05 data units outward from the mean of the corners (about 14 pt at
+            # 8 inches and 13 pt text); here a fixed 9 pt, so any figure width reads the same
+            u = d / np.linalg.norm(d)
+            ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=9 * u, textcoords="offset points",
+                        ha="center", va="center", zorder=5)
     ax.scatter([0], [0], marker="x", color="k", s=80 * _S**2, linewidths=2 * _S * 1.4, zorder=5)
     if origin_label:
         ax.text(0.02, 0.02, "$0$", zorder=5)
@@ -524,7 +523,11 @@ def main(argv=None):
     names = list(FIGURES) if args.name == "all" else [args.name]
     for name in names:
         params = _params_for(name, args)
-        _, _, written = render(name, outdir=args.outdir, **params)
+        try:
+            _, _, written = render(name, outdir=args.outdir, **params)
+        except (ValueError, TypeError) as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 2
         for path in written.values():
             print(path)
     return 0

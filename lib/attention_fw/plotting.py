@@ -23,9 +23,27 @@ import signal
 import threading
 from pathlib import Path
 
+import logging
+
 import matplotlib
 
-matplotlib.use("Agg")  # non-interactive everywhere: notebooks, tests, scripts
+
+def _in_ipython_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is pinned
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+# Scripts and tests never open a window; inside a Jupyter kernel the inline backend is kept,
+# so figures still display in notebooks run locally.
+if not _in_ipython_kernel():
+    matplotlib.use("Agg")
+# fontTools warns about the (deliberately) fixed font timestamps when it subsets
+# Computer Modern into PDFs; the warning is noise in every notebook's output.
+logging.getLogger("fontTools").setLevel(logging.ERROR)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 

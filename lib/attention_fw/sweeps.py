@@ -10,8 +10,9 @@ parameter dicts (a grid over beta, seed, n, kappa, ...). Three ingredients, all 
   ``client.get_executor()``; an Executor instance (including a Dask ``ClientExecutor``) is
   used as given and left open.
 * **cache**: :class:`joblib.Memory` under :data:`attention_fw.paths.CACHE` (``.cache/`` at the
-  repository root, git-ignored), keyed by the function's code and its parameters, so
-  re-rendering a chapter recomputes nothing. Cache hits are loaded in the calling process;
+  repository root, git-ignored), keyed by the function's code and its parameters, in a
+  folder named after a hash of the library modules the tasks use (:func:`code_version`), so
+  re-rendering a chapter recomputes nothing and editing the engine never serves stale results. Cache hits are loaded in the calling process;
   only misses are sent to the executor, whose workers write the results into the cache
   (for a remote Dask cluster ``cache_dir`` must be on a filesystem the workers share).
 * **progress**: a :mod:`tqdm.auto` bar over the cache misses; switch it off with
@@ -32,8 +33,8 @@ import numpy as np
 from . import _validate as V
 from . import paths
 
-__all__ = ["grid", "memory", "run", "exit_time_task", "phase1_task", "collapse_task", "regular_polygon",
-           "tokens_per_vertex"]
+__all__ = ["grid", "memory", "code_version", "run", "exit_time_task", "phase1_task", "collapse_task", "regular_polygon",
+           "tokens_per_vertex", "e6_task"]
 
 
 def grid(**axes) -> list[dict]:
@@ -47,11 +48,27 @@ def grid(**axes) -> list[dict]:
             for combo in itertools.product(*vals)]
 
 
+CODE_MODULES = ("_validate", "schedules", "dynamics", "metastability", "sweeps")
+"""Library modules whose source is part of the cache key (joblib only hashes the task's own code)."""
+
+
+def code_version() -> str:
+    """Short hash of the source of :data:`CODE_MODULES`: editing the engine or the dynamics
+    moves the cache to a fresh folder, so stale results are never loaded."""
+    import hashlib
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in CODE_MODULES:
+        h.update((here / f"{name}.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
 def memory(cache_dir: str | Path | None = None):
-    """The :class:`joblib.Memory` used for sweeps (default ``<repo>/.cache/joblib``)."""
+    """The :class:`joblib.Memory` used for sweeps: ``<cache_dir>/<code_version()>``, with
+    ``cache_dir`` defaulting to ``<repo>/.cache/joblib``."""
     import joblib
-    loc = Path(cache_dir) if cache_dir is not None else paths.CACHE / "joblib"
-    return joblib.Memory(location=str(loc), verbose=0)
+    base = Path(cache_dir) if cache_dir is not None else paths.CACHE / "joblib"
+    return joblib.Memory(location=str(base / code_version()), verbose=0)
 
 
 @contextlib.contextmanager
@@ -208,3 +225,18 @@ def collapse_task(*, x0: tuple, gamma: float, beta: float, tol: float, max_steps
     from . import metastability as M
     return M.collapse_sabeta(np.asarray(x0, float), gamma, beta, tol=tol, max_steps=max_steps,
                              record_every=record_every)
+
+
+def e6_task(*, beta: float, seed: int, per_vertex: int = 2, radius: float = 0.05, config_seed: int = 7,
+            gamma: float = 0.1, eps: float = 0.1, runs: int = 300, cap: int = 10_000,
+            sabeta_cap: int = 10**6) -> dict:
+    """Erratum E6: from one configuration "after phase 1" (equilateral triangle, ``per_vertex``
+    tokens at distance ``radius`` from each vertex), the exit time ``T2`` of ``runs`` (SAP)
+    chains (plain stepping, censored at ``cap``) and of the deterministic (SA-beta)."""
+    from . import metastability as M
+    v = M.triangle_on_circle()
+    x0, sigma = M.near_vertex_configuration(v, per_vertex, radius, config_seed)
+    es = M.stepping_exit_times(x0, sigma, gamma, beta, eps, runs, seed, cap=cap)
+    det = M.sabeta_exit_time(x0, sigma, gamma, beta, eps, cap=sabeta_cap)
+    return {"beta": float(beta), "times": es.times, "censored": es.censored, "cap": cap,
+            "sabeta_T": det["T"], "sabeta_cap": sabeta_cap, "x0": x0, "sigma": sigma}
