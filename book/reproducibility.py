@@ -18,8 +18,8 @@
 # Python 3.11 and `make`:
 #
 # ```bash
-# make book              # .venv from requirements.txt, every notebook once, figures/, _build/html
-# make book PRESET=quick # the same in seconds, with the small "quick" parameters (used by the tests)
+# make book              # .venv, every notebook once, figures/, _build/html
+# make book PRESET=quick # the same in seconds, small parameters (the tests use it)
 # ```
 #
 # **What runs.** Each chapter is a [jupytext](https://jupytext.readthedocs.io) text file
@@ -52,7 +52,7 @@
 # %% tags=["parameters"]
 preset = "paper"  # this page has no tunable parameters; the preset is recorded for the report
 
-# %%
+# %% tags=["hide-input"]
 import json
 import os
 import platform
@@ -76,15 +76,16 @@ records = [r for r in records if r["notebook"] != "reproducibility"]
 # recorded by `tools/run_notebook.py` in `_build/exec-times/`. A notebook that did not need
 # re-executing keeps the time of its last run.
 
-# %%
+# %% tags=["hide-input"]
 def _fmt_overrides(r):
     return ", ".join(f"`{k}={v!r}`" for k, v in r["overrides"].items()) or "none"
 
 rows = ["| notebook | preset | overrides | code cells | wall time (s) | finished (UTC) |",
         "| --- | --- | --- | ---: | ---: | --- |"]
 for r in records:
-    rows.append(f"| `{r['source']}` | {r['preset']} | {_fmt_overrides(r)} | {r['cells']} "
-                f"| {r['seconds']:.1f} | {r['finished_utc']} |")
+    day, clock = r["finished_utc"].split(" ")
+    rows.append(f"| {r['notebook']} | {r['preset']} | {_fmt_overrides(r)} | {r['cells']} "
+                f"| {r['seconds']:.1f} | {clock} ({day}) |")
 total = sum(r["seconds"] for r in records)
 rows.append(f"| **total** | | | | **{total:.1f}** | |")
 machine = records[0]["machine"] if records else platform.machine()
@@ -98,7 +99,7 @@ display(Markdown("\n".join(rows) + f"\n\nMachine: {machine}; Python {platform.py
 # versions that matter most for the numbers and the pages, as imported by the kernel that
 # executed this page:
 
-# %%
+# %% tags=["hide-input"]
 import importlib.metadata as md
 
 key = ["numpy", "scipy", "matplotlib", "shapely", "papermill", "jupytext", "jupyter-book",
@@ -114,7 +115,8 @@ display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirement
 #
 # | figure | one command | writes |
 # | --- | --- | --- |
-# | Figure 2 with $\kappa = 6$ | `.venv/bin/python -m attention_fw.paper_figures figure2 --kappas 6` | `figures/custom/` |
+# | Figure 2 with $\kappa = 6$ | `make figure ARGS="figure2 --kappas 6"` | `figures/custom/figure2.*` |
+# | any paper figure, other parameters | `make figure ARGS="--help"` lists figures and options | `figures/custom/` |
 # | any chapter's figures, own parameters | `make notebook NB=<chapter> ARGS="-p <name> <value>"` | `_build/custom/<chapter>.ipynb`, `figures/custom/` |
 # | the whole book, quick | `make book PRESET=quick` | `book/*.ipynb`, `figures/`, `_build/html` |
 #

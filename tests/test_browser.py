@@ -1,12 +1,13 @@
 """The built book in a real browser: headless Chromium driven over the DevTools protocol.
 
-For every page of the quick build (see ``bookbuild.py``), served from a loopback HTTP server:
+Every page of the quick build (see ``bookbuild.py``) is opened twice, from a loopback HTTP
+server and straight from disk (``file://``), and must show that:
 
 * the math is typeset by the locally served MathJax (one ``mjx-container`` per math element,
   no ``mjx-merror``);
 * every image has loaded (``naturalWidth > 0``);
 * there is no console error, no uncaught exception, no failed request;
-* no request leaves the machine (only ``http://127.0.0.1``, ``data:`` and ``blob:``); host
+* no request leaves the machine (only the page's own origin, ``data:`` and ``blob:``); host
   name resolution is disabled as well, so an attempt is both reported and harmless.
 
 The DevTools protocol is spoken over ``--remote-debugging-pipe`` (file descriptors 3 and 4,
@@ -253,8 +254,12 @@ def test_chromium_is_installed():
     assert chromium_executable() is not None, INSTALL_HINT
 
 
-def test_every_page_renders_offline(served_book, browser):
+@pytest.mark.parametrize("scheme", ["http", "file"])
+def test_every_page_renders_offline(served_book, browser, scheme):
+    """Served from a loopback server (as online) and opened straight from disk (file://)."""
     html, origin = served_book
+    if scheme == "file":
+        origin = html.as_uri() + "/"
     pages = book_pages(html)
     expected = {f"book/{p.stem}.html" for p in bookbuild.chapter_sources()} | {"book/intro.html"}
     assert expected <= set(pages)

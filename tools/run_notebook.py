@@ -138,8 +138,12 @@ def main(argv=None) -> int:
             os.environ["ATTENTION_FW_EXEC_TIMES"] = env_backup
     seconds = time.perf_counter() - t0
 
-    # Drop the papermill timing metadata that changes on every run: keeps the page stable.
+    # Drop the papermill timing metadata that changes on every run (keeps the page stable),
+    # and the saved widget state: with it, myst-nb would load require.js and the widget
+    # manager from a CDN, and the book must read offline. In the static book every widget
+    # has a precomputed stand-in; the downloaded notebook re-creates its widgets when run.
     executed = nbformat.read(tmp, as_version=4)
+    executed.metadata.pop("widgets", None)
     for cell in executed.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)

@@ -5,8 +5,8 @@
 
 Runs headless Chromium (``chromium`` on PATH, or $CHROMIUM) once per page at 1280 px wide,
 with networking disabled, and cuts each long screenshot into 1280 x 1600 slices
-``<out>/<page>-<k>.png`` that an image viewer shows at a readable scale. Blank slices at the
-bottom of a page are dropped.
+``<out>/<page>-<k>.png`` that an image viewer shows at a readable scale. The blank bottom of a
+page is dropped.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from PIL import Image, ImageChops
+from PIL import Image, ImageChops, ImageStat
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("pages", nargs="*", help="page stems, e.g. 01-model (default: every page of book/)")
     ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
-    ap.add_argument("--height", type=int, default=9000)
+    ap.add_argument("--height", type=int, default=16000)
     ap.add_argument("--slice", type=int, default=1600)
     args = ap.parse_args(argv)
     exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -47,12 +47,15 @@ def main(argv=None) -> int:
                             "--virtual-time-budget=8000", f"--screenshot={full}", page.as_uri()],
                            check=True, capture_output=True, timeout=120)
         img = Image.open(full).convert("RGB")
-        bg = Image.new("RGB", img.size, (255, 255, 255))
-        box = ImageChops.difference(img, bg).getbbox()
+        content = img.crop((300, 0, 980, img.height))            # the article column, without sidebars
+        box = ImageChops.difference(content, Image.new("RGB", content.size, (255, 255, 255))).getbbox()
         bottom = box[3] if box else img.height
         n = 0
         for k, top in enumerate(range(0, bottom, args.slice)):
-            img.crop((0, top, img.width, min(top + args.slice, bottom))).save(args.out / f"{stem}-{k}.png")
+            piece = img.crop((0, top, img.width, min(top + args.slice, bottom)))
+            if ImageStat.Stat(piece.convert("L").crop((300, 0, 980, piece.height))).stddev[0] < 3:
+                continue                                        # blank article column
+            piece.save(args.out / f"{stem}-{k}.png")
             n += 1
         full.unlink()
         print(f"{stem}: {n} slices")

@@ -12,6 +12,8 @@ no kernel, no network. The book uses it in two ways:
 """
 from __future__ import annotations
 
+import re
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +23,45 @@ from scipy.spatial import ConvexHull, QhullError
 from . import _validate as V
 
 ANIMATION_DPI = 80
+
+# matplotlib's player links Font Awesome 4 from a CDN for its button icons. The book must
+# read offline, so the link is dropped and each icon becomes a small inline SVG.
+_ICON_PATHS = {
+    "fa-minus": "M2 7h12v2H2z",
+    "fa-plus": "M7 2h2v5h5v2H9v5H7V9H2V7h5z",
+    "fa-fast-backward": "M2 2h2v12H2zM9 2v12L4 8zM15 2v12L10 8z",
+    "fa-step-backward": "M3 2h2v12H3zM13 2v12L6 8z",
+    "fa-play fa-flip-horizontal": "M13 2v12L3 8z",
+    "fa-pause": "M3 2h4v12H3zM9 2h4v12H9z",
+    "fa-play": "M3 2l10 6-10 6z",
+    "fa-step-forward": "M11 2h2v12h-2zM3 2l7 6-7 6z",
+    "fa-fast-forward": "M12 2h2v12h-2zM1 2l5 6-5 6zM6 2l5 6-5 6z",
+}
+_CDN_LINK = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*font-awesome[^"]*">')
+_ICON = re.compile(r'<i class="fa ([^"]+)"></i>')
+
+
+def _icon_svg(match) -> str:
+    path = _ICON_PATHS.get(match.group(1))
+    if path is None:
+        raise ValueError(f"unknown player icon {match.group(1)!r}")
+    return (f'<svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true">'
+            f'<path fill="currentColor" d="{path}"/></svg>')
+
+
+def offline_player(html: str) -> str:
+    """Remove the CDN stylesheet from a ``to_jshtml`` player and inline its icons as SVG.
+
+    Raises
+    ------
+    ValueError
+        If the player still refers to a remote resource afterwards (a matplotlib change).
+    """
+    html = _CDN_LINK.sub("", html)
+    html = _ICON.sub(_icon_svg, html)
+    if re.search(r'(src|href)="https?://', html):
+        raise ValueError("the animation player refers to a remote resource")
+    return html
 
 
 def jshtml(fig, update, frames: int, *, interval: int = 200, default_mode: str = "once") -> str:
@@ -46,7 +87,7 @@ def jshtml(fig, update, frames: int, *, interval: int = 200, default_mode: str =
         anim = FuncAnimation(fig, lambda k: update(k), frames=frames, interval=interval, blit=False)
         html = anim.to_jshtml(default_mode=default_mode)
     plt.close(fig)
-    return html
+    return offline_player(html)
 
 
 def _hull_polygon(points):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
 import os
 import signal
 import threading
@@ -48,10 +47,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import paths  # noqa: E402
-
-# matplotlib's bundled cmr10 font has a zero 'created' timestamp in its head table; fontTools
-# logs a harmless warning for it on every PDF subset, which would land on stderr in notebooks.
-logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
 
 FORMATS = ("pdf", "png", "svg")
 PNG_DPI = 200
