@@ -322,7 +322,8 @@ def bench_engine(quick: bool) -> list:
         samples = []
 
         def eng():
-            samples.append(M.engine_exit_times(x0, sigma, gamma, beta, eps, exits, seed=len(samples)))
+            samples.append(M.engine_exit_times(x0, sigma, gamma, beta, eps, exits,
+                                                 seed=int(beta * 1000) + len(samples)))
 
         xs = np.broadcast_to(x0, (step_runs,) + x0.shape).copy()
         g = np.random.default_rng(0)
@@ -357,6 +358,8 @@ def bench_engine(quick: bool) -> list:
                               f"{r['plain_chain_steps_per_s']:.3g} chain-steps/s = {r['plain_exits_per_s']:.3g} exits/s"
                               + (f" (measured directly: {r['plain_exits_per_s_measured']:.3g})"
                                  if "plain_exits_per_s_measured" in r else "")
+                              + (f", plain mean T2 / exact = {r['plain_mean_T2_over_exact']:.3f}"
+                                 if "plain_mean_T2_over_exact" in r else "")
                               + f"; speed-up {r['speedup']:.3g}x; engine mean T2 / exact = "
                                 f"{r['engine_mean_T2_over_exact']:.3f}"), **r))
     if big:
@@ -371,6 +374,13 @@ def bench_engine(quick: bool) -> list:
     else:
         out.append(entry("engine reach", None, "", target="< 10 s", met=False,
                          how="no beta in the sweep reached E[T2] > 1e9"))
+    feasible = [r for r in rows if r["E_T2"] * 1e4 / r["plain_chain_steps_per_s"] < 3600.0]
+    if feasible:
+        r = max(feasible, key=lambda r: r["beta"])
+        out.append(entry(f"engine / plain stepping at beta={r['beta']:g} (largest beta where plain stepping "
+                         f"gives 1e4 exits within an hour)", r["speedup"], "x exits/s",
+                         how=(f"E[T2] = {r['E_T2']:.3g}; engine {r['engine_exits_per_s']:.3g} exits/s, plain "
+                              f"{r['plain_exits_per_s']:.3g} exits/s")))
     out.append(entry("setting", None, "", how=(
         f"equilateral triangle on the unit circle, {counts.tolist()} coincident tokens per vertex, gamma={gamma}, "
         f"eps={eps} (single-jump regime, T2 = first event); engine = metastability.engine_exit_times "
