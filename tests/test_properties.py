@@ -242,3 +242,16 @@ def test_softmax_step_with_B_matches_attention_at_large_beta(B):
             assert np.all(np.isfinite(y))
             cond = np.finfo(float).eps * beta * scale * scale * 40
             np.testing.assert_allclose(y, x + 0.3 * (A @ x - x), rtol=1e-10, atol=(1e-12 + cond) * scale)
+
+
+@settings(**SETTINGS)
+@given(token_sets(), gammas)
+def test_hardmax_step_equals_the_hardmax_attention_average(x, gamma):
+    """The mask-and-count path of hardmax_step picks the same leaders as attention(beta=inf)."""
+    A = D.attention(x, beta=np.inf)
+    ref = x + gamma * (A @ x - x)
+    np.testing.assert_allclose(D.hardmax_step(x, gamma), ref, rtol=1e-12, atol=1e-12 * np.abs(x).max())
+    B = np.diag(np.arange(1.0, x.shape[-1] + 1.0))
+    A = D.attention(x, B, np.inf)
+    np.testing.assert_allclose(D.hardmax_step(x, gamma, B), x + gamma * (A @ x - x), rtol=1e-12,
+                               atol=1e-12 * np.abs(x).max())

@@ -174,8 +174,21 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """
     gamma = _gamma(gamma)
     x = _tokens(x)
-    A = attention(x, B, np.inf, tie_rtol=tie_rtol)
-    return x + gamma * (A @ x - x)
+    B = _key_query(B, x.shape[-1])
+    tol = _tie_tol(tie_rtol, x.shape[-1])
+    # The same leader set as attention(x, B, inf) (_hardmax_from_scores), with fewer passes:
+    # max_j |S_ij| = max(max_j S_ij, -min_j S_ij), and the tied tokens are averaged through
+    # the 0/1 mask and its row counts instead of a normalised matrix.
+    S = (x if B is None else x @ B.T) @ np.swapaxes(x, -1, -2)
+    top = S.max(axis=-1, keepdims=True)
+    scale = np.maximum(top, -S.min(axis=-1, keepdims=True))
+    W = (S >= top - tol * scale).astype(np.float64)
+    y = W @ x
+    y /= W.sum(axis=-1, keepdims=True)
+    y -= x
+    y *= gamma
+    y += x
+    return y
 
 
 def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
