@@ -28,6 +28,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -171,6 +172,23 @@ def bench_softmax(quick: bool) -> list:
 
     ref = unfused()
     assert np.allclose(step(), ref, rtol=1e-10, atol=1e-12), "softmax_step disagrees with attention @ x"
+    # The passes of softmax_step (the branch without the max shift, |beta S| <= 200 here),
+    # each timed alone on preallocated arrays, to show where the time above the floor goes.
+    xts, Zs, ys, tot, xsq = np.empty((R, d, n)), np.empty((R, n, n)), np.empty((R, n, d)), np.empty((R, n)), \
+        np.empty((R, n, d))
+    passes = {
+        "scaled transpose x^T beta": lambda: np.multiply(np.swapaxes(x, -1, -2), beta, out=xts),
+        "product x (beta x^T)": lambda: np.matmul(x, xts, out=Zs),
+        "bound from the diagonal": lambda: np.einsum("...ii->...i", Zs).max(),
+        "exp": lambda: np.exp(Zs, out=Zs),
+        "row sums": lambda: np.add.reduce(Zs, axis=-1, out=tot),
+        "product E x": lambda: np.matmul(Zs, x, out=ys),
+        "normalise": lambda: np.divide(ys, tot[..., None], out=ys),
+        "x + gamma (y - x)": lambda: (np.subtract(ys, x, out=ys), np.multiply(ys, gamma, out=ys),
+                                      np.add(ys, x, out=ys)),
+        "row max (the shift, only for |beta S| > 200)": lambda: Zs.max(axis=-2),
+    }
+    tp = interleaved(passes, reps=11 if quick else 21, warmup=2)
     reps = 11 if quick else 31
     t = interleaved({"floor": floor, "floor_alloc": floor_alloc, "step": step, "unfused": unfused},
                     reps=reps, warmup=3)
@@ -198,6 +216,11 @@ def bench_softmax(quick: bool) -> list:
               "x floor", target="<= 1.5x", met=bool(ratio_alloc <= 1.5),
               how="same run; the floor allocates its two results like the step must",
               floor_alloc_ms=med(t["floor_alloc"]) * 1e3),
+        entry("where the step's time goes (each pass alone, ms)", sum(med(v) for k, v in tp.items()
+                                                                        if not k.startswith("row max")) * 1e3,
+              "ms (sum without the shift)",
+              how="; ".join(f"{k} {med(v) * 1e3:.2f}" for k, v in tp.items()),
+              passes_ms={k: med(v) * 1e3 for k, v in tp.items()}),
         entry("unfused attention(x) @ x / floor (before the speed-up)", ratio_unfused, "x floor",
               how="the previous softmax_step body: A = attention(x, beta); x + gamma (A x - x)",
               unfused_ms=med(t["unfused"]) * 1e3),
@@ -430,7 +453,8 @@ def bench_build(quick: bool, with_test: bool) -> list:
         env = dict(os.environ)
         env.pop("MAKEFLAGS", None)
         tt, p = _run(["make", "test"], ROOT, env, timeout=3600)
-        tail = (p.stdout.strip().splitlines() or [""])[-1]
+        summary = [ln for ln in p.stdout.splitlines() if re.search(r"\d+ (passed|failed)", ln)]
+        tail = summary[-1].strip("= ") if summary else (p.stdout.strip().splitlines() or [""])[-1]
         out.append(entry("make test", tt, "s", target="< 600 s", met=bool(tt < 600 and p.returncode == 0),
                          how=f"whole suite on this machine, exit status {p.returncode}: {tail}"))
     return out
