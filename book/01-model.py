@@ -234,7 +234,7 @@ glue("ch1-gap-min", float(Delta.min()), display=False)
 # $$
 #
 # The paper introduces it by setting "$V^t=\gamma I_d$". Through (1.3) that value matrix gives
-# the step $\gamma/(1+\gamma)$, not $\gamma$ (erratum **E8**). With $\gamma=$
+# the step $\gamma/(1+\gamma)$, not $\gamma$ (erratum {ref}`E8 <e8>`). With $\gamma=$
 # {glue:text}`ch1-gamma`: one layer (1.3) with $V=\gamma I$ differs from one (SAβ) step by up
 # to {glue:text}`ch1-E8-wrong:.3f`, but agrees with an (SAβ) step of size
 # $\gamma/(1+\gamma)=$ {glue:text}`ch1-E8-step:.4f` to {glue:text}`ch1-E8-right:.1e`; the value

@@ -228,7 +228,7 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 #
 # The paper's proof observes that ties lie on finitely many hyperplanes, null sets since $B^t$
 # is invertible, and then asserts that a piecewise-affine step cannot map a set of positive
-# measure into a null set. That last step is **false**. Take $d=1$, $V=I_1$ (so $P=\tfrac12$)
+# measure into a null set. That last step is **false** (erratum {ref}`E7 <e7>`). Take $d=1$, $V=I_1$ (so $P=\tfrac12$)
 # and $B=-I_1$, and two tokens $a>0>b$. Each is the other's leader
 # ($\langle Ba,b\rangle=-ab>0>-a^2$), so both jump to $(a+b)/2$: an open set of initial data
 # is mapped onto the diagonal $\{x_1=x_2\}$. Of {glue:text}`ch2-e7-pairs:,.0f` random pairs

@@ -147,6 +147,8 @@ glue("ch3-eq-tok2", ", ".join(map(str, cex["equality_times"][1])) or "none", dis
 assert cex["bound"][575] == Fraction(1, 18) == cex["J"][575][1]
 fig_cex = cvp.fig_thm31_counterexample(cex, **save_kw)
 glue("fig-ch3-cex", fig_cex, display=False)
+from matplotlib import pyplot as plt  # noqa: E402  (close after glue: each figure shown once)
+plt.close(fig_cex)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch3-cex
@@ -220,6 +222,7 @@ glue("ch3-shift-lim-med", float(np.median(lim)), display=False)
 example = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 6, 2, seed=np.random.default_rng(seeds[2])), Bs, pc.rate_steps)
 fig_sym = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example, **save_kw)
 glue("fig-ch3-sym", fig_sym, display=False)
+plt.close(fig_sym)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch3-sym
@@ -300,6 +303,7 @@ glue("ch3-sym-slope", slopes["symmetric"]["J"], display=False)
 glue("ch3-sym-zero", int((ry["diameter"][-1] == 0).sum()), display=False)
 glue("ch3-prop-max", float(prop_ratio.max()), display=False)
 glue("fig-ch3-rates", fig_rates, display=False)
+plt.close(fig_rates)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch3-rates
@@ -333,6 +337,7 @@ glue("ch3-fixed-bound", float((fx["primal"] / (2 * 1.0 * rs["diam0"] ** 2 / (tf 
 glue("ch3-fixed-slope", fslopes["fixed"], display=False)
 glue("ch3-current-slope", fslopes["current"], display=False)
 glue("fig-ch3-fixed", fig_fixed, display=False)
+plt.close(fig_fixed)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch3-fixed
@@ -385,6 +390,7 @@ glue("ch3-rho", float(lb["rho"]), display=False)
 glue("ch3-ls-factor", float(lin["rate"]), display=False)
 glue("ch3-ol-slope", float(lin["slope_open_loop"]), display=False)
 glue("fig-ch3-linear", fig_lin, display=False)
+plt.close(fig_lin)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch3-linear

@@ -466,6 +466,8 @@ hr = runs_4c["halving"][1]
 glue("ch4c-halving-ratio", float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False)
 fig_sched = cvp.fig_vertex_schedules(runs_4c, **save_kw_4c)
 glue("fig-ch4c-schedules", fig_sched, display=False)
+from matplotlib import pyplot as plt  # noqa: E402  (close after glue: each figure shown once)
+plt.close(fig_sched)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch4c-schedules
@@ -501,6 +503,7 @@ fig_lines = cvp.fig_vertex_straight_lines(
     [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
      ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **save_kw_4c)
 glue("fig-ch4c-lines", fig_lines, display=False)
+plt.close(fig_lines)
 
 
 def segment_deviation(res, verts):
@@ -524,6 +527,7 @@ glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]]
 glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
 fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **save_kw_4c)
 glue("fig-ch4c-not-owning", fig_no, display=False)
+plt.close(fig_no)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch4c-lines
@@ -590,6 +594,7 @@ glue("ch4c-dg-slack", slack, display=False)
 glue("ch4c-dg-ratio", ratio, display=False)
 fig_dg = cvp.fig_duality_gap(dg_runs, **save_kw_4c)
 glue("fig-ch4c-dg", fig_dg, display=False)
+plt.close(fig_dg)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch4c-dg
@@ -641,6 +646,7 @@ for res in mc:
     glue(f"ch4c-d99-{res['kappa']}", first_dim(res, 0.99), display=False)
 fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b), **save_kw_4c)
 glue("fig-ch4c-mc", fig_mc, display=False)
+plt.close(fig_mc)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch4c-mc
@@ -696,6 +702,7 @@ for h in (0.5, 0.25, 0.1):
     paths_ode["euler"][h] = (sim.times * h, sim.trajectory[:, 6, 0])
 fig_eu, eu_slope = cvp.fig_ode_euler(eu, paths_ode, **save_kw_4c)
 glue("fig-ch4c-euler", fig_eu, display=False)
+plt.close(fig_eu)
 glue("ch4c-euler-slope", eu_slope, display=False)
 glue("ch4c-euler-const", float(eu["err_T"][-1] / eu["dt"][-1]), display=False)
 glue("ch4c-euler-pred", float(eu["leading_T"]), display=False)
@@ -720,6 +727,7 @@ glue("ch4c-eta", eta, display=False)
 glue("ch4c-jump", float(bnd["sup_dist"][~bnd["same_cells"]].min()), display=False)
 fig_cont = cvp.fig_ode_continuity(gen, bnd, eta, **save_kw_4c)
 glue("fig-ch4c-cont", fig_cont, display=False)
+plt.close(fig_cont)
 
 # %% [markdown]
 # ```{glue:figure} fig-ch4c-euler

@@ -170,3 +170,50 @@ def test_a_failing_cell_fails_the_build_loudly(tmp_path):
     assert "NOTEBOOK 09-failing FAILED in cell" in proc.stderr
     assert "ArithmeticError: deliberate failure 1" in proc.stderr
     assert not (repo / "book" / "09-failing.ipynb").exists(), "a failed run must not look up to date"
+
+
+def test_figure_manifest_lists_and_verifies_every_generated_figure(build):
+    """figures/MANIFEST.sha256 covers every figure file the quick build wrote, in sha256sum format."""
+    assert build.returncode == 0, build.log[-6000:]
+    figures = build.repo / "figures"
+    lines = (figures / "MANIFEST.sha256").read_text().splitlines()
+    listed = [line.split("  ", 1)[1] for line in lines]
+    on_disk = sorted(p.relative_to(figures).as_posix() for p in figures.rglob("*")
+                     if p.is_file() and p.name != "MANIFEST.sha256" and not p.relative_to(figures).parts[0] == "custom")
+    assert listed == on_disk and any(name.endswith(".pdf") for name in listed)
+    check = subprocess.run(["sha256sum", "--check", "--quiet", "MANIFEST.sha256"], cwd=figures,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_every_figure_named_in_the_introduction_is_generated(build):
+    """The intro's result map names figure files; the build must produce each of them. Some
+    chapters keep the canonical figures/ for the paper preset and write quick runs to
+    figures/custom/ (possibly the data only), so any of these counts."""
+    assert build.returncode == 0, build.log[-6000:]
+    rows = [line for line in (ROOT / "book" / "intro.md").read_text().splitlines()
+            if line.startswith("| **")]
+    names = {n for row in rows for n in re.findall(r"`([\w-]+)`", row.split("|")[3])}
+    assert len(names) >= 10
+    fig = build.repo / "figures"
+    candidates = ("{}.pdf", "data/{}.json", "custom/{}.pdf", "custom/data/{}.json")
+    missing = sorted(n for n in names if not any((fig / c.format(n)).is_file() for c in candidates))
+    assert missing == [], f"named in book/intro.md but not generated: {missing}"
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_figure_is_shown_once(build, source):
+    """A figure glued for a numbered {glue:figure} must not also appear as the cell's own output
+    (the inline backend shows every figure left open at the end of a cell)."""
+    assert build.returncode == 0, build.log[-6000:]
+    doubled = []
+    for k, cell in enumerate(_executed(build, source).cells):
+        outs = cell.get("outputs", [])
+        glued = [o for o in outs if o.get("metadata", {}).get("scrapbook")
+                 and any("image/" in m for m in o.get("data", {}))]
+        shown = [o for o in outs if o.get("output_type") in ("display_data", "execute_result")
+                 and not o.get("metadata", {}).get("scrapbook")
+                 and any(m.startswith("image/") for m in o.get("data", {}))]
+        if glued and shown:
+            doubled.append(k)
+    assert doubled == [], f"cells {doubled} show a glued figure a second time (close it after glue)"

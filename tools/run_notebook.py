@@ -127,7 +127,12 @@ def main(argv=None) -> int:
               f"--- cell source ---\n{err.source}\n--- traceback ---\n{tb}\n"
               f"--- partially executed notebook kept at {failed} ---", file=sys.stderr)
         return 1
-    except BaseException:
+    except Exception as err:  # a dead kernel, a timeout, a missing kernel...: still say which notebook
+        if tmp.exists():
+            tmp.unlink()
+        print(f"\nrun_notebook: NOTEBOOK {name} FAILED ({type(err).__name__}: {err})", file=sys.stderr)
+        return 1
+    except BaseException:  # KeyboardInterrupt: leave no half-written output behind
         if tmp.exists():
             tmp.unlink()
         raise
