@@ -20,7 +20,11 @@ import pytest  # noqa: E402
 
 from attention_fw import dynamics as D  # noqa: E402
 from attention_fw import frank_wolfe as FW  # noqa: E402
+from attention_fw import animate as AN  # noqa: E402
+from attention_fw import convergence as C  # noqa: E402
 from attention_fw import geometry as G  # noqa: E402
+from attention_fw import paper_figures as PF  # noqa: E402
+from attention_fw import sweeps as SW  # noqa: E402
 from attention_fw import metastability as M  # noqa: E402
 from attention_fw import plotting, presets  # noqa: E402
 from attention_fw import schedules as S  # noqa: E402
@@ -181,6 +185,29 @@ CASES = [
     ("collapse-beta-negative", lambda: M.collapse_sabeta(X0, 0.1, -1.0), E, "beta"),
     ("cluster-counts-length", lambda: M.cluster_configuration(TRI, np.array([1, 1])), E, "counts"),
     ("simplex-d-zero", lambda: M.regular_simplex(0), E, "d"),
+    # ------------------------------------------------------------------ convergence, sweeps
+    ("log_times-steps-zero", lambda: C.log_times(0), E, "steps"),
+    ("symmetric_cloud-R-zero", lambda: C.symmetric_cloud(0, 3), E, "R"),
+    ("shifted_cloud-concentration", lambda: C.shifted_cloud(2, 3, concentration=-1.0), E, "concentration"),
+    ("origin_in_hull-3d", lambda: C.origin_in_hull_2d(np.ones((2, 3, 3))), E, "x"),
+    ("thm31_ratio-Bstar-negative", lambda: C.thm31_ratio(X[None], -np.eye(2), 5), E, "Bstar"),
+    ("section3-schedule-unknown", lambda: C.section3_rates(X[None], np.eye(2), 5, schedule="nope"), E, "schedule"),
+    ("vertex_convergence-B-size", lambda: C.vertex_convergence(X, 0.5 * X, np.eye(3), 0.5, 5), E, "B"),
+    ("wilson-trials-zero", lambda: C.wilson_interval(1, 0), E, "trials"),
+    ("owns_cell_probability-kappa", lambda: C.owns_cell_probability([2], 1, 10), E, "kappa"),
+    ("ode_solution-t-negative", lambda: C.ode_solution(X, np.eye(2), -1.0), E, "t"),
+    ("euler_error-dts-zero", lambda: C.euler_error(X, np.eye(2), [0.0]), E, "dts"),
+    ("sweeps-run-fn", lambda: SW.run(3, [{}]), T, "fn"),
+    ("sweeps-regular_polygon-kappa", lambda: SW.regular_polygon(2), E, "kappa"),
+    ("sweeps-tokens_per_vertex-n", lambda: SW.tokens_per_vertex(2, 3), E, "n"),
+    # ------------------------------------------------------------------ paper figures, animations
+    ("paper_figures-name", lambda: PF.make("figure9"), E, "name"),
+    ("paper_figures-parameter", lambda: PF.make("figure2", zeta=3), E, "zeta"),
+    ("paper_figures-kappas", lambda: PF.figure1(kappas=(2,)), E, "kappas"),
+    ("paper_figures-delta", lambda: PF.figure4(delta=-0.1), E, "delta"),
+    ("paper_figures-B-nonsymmetric", lambda: PF.figure3(B=((1.0, 2.0), (0.0, 1.0))), E, "B"),
+    ("animate-empty", lambda: AN.trajectory_animation(np.zeros((0, 3, 2))), E, "trajectory"),
+    ("animate-nan", lambda: AN.trajectory_animation(np.full((3, 3, 2), np.nan)), E, "trajectory"),
     # ------------------------------------------------------------------ presets
     ("resolve-preset-unknown", lambda: presets.resolve(PRESETS, "fast"), E, "preset"),
     ("resolve-preset-not-string", lambda: presets.resolve(PRESETS, 1), E, "preset"),
