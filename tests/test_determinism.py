@@ -50,7 +50,7 @@ def offline_book(tmp_path_factory):
     repo = bookbuild.make_copy(base / "repo")
     env = figrun.guarded_env(bookbuild.env_for(repo), base / "guard")
     cmd, how = _offline(["make", "--no-print-directory", "book", "PRESET=quick"])
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     return {"repo": repo, "env": env, "proc": proc, "how": how, "log": base / "guard" / "attempts.log"}
 
 
@@ -172,7 +172,7 @@ def test_manifest_matches_the_figures_and_a_rebuild_rewrites_the_same_bytes(offl
     # must come out byte for byte the same.
     (repo / "lib" / "attention_fw" / "__init__.py").touch()
     cmd, _ = _offline(["make", "--no-print-directory", "figures", "PRESET=quick"])
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("run_notebook:") >= 3, "the notebooks were not re-executed"
     after = figrun.files(figures)

@@ -138,7 +138,7 @@ def _signals_held():
         yield
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            signal.signal(s, signal.SIG_DFL if h is None else h)  # None: set outside Python
         for s in dict.fromkeys(pending):
             signal.raise_signal(s)
 
