@@ -20,9 +20,13 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
-# Speed belongs here, not in the tests. Each tools/bench_*.py prints its own table.
+# Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
+# stand-alone tables of the other tools/bench_*.py scripts.
+# BENCH_ARGS=--skip-build leaves out the book build and make test; --quick: fewer repetitions.
+BENCH_ARGS ?=
 bench: $(STAMP)
-	@for f in tools/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	$(PY) tools/bench.py $(BENCH_ARGS)
+	@for f in $(filter-out tools/bench.py,$(wildcard tools/bench_*.py)); do echo "== $$f"; $(PY) $$f || exit 1; done
 
 # The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
 figures-paper: $(STAMP)

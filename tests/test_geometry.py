@@ -323,3 +323,22 @@ def test_bad_inputs_name_the_argument():
         g.cell_labels(np.zeros((4, 3)), K)
     with pytest.raises(ValueError, match="vertices"):
         g.unit_direction_cells([[0.0, 0], [0, 1], [1, 0]])
+
+
+def test_two_clip_cells_equal_clipping_by_every_half_plane():
+    """cells() clips K by the two extreme half-planes of each cone; clipping by all k - 1
+    half-planes <Bx, v_i - v_j> >= 0 (clip_halfplanes) must give the same polygon."""
+    rng = np.random.default_rng(31)
+    for k in [3, 5, 9, 25]:
+        for _ in range(5):
+            pts, hull = g.sample_vertices(k, int(rng.integers(1 << 30)), equal_norm=k > 9, enforce_bijection=True)
+            K = pts[hull]
+            M = rng.normal(size=(2, 2))
+            B = M @ M.T + 0.2 * np.eye(2)
+            fast = g.cells(K, B)
+            for i in range(len(K)):
+                normals = (K[i] - np.delete(K, i, axis=0)) @ B
+                full = g.clip_halfplanes(K, normals)
+                assert abs(g.polygon_area(fast[i]) - g.polygon_area(full)) <= 1e-12 * g.polygon_area(K)
+                if len(full):
+                    assert g.symmetric_difference_area(fast[i], full) <= 1e-12 * g.polygon_area(K)

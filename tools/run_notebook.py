@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -119,6 +120,9 @@ def main(argv=None) -> int:
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{os.getpid()}.ipynb")
+    # SIGTERM (kill, make interrupted from outside) unwinds like Ctrl-C, so the handler below
+    # removes the temporary notebook and papermill shuts the kernel down.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
     os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
     socket_dir = tempfile.mkdtemp(prefix="afw-kernel-")

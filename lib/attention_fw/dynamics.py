@@ -26,6 +26,7 @@ are not. ``tie_rtol=0`` asks for exact equality.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -174,8 +175,21 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """
     gamma = _gamma(gamma)
     x = _tokens(x)
-    A = attention(x, B, np.inf, tie_rtol=tie_rtol)
-    return x + gamma * (A @ x - x)
+    B = _key_query(B, x.shape[-1])
+    tol = _tie_tol(tie_rtol, x.shape[-1])
+    # The same leader set as attention(x, B, inf) (_hardmax_from_scores), with fewer passes:
+    # max_j |S_ij| = max(max_j S_ij, -min_j S_ij), and the tied tokens are averaged through
+    # the 0/1 mask and its row counts instead of a normalised matrix.
+    S = (x if B is None else x @ B.T) @ np.swapaxes(x, -1, -2)
+    top = S.max(axis=-1, keepdims=True)
+    scale = np.maximum(top, -S.min(axis=-1, keepdims=True))
+    W = (S >= top - tol * scale).astype(np.float64)
+    y = W @ x
+    y /= W.sum(axis=-1, keepdims=True)
+    y -= x
+    y *= gamma
+    y += x
+    return y
 
 
 def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
@@ -187,8 +201,75 @@ def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     x = _tokens(x)
-    A = attention(x, B, beta)
-    return x + gamma * (A @ x - x)
+    B = _key_query(B, x.shape[-1])
+    return _softmax_mean(x, B, beta, gamma)
+
+
+_WORKSPACE = threading.local()
+
+
+def _scratch(name, shape):
+    """A per-thread scratch array reused across calls of the same shape.
+
+    Fresh multi-megabyte arrays are mapped and page-faulted by the allocator at every
+    call, which costs as much as the products themselves at the sizes of a batched step.
+    Only the scratch of the last shape is kept, so memory stays bounded.
+    """
+    store = getattr(_WORKSPACE, "arrays", None)
+    if store is None:
+        store = _WORKSPACE.arrays = {}
+    arr = store.get(name)
+    if arr is None or arr.shape != shape:
+        arr = store[name] = np.empty(shape)
+    return arr
+
+
+def _softmax_mean(x, B, beta, gamma=1.0):
+    """``(1 - gamma) x_i + gamma sum_j A_ij x_j`` for the softmax weights, without storing ``A``.
+
+    Same numbers as ``x + gamma (attention(x, B, beta) @ x - x)`` up to rounding, with few
+    passes over memory: beta scales a (..., d, n) transposed copy of the tokens (contiguous,
+    so the batched product runs in BLAS); the scores and their exponentials live in a reused
+    per-thread scratch array; the stabilising shift by the row maximum is applied only when a
+    bound on ``|beta S_ij|`` (Cauchy-Schwarz) exceeds 200, i.e. when exp could overflow or a
+    whole row underflow; and the normalisation by the row sums is folded with gamma into one
+    scaling of the (..., n, d) result.
+    """
+    n, d = x.shape[-2], x.shape[-1]
+    if beta == 0.0:  # uniform weights: the mean of the tokens, exactly
+        y = np.repeat(x.mean(axis=-2, keepdims=True), n, axis=-2)
+        return x + gamma * (y - x)
+    lead = x.shape[:-2]
+    xt = _scratch("xt", lead + (d, n))
+    np.multiply(np.swapaxes(x, -1, -2), beta, out=xt)
+    Z = _scratch("Z", lead + (n, n))
+    if B is None:
+        np.matmul(x, xt, out=Z)
+        symmetric = True
+        # Cauchy-Schwarz: |beta S_ij| <= beta max_k |x_k|^2 = max_k Z_kk (the diagonal, cheap).
+        bound = float(np.einsum("...ii->...i", Z).max())
+    else:
+        np.matmul(x @ B.T, xt, out=Z)
+        symmetric = bool(np.array_equal(B, B.T))
+        bound = beta * float(np.linalg.norm(B)) * float(np.einsum("...i,...i->...", x, x).max())
+    # Stabilising shift by the row maximum, needed only when exp could overflow or a whole row
+    # underflow: with |beta S_ij| <= 200 every exp lies in [e^-200, e^200] and the shift would
+    # change nothing but rounding. For a symmetric score matrix the column maxima are the row
+    # maxima, and they are cheaper to reduce -- as long as the rounding asymmetry of the computed
+    # Z (about d eps bound) is far below 1: any per-row constant leaves the softmax unchanged.
+    if not (bound <= 200.0 and bound / beta <= 1e200):
+        columns = symmetric and bound * d * 1e-14 < 1.0
+        np.subtract(Z, Z.max(axis=-2 if columns else -1)[..., :, None], out=Z)
+    np.exp(Z, out=Z)
+    scale = np.add.reduce(Z, axis=-1)  # row sums, (..., n)
+    np.divide(gamma, scale, out=scale)
+    y = np.matmul(Z, x)  # the one fresh array: the result
+    y *= scale[..., None]
+    if gamma != 1.0:
+        tmp = _scratch("tmp", x.shape)
+        np.multiply(x, 1.0 - gamma, out=tmp)
+        y += tmp
+    return y
 
 
 def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):

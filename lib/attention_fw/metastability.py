@@ -160,7 +160,10 @@ def vertex_angles(vertices) -> np.ndarray:
     if k < 3:
         raise ValueError("vertices must hold at least 3 points")
     if v.shape[1] >= 2 and k > v.shape[1]:
-        hull = spatial.ConvexHull(v)
+        try:
+            hull = spatial.ConvexHull(v)
+        except spatial.QhullError:
+            raise ValueError("vertices are degenerate (all in a lower-dimensional affine subspace)") from None
         if len(hull.vertices) != k:
             raise ValueError("every point of vertices must be a vertex of its convex hull")
     out = np.empty(k)

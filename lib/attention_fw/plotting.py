@@ -19,6 +19,7 @@ import io
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 
 import logging
@@ -118,17 +119,28 @@ def _jsonable(obj):
 
 @contextlib.contextmanager
 def _signals_held():
-    """Hold back SIGINT and SIGTERM (main thread only) while a file is replaced."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        old = None
+    """Hold back SIGINT and SIGTERM while a file is replaced, then deliver them.
+
+    A signal mask would not do: it applies to the calling thread only, and a process-directed
+    signal is then delivered to another thread (numpy's BLAS pool), whose default action ends
+    the process mid-write. Python-level handlers are process-wide: they record the signal,
+    and after the write the previous handlers are restored and the signal is raised again
+    (default action, KeyboardInterrupt or the caller's own handler). Main thread only; in
+    other threads the write is not protected.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
     try:
         yield
     finally:
-        if old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in old.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)  # None: set outside Python
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
 
 
 def write_bytes_atomic(path: Path, payload: bytes) -> Path:
@@ -182,9 +194,13 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
 
     Raises
     ------
+    TypeError
+        ``fig`` is not a matplotlib Figure.
     ValueError
         For an empty or unsafe ``name``, an unknown format, or non-finite data.
     """
+    if not isinstance(fig, matplotlib.figure.Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"name must be a non-empty file stem of letters, digits, '-' or '_', got {name!r}")
     formats = tuple(formats)

@@ -1,0 +1,559 @@
+#!/usr/bin/env python
+"""``make bench``: speed measured against references and limits, side by side, in one run.
+
+    python tools/bench.py [--quick] [--skip-build] [--skip-test] [--only NAME ...]
+
+Writes ``_build/bench/report.md`` and ``_build/bench/report.json``. Every number is the
+median of several repetitions; a ratio compares two things timed in the same run,
+interleaved repetition by repetition (A, B, A, B, ...), so a slow moment of the machine hits
+both. Each entry states its target and whether it was met; nothing here is a test.
+
+Sections
+--------
+cells        exact polygons (geometry.cells) vs the published 1000 x 1000 raster argmax
+             (geometry.raster_cells, with the per-cell convex hulls the scripts draw), kappa = 7, 25
+softmax      softmax_step (R=1024, n=32, d=16, float64) vs its floor: the two batched products
+             and the exp, timed alone on the same arrays; GFLOP/s vs a 2048 x 2048 GEMM
+loops        hardmax_step / softmax_step vs per-token Python loops (one system, n = 64, d = 2)
+engine       rejection-free SAP engine: exits/s across beta, reach where E[T2] > 1e9 steps,
+             against plain step-by-step (SAP) stepping
+build        cold `make book` (paper preset) in a scratch copy, a no-op rebuild, per-notebook
+             execution times, and `make test`
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "_build" / "bench"
+
+
+# ----------------------------------------------------------------------------- timing helpers
+def interleaved(fns: dict, reps: int, warmup: int = 1) -> dict:
+    """Time each callable ``reps`` times, round-robin, after ``warmup`` untimed calls each.
+
+    Returns {name: list of seconds}.
+    """
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def med(ts) -> float:
+    return float(np.median(ts))
+
+
+def ratio_median(num, den) -> float:
+    """Median over repetitions of the per-repetition ratio num[r] / den[r] (side by side)."""
+    return float(np.median(np.asarray(num) / np.asarray(den)))
+
+
+def entry(name, value, unit, target=None, met=None, how="", **extra) -> dict:
+    return {"name": name, "value": value, "unit": unit, "target": target, "met": met, "how": how, **extra}
+
+
+# ----------------------------------------------------------------------------- machine
+def machine() -> dict:
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "numpy": np.__version__,
+        "load_average_start": os.getloadavg(),
+        "env_threads": {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                        if k in os.environ},
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg["Build Dependencies"]["blas"]
+        info["blas"] = {k: blas.get(k) for k in ("name", "version", "openblas configuration")}
+    except Exception as exc:  # pragma: no cover - older numpy
+        info["blas"] = f"np.show_config(mode='dicts') failed: {exc}"
+    try:
+        import threadpoolctl  # not a pinned dependency; used when present
+
+        info["threadpools"] = [{k: p.get(k) for k in ("internal_api", "version", "num_threads",
+                                                       "threading_layer", "architecture")}
+                               for p in threadpoolctl.threadpool_info()]
+    except ImportError:
+        info["threadpools"] = "threadpoolctl not installed (not pinned); BLAS from np.show_config"
+    return info
+
+
+# ----------------------------------------------------------------------------- 1. cells
+def bench_cells(quick: bool) -> list:
+    from attention_fw import geometry as G
+
+    out = []
+    reps = 3 if quick else 5
+    for kappa in (7, 25):
+        # kappa = 7: the Figure 1 recipe (unequal norms, exactly kappa hull vertices, seed 42);
+        # kappa = 25: on the circle (25 random radii almost never give 25 hull vertices).
+        pts, hull = G.sample_vertices(kappa, 42, equal_norm=(kappa == 25), enforce_bijection=True)
+        K = pts[hull]
+        exact_cells = G.cells(K)
+        t = interleaved({"exact": lambda: G.cells(K),
+                         "raster": lambda: G.raster_cells(K, n=1000)}, reps=reps)
+        r = G.raster_cells(K, n=1000)
+        aK = G.polygon_area(K)
+        err = max(G.symmetric_difference_area(a, b) for a, b in zip(exact_cells, r.polygons)
+                  if len(a) >= 3 and len(b) >= 3) / aK
+        tile = abs(sum(G.polygon_area(c) for c in exact_cells if len(c) >= 3) - aK) / aK
+        speed = ratio_median(t["raster"], t["exact"])
+        out.append(entry(
+            f"cells kappa={kappa}: exact vs 1000x1000 raster", speed, "x faster",
+            target=">= 100x", met=bool(speed >= 100),
+            how=(f"same polygon K (seed 42, {'unit circle' if kappa == 25 else 'Figure 1 recipe'}); exact "
+                 f"geometry.cells(K) {med(t['exact']) * 1e3:.3f} ms vs geometry.raster_cells(K, n=1000) "
+                 f"(grid argmax + matplotlib Path inside test + per-cell ConvexHull, as the published "
+                 f"scripts) {med(t['raster']) * 1e3:.1f} ms; median of {reps} interleaved reps"),
+            exact_ms=med(t["exact"]) * 1e3, raster_ms=med(t["raster"]) * 1e3,
+            raster_max_cell_error_rel_area=err, exact_tiling_error_rel_area=tile))
+    return out
+
+
+# ----------------------------------------------------------------------------- 2. softmax
+def bench_softmax(quick: bool) -> list:
+    from attention_fw import dynamics as D
+
+    R, n, d = 1024, 32, 16
+    gamma, beta = 0.1, 5.0
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((R, n, d)) / math.sqrt(d)
+    xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    S = np.empty((R, n, n))
+    Y = np.empty((R, n, d))
+
+    def floor():  # the work it cannot avoid: x x^T, exp, E x -- outputs preallocated
+        np.matmul(x, xt, out=S)
+        np.exp(S, out=S)
+        np.matmul(S, x, out=Y)
+
+    def floor_alloc():  # the same with numpy's ordinary allocation of the results
+        E = np.exp(np.matmul(x, xt))
+        return np.matmul(E, x)
+
+    def step():
+        return D.softmax_step(x, gamma, beta)
+
+    def unfused():  # the straightforward library composition: attention matrix, then A x
+        A = D.attention(x, None, beta)
+        return x + gamma * (A @ x - x)
+
+    ref = unfused()
+    assert np.allclose(step(), ref, rtol=1e-10, atol=1e-12), "softmax_step disagrees with attention @ x"
+    # The passes of softmax_step (the branch without the max shift, |beta S| <= 200 here),
+    # each timed alone on preallocated arrays, to show where the time above the floor goes.
+    xts, Zs, ys, tot, xsq = np.empty((R, d, n)), np.empty((R, n, n)), np.empty((R, n, d)), np.empty((R, n)), \
+        np.empty((R, n, d))
+    passes = {
+        "scaled transpose x^T beta": lambda: np.multiply(np.swapaxes(x, -1, -2), beta, out=xts),
+        "product x (beta x^T)": lambda: np.matmul(x, xts, out=Zs),
+        "bound from the diagonal": lambda: np.einsum("...ii->...i", Zs).max(),
+        "exp": lambda: np.exp(Zs, out=Zs),
+        "row sums": lambda: np.add.reduce(Zs, axis=-1, out=tot),
+        "product E x": lambda: np.matmul(Zs, x, out=ys),
+        "normalise": lambda: np.divide(ys, tot[..., None], out=ys),
+        "x + gamma (y - x)": lambda: (np.subtract(ys, x, out=ys), np.multiply(ys, gamma, out=ys),
+                                      np.add(ys, x, out=ys)),
+        "row max (the shift, only for |beta S| > 200)": lambda: Zs.max(axis=-2),
+    }
+    tp = interleaved(passes, reps=11 if quick else 21, warmup=2)
+    reps = 11 if quick else 31
+    t = interleaved({"floor": floor, "floor_alloc": floor_alloc, "step": step, "unfused": unfused},
+                    reps=reps, warmup=3)
+    ratio = ratio_median(t["step"], t["floor"])
+    ratio_alloc = ratio_median(t["step"], t["floor_alloc"])
+    ratio_unfused = ratio_median(t["unfused"], t["floor"])
+    # Throughput: count the two batched products only (2 * 2 R n^2 d flops).
+    flops = 4.0 * R * n * n * d
+    N = 2048
+    a = rng.standard_normal((N, N))
+    b = rng.standard_normal((N, N))
+    c = np.empty((N, N))
+    tg = interleaved({"gemm": lambda: np.matmul(a, b, out=c)}, reps=3 if quick else 5, warmup=1)["gemm"]
+    gemm_gflops = 2.0 * N ** 3 / med(tg) / 1e9
+    step_gflops = flops / med(t["step"]) / 1e9
+    how = (f"R={R}, n={n}, d={d}, float64, beta={beta}, gamma={gamma}; floor = np.matmul(x, x^T, out=) + "
+           f"np.exp(out=) + np.matmul(E, x, out=) on the same arrays (x^T contiguous, outputs preallocated); "
+           f"median of {reps} interleaved reps: step {med(t['step']) * 1e3:.2f} ms, floor "
+           f"{med(t['floor']) * 1e3:.2f} ms, floor with fresh outputs {med(t['floor_alloc']) * 1e3:.2f} ms, "
+           f"unfused attention()@x {med(t['unfused']) * 1e3:.2f} ms")
+    return [
+        entry("softmax step / floor (preallocated outputs)", ratio, "x floor", target="<= 1.5x",
+              met=bool(ratio <= 1.5), how=how, step_ms=med(t["step"]) * 1e3, floor_ms=med(t["floor"]) * 1e3),
+        entry("softmax step / floor (fresh outputs, as any function returning arrays)", ratio_alloc,
+              "x floor", target="<= 1.5x", met=bool(ratio_alloc <= 1.5),
+              how="same run; the floor allocates its two results like the step must",
+              floor_alloc_ms=med(t["floor_alloc"]) * 1e3),
+        entry("where the step's time goes (each pass alone, ms)", sum(med(v) for k, v in tp.items()
+                                                                        if not k.startswith("row max")) * 1e3,
+              "ms (sum without the shift)",
+              how="; ".join(f"{k} {med(v) * 1e3:.2f}" for k, v in tp.items()),
+              passes_ms={k: med(v) * 1e3 for k, v in tp.items()}),
+        entry("unfused attention(x) @ x / floor (before the speed-up)", ratio_unfused, "x floor",
+              how="the previous softmax_step body: A = attention(x, beta); x + gamma (A x - x)",
+              unfused_ms=med(t["unfused"]) * 1e3),
+        entry("softmax step throughput", step_gflops, "GFLOP/s",
+              how=f"4 R n^2 d = {flops / 1e6:.1f} MFLOP per step (the two products; exp not counted)"),
+        entry("2048x2048 GEMM throughput (same run)", gemm_gflops, "GFLOP/s",
+              how=f"np.matmul(a, b, out=c), float64, median of {len(tg)} reps"),
+        entry("softmax step as a fraction of GEMM throughput", step_gflops / gemm_gflops, "fraction",
+              how="small batched products (32x16 @ 16x32) cannot reach large-GEMM efficiency"),
+    ]
+
+
+# ----------------------------------------------------------------------------- 4. loops
+def _hardmax_python(xs, gamma, rtol=1e-12):
+    """Straightforward per-token loop in plain Python (lists of floats), ties averaged."""
+    n = len(xs)
+    out = []
+    for i in range(n):
+        xi = xs[i]
+        s = [sum(a * b for a, b in zip(xi, xj)) for xj in xs]
+        top = max(s)
+        scale = max(abs(v) for v in s)
+        lead = [j for j in range(n) if s[j] >= top - rtol * scale]
+        tgt = [sum(xs[j][k] for j in lead) / len(lead) for k in range(len(xi))]
+        out.append([xi[k] + gamma * (tgt[k] - xi[k]) for k in range(len(xi))])
+    return out
+
+
+def _softmax_python(xs, gamma, beta):
+    n = len(xs)
+    out = []
+    for i in range(n):
+        xi = xs[i]
+        s = [beta * sum(a * b for a, b in zip(xi, xj)) for xj in xs]
+        top = max(s)
+        w = [math.exp(v - top) for v in s]
+        z = sum(w)
+        tgt = [sum(w[j] * xs[j][k] for j in range(n)) / z for k in range(len(xi))]
+        out.append([xi[k] + gamma * (tgt[k] - xi[k]) for k in range(len(xi))])
+    return out
+
+
+def _hardmax_numpy_loop(x, gamma, rtol=1e-12):
+    """Per-token Python loop, numpy inside the loop body."""
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        s = x @ x[i]
+        lead = s >= s.max() - rtol * np.abs(s).max()
+        out[i] = x[i] + gamma * (x[lead].mean(axis=0) - x[i])
+    return out
+
+
+def _softmax_numpy_loop(x, gamma, beta):
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        s = beta * (x @ x[i])
+        w = np.exp(s - s.max())
+        out[i] = x[i] + gamma * (w @ x / w.sum() - x[i])
+    return out
+
+
+def bench_loops(quick: bool) -> list:
+    from attention_fw import dynamics as D
+
+    n, d, gamma, beta = 64, 2, 0.5, 5.0
+    x = np.random.default_rng(1).standard_normal((n, d))
+    xs = x.tolist()
+    for a, b in ((D.hardmax_step(x, gamma), np.array(_hardmax_python(xs, gamma))),
+                 (D.hardmax_step(x, gamma), _hardmax_numpy_loop(x, gamma)),
+                 (D.softmax_step(x, gamma, beta), np.array(_softmax_python(xs, gamma, beta))),
+                 (D.softmax_step(x, gamma, beta), _softmax_numpy_loop(x, gamma, beta))):
+        assert np.allclose(a, b, rtol=1e-12, atol=1e-12), "a reference loop disagrees with the library"
+    reps = 11 if quick else 31
+    inner = 20
+
+    def rep(f):
+        def g():
+            for _ in range(inner):
+                f()
+        return g
+
+    t = interleaved({
+        "hardmax": rep(lambda: D.hardmax_step(x, gamma)),
+        "hardmax_py": rep(lambda: _hardmax_python(xs, gamma)),
+        "hardmax_nploop": rep(lambda: _hardmax_numpy_loop(x, gamma)),
+        "softmax": rep(lambda: D.softmax_step(x, gamma, beta)),
+        "softmax_py": rep(lambda: _softmax_python(xs, gamma, beta)),
+        "softmax_nploop": rep(lambda: _softmax_numpy_loop(x, gamma, beta)),
+    }, reps=reps)
+    out = []
+    for kind in ("hardmax", "softmax"):
+        us = med(t[kind]) / inner * 1e6
+        for ref, label in (("py", "plain-Python per-token loop (lists of floats)"),
+                           ("nploop", "per-token Python loop with numpy in the body")):
+            r = ratio_median(t[f"{kind}_{ref}"], t[kind])
+            out.append(entry(f"{kind}_step vs {label}", r, "x faster", target=">= 50x", met=bool(r >= 50),
+                             how=(f"one system, n={n}, d={d}; library {us:.1f} us/step, reference "
+                                  f"{med(t[f'{kind}_{ref}']) / inner * 1e6:.0f} us/step; results checked "
+                                  f"equal (1e-12); median of {reps} interleaved reps of {inner} calls"),
+                             library_us=us, reference_us=med(t[f"{kind}_{ref}"]) / inner * 1e6))
+    return out
+
+
+# ----------------------------------------------------------------------------- 3 + 5. engine
+def bench_engine(quick: bool) -> list:
+    from attention_fw import dynamics as D
+    from attention_fw import metastability as M
+
+    v = M.triangle_on_circle()
+    counts = np.array([2, 2, 2])
+    x0, sigma = M.cluster_configuration(v, counts)
+    gamma, eps = 0.1, 0.05          # single-jump regime: eps < gamma * |v_a - v_b| = 0.1 sqrt(3)
+    exits = 2000 if quick else 10_000
+    betas = (3.0, 5.0, 8.0, 12.0, 16.0, 25.0, 40.0)
+    step_runs, step_steps = 1000, (50 if quick else 200)
+    reps = 3
+    out = []
+    rows = []
+    for beta in betas:
+        lam = M.frozen_escape_rate(v, counts, beta)
+        ET = 1.0 / -math.expm1(-lam)
+        samples = []
+
+        def eng():
+            samples.append(M.engine_exit_times(x0, sigma, gamma, beta, eps, exits,
+                                                 seed=int(beta * 1000) + len(samples)))
+
+        xs = np.broadcast_to(x0, (step_runs,) + x0.shape).copy()
+        g = np.random.default_rng(0)
+
+        def plain():
+            y = xs
+            for _ in range(step_steps):
+                y = D.sap_step(y, gamma, beta, g)
+
+        t = interleaved({"engine": eng, "plain": plain}, reps=reps, warmup=0)
+        es = samples[-1]
+        eng_s = med(t["engine"])
+        sps = step_runs * step_steps / med(t["plain"])
+        mean_obs = float(np.mean(es.times[~es.censored])) if (~es.censored).any() else float("nan")
+        row = {"beta": beta, "E_T2": ET, "engine_seconds_per_exits": eng_s, "exits": exits,
+               "engine_exits_per_s": exits / eng_s, "engine_censored": int(es.n_censored),
+               "engine_mean_T2_over_exact": mean_obs / ET,
+               "plain_chain_steps_per_s": sps, "plain_exits_per_s": sps / ET,
+               "speedup": (exits / eng_s) / (sps / ET)}
+        if ET < 200:  # plain stepping is feasible: measure its exits/s directly too
+            t0 = time.perf_counter()
+            st = M.stepping_exit_times(x0, sigma, gamma, beta, eps, 2000, seed=1, cap=100_000)
+            dt = time.perf_counter() - t0
+            row["plain_exits_per_s_measured"] = int((~st.censored).sum()) / dt
+            row["plain_mean_T2_over_exact"] = float(np.mean(st.times[~st.censored])) / ET
+        rows.append(row)
+    big = [r for r in rows if r["E_T2"] > 1e9]
+    for r in rows:
+        out.append(entry(f"engine beta={r['beta']:g}", r["engine_exits_per_s"], "exits/s",
+                         how=(f"E[T2] = {r['E_T2']:.3g} steps (closed form); {exits} exits in "
+                              f"{r['engine_seconds_per_exits']:.2f} s; plain stepping "
+                              f"{r['plain_chain_steps_per_s']:.3g} chain-steps/s = {r['plain_exits_per_s']:.3g} exits/s"
+                              + (f" (measured directly: {r['plain_exits_per_s_measured']:.3g})"
+                                 if "plain_exits_per_s_measured" in r else "")
+                              + (f", plain mean T2 / exact = {r['plain_mean_T2_over_exact']:.3f}"
+                                 if "plain_mean_T2_over_exact" in r else "")
+                              + f"; speed-up {r['speedup']:.3g}x; engine mean T2 / exact = "
+                                f"{r['engine_mean_T2_over_exact']:.3f}"), **r))
+    if big:
+        top = max(big, key=lambda r: r["beta"])
+        low = min(big, key=lambda r: r["beta"])
+        for r, label in ((low, "smallest"), (top, "largest measured")):
+            secs_for_1e4 = 1e4 / r["engine_exits_per_s"]
+            out.append(entry(f"engine reach: 1e4 exits at beta={r['beta']:g} ({label} beta with E[T2] > 1e9)",
+                             secs_for_1e4, "s per 1e4 exits", target="< 10 s", met=bool(secs_for_1e4 < 10),
+                             how=(f"E[T2] = {r['E_T2']:.3g} steps; plain stepping would need "
+                                  f"{1e4 * r['E_T2'] / r['plain_chain_steps_per_s'] / 3.15e7:.3g} years")))
+    else:
+        out.append(entry("engine reach", None, "", target="< 10 s", met=False,
+                         how="no beta in the sweep reached E[T2] > 1e9"))
+    feasible = [r for r in rows if r["E_T2"] * 1e4 / r["plain_chain_steps_per_s"] < 3600.0]
+    if feasible:
+        r = max(feasible, key=lambda r: r["beta"])
+        out.append(entry(f"engine / plain stepping at beta={r['beta']:g} (largest beta where plain stepping "
+                         f"gives 1e4 exits within an hour)", r["speedup"], "x exits/s",
+                         how=(f"E[T2] = {r['E_T2']:.3g}; engine {r['engine_exits_per_s']:.3g} exits/s, plain "
+                              f"{r['plain_exits_per_s']:.3g} exits/s")))
+    out.append(entry("setting", None, "", how=(
+        f"equilateral triangle on the unit circle, {counts.tolist()} coincident tokens per vertex, gamma={gamma}, "
+        f"eps={eps} (single-jump regime, T2 = first event); engine = metastability.engine_exit_times "
+        f"({exits} chains); plain = dynamics.sap_step on {step_runs} chains for {step_steps} steps, exits/s = "
+        f"chain-steps/s / E[T2]; median of {reps} interleaved reps")))
+    return out
+
+
+# ----------------------------------------------------------------------------- 6. build
+def _run(cmd, cwd, env, timeout):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return time.perf_counter() - t0, p
+
+
+def bench_build(quick: bool, with_test: bool) -> list:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import bookbuild  # the book pipeline's scratch-copy helper (tests/bookbuild.py)
+
+    out = []
+    preset = "quick" if quick else "paper"
+    with tempfile.TemporaryDirectory(prefix="bench-book-") as tmp:
+        repo = bookbuild.make_copy(Path(tmp) / "repo")
+        env = bookbuild.env_for(repo)
+        cold, p = _run(["make", "book", f"PRESET={preset}"], repo, env, timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"cold make book failed ({p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
+        noop, p2 = _run(["make", "book", f"PRESET={preset}"], repo, env, timeout=3600)
+        if p2.returncode != 0:
+            raise RuntimeError(f"no-op make book failed:\n{(p2.stdout + p2.stderr)[-3000:]}")
+        executed = [ln for ln in p2.stdout.splitlines() if "run_notebook:" in ln]
+        times = []
+        for f in sorted((repo / "_build" / "exec-times").glob("*.json")):
+            rec = json.loads(f.read_text())
+            times.append({"notebook": rec.get("notebook", f.stem), "seconds": rec.get("seconds"),
+                          "preset": rec.get("preset")})
+        out.append(entry(f"cold make book (PRESET={preset})", cold, "s", target="< 300 s",
+                         met=bool(cold < 300),
+                         how=("scratch copy of the sources (tests/bookbuild.make_copy), no executed notebooks, "
+                              "no figures, no _build; .venv present (its creation, ~30 s, not included)")))
+        out.append(entry("no-op rebuild (make book again)", noop, "s", target="< 30 s", met=bool(noop < 30),
+                         how=f"same copy, nothing changed; notebooks re-executed: {len(executed)}",
+                         reexecuted=executed))
+        out.append(entry("per-notebook execution times", sum(t["seconds"] or 0 for t in times), "s total",
+                         how="from _build/exec-times/*.json written by tools/run_notebook.py", notebooks=times))
+    if with_test:
+        env = dict(os.environ)
+        env.pop("MAKEFLAGS", None)
+        tt, p = _run(["make", "test"], ROOT, env, timeout=3600)
+        summary = [ln for ln in p.stdout.splitlines() if re.search(r"\d+ (passed|failed)", ln)]
+        tail = summary[-1].strip("= ") if summary else (p.stdout.strip().splitlines() or [""])[-1]
+        out.append(entry("make test", tt, "s", target="< 600 s", met=bool(tt < 600 and p.returncode == 0),
+                         how=f"whole suite on this machine, exit status {p.returncode}: {tail}"))
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v == 0 or 1e-3 <= abs(v) < 1e6:
+            return f"{v:.4g}"
+        return f"{v:.3e}"
+    return str(v)
+
+
+def write_report(report: dict) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    m = report["machine"]
+    lines = [
+        "# Benchmark report",
+        "",
+        f"Run {report['finished_utc']} UTC, {report['seconds']:.0f} s. Every value is a median over repetitions; "
+        "ratios compare two things timed side by side (interleaved) in this run.",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m.get('cpu_model', '?')}; {m['cpu_count']} logical CPUs ({m['cpus_usable']} usable)",
+        f"- Python {m['python']}, numpy {m['numpy']}, BLAS: {m['blas']}",
+        f"- thread pools: {m['threadpools']}",
+        f"- thread env: {m['env_threads'] or 'none set'}",
+        f"- load average at start {tuple(round(x, 2) for x in m['load_average_start'])}, at end "
+        f"{tuple(round(x, 2) for x in report['load_average_end'])} (other jobs on the machine inflate times)",
+        "",
+    ]
+    for sec, entries in report["sections"].items():
+        lines += [f"## {sec}", ""]
+        if isinstance(entries, dict) and "error" in entries:
+            lines += ["**NOT MEASURED**: the section failed:", "", "```", entries["error"].rstrip(), "```", ""]
+            continue
+        lines += ["| measurement | value | unit | target | met |", "| --- | --- | --- | --- | --- |"]
+        for e in entries:
+            met = {True: "met", False: "**missed**", None: "-"}[e["met"]]
+            lines.append(f"| {e['name']} | {fmt(e['value'])} | {e['unit']} | {e['target'] or '-'} | {met} |")
+        lines.append("")
+        for e in entries:
+            if e["how"]:
+                lines.append(f"- *{e['name']}*: {e['how']}")
+            if "notebooks" in e:
+                for nb in e["notebooks"]:
+                    lines.append(f"  - {nb['notebook']}: {nb['seconds']} s ({nb['preset']})")
+        lines.append("")
+    summary = [(sec, e) for sec, es in report["sections"].items() if isinstance(es, list)
+               for e in es if e["met"] is not None]
+    lines += ["## Targets", "", "| section | measurement | met |", "| --- | --- | --- |"]
+    lines += [f"| {s} | {e['name']} | {'met' if e['met'] else '**missed**'} |" for s, e in summary]
+    lines += [f"| {s} | (section failed) | **not measured** |" for s, es in report["sections"].items()
+              if isinstance(es, dict)]
+    (OUT / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions; the build uses PRESET=quick")
+    ap.add_argument("--skip-build", action="store_true", help="leave out the book build and make test")
+    ap.add_argument("--skip-test", action="store_true", help="leave out the timing of make test")
+    ap.add_argument("--only", nargs="*", default=None, help="sections to run (cells softmax loops engine build)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    sections = {
+        "cells": lambda: bench_cells(args.quick),
+        "softmax": lambda: bench_softmax(args.quick),
+        "loops": lambda: bench_loops(args.quick),
+        "engine": lambda: bench_engine(args.quick),
+        "build": lambda: bench_build(args.quick, with_test=not args.skip_test),
+    }
+    if args.skip_build:
+        sections.pop("build")
+    if args.only:
+        sections = {k: v for k, v in sections.items() if k in args.only}
+    report = {"machine": machine(), "sections": {}}
+    failed = False
+    for name, fn in sections.items():
+        print(f"bench: {name} ...", flush=True)
+        try:
+            report["sections"][name] = fn()
+        except Exception:
+            failed = True
+            report["sections"][name] = {"error": traceback.format_exc()}
+            print(f"bench: {name} FAILED\n{traceback.format_exc()}", file=sys.stderr)
+    report["seconds"] = time.perf_counter() - t0
+    report["load_average_end"] = os.getloadavg()
+    report["finished_utc"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    write_report(report)
+    print((OUT / "report.md").read_text())
+    print(f"bench: wrote {OUT / 'report.md'} and report.json")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
