@@ -392,7 +392,7 @@ def draw_paths(ax, traj, title):
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title(title)
+    ax.set_title(title, fontsize=11)
 
 
 def draw_beta(ax, b):

@@ -519,8 +519,10 @@ glue("e17-J", float(levels.mean()), display=False)
 #
 # *Printed (script):* cells labelled by $\arg\max_j\langle x,v_j/\|v_j\|\rangle$. *Correct:* the
 # cells $\mathcal C_i(v)$ use $\arg\max_j\langle x,v_j\rangle$; the two differ when the norms
-# differ. On the authors' unequal-norm $\kappa=5$ sampling (`seed=42`, radii uniform in
-# $[0.4,1]$), the two labellings disagree on {glue:text}`e18-frac:.1%` of a grid over the hull.
+# differ. On the first draw of the authors' unequal-norm recipe ($\kappa=5$, `seed=42`, radii
+# uniform in $[0.4,1]$, without the script's resampling until all points are hull vertices),
+# the two labellings disagree on {glue:text}`e18-frac:.1%` of a grid over the hull; the exact
+# published polygons are compared in {doc}`04-positive-definite`.
 # Which variant is the published Figure 1 is **unverified** (most likely the "unit" one); the
 # book reproduces it and adds a corrected panel (`figures/figure1-corrected`). See
 # {doc}`04-positive-definite`.

@@ -153,7 +153,7 @@ def trajectory_animation(trajectory, *, colors=None, title=None, limits=None, fi
             ax.plot(X[lo:k + 1, i, 0], X[lo:k + 1, i, 1], color=colors[i], lw=1.0, alpha=0.6, zorder=2)
         ax.scatter(X[k, :, 0], X[k, :, 1], s=marker_size, c=colors, edgecolors="k", linewidths=0.5, zorder=3)
         if title is not None:
-            ax.set_title(title(k))
+            ax.set_title(title(k), fontsize=11)
 
     return jshtml(fig, update, T, interval=interval)
 
