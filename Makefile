@@ -42,7 +42,7 @@ freeze:
 	rm -rf _build/freeze-venv
 	$(PYTHON) -m venv _build/freeze-venv
 	_build/freeze-venv/bin/pip install --quiet -r tools/requirements.in
-	{ head -2 requirements.txt; _build/freeze-venv/bin/pip freeze --exclude-editable; echo "-e ./lib"; } > requirements.txt.new
+	{ head -2 requirements.txt; _build/freeze-venv/bin/pip freeze --all --exclude-editable | grep -v "^pip=="; echo "-e ./lib"; } > requirements.txt.new
 	mv requirements.txt.new requirements.txt
 
 # ---------------------------------------------------------------------------------------
