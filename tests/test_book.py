@@ -225,11 +225,11 @@ def test_live_widgets_are_left_out_of_the_static_page_and_replaced_by_a_player(b
     the rendered page holds no widget (a dead control in a static page) and the page has a
     precomputed player (animate.frames_view) in its place."""
     assert build.returncode == 0, build.log[-6000:]
+    html = (build.html / "book" / f"{source.stem}.html").read_text()
+    assert "application/vnd.jupyter.widget-view+json" not in html, "a dead widget in the static page"
+    assert 'class="jupyter-widgets' not in html and "widget-state+json" not in html
     live = [c for c in jupytext.read(source).cells if c.cell_type == "code" and "widgets.interact" in c.source]
     for cell in live:
         assert "remove-output" in cell.metadata.get("tags", []), cell.source[:200]
-    html = (build.html / "book" / f"{source.stem}.html").read_text()
-    assert "application/vnd.jupyter.widget-view+json" not in html
-    assert 'class="jupyter-widgets' not in html and "widget-state+json" not in html
     if live:
         assert "_anim_slider" in html, "a live explorer needs a precomputed player in the static page"
