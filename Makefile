@@ -17,7 +17,9 @@ $(STAMP): requirements.txt lib/pyproject.toml
 
 venv: $(STAMP)
 
+# Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), then every test.
 test: $(STAMP)
+	@bash tools/system-deps.sh
 	$(PY) -m pytest
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
