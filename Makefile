@@ -34,8 +34,11 @@ bench: $(STAMP)
 figures-paper: $(STAMP)
 	$(PY) -m attention_fw.paper_figures all
 
+# Also the hidden temporary files (.<name>.tmp<pid>) that plotting.save leaves in figures/ and
+# its subfolders when killed (SIGKILL) between writing and renaming; the figures themselves stay.
 clean:
 	rm -rf _build book/*.ipynb book/.*.tmp*.ipynb .pytest_cache .hypothesis
+	if [ -d figures ]; then find figures -type f -name '.*.tmp*' -delete; fi
 
 # Re-resolve the exact pins from tools/requirements.in (needs the package index).
 freeze:

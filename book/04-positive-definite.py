@@ -54,6 +54,10 @@ mc_dims = None            # number of (log-spaced) dimensions of Remark 4.6
 euler_levels = None       # Euler steps dt of 2^-1 down to 2^-euler_levels
 cont_points = None        # perturbation sizes for the continuity check
 conv_seed = None          # seed of every random draw in this part
+explore_kappas = None     # kappa of each frame of the kappa explorer (identity B)
+explore_kappa = None      # kappa of the B explorer
+explore_bs = None         # anisotropies b of the B explorer: R diag(1, b) R^T
+explore_angle = None      # rotation angle of B in the B explorer (degrees)
 
 
 # %%
@@ -67,10 +71,15 @@ from attention_fw import paths
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(kappas=[5, 7, 9, 10], seed=42, n_random=400, mc_reps=2000),
-    "quick": dict(kappas=[5, 7], seed=42, n_random=40, mc_reps=200),
+    "paper": dict(kappas=[5, 7, 9, 10], seed=42, n_random=400, mc_reps=2000,
+                  explore_kappas=[3, 4, 5, 6, 7, 8, 9, 10], explore_kappa=7,
+                  explore_bs=[0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], explore_angle=30.0),
+    "quick": dict(kappas=[5, 7], seed=42, n_random=40, mc_reps=200,
+                  explore_kappas=[3, 5, 7], explore_kappa=7, explore_bs=[0.25, 1.0, 4.0], explore_angle=30.0),
 }
-p = resolve(PRESETS, preset, kappas=kappas, seed=seed, n_random=n_random, mc_reps=mc_reps)
+p = resolve(PRESETS, preset, kappas=kappas, seed=seed, n_random=n_random, mc_reps=mc_reps,
+            explore_kappas=explore_kappas, explore_kappa=explore_kappa, explore_bs=explore_bs,
+            explore_angle=explore_angle)
 rng = np.random.default_rng(2025)
 
 
@@ -356,6 +365,99 @@ glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=
 # `python -m attention_fw.paper_figures figure2 --kappas 6 --seed 7`. The files go to
 # `figures/custom/` unless `--outdir` is given, and the numbers behind each figure go to
 # `data/<name>.json`.
+
+# %% [markdown]
+# (positive-definite-explorer)=
+# ## Explorer: the number of vertices $\kappa$ and the matrix $B$
+#
+# How do the cells move when $\kappa$ or $B$ changes? In the first player below each frame is
+# one $\kappa$ from {glue:text}`ex_kmin` to {glue:text}`ex_kmax` (the authors' vertex recipe,
+# seed {glue:text}`ex_seed`, $B=I_2$); in the second, $\kappa=$ {glue:text}`ex_kappa` is fixed
+# and $B=R_\theta\,\mathrm{diag}(1,b)\,R_\theta^{\top}$, rotated by
+# $\theta=$ {glue:text}`ex_angle`° with anisotropy $b$ from {glue:text}`ex_bmin:.3g` to
+# {glue:text}`ex_bmax:.3g`. The cells are exact polygons; each vertex is a dot in the colour
+# of its cell, with a black edge when it owns its cell
+# ($\langle Bv_i,v_i\rangle>\langle Bv_i,v_j\rangle$ for all $j\ne i$) and a red ring when it
+# does not. These frames are precomputed, so they work in this static page.
+
+# %% tags=["hide-input"]
+import matplotlib.pyplot as plt
+from IPython.display import HTML, display
+from matplotlib.patches import Polygon as MplPolygon
+
+from attention_fw.animate import frames_view
+
+
+def anisotropic_B(b, angle_deg):
+    """R_theta diag(1, b) R_theta^T: symmetric positive definite for b > 0."""
+    t = np.radians(angle_deg)
+    R = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    return R @ np.diag([1.0, b]) @ R.T
+
+
+def explorer_panel(kappa, seed, B):
+    """Cells of the authors' recipe; if no draw puts all kappa points on the hull, the hull of the first draw."""
+    try:
+        return pf.cell_panel(kappa, seed, B=B)
+    except ValueError:
+        return pf.cell_panel(kappa, seed, B=B, enforce_bijection=False)
+
+
+def draw_cells(ax, panel, title):
+    for cell in panel["cells"]:
+        if len(cell["polygon"]) >= 3:
+            ax.add_patch(MplPolygon(cell["polygon"], closed=True, facecolor=cell["colour"],
+                                    edgecolor="k", linewidth=0.4))
+    K = panel["hull"]
+    own = np.asarray(panel["owns_cell"])
+    ax.plot(*np.vstack([K, K[:1]]).T, color="k", lw=0.9)
+    colours = np.array([cell["colour"] for cell in panel["cells"]]).reshape(-1, 3)
+    ax.scatter(*K[own].T, s=36, c=colours[own], edgecolors="k", linewidths=1.0, zorder=3)
+    ax.scatter(*K[~own].T, s=70, c=colours[~own], edgecolors="red", linewidths=2.0, zorder=3)
+    ax.scatter([0], [0], marker="x", color="k", s=25, zorder=3)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(f"{title}\n{int(own.sum())} of {len(K)} vertices own their cells", fontsize=10)
+
+
+B_fixed = anisotropic_B(1.0, 0.0)
+glue("ex_kmin", min(p.explore_kappas), display=False)
+glue("ex_kmax", max(p.explore_kappas), display=False)
+glue("ex_seed", p.seed, display=False)
+glue("ex_kappa", p.explore_kappa, display=False)
+glue("ex_angle", f"{p.explore_angle:g}", display=False)
+glue("ex_bmin", min(p.explore_bs), display=False)
+glue("ex_bmax", max(p.explore_bs), display=False)
+display(HTML(frames_view(lambda ax, k: draw_cells(ax, explorer_panel(k, p.seed, B_fixed), f"$\\kappa$ = {k}, $B = I_2$"),
+                         p.explore_kappas)))
+display(HTML(frames_view(lambda ax, b: draw_cells(ax, explorer_panel(p.explore_kappa, p.seed, anisotropic_B(b, p.explore_angle)),
+                                                  f"$\\kappa$ = {p.explore_kappa}, $b$ = {b:.3g}, $\\theta$ = {p.explore_angle:g}$^\\circ$"),
+                         p.explore_bs)))
+
+# %% [markdown]
+# When you run this notebook yourself (download it with the button at the top of the page),
+# the cell below gives a live explorer with sliders for $\kappa$, the seed, the anisotropy $b$
+# and the angle $\theta$ of $B$ (it needs `ipywidgets` in a running Jupyter kernel; in this
+# static page its output is left out).
+
+# %% tags=["remove-output"]
+import ipywidgets as widgets
+
+
+def live_cells(kappa=7, seed=42, b=2.0, angle=30.0):
+    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+    draw_cells(ax, explorer_panel(kappa, seed, anisotropic_B(b, angle)),
+               f"$\\kappa$ = {kappa}, seed {seed}, $b$ = {b:.3g}, $\\theta$ = {angle:g}$^\\circ$")
+    plt.show()
+
+
+widgets.interact(live_cells, kappa=widgets.IntSlider(value=7, min=3, max=12),
+                 seed=widgets.IntSlider(value=42, min=0, max=200),
+                 b=widgets.FloatLogSlider(value=2.0, base=2, min=-4, max=4, step=0.1),
+                 angle=widgets.FloatSlider(value=30.0, min=0.0, max=180.0, step=1.0));
 
 # %% [markdown]
 # (positive-definite-convergence)=

@@ -37,6 +37,7 @@ SQUARE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])   # a conv
 COLLINEAR = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
 DUPLICATE = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, 1.0]])
 TRI = np.array([[0.0, 1.0], [-0.8660254037844386, -0.5], [0.8660254037844386, -0.5]])
+SLIVER = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 1e-13]])  # area 5e-14 < 1e-12 diameter^2
 X0 = np.repeat(TRI, 2, axis=0)           # two coincident tokens per vertex of the triangle
 SIGMA = np.repeat(np.arange(3), 2)
 RNG = np.random.default_rng(0)
@@ -142,6 +143,9 @@ CASES = [
     ("cells-two-vertices", lambda: G.cells(SQUARE[:2]), E, "vertices"),
     ("cells-collinear", lambda: G.cells(COLLINEAR), E, "vertices"),
     ("cells-duplicate", lambda: G.cells(DUPLICATE), E, "vertices"),
+    ("cells-nearly-collinear", lambda: G.cells(SLIVER), E, "vertices"),
+    ("unit-cells-nearly-collinear", lambda: G.unit_direction_cells(SLIVER + 1.0), E, "vertices"),
+    ("voronoi-nearly-collinear", lambda: G.voronoi_cells(SLIVER), E, "vertices"),
     ("cells-nan", lambda: G.cells(np.where(SQUARE == 1.0, np.nan, SQUARE)), E, "vertices"),
     ("cells-3d", lambda: G.cells(np.ones((4, 3))), E, "vertices"),
     ("cells-B-wrong-size", lambda: G.cells(SQUARE, np.eye(3)), E, "B"),

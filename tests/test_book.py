@@ -217,3 +217,19 @@ def test_each_figure_is_shown_once(build, source):
         if glued and shown:
             doubled.append(k)
     assert doubled == [], f"cells {doubled} show a glued figure a second time (close it after glue)"
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_live_widgets_are_left_out_of_the_static_page_and_replaced_by_a_player(build, source):
+    """Issue 4: an ipywidgets explorer is for local use only. Its cell is tagged remove-output,
+    the rendered page holds no widget (a dead control in a static page) and the page has a
+    precomputed player (animate.frames_view) in its place."""
+    assert build.returncode == 0, build.log[-6000:]
+    html = (build.html / "book" / f"{source.stem}.html").read_text()
+    assert "application/vnd.jupyter.widget-view+json" not in html, "a dead widget in the static page"
+    assert 'class="jupyter-widgets' not in html and "widget-state+json" not in html
+    live = [c for c in jupytext.read(source).cells if c.cell_type == "code" and "widgets.interact" in c.source]
+    for cell in live:
+        assert "remove-output" in cell.metadata.get("tags", []), cell.source[:200]
+    if live:
+        assert "_anim_slider" in html, "a live explorer needs a precomputed player in the static page"

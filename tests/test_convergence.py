@@ -184,6 +184,28 @@ def test_loglog_slope_recovers_power_law_and_rejects_empty():
         C.loglog_slope(t, -t)
 
 
+def test_loglog_slope_rejects_non_finite_input_naming_the_argument():
+    t = np.arange(1.0, 50.0)
+    y = t ** -2.0
+    # zero and negative y have no logarithm and are left out (documented): the slope is unchanged
+    y_zero = y.copy()
+    y_zero[[3, 7]] = [0.0, -1.0]
+    assert C.loglog_slope(t, y_zero) == pytest.approx(-2.0, abs=1e-12)
+    for bad in (np.nan, np.inf, -np.inf):
+        y_bad = y.copy()
+        y_bad[5] = bad
+        with pytest.raises(ValueError, match=r"^y must be finite"):
+            C.loglog_slope(t, y_bad)
+        t_bad = t.copy()
+        t_bad[5] = bad
+        with pytest.raises(ValueError, match=r"^t must be finite"):
+            C.loglog_slope(t_bad, y)
+    with pytest.raises(ValueError, match="t and y must have the same length"):
+        C.loglog_slope(t, y[:-1])
+    with pytest.raises(ValueError, match="t_min must be a finite"):
+        C.loglog_slope(t, y, t_min=np.nan)
+
+
 # ============================================================== Theorem 4.2 (E4)
 @pytest.mark.parametrize("sched", [S.Constant(0.3), S.Harmonic(), S.Halving(), S.ToOne(0.5), S.FrankWolfe()],
                          ids=repr)

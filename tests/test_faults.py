@@ -267,3 +267,30 @@ def test_bad_parameters_fail_before_any_computation(tmp_path, notebook, args, ne
     assert needle in proc.stderr, proc.stderr[-2000:]
     assert not (notebook.parent / "computed.marker").exists(), "computation started despite bad parameters"
     assert not out.exists()
+
+
+def test_make_clean_removes_temporaries_left_by_a_kill_and_keeps_the_figures(tmp_path):
+    """A SIGKILL between plotting.save's write and its rename leaves hidden ``.<name>.tmp<pid>``
+    files (no handler can run); ``make clean`` removes them at any depth under figures/ and
+    keeps every real figure."""
+    import shutil
+    shutil.copy2(ROOT / "Makefile", tmp_path / "Makefile")
+    figs = tmp_path / "figures"
+    stray = [figs / ".figure1.pdf.tmp123", figs / "data" / ".figure1.json.tmp123",
+             figs / "custom" / ".figure2.svg.tmp9", figs / "custom" / "data" / ".figure2.json.tmp77"]
+    kept = [figs / "figure1.pdf", figs / "data" / "figure1.json", figs / "custom" / "figure2.svg",
+            figs / "MANIFEST.sha256", figs / "custom" / "not.tmp.hidden.pdf"]
+    for f in stray + kept:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"x")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
+    proc = subprocess.run(["make", "--no-print-directory", "clean"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [f for f in stray if f.exists()] == []
+    assert all(f.is_file() for f in kept)
+    # without a figures/ folder, clean still succeeds
+    shutil.rmtree(figs)
+    proc = subprocess.run(["make", "--no-print-directory", "clean"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -342,3 +342,22 @@ def test_two_clip_cells_equal_clipping_by_every_half_plane():
                 assert abs(g.polygon_area(fast[i]) - g.polygon_area(full)) <= 1e-12 * g.polygon_area(K)
                 if len(full):
                     assert g.symmetric_difference_area(fast[i], full) <= 1e-12 * g.polygon_area(K)
+
+
+@pytest.mark.parametrize("scale", [1e-9, 1.0, 1e6])
+def test_cells_refuse_hulls_thinner_than_1e_12_of_their_size(scale):
+    """area(K) < 1e-12 diam(K)^2: cells, unit-direction cells and Voronoi cells refuse the input
+    with a ValueError naming vertices; a thin but resolvable triangle is still tiled exactly.
+    The threshold is scale-invariant (a ratio of an area to a squared length)."""
+    shift = np.array([0.3, -0.2])
+    for h, flat in ((1e-13, True), (1.5e-12, True), (1e-10, False), (1e-6, False)):
+        # area h/2 against diameter^2 = 1: ratio h/2
+        v = (np.array([[0.0, 0.0], [1.0, 0.0], [0.5, h]]) + shift) * scale
+        for fn in (g.cells, g.unit_direction_cells, g.voronoi_cells):
+            if flat:
+                with pytest.raises(ValueError, match=r"^vertices are nearly collinear"):
+                    fn(v)
+            else:
+                polys = fn(v)
+                total = sum(g.polygon_area(P) for P in polys if len(P) >= 3)
+                assert total == pytest.approx(g.polygon_area(v), rel=1e-6)

@@ -467,6 +467,17 @@ def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
         assert ra["c0"] == pytest.approx(1 - math.cos(2 * math.pi / p["kappa"]))
 
 
+def test_sweep_grid_is_the_cartesian_product_and_rejects_an_empty_axis():
+    from attention_fw import sweeps
+    params = sweeps.grid(beta=np.array([1.0, 2.0]), seed=[0, 1, 2], n=np.int64(4))
+    assert len(params) == 2 * 3 * 1
+    assert {(q["beta"], q["seed"]) for q in params} == {(b, s) for b in (1.0, 2.0) for s in (0, 1, 2)}
+    assert all(q["n"] == 4 and type(q["n"]) is int and type(q["beta"]) is float for q in params)
+    for empty in ([], (), np.array([])):
+        with pytest.raises(ValueError, match=r"^beta must hold at least one value"):
+            sweeps.grid(seed=[0, 1], beta=empty)
+
+
 def test_sweep_rejects_bad_arguments():
     from attention_fw import sweeps
     with pytest.raises(TypeError, match="fn"):

@@ -64,18 +64,32 @@ def log_times(steps: int, num: int = 200) -> np.ndarray:
 def loglog_slope(t, y, t_min=None, t_max=None) -> float:
     """Least-squares slope of ``log y`` against ``log t`` over ``t_min <= t <= t_max`` (positive ``y`` only).
 
+    Points with ``t <= 0`` or ``y <= 0`` have no logarithm and are left out (a gap that is
+    exactly zero, say); every other point in the window is used.
+
+    Parameters
+    ----------
+    t, y : arrays (T,)
+        Finite times and values of the same length.
+    t_min, t_max : float, optional
+        Window of the fit (inclusive).
+
     Raises
     ------
     ValueError
-        Fewer than two usable points.
+        ``t`` or ``y`` not one-dimensional, of different lengths, or holding NaN or inf
+        (a non-finite value is an upstream failure, never silently dropped); fewer than two
+        usable points.
     """
-    t = np.asarray(t, dtype=float)
-    y = np.asarray(y, dtype=float)
-    keep = (t > 0) & (y > 0) & np.isfinite(y)
+    t = V.as_float_array("t", t, ndim=1)
+    y = V.as_float_array("y", y, ndim=1)
+    if t.shape != y.shape:
+        raise ValueError(f"t and y must have the same length, got {len(t)} and {len(y)}")
+    keep = (t > 0) & (y > 0)
     if t_min is not None:
-        keep &= t >= t_min
+        keep &= t >= V.real_scalar("t_min", t_min)
     if t_max is not None:
-        keep &= t <= t_max
+        keep &= t <= V.real_scalar("t_max", t_max)
     if keep.sum() < 2:
         raise ValueError("loglog_slope needs at least two points with t > 0 and y > 0 in the window")
     return float(np.polyfit(np.log(t[keep]), np.log(y[keep]), 1)[0])

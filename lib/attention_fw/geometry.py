@@ -326,9 +326,27 @@ def _hull_polygon(v):
         raise ValueError(f"vertices {str(exc).splitlines()[0].removeprefix('points ')}") from None
 
 
+FLAT_RATIO = 1e-12
+"""Hulls with area < FLAT_RATIO * diameter^2 (thinner than about 1e-12 of their size) are refused by
+the cell functions: their cells are slivers below rounding, and may come out empty although the
+areas still add up."""
+
+
+def _refuse_flat(K):
+    """ValueError naming ``vertices`` when area(K) < FLAT_RATIO * diam(K)^2."""
+    c = K - K.mean(axis=0)  # centred: the shoelace sum of a far-off sliver keeps its digits
+    area = abs(_signed_area(c))
+    diam2 = float(((c[:, None, :] - c[None, :, :]) ** 2).sum(-1).max())
+    if not area >= FLAT_RATIO * diam2:
+        raise ValueError(f"vertices are nearly collinear: their hull has area {area:.3g}, below "
+                         f"{FLAT_RATIO:g} x its squared diameter {diam2:.3g}; its cells are not "
+                         "resolved in floating point")
+
+
 def _score_cells(v, W, offsets=None, hull=None):
     """K cap {x : <x, w_i - w_j> >= o_i - o_j ... } for every i (rows of W are the w_j)."""
     K = _hull_polygon(v) if hull is None else hull
+    _refuse_flat(K)
     k = len(W)
     if offsets is None:
         return _cone_cells(K, W)
@@ -394,7 +412,8 @@ def cells(vertices, B=None):
     Raises
     ------
     ValueError, TypeError
-        Bad shapes, non-finite values, fewer than 3 vertices or collinear vertices.
+        Bad shapes, non-finite values, fewer than 3 vertices, collinear vertices, or nearly
+        collinear ones: a hull of area below ``FLAT_RATIO`` (1e-12) times its squared diameter.
     """
     v = _vertices_2d(vertices)
     B = _matrix(B, 2)
@@ -408,7 +427,8 @@ def unit_direction_cells(vertices):
     authors' ``cells.py``; erratum E18). When the norms |v_j| differ these are cones of equal
     angular bisectors, not the cells C_i(v) of :func:`cells`; for equal norms they coincide.
 
-    Parameters and returns as :func:`cells` (B = identity). Raises ValueError for a zero vertex.
+    Parameters and returns as :func:`cells` (B = identity). Raises ValueError for a zero vertex
+    and, as :func:`cells`, for (nearly) collinear vertices.
     """
     v = _vertices_2d(vertices)
     norms = np.hypot(v[:, 0], v[:, 1])
@@ -436,7 +456,8 @@ def voronoi_cells(vertices, B=None):
     Raises
     ------
     ValueError
-        B not symmetric or not positive definite; bad vertices.
+        B not symmetric or not positive definite; bad vertices, including (nearly) collinear
+        ones as in :func:`cells`.
     """
     v = _vertices_2d(vertices)
     B = _matrix(B, 2, spd=True)

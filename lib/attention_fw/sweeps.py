@@ -41,9 +41,18 @@ def grid(**axes) -> list[dict]:
     """Cartesian product of parameter axes, in the order given: ``grid(beta=[1, 2], seed=[0, 1])``.
 
     Scalars are treated as one-element axes.
+
+    Raises
+    ------
+    ValueError
+        An empty axis (``grid(beta=[])``): the product would be silently empty, and a sweep
+        over it would compute nothing.
     """
     keys = list(axes)
-    vals = [v if isinstance(v, (list, tuple, np.ndarray)) else [v] for v in axes.values()]
+    vals = [v if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0 else [v] for v in axes.values()]
+    for key, v in zip(keys, vals):
+        if len(v) == 0:
+            raise ValueError(f"{key} must hold at least one value, got an empty {type(v).__name__}")
     return [dict(zip(keys, (x.item() if isinstance(x, np.generic) else x for x in combo)))
             for combo in itertools.product(*vals)]
 
