@@ -932,35 +932,34 @@ def fit_geometric_censored(times, censored, level: float = 0.95) -> CensoredFit:
     ``se(log p_hat) = sqrt((1 - p_hat) / D)``. With ``D = 0`` the MLE is ``p = 0`` (mean
     infinite); the interval is then the one-sided ``[log(exposure / -log(1 - level)), inf)``.
     """
-    T, c = _times(times, censored)
-    level = V.real_scalar("level", level, low=0, high=1, low_open=True, high_open=True)
-    D = int(np.count_nonzero(~c))
-    expo = float(T.sum())
-    z = stats.norm.ppf(0.5 + level / 2)
-    if D == 0:
-        return CensoredFit("geometric", 0.0, math.inf, (math.log(expo / -math.log1p(-level)), math.inf),
-                           len(T), 0, len(T), expo, level)
-    p = D / expo
-    se = math.sqrt(max(1 - p, 0.0) / D)
-    lm = -math.log(p)
-    return CensoredFit("geometric", p, 1 / p, (lm - z * se, lm + z * se), len(T), D, len(T) - D, expo, level)
+    return _censored_rate_fit("geometric", times, censored, level, lambda p, D: math.sqrt(max(1 - p, 0.0) / D))
 
 
 def fit_exponential_censored(times, censored, level: float = 0.95) -> CensoredFit:
     """MLE of an exponential law from right-censored data: ``lambda_hat = D / sum(times)``,
     ``se(log lambda_hat) = 1 / sqrt(D)``."""
+    return _censored_rate_fit("exponential", times, censored, level, lambda lam, D: 1 / math.sqrt(D))
+
+
+def _censored_rate_fit(kind, times, censored, level, se_log_rate) -> CensoredFit:
+    """Shared MLE of the geometric and exponential laws from right-censored data.
+
+    Both estimate the rate as (number of exits D) / (total exposure), the mean as its inverse,
+    and give a normal interval for the log of the mean with standard error
+    ``se_log_rate(rate, D)``; with no exit the interval is one-sided (see the callers).
+    """
     T, c = _times(times, censored)
     level = V.real_scalar("level", level, low=0, high=1, low_open=True, high_open=True)
     D = int(np.count_nonzero(~c))
     expo = float(T.sum())
     z = stats.norm.ppf(0.5 + level / 2)
     if D == 0:
-        return CensoredFit("exponential", 0.0, math.inf, (math.log(expo / -math.log1p(-level)), math.inf),
+        return CensoredFit(kind, 0.0, math.inf, (math.log(expo / -math.log1p(-level)), math.inf),
                            len(T), 0, len(T), expo, level)
-    lam = D / expo
-    se = 1 / math.sqrt(D)
-    return CensoredFit("exponential", lam, 1 / lam, (-math.log(lam) - z * se, -math.log(lam) + z * se),
-                       len(T), D, len(T) - D, expo, level)
+    rate = D / expo
+    se = se_log_rate(rate, D)
+    lm = -math.log(rate)
+    return CensoredFit(kind, rate, 1 / rate, (lm - z * se, lm + z * se), len(T), D, len(T) - D, expo, level)
 
 
 def fit_log_mean_slope(betas, fits, level: float = 0.95) -> dict:
