@@ -232,8 +232,8 @@ def _softmax_mean(x, B, beta, gamma=1.0):
     so the batched product runs in BLAS); the scores and their exponentials live in a reused
     per-thread scratch array; the stabilising shift by the row maximum is applied only when a
     bound on ``|beta S_ij|`` (Cauchy-Schwarz) exceeds 200, i.e. when exp could overflow or a
-    whole row underflow; and the normalisation by the row sums is folded with gamma into one
-    scaling of the (..., n, d) result.
+    whole row underflow; the convex combination with x rides along in the second product (a
+    diagonal shift of the weights); and the normalisation is one scaling of the (..., n, d) result.
     """
     n, d = x.shape[-2], x.shape[-1]
     if beta == 0.0:  # uniform weights: the mean of the tokens, exactly
@@ -261,14 +261,16 @@ def _softmax_mean(x, B, beta, gamma=1.0):
         columns = symmetric and bound * d * 1e-14 < 1.0
         np.subtract(Z, Z.max(axis=-2 if columns else -1)[..., :, None], out=Z)
     np.exp(Z, out=Z)
-    scale = np.add.reduce(Z, axis=-1)  # row sums, (..., n)
-    np.divide(gamma, scale, out=scale)
-    y = np.matmul(Z, x)  # the one fresh array: the result
-    y *= scale[..., None]
+    total = np.add.reduce(Z, axis=-1)  # row sums, (..., n)
     if gamma != 1.0:
-        tmp = _scratch("tmp", x.shape)
-        np.multiply(x, 1.0 - gamma, out=tmp)
-        y += tmp
+        # (1 - gamma) x_i + gamma sum_j Z_ij x_j / total_i = gamma / total_i * sum_j Z'_ij x_j with
+        # Z' = Z + ((1 - gamma) / gamma) total_i on the diagonal: the convex combination rides along
+        # in the product instead of costing two more passes over (..., n, d).
+        diagonal = Z.reshape(lead + (n * n,))[..., :: n + 1]
+        diagonal += ((1.0 - gamma) / gamma) * total
+    y = np.matmul(Z, x)  # the one fresh array: the result
+    np.divide(gamma, total, out=total)
+    y *= total[..., None]
     return y
 
 
