@@ -5,6 +5,7 @@ with a message that names the argument and says what was expected.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -32,14 +33,24 @@ def as_float_array(name: str, value, *, ndim=None, min_ndim=None, max_ndim=None,
         raise ValueError(f"{name} must have last dimension {last_dim}, got shape {arr.shape}")
     if not allow_empty and arr.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
-    if finite and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    if finite:
+        require_finite(name, arr)
     return arr
 
 
-def tokens(name: str, x, *, batched_ok: bool = True) -> np.ndarray:
-    """Tokens as an array of shape (..., n, d) with n >= 1, d >= 1."""
-    arr = as_float_array(name, x, min_ndim=2, max_ndim=3 if batched_ok else 2)
+def require_finite(name: str, arr: np.ndarray) -> None:
+    """Raise ``ValueError`` naming ``name`` unless every entry of ``arr`` is finite."""
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+
+
+def tokens(name: str, x, *, batched_ok: bool = True, finite: bool = True) -> np.ndarray:
+    """Tokens as an array of shape (..., n, d) with n >= 1, d >= 1.
+
+    ``finite=False`` defers the finiteness check to a caller that reads the tokens anyway
+    (it must then call :func:`require_finite` before using a result).
+    """
+    arr = as_float_array(name, x, min_ndim=2, max_ndim=3 if batched_ok else 2, finite=finite)
     if arr.shape[-2] < 1 or arr.shape[-1] < 1:
         raise ValueError(f"{name} must have shape (n, d) or (R, n, d) with n, d >= 1, got {arr.shape}")
     return arr
@@ -63,10 +74,11 @@ def square_matrix(name: str, m, d: int | None = None, *, symmetric: bool = False
 def real_scalar(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
                 finite: bool = True) -> float:
     """A real number in [low, high] (ends open where asked)."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+    if type(value) is not float and (isinstance(value, bool) or
+                                     not isinstance(value, (numbers.Real, np.floating, np.integer))):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
-    if np.isnan(v) or (finite and np.isinf(v)):
+    if math.isnan(v) or (finite and math.isinf(v)):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
     lo_bad = low is not None and (v <= low if low_open else v < low)
     hi_bad = high is not None and (v >= high if high_open else v > high)

@@ -26,11 +26,13 @@ are not. ``tie_rtol=0`` asks for exact equality.
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _kernels
 from . import _validate as V
 from .schedules import Schedule, get_schedule
 
@@ -116,20 +118,35 @@ def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarr
         Bad shapes, non-finite tokens, ``B`` not ``d x d``, ``beta < 0`` or NaN.
     """
     beta = _beta(beta)
-    S = scores(x, B)
     if np.isinf(beta):
+        S = scores(_leader_safe(x, B), B)
         return _hardmax_from_scores(S, _tie_tol(tie_rtol, np.shape(x)[-1]))
-    return _softmax_from_scores(S, beta)
+    return _softmax_from_scores(scores(x, B), beta)
+
+
+def _leader_safe(x, B):
+    """The tokens, scaled by a power of two if their scores would overflow or all underflow.
+
+    Leader sets (argmax and ties of ``<B x_i, x_j>`` over j) are invariant under a common
+    scaling, and a power of two scales exactly.
+    """
+    x = _tokens(x)
+    B = _key_query(B, x.shape[-1])
+    with np.errstate(over="ignore"):
+        top = float(np.einsum("...i,...i->...", x, x).max())
+    if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
+        return x * c
+    return x
 
 
 def leaders(x, B=None) -> np.ndarray:
     """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
-    return scores(x, B).argmax(axis=-1)
+    return scores(_leader_safe(x, B), B).argmax(axis=-1)
 
 
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
-    S = scores(x, B)
+    S = scores(_leader_safe(x, B), B)
     tol = _tie_tol(tie_rtol, np.shape(x)[-1])
     top = S.max(axis=-1, keepdims=True)
     scale = np.abs(S).max(axis=-1, keepdims=True)
@@ -174,22 +191,61 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     at a token, so the oracle scans tokens; ties are averaged (module docstring).
     """
     gamma = _gamma(gamma)
-    x = _tokens(x)
-    B = _key_query(B, x.shape[-1])
-    tol = _tie_tol(tie_rtol, x.shape[-1])
-    # The same leader set as attention(x, B, inf) (_hardmax_from_scores), with fewer passes:
-    # max_j |S_ij| = max(max_j S_ij, -min_j S_ij), and the tied tokens are averaged through
-    # the 0/1 mask and its row counts instead of a normalised matrix.
-    S = (x if B is None else x @ B.T) @ np.swapaxes(x, -1, -2)
-    top = S.max(axis=-1, keepdims=True)
-    scale = np.maximum(top, -S.min(axis=-1, keepdims=True))
-    W = (S >= top - tol * scale).astype(np.float64)
-    y = W @ x
-    y /= W.sum(axis=-1, keepdims=True)
-    y -= x
-    y *= gamma
-    y += x
-    return y
+    x = V.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
+    d = x.shape[-1]
+    B = _key_query(B, d)
+    tol = _tie_tol(tie_rtol, d)
+    # The same leader set as attention(x, B, inf) (_hardmax_from_scores), in one pass over each
+    # row of scores: max_j |S_ij| = max(max_j S_ij, -min_j S_ij), and the tied tokens (usually
+    # one) are averaged directly instead of through a 0/1 matrix product. For small d the
+    # scores are computed inside that pass; for larger d they come from one BLAS product.
+    K = _kernels.impl()
+    x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
+    bx = x3 if B is None else np.ascontiguousarray(x3 @ B.T)
+    out = np.empty(x3.shape)
+    if d <= 2 or (d <= 8 and x3.shape[0] * x3.shape[1] ** 2 <= 65536):  # measured crossover
+        top, total_sq = K.hardmax_small(bx, x3, gamma, tol, out)
+        if not math.isfinite(total_sq):
+            V.require_finite("x", x)  # raises unless only the squares overflowed
+    else:
+        V.require_finite("x", x)
+        with np.errstate(over="ignore"):
+            top = float(np.einsum("...i,...i->...", x3, x3).max())
+        if _scores_fit(top, B) or top == 0.0:
+            # A contiguous transposed copy keeps the batched product in BLAS (numpy multiplies a
+            # transposed view of a stack without it, several times slower).
+            S = np.matmul(bx, np.ascontiguousarray(np.swapaxes(x3, -1, -2)))
+            K.hardmax_combine(S, x3, gamma, tol, out)
+    if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
+        # Scores would overflow or underflow: the leader sets do not change when every token is
+        # scaled by the same power of two c, and the step commutes with the scaling exactly.
+        return hardmax_step(x * c, gamma, B, tie_rtol=tie_rtol) / c
+    return out.reshape(x.shape)
+
+
+def _scores_fit(top_sq, B):
+    """False when the scores ``<B x_i, x_j>`` could overflow, or all underflow, given ``max_i |x_i|^2``.
+
+    That is tokens of norm above about 1e150, or all of them below about 1e-100 (``top_sq = 0``
+    is ambiguous: all tokens at 0, or squares underflowing; :func:`_rescaled` decides). The steps
+    then work on the tokens scaled by a power of two.
+    """
+    return _SCORE_TINY <= top_sq <= _SCORE_LIMIT / (1.0 if B is None else _norm(B))
+
+
+_SCORE_LIMIT, _SCORE_TINY = 1e300, 1e-200
+
+
+def _norm(B):
+    return max(float(np.linalg.norm(B)), 1e-300)
+
+
+def _rescaled(x):
+    """A power of two ``c`` with ``1/2 <= max |c x_ik| < 1`` (exact to multiply and divide by), or None if x = 0."""
+    m = float(np.abs(x).max())
+    if m == 0.0:
+        return None
+    return math.ldexp(1.0, -math.frexp(m)[1])
 
 
 def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
@@ -200,9 +256,9 @@ def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
     """
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
-    x = _tokens(x)
+    x = V.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
     B = _key_query(B, x.shape[-1])
-    return _softmax_mean(x, B, beta, gamma)
+    return _softmax_mean(x, B, beta, gamma, checked=False)
 
 
 _WORKSPACE = threading.local()
@@ -224,54 +280,61 @@ def _scratch(name, shape):
     return arr
 
 
-def _softmax_mean(x, B, beta, gamma=1.0):
+def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     """``(1 - gamma) x_i + gamma sum_j A_ij x_j`` for the softmax weights, without storing ``A``.
 
-    Same numbers as ``x + gamma (attention(x, B, beta) @ x - x)`` up to rounding, with few
-    passes over memory: beta scales a (..., d, n) transposed copy of the tokens (contiguous,
-    so the batched product runs in BLAS); the scores and their exponentials live in a reused
-    per-thread scratch array; the stabilising shift by the row maximum is applied only when a
-    bound on ``|beta S_ij|`` (Cauchy-Schwarz) exceeds 200, i.e. when exp could overflow or a
-    whole row underflow; the convex combination with x rides along in the second product (a
-    diagonal shift of the weights); and the normalisation is one scaling of the (..., n, d) result.
+    Same numbers as ``x + gamma (attention(x, B, beta) @ x - x)`` up to rounding, with each
+    pass over memory done once (the passes are the fused kernels of ``_kernels``): beta scales
+    a (R, d, n) transposed copy of the tokens (contiguous, so the batched product runs in BLAS),
+    which also yields ``max_k |x_k|^2`` and, unless ``checked``, the finiteness of x; the scores
+    and their exponentials live in a reused per-thread scratch array; the stabilising shift by
+    the row maximum is applied only when a bound on ``|beta S_ij|`` (Cauchy-Schwarz) exceeds
+    200, i.e. when exp could overflow or a whole row underflow; the row sums and the convex
+    combination with x (a diagonal shift of the weights, so that it rides along in the second
+    product) are one pass; and the normalisation is one scaling of the (R, n, d) result.
     """
     n, d = x.shape[-2], x.shape[-1]
     if beta == 0.0:  # uniform weights: the mean of the tokens, exactly
+        if not checked:
+            V.require_finite("x", x)
         y = np.repeat(x.mean(axis=-2, keepdims=True), n, axis=-2)
         return x + gamma * (y - x)
-    lead = x.shape[:-2]
-    xt = _scratch("xt", lead + (d, n))
-    np.multiply(np.swapaxes(x, -1, -2), beta, out=xt)
-    Z = _scratch("Z", lead + (n, n))
+    K = _kernels.impl()
+    shape = x.shape
+    x = np.ascontiguousarray(x.reshape((-1, n, d)))
+    R = x.shape[0]
+    xt = _scratch("xt", (R, d, n))
+    top, total_sq = K.scaled_transpose(x, beta, xt)
+    if not checked and not math.isfinite(total_sq):
+        V.require_finite("x", x)  # raises unless only the squares overflowed
+    Z = _scratch("Z", (R, n, n))
+    # Cauchy-Schwarz: |S_ij| <= |B| max_k |x_k|^2.
+    scale = top if B is None else float(np.linalg.norm(B)) * top
+    if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
+        # The scores would overflow or underflow. With c a power of two, beta <B x_i, x_j> =
+        # (beta / c^2) <B c x_i, c x_j> and the step commutes with the scaling by c exactly. A
+        # beta / c^2 beyond 1e300 is capped there (with scores of order one the weights are then
+        # the hardmax ones to double precision either way), and one below 1e-300 is 0.
+        b = beta / c / c
+        b = 1e300 if b > 1e300 else (0.0 if b < 1e-300 else b)
+        return _softmax_mean(x * c, B, b, gamma).reshape(shape) / c
     if B is None:
         np.matmul(x, xt, out=Z)
-        symmetric = True
-        # Cauchy-Schwarz: |beta S_ij| <= beta max_k |x_k|^2 = max_k Z_kk (the diagonal, cheap).
-        bound = float(np.einsum("...ii->...i", Z).max())
     else:
         np.matmul(x @ B.T, xt, out=Z)
-        symmetric = bool(np.array_equal(B, B.T))
-        bound = beta * float(np.linalg.norm(B)) * float(np.einsum("...i,...i->...", x, x).max())
     # Stabilising shift by the row maximum, needed only when exp could overflow or a whole row
     # underflow: with |beta S_ij| <= 200 every exp lies in [e^-200, e^200] and the shift would
-    # change nothing but rounding. For a symmetric score matrix the column maxima are the row
-    # maxima, and they are cheaper to reduce -- as long as the rounding asymmetry of the computed
-    # Z (about d eps bound) is far below 1: any per-row constant leaves the softmax unchanged.
-    if not (bound <= 200.0 and bound / beta <= 1e200):
-        columns = symmetric and bound * d * 1e-14 < 1.0
-        np.subtract(Z, Z.max(axis=-2 if columns else -1)[..., :, None], out=Z)
+    # change nothing but rounding.
+    if not beta * scale <= 200.0:
+        K.shift_rows(Z)
     np.exp(Z, out=Z)
-    total = np.add.reduce(Z, axis=-1)  # row sums, (..., n)
-    if gamma != 1.0:
-        # (1 - gamma) x_i + gamma sum_j Z_ij x_j / total_i = gamma / total_i * sum_j Z'_ij x_j with
-        # Z' = Z + ((1 - gamma) / gamma) total_i on the diagonal: the convex combination rides along
-        # in the product instead of costing two more passes over (..., n, d).
-        diagonal = Z.reshape(lead + (n * n,))[..., :: n + 1]
-        diagonal += ((1.0 - gamma) / gamma) * total
+    total = np.empty((R, n))
+    # (1 - gamma) x_i + gamma sum_j Z_ij x_j / total_i = gamma / total_i * sum_j Z'_ij x_j with
+    # Z' = Z + ((1 - gamma) / gamma) total_i on the diagonal.
+    K.row_sums_shift(Z, (1.0 - gamma) / gamma, total)
     y = np.matmul(Z, x)  # the one fresh array: the result
-    np.divide(gamma, total, out=total)
-    y *= total[..., None]
-    return y
+    K.scale_rows(y, gamma, total)
+    return y.reshape(shape)
 
 
 def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):

@@ -1,0 +1,200 @@
+"""The fused passes of the steps (attention_fw._kernels): numba and numpy agree with the maths.
+
+Every test that takes the ``kernels`` fixture runs twice, once with the numba kernels and once
+with their numpy versions, against formulas written out here independently of the library.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from attention_fw import _kernels as KN
+from attention_fw import dynamics as D
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def kernels(request, monkeypatch):
+    monkeypatch.setattr(KN, "_IMPL", None)
+    monkeypatch.setenv("ATTENTION_FW_KERNELS", request.param)
+    impl = KN.impl()
+    assert impl.name == request.param, "numba must be installed (requirements.txt pins it)"
+    return impl
+
+
+def softmax_reference(x, gamma, beta, B=None):
+    """x_i + gamma (sum_j A_ij x_j - x_i), A the row softmax of beta <B x_i, x_j>, written out."""
+    bx = x if B is None else x @ B.T
+    S = beta * np.einsum("...ik,...jk->...ij", bx, x)
+    S = S - S.max(axis=-1, keepdims=True)
+    E = np.exp(S)
+    A = E / E.sum(axis=-1, keepdims=True)
+    return x + gamma * (np.einsum("...ij,...jk->...ik", A, x) - x)
+
+
+def hardmax_reference(x, gamma, B=None, rtol=None):
+    """Average of the tied maximisers of <B x_i, x_j> (relative tie tolerance), written out."""
+    d = x.shape[-1]
+    rtol = 8 * d * np.finfo(float).eps if rtol is None else rtol
+    bx = x if B is None else x @ B.T
+    S = np.einsum("...ik,...jk->...ij", bx, x)
+    top = S.max(axis=-1, keepdims=True)
+    lead = S >= top - rtol * np.abs(S).max(axis=-1, keepdims=True)
+    target = np.einsum("...ij,...jk->...ik", lead.astype(float), x) / lead.sum(axis=-1)[..., None]
+    return x + gamma * (target - x)
+
+
+def test_the_pinned_environment_uses_numba():
+    """requirements.txt pins numba; without it the steps silently run at the numpy speed."""
+    if os.environ.get("ATTENTION_FW_KERNELS", "numba") == "numpy":
+        pytest.fail("ATTENTION_FW_KERNELS=numpy is set for the test run")
+    assert KN.backend() == "numba"
+
+
+def test_unknown_backend_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(KN, "_IMPL", None)
+    monkeypatch.setenv("ATTENTION_FW_KERNELS", "cuda")
+    with pytest.raises(ValueError, match="ATTENTION_FW_KERNELS"):
+        KN.impl()
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (5, 9, 2), (64, 32, 16), (3, 40, 1)])
+@pytest.mark.parametrize("gamma", [1.0, 0.37, 1e-6])
+@pytest.mark.parametrize("beta", [0.0, 1e-3, 1.0, 25.0, 1e3, 1e6])
+def test_softmax_step_is_the_softmax_average(kernels, shape, gamma, beta):
+    rng = np.random.default_rng(hash((shape, gamma, beta)) % 2**32)
+    x = rng.standard_normal(shape)
+    y = D.softmax_step(x, gamma, beta)
+    assert y.shape == x.shape and np.isfinite(y).all()
+    # Condition of the weights: a relative perturbation eps of the scores moves them by beta |S| eps.
+    cond = 50 * np.finfo(float).eps * (1 + beta * np.max(np.sum(x * x, -1)))
+    np.testing.assert_allclose(y, softmax_reference(x, gamma, beta), rtol=1e-12, atol=cond * np.abs(x).max())
+
+
+@pytest.mark.parametrize("B", [np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([[1.0, 3.0], [-1.0, 0.5]]),
+                               -np.eye(2)])
+@pytest.mark.parametrize("beta", [0.5, 40.0, 1e5])
+def test_softmax_step_with_key_query_matrix(kernels, B, beta):
+    x = np.random.default_rng(5).standard_normal((6, 11, 2))
+    cond = 50 * np.finfo(float).eps * (1 + beta * np.linalg.norm(B) * np.max(np.sum(x * x, -1)))
+    np.testing.assert_allclose(D.softmax_step(x, 0.3, beta, B), softmax_reference(x, 0.3, beta, B),
+                               rtol=1e-12, atol=cond * np.abs(x).max())
+
+
+@pytest.mark.parametrize("shape", [(64, 2), (300, 64, 2), (2, 16, 5), (400, 32, 5), (50, 20, 12)])
+@pytest.mark.parametrize("gamma", [1.0, 0.5, 1e-3])
+def test_hardmax_step_is_the_leader_average(kernels, shape, gamma):
+    """Both routes (scores inside the fused pass for small d, one BLAS product for larger d)."""
+    x = np.random.default_rng(sum(shape)).standard_normal(shape)
+    np.testing.assert_allclose(D.hardmax_step(x, gamma), hardmax_reference(x, gamma), rtol=1e-13, atol=1e-15)
+    B = np.diag(np.linspace(-1.0, 2.0, shape[-1]))
+    np.testing.assert_allclose(D.hardmax_step(x, gamma, B), hardmax_reference(x, gamma, B), rtol=1e-13,
+                               atol=1e-15)
+
+
+@pytest.mark.parametrize("d", [2, 12])
+def test_hardmax_exact_ties_and_coincident_tokens(kernels, d):
+    """Square +-e1 +-e2 with its centre and a doubled vertex: closed-form leaders.
+
+    A vertex leads itself (its doubled copy counts twice, which moves nothing); the centre
+    scores 0 against everyone, so all six tokens tie and it moves to their mean, (e1 + e2)/6.
+    """
+    v = np.zeros((6, d))
+    v[0, :2], v[1, :2], v[2, :2], v[3, :2], v[5, :2] = (1, 1), (1, -1), (-1, -1), (-1, 1), (1, 1)
+    gamma = 0.25
+    y = D.hardmax_step(np.stack([v] * 3), gamma)
+    expected = v.copy()
+    expected[4, :2] = gamma * np.array([1.0, 1.0]) / 6
+    np.testing.assert_allclose(y, np.stack([expected] * 3), rtol=0, atol=1e-16)
+
+
+@pytest.mark.parametrize("e", [-700, -400, -150, 150, 300, 500, 1000])
+def test_steps_commute_with_power_of_two_scaling(kernels, e):
+    """step(2^e x) = 2^e step(x): no overflow or underflow of the scores at extreme token norms.
+
+    Hardmax: the leader sets are scale-invariant and powers of two multiply exactly, so the
+    equality is exact. Softmax: beta <x_i, x_j> is invariant when beta is divided by 4^e.
+    """
+    x = np.random.default_rng(11).standard_normal((4, 9, 3))
+    c = math.ldexp(1.0, e)
+    np.testing.assert_array_equal(D.hardmax_step(x * c, 0.4), D.hardmax_step(x, 0.4) * c)
+    B = np.array([[1.0, 0.2, 0.0], [0.2, 0.5, 0.1], [0.0, 0.1, 2.0]])
+    np.testing.assert_array_equal(D.hardmax_step(x * c, 0.4, B), D.hardmax_step(x, 0.4, B) * c)
+    if abs(e) <= 500:
+        beta = math.ldexp(3.0, -2 * e)
+        y = D.softmax_step(x * c, 0.4, beta)
+        assert np.isfinite(y).all()
+        np.testing.assert_allclose(y / c, D.softmax_step(x, 0.4, 3.0), rtol=1e-12, atol=1e-14)
+
+
+def test_tokens_at_the_origin_stay(kernels):
+    x = np.zeros((2, 5, 3))
+    assert np.array_equal(D.hardmax_step(x, 0.5), x)
+    assert np.array_equal(D.softmax_step(x, 0.5, 7.0), x)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("step", ["hardmax", "softmax"])
+@pytest.mark.parametrize("shape", [(8, 2), (30, 16, 12)])
+def test_non_finite_tokens_are_refused_by_name(kernels, bad, step, shape):
+    x = np.random.default_rng(0).standard_normal(shape)
+    x.flat[7] = bad
+    with pytest.raises(ValueError, match="x must be finite"):
+        D.hardmax_step(x, 0.5) if step == "hardmax" else D.softmax_step(x, 0.5, 2.0)
+
+
+def test_batch_is_the_stack_of_its_systems(kernels):
+    """Systems are independent: a batched step equals the steps of the systems one by one."""
+    x = np.random.default_rng(2).standard_normal((40, 24, 3))
+    for step in (lambda y: D.hardmax_step(y, 0.3), lambda y: D.softmax_step(y, 0.3, 4.0)):
+        np.testing.assert_allclose(step(x), np.stack([step(s) for s in x]), rtol=1e-13, atol=1e-15)
+
+
+def test_numba_and_numpy_passes_agree():
+    """Each fused pass against its numpy version, and against its definition, on the same arrays."""
+    nb = KN._numba_kernels()
+    if nb is None:
+        pytest.fail("numba is not importable (requirements.txt pins it)")
+    rng = np.random.default_rng(4)
+    R, n, d = 17, 13, 5
+    x = rng.standard_normal((R, n, d))
+    E = np.exp(rng.standard_normal((R, n, n)))
+    Y = rng.standard_normal((R, n, d))
+    T = rng.random((R, n)) + 0.5
+    W = rng.standard_normal((R, n, n))
+    S = rng.standard_normal((R, n, n))
+    S[:, :, 3] = S.max(axis=-1)  # exact ties with the maximum
+    out = {}
+    for impl in (nb, KN.NUMPY):
+        xt = np.empty((R, d, n))
+        top, tot = impl.scaled_transpose(x, 2.5, xt)
+        Z, total = E.copy(), np.empty((R, n))
+        impl.row_sums_shift(Z, 0.7, total)
+        y, t = Y.copy(), T.copy()
+        impl.scale_rows(y, 0.3, t)
+        w = W.copy()
+        impl.shift_rows(w)
+        h1, h2 = np.empty((R, n, d)), np.empty((R, n, d))
+        impl.hardmax_combine(S, x, 0.4, 1e-14, h1)
+        top2, tot2 = impl.hardmax_small(x, x, 0.4, 1e-14, h2)
+        out[impl.name] = dict(xt=xt, top=top, tot=tot, Z=Z, total=total, y=y, w=w, h1=h1, h2=h2,
+                              top2=top2, tot2=tot2)
+    for key in out["numpy"]:
+        np.testing.assert_allclose(out["numba"][key], out["numpy"][key], rtol=1e-13, atol=1e-15, err_msg=key)
+    o = out["numba"]
+    sq = np.sum(x * x, -1)
+    np.testing.assert_array_equal(o["xt"], 2.5 * np.swapaxes(x, 1, 2))
+    assert o["top"] == o["top2"] == pytest.approx(sq.max(), rel=1e-15)
+    assert o["tot"] == o["tot2"] == pytest.approx(sq.sum(), rel=1e-13)
+    np.testing.assert_allclose(o["total"], E.sum(-1), rtol=1e-14)
+    np.testing.assert_allclose(o["Z"], E + 0.7 * np.eye(n) * E.sum(-1)[..., None], rtol=1e-14)
+    np.testing.assert_allclose(o["y"], Y * (0.3 / T)[..., None], rtol=1e-15)
+    np.testing.assert_array_equal(o["w"], W - W.max(-1, keepdims=True))
+    assert (o["w"].max(-1) == 0).all()
+    lead = S >= S.max(-1, keepdims=True) - 1e-14 * np.abs(S).max(-1, keepdims=True)
+    assert lead[..., 3].all() and (lead.sum(-1) == 2).mean() > 0.8  # the engineered ties are there
+    target = np.einsum("rij,rjk->rik", lead.astype(float), x) / lead.sum(-1)[..., None]
+    np.testing.assert_allclose(o["h1"], x + 0.4 * (target - x), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(o["h2"], hardmax_reference(x, 0.4, rtol=1e-14), rtol=1e-14, atol=1e-15)
