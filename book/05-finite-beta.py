@@ -348,8 +348,9 @@ show(fig, "phase1-event", dict(beta=b1, fraction=frac, fraction_simplex3=frac3, 
 # The waiting time until something happens is therefore geometric, $\mathbb P(T>t)=q^t$, and is
 # drawn in one go as $T=1+\lfloor E/\lambda\rfloor$, $E\sim\mathrm{Exp}(1)$,
 # $\lambda=-\log q=\sum_i\log(1+e^{d_i})$ with $d_i$ the log-odds of moving (so escape
-# probabilities far below machine precision keep full relative precision, where a step-by-step
-# sampler working with cumulative probabilities near 1 cannot even represent them). At that step the movers are
+# probabilities far below machine precision keep full relative precision; a step-by-step sampler
+# that inverts cumulative probabilities near 1 could not even represent them, which is why
+# `dynamics.sap_step` draws the picks of small weight as a separate, exactly sampled group). At that step the movers are
 # independent Bernoulli$(1-s_i)$ draws conditioned on "at least one", and each mover picks its
 # target among the tokens at other points with the softmax weights. This is exact for **every**
 # configuration; it is fast when $q$ is close to 1. Three regimes:

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
-from scipy.optimize import linprog
 
 from attention_fw import dynamics as D
 from attention_fw import schedules as S
@@ -55,6 +54,62 @@ def test_sap_moves_are_convex_steps_towards_tokens():
     out, J = D.sap_step(x, 0.25, 3.0, rng, return_choice=True)
     target = np.take_along_axis(x, J[..., None], axis=-2)
     np.testing.assert_allclose(out, 0.75 * x + 0.25 * target, atol=1e-14)
+
+
+# ----------------------------------------------------------------- SAP in the tails
+def test_bernoulli_from_neg_log_law_through_several_pieces(monkeypatch):
+    """P(hit) = exp(-t) when t is cut into pieces (memorylessness), within 5 standard errors."""
+    monkeypatch.setattr(D, "TAIL_CHUNK", 0.5)  # t = 3 takes six exponential draws
+    N = 1_000_000
+    for t in (0.2, 3.0):
+        p = np.exp(-t)
+        hit = D.bernoulli_from_neg_log(np.full(N, t), np.random.default_rng(int(10 * t)))
+        assert abs(hit.mean() - p) <= 5 * np.sqrt(p * (1 - p) / N)
+    rng = np.random.default_rng(0)
+    assert D.bernoulli_from_neg_log(np.zeros(1000), rng).all()  # P(E > 0) = 1
+    assert not D.bernoulli_from_neg_log(np.full(1000, np.inf), rng).any()
+    assert not D.bernoulli_from_neg_log(np.full(1000, 1e5), rng).any()  # e^-1e5, and it terminates
+
+
+def _cluster_triangle(beta_copies=2):
+    v = regular_polygon(3, phase=np.pi / 2)
+    return np.repeat(v, beta_copies, axis=0)
+
+
+@pytest.mark.parametrize("small_weight", [None, 0.01])
+def test_sap_step_escape_law_from_coincident_clusters(monkeypatch, small_weight):
+    """Two tokens on each vertex of a triangle: something moves with probability 1 - prod_i s_i,
+    s_i = 2 / (2 + 4 e^{-3 beta / 2}) (own point against the four tokens at the other vertices).
+
+    With SMALL_WEIGHT = 0.01 the escape weights e^{-7.5} fall in the tail group, so the
+    two-group draw is what is tested; with the default they are in the main group."""
+    if small_weight is not None:
+        monkeypatch.setattr(D, "SMALL_WEIGHT", small_weight)
+    x, beta, N = _cluster_triangle(), 5.0, 400_000
+    s = 2 / (2 + 4 * np.exp(-1.5 * beta))
+    p = 1 - s ** 6
+    y = D.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.1, beta, np.random.default_rng(5))
+    moved = (y != x).any(axis=(1, 2)).mean()
+    assert abs(moved - p) <= 5 * np.sqrt(p * (1 - p) / N)
+
+
+def test_sap_step_represents_escape_probabilities_far_below_epsilon(monkeypatch):
+    """At beta = 40 a clustered token leaves its point with probability 4e^{-60} / (2 + 4e^{-60}) ~ 1.8e-26.
+
+    The step draws that event as Bernoulli(exp(-t)); t must be -log of the exact probability
+    (to rounding), not inf as a cumulative-sum sampler would make it."""
+    seen = []
+    real = D.bernoulli_from_neg_log
+
+    def spy(t, rng):
+        seen.append(np.array(t, copy=True))
+        return real(t, rng)
+
+    monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)
+    x, beta = _cluster_triangle(), 40.0
+    D.sap_step(x, 0.1, beta, np.random.default_rng(0))
+    w = 4 * np.exp(-1.5 * beta)
+    np.testing.assert_allclose(np.exp(-seen[0]), w / (2 + w), rtol=1e-12)
 
 
 # ----------------------------------------------------------------- beta -> infinity
@@ -151,13 +206,37 @@ def test_layer_equals_its_renormalised_form():
 
 # ----------------------------------------------------------------- hull shrinking and growing
 def _inside(pts, q, tol=1e-9):
-    """Membership of each row of q in conv(pts), by linear-programming feasibility (independent of the dynamics)."""
+    """Membership of each row of q in conv(pts) (planar), independent of the dynamics, robust to slivers.
+
+    Caratheodory in the plane: q is in the hull iff it lies in a triangle of three of the points,
+    or on a segment between two of them (the degenerate cases). Segments are tested by distance
+    (at most ``tol`` times the cloud's size); triangles by the signs of three cross products."""
+    pts = np.asarray(pts, float)
+    scale = max(1.0, float(np.abs(pts).max()))
     m = len(pts)
+
+    def seg_dist(y, a, b):
+        ab = b - a
+        t = 0.0 if not ab.any() else np.clip((y - a) @ ab / (ab @ ab), 0.0, 1.0)
+        return np.linalg.norm(y - (a + t * ab))
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
     out = []
     for y in np.atleast_2d(q):
-        res = linprog(np.zeros(m), A_eq=np.vstack([pts.T, np.ones(m)]), b_eq=np.r_[y, 1.0],
-                      bounds=[(0, None)] * m, method="highs", options={"primal_feasibility_tolerance": tol})
-        out.append(res.status == 0)
+        inside = any(seg_dist(y, pts[i], pts[j]) <= tol * scale for i in range(m) for j in range(i, m))
+        for i in range(m):
+            for j in range(i + 1, m):
+                for k in range(j + 1, m):
+                    if inside:
+                        break
+                    a, b, c = pts[i], pts[j], pts[k]
+                    if cross(a, b, c) == 0.0:
+                        continue
+                    s1, s2, s3 = cross(a, b, y), cross(b, c, y), cross(c, a, y)
+                    inside = (s1 >= 0 and s2 >= 0 and s3 >= 0) or (s1 <= 0 and s2 <= 0 and s3 <= 0)
+        out.append(inside)
     return np.array(out)
 
 

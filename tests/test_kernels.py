@@ -152,6 +152,19 @@ def test_batch_is_the_stack_of_its_systems(kernels):
         np.testing.assert_allclose(step(x), np.stack([step(s) for s in x]), rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("small_weight", [2.0 ** -26, 0.01])
+def test_sap_step_law_with_each_backend(kernels, monkeypatch, small_weight):
+    """Coincident tokens at a: token 2 picks {0, 1} with probability 2e^{b<x,a>} / (2e^{b<x,a>} + e^{b<x,x>})."""
+    monkeypatch.setattr(D, "SMALL_WEIGHT", small_weight)
+    a, b = np.array([1.0, 0.0]), np.array([0.2, 0.9])
+    x = np.array([a, a, b])
+    beta, N = 8.0, 200_000  # weight of a relative to b: e^{-5.2} = 0.0055, in the tail group at 0.01
+    _, J = D.sap_step(np.broadcast_to(x, (N, 3, 2)), 0.5, beta, np.random.default_rng(2), return_choice=True)
+    p_exact = 2 * np.exp(beta * b @ a) / (2 * np.exp(beta * b @ a) + np.exp(beta * b @ b))
+    p_hat = np.isin(J[:, 2], [0, 1]).mean()
+    assert abs(p_hat - p_exact) <= 5 * np.sqrt(p_exact * (1 - p_exact) / N)
+
+
 def test_numba_and_numpy_passes_agree():
     """Each fused pass against its numpy version, and against its definition, on the same arrays."""
     nb = KN._numba_kernels()
@@ -166,6 +179,11 @@ def test_numba_and_numpy_passes_agree():
     W = rng.standard_normal((R, n, n))
     S = rng.standard_normal((R, n, n))
     S[:, :, 3] = S.max(axis=-1)  # exact ties with the maximum
+    W[0, 0, :4] = [-1e4, -800.0, -749.0, -1e300]  # far below the exp floor after the shift
+    P = np.exp(-np.abs(rng.standard_normal((R, n, n))) * rng.choice([1.0, 30.0], size=(R, n, 1)))
+    P[..., 0] = 1.0
+    pick_small = rng.random((R, n)) < 0.5
+    U = 1.0 - rng.random((R, n))
     out = {}
     for impl in (nb, KN.NUMPY):
         xt = np.empty((R, d, n))
@@ -179,9 +197,12 @@ def test_numba_and_numpy_passes_agree():
         h1, h2 = np.empty((R, n, d)), np.empty((R, n, d))
         impl.hardmax_combine(S, x, 0.4, 1e-14, h1)
         top2, tot2 = impl.hardmax_small(x, x, 0.4, 1e-14, h2)
+        ss, sb, J = np.empty((R, n)), np.empty((R, n)), np.empty((R, n), dtype=np.intp)
+        impl.weight_split(P, 1e-6, ss, sb)
+        impl.group_pick(P, 1e-6, pick_small, U, J)
         out[impl.name] = dict(xt=xt, top=top, tot=tot, Z=Z, total=total, y=y, w=w, h1=h1, h2=h2,
-                              top2=top2, tot2=tot2)
-    for key in out["numpy"]:
+                              top2=top2, tot2=tot2, ss=ss, sb=sb, J=J)
+    for key in set(out["numpy"]) - {"J"}:
         np.testing.assert_allclose(out["numba"][key], out["numpy"][key], rtol=1e-13, atol=1e-15, err_msg=key)
     o = out["numba"]
     sq = np.sum(x * x, -1)
@@ -191,8 +212,25 @@ def test_numba_and_numpy_passes_agree():
     np.testing.assert_allclose(o["total"], E.sum(-1), rtol=1e-14)
     np.testing.assert_allclose(o["Z"], E + 0.7 * np.eye(n) * E.sum(-1)[..., None], rtol=1e-14)
     np.testing.assert_allclose(o["y"], Y * (0.3 / T)[..., None], rtol=1e-15)
-    np.testing.assert_array_equal(o["w"], W - W.max(-1, keepdims=True))
-    assert (o["w"].max(-1) == 0).all()
+    np.testing.assert_array_equal(o["w"], np.maximum(W - W.max(-1, keepdims=True), KN.EXP_FLOOR))
+    assert (o["w"].max(-1) == 0).all() and o["w"][0, 0, 0] == o["w"][0, 0, 3] == KN.EXP_FLOOR
+    small = P < 1e-6
+    assert small.any() and (small.sum(-1) < n).all()
+    np.testing.assert_allclose(o["ss"], np.where(small, P, 0).sum(-1), rtol=1e-13)
+    np.testing.assert_allclose(o["sb"], np.where(small, 0, P).sum(-1), rtol=1e-13)
+    has_group = np.where(pick_small, small.any(-1), True)  # the contract: the group is not empty
+    assert not has_group.all()  # (the test asks for some empty groups, whose pick is unspecified)
+    # Same sums in the same order, so the same picks:
+    np.testing.assert_array_equal(out["numba"]["J"][has_group], out["numpy"]["J"][has_group])
+    in_group = np.take_along_axis(small, o["J"][..., None], -1)[..., 0] == pick_small
+    assert in_group[has_group].all()  # the pick lies in the requested group
+    G = np.where(small == pick_small[..., None], P, 0.0)
+    cum = np.cumsum(G, -1)
+    below = np.take_along_axis(cum - G, o["J"][..., None], -1)[..., 0]
+    at = np.take_along_axis(cum, o["J"][..., None], -1)[..., 0]
+    u = U * cum[..., -1]
+    ok = has_group
+    assert (below[ok] < u[ok]).all() and (u[ok] <= at[ok]).all()  # inversion of the group's cumulative weights
     lead = S >= S.max(-1, keepdims=True) - 1e-14 * np.abs(S).max(-1, keepdims=True)
     assert lead[..., 3].all() and (lead.sum(-1) == 2).mean() > 0.8  # the engineered ties are there
     target = np.einsum("rij,rjk->rik", lead.astype(float), x) / lead.sum(-1)[..., None]

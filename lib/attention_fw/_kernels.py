@@ -73,9 +73,30 @@ def _np_scale_rows(y, g, total):
     y *= total[..., None]
 
 
+EXP_FLOOR = -750.0  # exp of anything below is 0.0 in double precision; numpy's exp is slow down there
+
+
 def _np_shift_rows(Z):
-    """``Z[r, i, :] -= max_j Z[r, i, j]``."""
+    """``Z[r, i, :] -= max_j Z[r, i, j]``, clamped below at ``EXP_FLOOR`` (which changes no exp)."""
     np.subtract(Z, Z.max(axis=-1)[..., None], out=Z)
+    np.maximum(Z, EXP_FLOOR, out=Z)
+
+
+def _np_weight_split(W, threshold, s_small, s_big):
+    """Per row of ``W`` (R, n, n): the sums of the weights below and not below ``threshold``."""
+    small = W < threshold
+    np.sum(W, axis=-1, where=small, out=s_small)
+    np.sum(W, axis=-1, where=~small, out=s_big)
+
+
+def _np_group_pick(W, threshold, pick_small, U, J):
+    """Per row: the index j of the group (weights below ``threshold`` if ``pick_small`` else the
+    others) where the cumulative group weight first reaches ``U`` times the group's total (U in (0, 1])."""
+    small = W < threshold
+    G = np.where(small == pick_small[..., None], W, 0.0)
+    cum = np.cumsum(G, axis=-1)
+    u = U[..., None] * cum[..., -1:]
+    J[...] = np.minimum((cum < u).sum(axis=-1), W.shape[-1] - 1)
 
 
 def _np_hardmax_combine(S, x, gamma, tol, out):
@@ -113,6 +134,8 @@ NUMPY = types.SimpleNamespace(
     scale_rows=_np_scale_rows,
     shift_rows=_np_shift_rows,
     hardmax_combine=_np_hardmax_combine,
+    weight_split=_np_weight_split,
+    group_pick=_np_group_pick,
 )
 
 
@@ -178,7 +201,7 @@ def _numba_kernels():
                     if Z[r, i, j] > top:
                         top = Z[r, i, j]
                 for j in range(m):
-                    Z[r, i, j] -= top
+                    Z[r, i, j] = max(Z[r, i, j] - top, -750.0)  # EXP_FLOOR
 
     @jit
     def hardmax_combine(S, x, gamma, tol, out):
@@ -253,8 +276,52 @@ def _numba_kernels():
                     out[r, i, k] = xi + gamma * (acc[k] / count - xi)
         return top_sq, sum_sq
 
+    @jit
+    def weight_split(W, threshold, s_small, s_big):
+        R, n, m = W.shape
+        for r in range(R):
+            for i in range(n):
+                a = 0.0
+                b = 0.0
+                for j in range(m):
+                    w = W[r, i, j]
+                    if w < threshold:
+                        a += w
+                    else:
+                        b += w
+                s_small[r, i] = a
+                s_big[r, i] = b
+
+    @jit
+    def group_pick(W, threshold, pick_small, U, J):
+        R, n, m = W.shape
+        for r in range(R):
+            for i in range(n):
+                want = pick_small[r, i]
+                total = 0.0
+                last = m - 1
+                for j in range(m):
+                    w = W[r, i, j]
+                    if (w < threshold) == want:
+                        total += w
+                        if w > 0.0:
+                            last = j
+                target = U[r, i] * total
+                acc = 0.0
+                pick = last
+                for j in range(m):
+                    w = W[r, i, j]
+                    if (w < threshold) == want:
+                        acc += w
+                        if acc >= target and w > 0.0:
+                            pick = j
+                            break
+                J[r, i] = pick
+
     return types.SimpleNamespace(
         name="numba",
+        weight_split=weight_split,
+        group_pick=group_pick,
         hardmax_small=hardmax_small,
         scaled_transpose=scaled_transpose,
         row_sums_shift=row_sums_shift,
