@@ -102,13 +102,18 @@ display(Markdown("\n".join(rows) + f"\n\nMachine: {machine}; Python {platform.py
 # %% tags=["hide-input"]
 import importlib.metadata as md
 
-key = ["numpy", "scipy", "matplotlib", "shapely", "papermill", "jupytext", "jupyter-book",
+key = ["numpy", "numba", "llvmlite", "scipy", "matplotlib", "shapely", "papermill", "jupytext", "jupyter-book",
        "myst-nb", "Sphinx", "sphinxcontrib-bibtex", "sphinx-mathjax-offline", "ipywidgets"]
 rows = ["| package | version |", "| --- | --- |"]
 rows += [f"| {name} | {md.version(name)} |" for name in key]
 pins = [line for line in (paths.ROOT / "requirements.txt").read_text().splitlines()
         if "==" in line and not line.startswith("#")]
-display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirements.txt`.)"))
+from attention_fw import _kernels
+
+display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirements.txt`.) The short passes of "
+                 f"the batched steps ran as **{_kernels.backend()}** kernels (`ATTENTION_FW_KERNELS=numpy` "
+                 "selects their numpy versions; numba compiles for the machine's CPU, so, like BLAS, it may "
+                 "round the last bits differently on another processor)."))
 
 # %% [markdown]
 # ## Regenerating a figure with other parameters
