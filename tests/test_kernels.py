@@ -129,6 +129,26 @@ def test_steps_commute_with_power_of_two_scaling(kernels, e):
         np.testing.assert_allclose(y / c, D.softmax_step(x, 0.4, 3.0), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("gamma", [1e-300, 1e-150, 1e-12])
+def test_tiny_gamma_without_overflow(kernels, gamma):
+    """beta |x|^2 = 199 keeps the unshifted exp (totals up to n e^199): the diagonal-shift form of
+    the convex combination would overflow for gamma = 1e-300; the step must still be x + O(gamma)."""
+    x = np.random.default_rng(8).standard_normal((4, 30, 3))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    y = D.softmax_step(x, gamma, 199.0)
+    assert np.isfinite(y).all()
+    np.testing.assert_allclose(y, x, rtol=0, atol=4 * gamma + 4e-16)
+
+
+@pytest.mark.parametrize("B", [None, 3 * np.eye(2), np.array([[1e6, 0.0], [0.0, 1.0]])])
+def test_huge_beta_is_the_hardmax(kernels, B):
+    """beta = 1e300 (beta |B| |x|^2 far beyond the largest double): the hardmax step, no NaN."""
+    x = np.random.default_rng(9).standard_normal((5, 7, 2)) * 1e5
+    y = D.softmax_step(x, 0.5, 1e300, B)
+    np.testing.assert_allclose(y, D.hardmax_step(x, 0.5, B), rtol=1e-15, atol=1e-10)
+    assert np.isfinite(D.sap_step(x, 0.5, 1e300, 0, B)).all()
+
+
 def test_tokens_at_the_origin_stay(kernels):
     x = np.zeros((2, 5, 3))
     assert np.array_equal(D.hardmax_step(x, 0.5), x)

@@ -311,14 +311,11 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     Z = _scratch("Z", (R, n, n))
     # Cauchy-Schwarz: |S_ij| <= |B| max_k |x_k|^2.
     scale = top if B is None else float(np.linalg.norm(B)) * top
-    if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
+    xs, b, c = _fit_scores(x, B, beta, top)
+    if c != 1.0:
         # The scores would overflow or underflow. With c a power of two, beta <B x_i, x_j> =
-        # (beta / c^2) <B c x_i, c x_j> and the step commutes with the scaling by c exactly. A
-        # beta / c^2 beyond 1e300 is capped there (with scores of order one the weights are then
-        # the hardmax ones to double precision either way), and one below 1e-300 is 0.
-        b = beta / c / c
-        b = 1e300 if b > 1e300 else (0.0 if b < 1e-300 else b)
-        return _softmax_mean(x * c, B, b, gamma).reshape(shape) / c
+        # (beta / c^2) <B c x_i, c x_j> and the step commutes with the scaling by c exactly.
+        return _softmax_mean(xs, B, b, gamma).reshape(shape) / c
     if B is None:
         np.matmul(x, xt, out=Z)
     else:
@@ -331,10 +328,18 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     np.exp(Z, out=Z)
     total = np.empty((R, n))
     # (1 - gamma) x_i + gamma sum_j Z_ij x_j / total_i = gamma / total_i * sum_j Z'_ij x_j with
-    # Z' = Z + ((1 - gamma) / gamma) total_i on the diagonal.
-    K.row_sums_shift(Z, (1.0 - gamma) / gamma, total)
+    # Z' = Z + ((1 - gamma) / gamma) total_i on the diagonal -- unless that could overflow
+    # (gamma < 1e-200 with totals up to n e^200), where the combination is made afterwards.
+    fold = gamma >= 1e-200
+    K.row_sums_shift(Z, (1.0 - gamma) / gamma if fold else 0.0, total)
     y = np.matmul(Z, x)  # the one fresh array: the result
-    K.scale_rows(y, gamma, total)
+    if fold:
+        K.scale_rows(y, gamma, total)
+    else:
+        K.scale_rows(y, 1.0, total)
+        y -= x
+        y *= gamma
+        y += x
     return y.reshape(shape)
 
 
@@ -370,7 +375,7 @@ def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
     x = _tokens(x)
     B = _key_query(B, x.shape[-1])
     n = x.shape[-2]
-    xs, b = _fit_scores(x, B, beta)
+    xs, b, _ = _fit_scores(x, B, beta)
     L = scores(xs, B)
     L *= b
     K = _kernels.impl()
@@ -418,19 +423,25 @@ def bernoulli_from_neg_log(t, rng) -> np.ndarray:
     return hit
 
 
-def _fit_scores(x, B, beta):
-    """``(x', beta')`` with ``beta' <B x'_i, x'_j> = beta <B x_i, x_j>`` and scores that neither overflow nor all underflow.
+def _fit_scores(x, B, beta, top=None):
+    """``(x', beta', c)`` with ``x' = c x``, ``beta' <B x'_i, x'_j> = beta <B x_i, x_j>`` and scores that neither
+    overflow nor all underflow (``top = max_i |x_i|^2`` if known).
 
-    ``x' = c x`` for a power of two ``c`` (exact) when needed, else ``x`` itself; ``beta'`` is
-    capped at 1e300 (weights are then the hardmax ones to double precision either way).
+    ``c`` a power of two (exact) when needed, else 1 and ``x' = x``. When even then
+    ``beta' |B| max|x'_i|^2`` would pass 1e300, ``beta'`` is capped there: the weights are then the
+    hardmax ones to double precision either way.
     """
+    if top is None:
+        with np.errstate(over="ignore"):
+            top = float(np.einsum("...i,...i->...", x, x).max())
+    norm = 1.0 if B is None else _norm(B)
+    if (_scores_fit(top, B) and beta * norm * top <= _SCORE_LIMIT) or (c := _rescaled(x)) is None:
+        return x, beta, 1.0
+    xs = x * c
     with np.errstate(over="ignore"):
-        top = float(np.einsum("...i,...i->...", x, x).max())
-    scale = top if B is None else _norm(B) * top
-    if (_scores_fit(top, B) and beta * scale <= _SCORE_LIMIT) or (c := _rescaled(x)) is None:
-        return x, beta
-    b = beta / c / c
-    return x * c, (1e300 if b > 1e300 else (0.0 if b < 1e-300 else b))
+        top_s = float(np.einsum("...i,...i->...", xs, xs).max())
+    b = min(beta / c / c, _SCORE_LIMIT / (norm * top_s))
+    return xs, (0.0 if b < 1e-300 else b), c
 
 
 # ----------------------------------------------------------------------------- rules and the driver
