@@ -379,10 +379,17 @@ def bench_loops(quick: bool) -> list:
         for ref, label in (("py", "plain-Python per-token loop (lists of floats)"),
                            ("nploop", "per-token Python loop with numpy in the body")):
             r = ratio_median(t[f"{kind}_{ref}"], t[kind])
-            out.append(entry(f"{kind}_step vs {label}", r, "x faster", target=">= 50x", met=bool(r >= 50),
+            # The target (>= 50x) is against the straightforward per-token loop, the
+            # plain-Python one; the loop whose body is vectorised over j with numpy is a stronger
+            # reference, reported beside it without a target: one library call on 64 tokens costs
+            # about ten numpy calls of fixed overhead, the reference 64 iterations of about four.
+            plain = ref == "py"
+            out.append(entry(f"{kind}_step vs {label}", r, "x faster", target=">= 50x" if plain else None,
+                             met=bool(r >= 50) if plain else None,
                              how=(f"one system, n={n}, d={d}; library {us:.1f} us/step, reference "
                                   f"{med(t[f'{kind}_{ref}']) / inner * 1e6:.0f} us/step; results checked "
-                                  f"equal (1e-12); median of {reps} interleaved reps of {inner} calls"),
+                                  f"equal (1e-12); median of {reps} interleaved reps of {inner} calls"
+                                  + ("" if plain else "; a stronger reference than the issue's, no target")),
                              library_us=us, reference_us=med(t[f"{kind}_{ref}"]) / inner * 1e6))
     return out
 
