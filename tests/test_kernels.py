@@ -149,6 +149,17 @@ def test_huge_beta_is_the_hardmax(kernels, B):
     assert np.isfinite(D.sap_step(x, 0.5, 1e300, 0, B)).all()
 
 
+@pytest.mark.parametrize("e", [-500, -120, 120, 500])
+def test_attention_is_scale_covariant(e):
+    """A(2^e x, beta 4^-e) = A(x, beta) and the hardmax leaders of 2^e x are those of x: no overflow."""
+    x = np.random.default_rng(12).standard_normal((3, 8, 2))
+    c = math.ldexp(1.0, e)
+    np.testing.assert_allclose(D.attention(x * c, None, math.ldexp(2.0, -2 * e)), D.attention(x, None, 2.0),
+                               rtol=1e-13, atol=1e-300)
+    np.testing.assert_array_equal(D.attention(x * c), D.attention(x))
+    np.testing.assert_array_equal(D.leaders(x * c), D.leaders(x))
+
+
 def test_tokens_at_the_origin_stay(kernels):
     x = np.zeros((2, 5, 3))
     assert np.array_equal(D.hardmax_step(x, 0.5), x)

@@ -122,7 +122,10 @@ def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarr
     if np.isinf(beta):
         S = scores(_leader_safe(x, B), B)
         return _hardmax_from_scores(S, _tie_tol(tie_rtol, np.shape(x)[-1]))
-    return _softmax_from_scores(scores(x, B), beta)
+    x = _tokens(x)
+    B = _key_query(B, x.shape[-1])
+    xs, b, _ = _fit_scores(x, B, beta)  # scores that neither overflow nor all underflow
+    return _softmax_from_scores(scores(xs, B), b)
 
 
 def _leader_safe(x, B):
