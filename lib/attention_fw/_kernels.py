@@ -54,6 +54,12 @@ def _np_scaled_transpose(x, beta, xt):
     """
     with np.errstate(over="ignore"):  # overflow is reported through the returned squares
         np.multiply(np.swapaxes(x, -1, -2), beta, out=xt)
+    return _np_squares(x)
+
+
+def _np_squares(x):
+    """``(max_i |x_i|^2, sum_i |x_i|^2)`` without overflow warnings (an overflow shows as inf)."""
+    with np.errstate(over="ignore"):
         sq = np.einsum("...i,...i->...", x, x)
         return float(sq.max()), float(sq.sum())
 
@@ -121,22 +127,14 @@ def _np_hardmax_small(bx, x, gamma, tol, out):
     """
     with np.errstate(over="ignore", invalid="ignore"):  # the caller redoes a step whose scores overflow
         _np_hardmax_combine(np.matmul(bx, np.swapaxes(x, -1, -2)), x, gamma, tol, out)
-    with np.errstate(over="ignore"):
-        sq = np.einsum("...i,...i->...", x, x)
-        return float(sq.max()), float(sq.sum())
+    return _np_squares(x)
 
 
-NUMPY = types.SimpleNamespace(
-    name="numpy",
-    hardmax_small=_np_hardmax_small,
-    scaled_transpose=_np_scaled_transpose,
-    row_sums_shift=_np_row_sums_shift,
-    scale_rows=_np_scale_rows,
-    shift_rows=_np_shift_rows,
-    hardmax_combine=_np_hardmax_combine,
-    weight_split=_np_weight_split,
-    group_pick=_np_group_pick,
-)
+# The contract: every implementation provides exactly these kernels.
+KERNELS = ("scaled_transpose", "row_sums_shift", "scale_rows", "shift_rows", "hardmax_combine",
+           "hardmax_small", "weight_split", "group_pick")
+
+NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in KERNELS})
 
 
 # ----------------------------------------------------------------------------- numba versions
@@ -318,14 +316,5 @@ def _numba_kernels():
                             break
                 J[r, i] = pick
 
-    return types.SimpleNamespace(
-        name="numba",
-        weight_split=weight_split,
-        group_pick=group_pick,
-        hardmax_small=hardmax_small,
-        scaled_transpose=scaled_transpose,
-        row_sums_shift=row_sums_shift,
-        scale_rows=scale_rows,
-        shift_rows=shift_rows,
-        hardmax_combine=hardmax_combine,
-    )
+    compiled = locals()
+    return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in KERNELS})

@@ -136,8 +136,7 @@ def _leader_safe(x, B):
     """
     x = _tokens(x)
     B = _key_query(B, x.shape[-1])
-    with np.errstate(over="ignore"):
-        top = float(np.einsum("...i,...i->...", x, x).max())
+    top = _max_sq_norm(x)
     if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
         return x * c
     return x
@@ -213,8 +212,7 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
             V.require_finite("x", x)  # raises unless only the squares overflowed
     else:
         V.require_finite("x", x)
-        with np.errstate(over="ignore"):
-            top = float(np.einsum("...i,...i->...", x3, x3).max())
+        top = _max_sq_norm(x3)
         if _scores_fit(top, B) or top == 0.0:
             # A contiguous transposed copy keeps the batched product in BLAS (numpy multiplies a
             # transposed view of a stack without it, several times slower).
@@ -225,6 +223,12 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
         # scaled by the same power of two c, and the step commutes with the scaling exactly.
         return hardmax_step(x * c, gamma, B, tie_rtol=tie_rtol) / c
     return out.reshape(x.shape)
+
+
+def _max_sq_norm(x) -> float:
+    """``max_i |x_i|^2`` (inf if it overflows, without a warning; NaN if x has NaN)."""
+    with np.errstate(over="ignore"):
+        return float(np.einsum("...i,...i->...", x, x).max())
 
 
 def _scores_fit(top_sq, B):
@@ -435,14 +439,12 @@ def _fit_scores(x, B, beta, top=None):
     hardmax ones to double precision either way.
     """
     if top is None:
-        with np.errstate(over="ignore"):
-            top = float(np.einsum("...i,...i->...", x, x).max())
+        top = _max_sq_norm(x)
     norm = 1.0 if B is None else _norm(B)
     if (_scores_fit(top, B) and beta * norm * top <= _SCORE_LIMIT) or (c := _rescaled(x)) is None:
         return x, beta, 1.0
     xs = x * c
-    with np.errstate(over="ignore"):
-        top_s = float(np.einsum("...i,...i->...", xs, xs).max())
+    top_s = _max_sq_norm(xs)
     b = min(beta / c / c, _SCORE_LIMIT / (norm * top_s))
     return xs, (0.0 if b < 1e-300 else b), c
 
