@@ -206,22 +206,23 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
     bx = x3 if B is None else np.ascontiguousarray(x3 @ B.T)
     out = np.empty(x3.shape)
-    if d <= 2 or (d <= 8 and x3.shape[0] * x3.shape[1] ** 2 <= 65536):  # measured crossover
+    small = d <= 2 or (d <= 8 and x3.shape[0] * x3.shape[1] ** 2 <= 65536)  # measured crossover
+    if small:
         top, total_sq = K.hardmax_small(bx, x3, gamma, tol, out)
         if not math.isfinite(total_sq):
             V.require_finite("x", x)  # raises unless only the squares overflowed
     else:
         V.require_finite("x", x)
         top = _max_sq_norm(x3)
-        if _scores_fit(top, B) or top == 0.0:
-            # A contiguous transposed copy keeps the batched product in BLAS (numpy multiplies a
-            # transposed view of a stack without it, several times slower).
-            S = np.matmul(bx, np.ascontiguousarray(np.swapaxes(x3, -1, -2)))
-            K.hardmax_combine(S, x3, gamma, tol, out)
     if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
         # Scores would overflow or underflow: the leader sets do not change when every token is
         # scaled by the same power of two c, and the step commutes with the scaling exactly.
         return hardmax_step(x * c, gamma, B, tie_rtol=tie_rtol) / c
+    if not small:
+        # A contiguous transposed copy keeps the batched product in BLAS (numpy multiplies a
+        # transposed view of a stack without it, several times slower).
+        S = np.matmul(bx, np.ascontiguousarray(np.swapaxes(x3, -1, -2)))
+        K.hardmax_combine(S, x3, gamma, tol, out)
     return out.reshape(x.shape)
 
 
@@ -249,9 +250,12 @@ def _norm(B):
 
 
 def _rescaled(x):
-    """A power of two ``c`` with ``1/2 <= max |c x_ik| < 1`` (exact to multiply and divide by), or None if x = 0."""
+    """A power of two ``c`` with ``1/2 <= max |c x_ik| < 1`` (exact to multiply and divide by).
+
+    None when there is nothing to rescale: x = 0, or x already in that range (c would be 1).
+    """
     m = float(np.abs(x).max())
-    if m == 0.0:
+    if m == 0.0 or 0.5 <= m < 1.0:
         return None
     return math.ldexp(1.0, -math.frexp(m)[1])
 
@@ -319,7 +323,7 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     # Cauchy-Schwarz: |S_ij| <= |B| max_k |x_k|^2.
     scale = top if B is None else float(np.linalg.norm(B)) * top
     xs, b, c = _fit_scores(x, B, beta, top)
-    if c != 1.0:
+    if c != 1.0 or b != beta:
         # The scores would overflow or underflow. With c a power of two, beta <B x_i, x_j> =
         # (beta / c^2) <B c x_i, c x_j> and the step commutes with the scaling by c exactly.
         return _softmax_mean(xs, B, b, gamma).reshape(shape) / c
@@ -441,10 +445,13 @@ def _fit_scores(x, B, beta, top=None):
     if top is None:
         top = _max_sq_norm(x)
     norm = 1.0 if B is None else _norm(B)
-    if (_scores_fit(top, B) and beta * norm * top <= _SCORE_LIMIT) or (c := _rescaled(x)) is None:
+    if _scores_fit(top, B) and beta * norm * top <= _SCORE_LIMIT:
         return x, beta, 1.0
-    xs = x * c
-    top_s = _max_sq_norm(xs)
+    c = _rescaled(x) or 1.0
+    xs = x if c == 1.0 else x * c
+    top_s = top if c == 1.0 else _max_sq_norm(xs)
+    if top_s == 0.0:
+        return x, beta, 1.0
     b = min(beta / c / c, _SCORE_LIMIT / (norm * top_s))
     return xs, (0.0 if b < 1e-300 else b), c
 
