@@ -403,7 +403,7 @@ display(HTML(frames_view(draw_beta, beta_grid)))
 
 # %% [markdown]
 # When you run this notebook yourself (download it with the button at the top of the page),
-# the cell below gives a live explorer with sliders for $\beta$ and $\gamma$ (it needs
+# the cells below give a live explorer with sliders for $\beta$ and $\gamma$ (it needs
 # `ipywidgets` in a running Jupyter kernel; in this static page its output is left out).
 
 # %% tags=["remove-output"]
@@ -417,6 +417,11 @@ def live(beta=8.0, gamma=0.1, layers=60):
     plt.show()
 
 
+live()  # one frame, so that the build checks the explorer's code
+
+# %% tags=["remove-output", "skip-execution"]
+# Not executed by the book's build (no frontend there, and a widget cell can stall a headless
+# run: jupyter/nbclient#312); Jupyter runs it like any other cell.
 widgets.interact(live, beta=widgets.FloatLogSlider(value=8.0, base=10, min=-1, max=2.5, step=0.05),
                  gamma=widgets.FloatSlider(value=0.1, min=0.01, max=0.99, step=0.01),
                  layers=widgets.IntSlider(value=60, min=1, max=300));

@@ -439,7 +439,7 @@ display(HTML(frames_view(lambda ax, b: draw_cells(ax, explorer_panel(p.explore_k
 
 # %% [markdown]
 # When you run this notebook yourself (download it with the button at the top of the page),
-# the cell below gives a live explorer with sliders for $\kappa$, the seed, the anisotropy $b$
+# the cells below give a live explorer with sliders for $\kappa$, the seed, the anisotropy $b$
 # and the angle $\theta$ of $B$ (it needs `ipywidgets` in a running Jupyter kernel; in this
 # static page its output is left out).
 
@@ -454,6 +454,11 @@ def live_cells(kappa=7, seed=42, b=2.0, angle=30.0):
     plt.show()
 
 
+live_cells()  # one frame, so that the build checks the explorer's code
+
+# %% tags=["remove-output", "skip-execution"]
+# Not executed by the book's build (no frontend there, and a widget cell can stall a headless
+# run: jupyter/nbclient#312); Jupyter runs it like any other cell.
 widgets.interact(live_cells, kappa=widgets.IntSlider(value=7, min=3, max=12),
                  seed=widgets.IntSlider(value=42, min=0, max=200),
                  b=widgets.FloatLogSlider(value=2.0, base=2, min=-4, max=4, step=0.1),
