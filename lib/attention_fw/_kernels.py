@@ -2,7 +2,7 @@
 
 The matrix products and the exponential of a step run in BLAS and in numpy's vectorised
 ``exp``; what is left are short passes over the arrays (a scaled transpose, row sums, a
-row scaling, the leader scan of the hardmax). Each pass done by a separate numpy call
+row scaling, the leader scan of the hardmax, the two-group weight sums and picks of SAP). Each pass done by a separate numpy call
 re-reads megabytes from memory and pays numpy's per-call overhead, which together cost
 as much as the products themselves (see ``make bench``). Here every such pass is one
 loop that touches each entry once.
