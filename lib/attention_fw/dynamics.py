@@ -84,7 +84,11 @@ def scores(x, B=None) -> np.ndarray:
     array (..., n, n)
     """
     x = _tokens(x)
-    B = _key_query(B, x.shape[-1])
+    return _scores(x, _key_query(B, x.shape[-1]))
+
+
+def _scores(x, B):
+    """:func:`scores` of already checked tokens and key-query matrix."""
     bx = x if B is None else x @ B.T
     # A contiguous transposed copy keeps a batched product in BLAS (2-3x faster than the view).
     return bx @ np.ascontiguousarray(np.swapaxes(x, -1, -2))
@@ -119,38 +123,34 @@ def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarr
         Bad shapes, non-finite tokens, ``B`` not ``d x d``, ``beta < 0`` or NaN.
     """
     beta = _beta(beta)
-    if np.isinf(beta):
-        S = scores(_leader_safe(x, B), B)
-        return _hardmax_from_scores(S, _tie_tol(tie_rtol, np.shape(x)[-1]))
     x = _tokens(x)
     B = _key_query(B, x.shape[-1])
+    if np.isinf(beta):
+        return _hardmax_from_scores(_leader_scores(x, B), _tie_tol(tie_rtol, x.shape[-1]))
     xs, b, _ = _fit_scores(x, B, beta)  # scores that neither overflow nor all underflow
-    return _softmax_from_scores(scores(xs, B), b)
+    return _softmax_from_scores(_scores(xs, B), b)
 
 
-def _leader_safe(x, B):
-    """The tokens, scaled by a power of two if their scores would overflow or all underflow.
+def _leader_scores(x, B):
+    """Scores of the tokens, scaled first by a power of two if they would overflow or all underflow.
 
     Leader sets (argmax and ties of ``<B x_i, x_j>`` over j) are invariant under a common
-    scaling, and a power of two scales exactly.
+    scaling, and a power of two scales exactly (:func:`_fit_scores` with beta = 0).
     """
-    x = _tokens(x)
-    B = _key_query(B, x.shape[-1])
-    top = _max_sq_norm(x)
-    if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
-        return x * c
-    return x
+    return _scores(_fit_scores(x, B, 0.0)[0], B)
 
 
 def leaders(x, B=None) -> np.ndarray:
     """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
-    return scores(_leader_safe(x, B), B).argmax(axis=-1)
+    x = _tokens(x)
+    return _leader_scores(x, _key_query(B, x.shape[-1])).argmax(axis=-1)
 
 
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
-    S = scores(_leader_safe(x, B), B)
-    tol = _tie_tol(tie_rtol, np.shape(x)[-1])
+    x = _tokens(x)
+    S = _leader_scores(x, _key_query(B, x.shape[-1]))
+    tol = _tie_tol(tie_rtol, x.shape[-1])
     top = S.max(axis=-1, keepdims=True)
     scale = np.abs(S).max(axis=-1, keepdims=True)
     return (S >= top - tol * scale).sum(axis=-1)
@@ -214,10 +214,11 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     else:
         V.require_finite("x", x)
         top = _max_sq_norm(x3)
-    if not _scores_fit(top, B) and (c := _rescaled(x)) is not None:
+    xs, _, c = _fit_scores(x, B, 0.0, top)
+    if c != 1.0:
         # Scores would overflow or underflow: the leader sets do not change when every token is
         # scaled by the same power of two c, and the step commutes with the scaling exactly.
-        return hardmax_step(x * c, gamma, B, tie_rtol=tie_rtol) / c
+        return hardmax_step(xs, gamma, B, tie_rtol=tie_rtol) / c
     if not small:
         # A contiguous transposed copy keeps the batched product in BLAS (numpy multiplies a
         # transposed view of a stack without it, several times slower).
@@ -319,14 +320,14 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     top, total_sq = K.scaled_transpose(x, beta, xt)
     if not checked and not math.isfinite(total_sq):
         V.require_finite("x", x)  # raises unless only the squares overflowed
-    Z = _scratch("Z", (R, n, n))
-    # Cauchy-Schwarz: |S_ij| <= |B| max_k |x_k|^2.
-    scale = top if B is None else float(np.linalg.norm(B)) * top
     xs, b, c = _fit_scores(x, B, beta, top)
     if c != 1.0 or b != beta:
         # The scores would overflow or underflow. With c a power of two, beta <B x_i, x_j> =
         # (beta / c^2) <B c x_i, c x_j> and the step commutes with the scaling by c exactly.
         return _softmax_mean(xs, B, b, gamma).reshape(shape) / c
+    # Cauchy-Schwarz: |S_ij| <= |B| max_k |x_k|^2.
+    scale = top if B is None else float(np.linalg.norm(B)) * top
+    Z = _scratch("Z", (R, n, n))
     if B is None:
         np.matmul(x, xt, out=Z)
     else:
@@ -385,9 +386,8 @@ def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
     rng = V.rng("rng", rng)
     x = _tokens(x)
     B = _key_query(B, x.shape[-1])
-    n = x.shape[-2]
     xs, b, _ = _fit_scores(x, B, beta)
-    L = scores(xs, B)
+    L = _scores(xs, B)
     L *= b
     K = _kernels.impl()
     W = np.ascontiguousarray(L.reshape((-1,) + L.shape[-2:]))
