@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 from pathlib import Path
 
 import numpy as np
@@ -143,13 +144,13 @@ def bench_cells(quick: bool) -> list:
 
 
 # ----------------------------------------------------------------------------- 2. softmax
-def bench_softmax(quick: bool) -> list:
+def _softmax_case():
+    """The batched softmax step of the issue and its references, on one set of arrays."""
     from attention_fw import dynamics as D
 
     R, n, d = 1024, 32, 16
     gamma, beta = 0.1, 5.0
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((R, n, d)) / math.sqrt(d)
+    x = np.random.default_rng(0).standard_normal((R, n, d)) / math.sqrt(d)
     xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
     S = np.empty((R, n, n))
     Y = np.empty((R, n, d))
@@ -169,6 +170,18 @@ def bench_softmax(quick: bool) -> list:
     def unfused():  # the straightforward library composition: attention matrix, then A x
         A = D.attention(x, None, beta)
         return x + gamma * (A @ x - x)
+
+    return types.SimpleNamespace(R=R, n=n, d=d, gamma=gamma, beta=beta, x=x, xt=xt, floor=floor,
+                                 floor_alloc=floor_alloc, step=step, unfused=unfused)
+
+
+def bench_softmax(quick: bool) -> list:
+    from attention_fw import dynamics as D
+
+    case = _softmax_case()
+    R, n, d, gamma, beta, x, xt = case.R, case.n, case.d, case.gamma, case.beta, case.x, case.xt
+    floor, floor_alloc, step, unfused = case.floor, case.floor_alloc, case.step, case.unfused
+    rng = np.random.default_rng(1)
 
     from attention_fw import _kernels as KN
 
@@ -271,27 +284,9 @@ _KEEP_MEMORY = "glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshol
 
 def probe_mixed(quick: bool) -> dict:
     """The mixed softmax run alone (for a subprocess with another allocator configuration)."""
-    from attention_fw import dynamics as D
-
-    R, n, d = 1024, 32, 16
-    x = np.random.default_rng(0).standard_normal((R, n, d)) / math.sqrt(d)
-    xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
-    S, Y = np.empty((R, n, n)), np.empty((R, n, d))
-
-    def floor():
-        np.matmul(x, xt, out=S)
-        np.exp(S, out=S)
-        np.matmul(S, x, out=Y)
-
-    def floor_alloc():
-        return np.matmul(np.exp(np.matmul(x, xt)), x)
-
-    def unfused():
-        A = D.attention(x, None, 5.0)
-        return x + 0.1 * (A @ x - x)
-
-    t = interleaved({"floor": floor, "floor_alloc": floor_alloc, "step": lambda: D.softmax_step(x, 0.1, 5.0),
-                     "unfused": unfused}, reps=11 if quick else 31, warmup=3)
+    c = _softmax_case()
+    t = interleaved({"floor": c.floor, "floor_alloc": c.floor_alloc, "step": c.step, "unfused": c.unfused},
+                    reps=11 if quick else 31, warmup=3)
     return {"ratio": ratio_median(t["step"], t["floor"]), "step_ms": med(t["step"]) * 1e3,
             "floor_ms": med(t["floor"]) * 1e3, "floor_alloc_ms": med(t["floor_alloc"]) * 1e3}
 
