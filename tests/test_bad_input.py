@@ -167,7 +167,7 @@ CASES = [
     ("erode-clockwise", lambda: G.erode(SQUARE[::-1], 0.1), E, "polygon"),
     ("sample-k-two", lambda: G.sample_vertices(2), E, "k"),
     ("sample-k-float", lambda: G.sample_vertices(4.5), T, "k"),
-    ("sample-seed-string", lambda: G.sample_vertices(5, "42"), T, "seed"),
+    ("sample-rng-string", lambda: G.sample_vertices(5, rng="42"), T, "rng"),
     ("raster-n-one", lambda: G.raster_cells(SQUARE, n=1), E, "n"),
     ("raster-duplicate", lambda: G.raster_cells(DUPLICATE, n=10), E, "vertices"),
     ("cell_labels-x-dim", lambda: G.cell_labels(np.ones((3, 3)), SQUARE), E, "x"),

@@ -120,7 +120,7 @@ def bench_cells(quick: bool) -> list:
     for kappa in (7, 25):
         # kappa = 7: the Figure 1 recipe (unequal norms, exactly kappa hull vertices, seed 42);
         # kappa = 25: on the circle (25 random radii almost never give 25 hull vertices).
-        pts, hull = G.sample_vertices(kappa, 42, equal_norm=(kappa == 25), enforce_bijection=True)
+        pts, hull = G.sample_vertices(kappa, rng=42, equal_norm=(kappa == 25), enforce_bijection=True)
         K = pts[hull]
         exact_cells = G.cells(K)
         t = interleaved({"exact": lambda: G.cells(K),

@@ -49,22 +49,22 @@ _EMPTY = np.zeros((0, 2))
 # ---------------------------------------------------------------------------------------------
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
-def sample_vertices(k, seed=42, *, equal_norm=False, enforce_bijection=False, radius=1.0,
+def sample_vertices(k, *, rng=42, equal_norm=False, enforce_bijection=False, radius=1.0,
                     radial_range=(0.4, 1.0), max_tries=500):
     """Random planar vertices exactly as the authors' figure scripts draw them.
 
-    ``rng = numpy.random.default_rng(seed)``; per try ``theta = rng.uniform(0, 2 pi, k)``, then
+    ``rng = numpy.random.default_rng(rng)``; per try ``theta = rng.uniform(0, 2 pi, k)``, then
     ``r = radius`` (``equal_norm``) or ``r = rng.uniform(*radial_range, k)``, and
     ``v = r (cos theta, sin theta)``. With ``enforce_bijection`` the draw is repeated in the same
     random stream (at most ``max_tries`` times) until all k points are hull vertices. With the
-    defaults and ``seed=42`` this reproduces the polygons of the published Figures 1-4
-    (NOTES, "Figures").
+    defaults and ``rng=42`` this reproduces the polygons of the published Figures 1-4
+    (the authors' scripts use seed 42).
 
     Parameters
     ----------
     k : int
         Number of points, k >= 3.
-    seed : int, SeedSequence or numpy Generator
+    rng : int, SeedSequence or numpy Generator (keyword-only)
     equal_norm : bool
         All points on the circle of radius ``radius`` (Figure 2 / Proposition 4.5 setting).
     enforce_bijection : bool
@@ -88,11 +88,17 @@ def sample_vertices(k, seed=42, *, equal_norm=False, enforce_bijection=False, ra
         For k < 3, a bad radius or radial range, or when no draw satisfies the bijection in
         ``max_tries`` tries.
     TypeError
-        For non-integer k or max_tries, or a bad seed.
+        For non-integer k or max_tries, or a bad rng.
+
+    Examples
+    --------
+    >>> pts, hull = sample_vertices(7, rng=42, enforce_bijection=True)
+    >>> pts.shape, sorted(hull.tolist()) == list(range(7))
+    ((7, 2), True)
     """
     k = V.positive_int("k", k, minimum=3)
     max_tries = V.positive_int("max_tries", max_tries)
-    rng = V.rng("seed", seed)
+    rng = V.rng("rng", rng)
     radius = V.real_scalar("radius", radius, low=0.0, low_open=True)
     if not isinstance(radial_range, (tuple, list)) or len(radial_range) != 2:
         raise ValueError(f"radial_range must be a pair (low, high), got {radial_range!r}")

@@ -114,7 +114,7 @@ def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, la
     if labelling not in ("exact", "unit"):
         raise ValueError(f"labelling must be 'exact' or 'unit', got {labelling!r}")
     if points is None:
-        pts, hull = G.sample_vertices(kappa, seed, equal_norm=equal_norm,
+        pts, hull = G.sample_vertices(kappa, rng=seed, equal_norm=equal_norm,
                                       enforce_bijection=enforce_bijection)
     else:
         pts = V.as_float_array("points", points, ndim=2, last_dim=2)
@@ -232,7 +232,7 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
-    Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
+    Vertices from ``sample_vertices(kappa, rng=seed, equal_norm=False, enforce_bijection=True)``;
     each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
     (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
     ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
@@ -265,7 +265,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
             ncols=None, n_levels=25):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
-    Directions come from ``sample_vertices(kappa, seed, equal_norm=True)`` (no bijection flag)
+    Directions come from ``sample_vertices(kappa, rng=seed, equal_norm=True)`` (no bijection flag)
     and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
     (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
     from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
@@ -281,7 +281,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
     n_levels = V.positive_int("n_levels", n_levels, minimum=2)
     panels = []
     for k in kappas:
-        u, _ = G.sample_vertices(k, seed, equal_norm=True, enforce_bijection=False)
+        u, _ = G.sample_vertices(k, rng=seed, equal_norm=True, enforce_bijection=False)
         pts = G.level_set_vertices(u, Bm, c)
         p = cell_panel(k, seed, labelling="exact", B=Bm, points=pts)
         p["c"] = c
