@@ -573,8 +573,7 @@ hr = runs_4c["halving"][1]
 glue("ch4c-halving-ratio", float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False)
 fig_sched = cvp.fig_vertex_schedules(runs_4c, **save_kw_4c)
 glue("fig-ch4c-schedules", fig_sched, display=False)
-from matplotlib import pyplot as plt  # noqa: E402  (close after glue: each figure shown once)
-plt.close(fig_sched)
+plt.close(fig_sched)  # close after glue: each figure shown once
 
 # %% [markdown]
 # ```{glue:figure} fig-ch4c-schedules

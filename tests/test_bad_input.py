@@ -8,7 +8,6 @@ name the argument fails the row.
 """
 from __future__ import annotations
 
-import importlib
 import re
 
 import matplotlib

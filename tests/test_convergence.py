@@ -16,9 +16,8 @@ from attention_fw import schedules as S
 from attention_fw import vertex_limits as VL
 
 
-def polygon(k, r=1.0, phase=0.2):
-    th = phase + 2 * np.pi * np.arange(k) / k
-    return r * np.c_[np.cos(th), np.sin(th)]
+def polygon(k, phase=0.2):
+    return P.regular_polygon(k, phase=phase)
 
 
 # ============================================================== Theorem 3.1: the counterexample (E2)

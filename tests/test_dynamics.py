@@ -6,11 +6,7 @@ from hypothesis.extra.numpy import arrays
 
 from attention_fw import dynamics as D
 from attention_fw import schedules as S
-
-
-def regular_polygon(k, r=1.0, phase=0.3):
-    th = phase + 2 * np.pi * np.arange(k) / k
-    return r * np.c_[np.cos(th), np.sin(th)]
+from attention_fw.polytope import regular_polygon
 
 
 # ----------------------------------------------------------------- SAP in expectation is SA-beta
@@ -28,15 +24,9 @@ def test_sap_step_mean_is_softmax_step():
     assert np.all(np.abs(mean - exact) <= 5 * se + 1e-15)
 
 
-def test_sap_coincident_tokens_add_their_probabilities():
-    """Two tokens at the same point a are picked together with probability 2e^{b<x,a>}/(2e^{b<x,a>}+e^{b<x,x>})."""
-    a, b = np.array([1.0, 0.0]), np.array([0.2, 0.9])
-    x = np.array([a, a, b])
-    beta, N = 1.3, 100_000
-    _, J = D.sap_step(np.broadcast_to(x, (N, 3, 2)), 0.5, beta, rng=np.random.default_rng(2), return_choice=True)
-    p_exact = 2 * np.exp(beta * b @ a) / (2 * np.exp(beta * b @ a) + np.exp(beta * b @ b))
-    p_hat = np.isin(J[:, 2], [0, 1]).mean()
-    assert abs(p_hat - p_exact) <= 5 * np.sqrt(p_exact * (1 - p_exact) / N)
+def test_sap_coincident_tokens_add_their_probabilities(check_coincident_pick):
+    """Two tokens at the same point are picked together with the sum of their probabilities."""
+    check_coincident_pick(beta=1.3, N=100_000)
 
 
 def test_sap_reproducible_from_seed():
@@ -267,7 +257,7 @@ def test_diagonal_value_matrix_can_grow_the_hull():
 def test_vertex_owning_its_cell_is_fixed_and_other_moves():
     """A vertex v with <Bv,v> > <Bv,w> for all other tokens w is its own leader and stays put;
     a vertex that does not own its cell moves towards its leader."""
-    pent = regular_polygon(5)
+    pent = regular_polygon(5, phase=0.3)
     x = np.vstack([pent, [[0.1, 0.05]]])
     new = D.hardmax_step(x, 0.5)
     np.testing.assert_array_equal(new[:5], pent)
@@ -281,7 +271,7 @@ def test_vertex_owning_its_cell_is_fixed_and_other_moves():
 @pytest.mark.parametrize("B", [np.eye(2), np.diag([1.0, 2.0])])
 def test_theorem_4_2_closed_form(schedule, B):
     """x_i^t = prod(1-g) x_i^0 + (1 - prod(1-g)) v_sigma(i), to machine precision (Theorem 4.2)."""
-    circle = regular_polygon(7)
+    circle = regular_polygon(7, phase=0.3)
     verts = circle @ np.linalg.inv(np.linalg.cholesky(B)).T  # on the level set <Bv,v> = 1
     rng = np.random.default_rng(10)
     w = rng.dirichlet(np.ones(7), size=(64, 20))
@@ -328,7 +318,7 @@ def test_bad_input_names_the_argument(call, match):
 
 def test_near_tie_is_not_a_tie():
     """A token 1e-12 away from a vertex that owns its cell: the vertex stays its own unique leader."""
-    pent = regular_polygon(5)
+    pent = regular_polygon(5, phase=0.3)
     x = np.vstack([pent, pent[:1] * (1 - 1e-12)])
     assert D.tie_counts(x)[0] == 1
     np.testing.assert_array_equal(D.hardmax_step(x, 0.5)[:5], pent)

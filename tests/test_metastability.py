@@ -24,8 +24,7 @@ TRI = P.points_on_circle()
 
 @pytest.mark.parametrize("k", [3, 4, 5, 6, 7])
 def test_c0_regular_polygon_closed_form(k):
-    th = 2 * np.pi * np.arange(k) / k
-    v = np.stack([np.cos(th), np.sin(th)], 1)
+    v = P.regular_polygon(k, phase=0.0)
     assert P.c0(v) == pytest.approx(1 - math.cos(2 * math.pi / k), abs=1e-12)
 
 
@@ -52,8 +51,7 @@ def test_condition_51_forces_acute_triangle_in_2d():
     assert not P.satisfies_51(P.points_on_circle((0, 30, 150)))     # obtuse (105 degrees)
     assert not P.satisfies_51(P.points_on_circle((0, 10, 180)))     # right angle (Thales)
     for k in (4, 5, 7):                                              # regular k-gons fail
-        th = 2 * np.pi * np.arange(k) / k
-        v = np.stack([np.cos(th), np.sin(th)], 1)
+        v = P.regular_polygon(k, phase=0.0)
         assert np.allclose(P.vertex_angles(v), np.pi - 2 * np.pi / k)
         assert not P.satisfies_51(v)
     cross = np.vstack([np.eye(3), -np.eye(3)])                        # cross-polytope: 90 degrees

@@ -29,7 +29,6 @@ import math
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile

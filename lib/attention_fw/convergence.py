@@ -36,7 +36,8 @@ from .schedules import get_schedule
 
 __all__ = [
     "exact_hardmax_trajectory", "thm31_counterexample", "symmetric_cloud", "shifted_cloud",
-    "thm31_ratio", "thm31_shifted", "section3_rates", "rate_slopes", "fixed_vs_current_slopes", "linear_contrast_rates", "FixedHullFrankWolfe", "fixed_hull_fw", "linear_rate_bound",
+    "thm31_ratio", "thm31_shifted", "section3_rates", "rate_slopes", "fixed_vs_current_slopes",
+    "linear_contrast_rates", "FixedHullFrankWolfe", "fixed_hull_fw", "linear_rate_bound",
     "loglog_slope", "log_times",
 ]
 
@@ -144,7 +145,7 @@ def exact_hardmax_trajectory(x0, steps: int, Bstar=1, gamma=None):
             raise ValueError(f"Bstar must be {d} x {d}")
     else:
         b = _frac("Bstar", Bstar)
-        Bm = [[b if k == l else Fraction(0) for l in range(d)] for k in range(d)]
+        Bm = [[b if k == j else Fraction(0) for j in range(d)] for k in range(d)]
     if gamma is None:
         def gamma(t):
             return Fraction(2, t + 2)
@@ -155,7 +156,7 @@ def exact_hardmax_trajectory(x0, steps: int, Bstar=1, gamma=None):
         g = Fraction(gamma(t))
         if not (0 < g <= 1):
             raise ValueError(f"gamma(t) must lie in (0, 1], got {g} at t = {t}")
-        Bx = [tuple(sum(Bm[k][l] * xi[l] for l in range(d)) for k in range(d)) for xi in x]
+        Bx = [tuple(sum(Bm[k][j] * xi[j] for j in range(d)) for k in range(d)) for xi in x]
         new = []
         for i in range(n):
             sc = [sum(Bx[i][k] * x[j][k] for k in range(d)) for j in range(n)]

@@ -1,4 +1,6 @@
-"""What do the convergence experiments look like? Figures of :mod:`attention_fw.convergence` and :mod:`attention_fw.vertex_limits`.
+"""What do the convergence experiments look like? Figures of Sections 3 and 4.
+
+The experiments are :mod:`attention_fw.convergence` and :mod:`attention_fw.vertex_limits`.
 
 Each ``fig_*`` function takes the result dicts of the experiments, draws one figure
 (measured curves with the theoretical rate or bound on the same axes, ``t`` = layer
@@ -341,7 +343,8 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
         if kind != "halving":
             ax.set_ylim(max(1e-17, np.nanmin(_pos(ratio))) / 3, 2)
         data[kind] = dict(schedule=sched.name, t=res["t"], ratio_max=(res["dist"][:, mov] / d0[mov]).max(axis=1),
-                          ratio_min=(res["dist"][:, mov] / d0[mov]).min(axis=1), product=res["product"], max_deviation=dev, labels_constant=res["labels_constant"],
+                          ratio_min=(res["dist"][:, mov] / d0[mov]).min(axis=1), product=res["product"], max_deviation=dev,
+                          labels_constant=res["labels_constant"],
                           vertex_displacement=res["vertices_fixed"])
     fig.tight_layout()
     return _save(fig, name, data, outdir, formats)
@@ -458,7 +461,8 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     a.set_yscale("log")
     a.set_xlabel(r"$t$ (layer index)")
     a.set_ylabel("median over tokens and systems")
-    a.set_title(r"(a) LHS $=\min_{\tau\leq t}$ FW gap, RHS $=\frac{1}{t}\left(\frac{J^1(x^1)}{\gamma^1}-\inf_{\mathcal{K}^t}\frac{J^t}{\gamma^t}\right)$", fontsize=8)
+    a.set_title(r"(a) LHS $=\min_{\tau\leq t}$ FW gap, "
+                r"RHS $=\frac{1}{t}\left(\frac{J^1(x^1)}{\gamma^1}-\inf_{\mathcal{K}^t}\frac{J^t}{\gamma^t}\right)$", fontsize=8)
     a.legend(fontsize=6.2, loc="lower left")
     b.axhline(1, color="k", ls="--", lw=1, label="equality")
     b.set_xscale("log")

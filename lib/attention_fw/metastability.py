@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from . import _validate as V
-from . import dynamics, polytope
+from . import dynamics
 from .polytope import _vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle, regular_simplex
 from .results import Result
 
@@ -345,7 +345,8 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     Examples
     --------
     >>> res = collapse_sabeta(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]), 0.5, 1.0, tol=1e-6)
-    >>> bool(res.converged), bool(polytope.hull_area(np.vstack([[[0, 0], [1, 0], [0, 2]], res.limit])) == 1.0)
+    >>> from attention_fw.polytope import hull_area
+    >>> bool(res.converged), bool(hull_area(np.vstack([[[0, 0], [1, 0], [0, 2]], res.limit])) == 1.0)
     (True, True)
     """
     x = V.tokens("x0", x0, batched_ok=False)

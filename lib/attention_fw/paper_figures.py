@@ -44,7 +44,6 @@ The module also holds the helpers that compare a figure with the authors' publis
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 import shutil
 import subprocess

@@ -13,9 +13,9 @@ parameter dicts (a grid over beta, seed, n, kappa, ...). Three ingredients, all 
   repository root, git-ignored), keyed by the function's code and its parameters, in a
   folder named after a hash of the source of the task's module and of every library module
   it imports, directly or not (:func:`code_version`, read from the import statements), so
-  re-rendering a chapter recomputes nothing and editing the engine never serves stale results. Cache hits are loaded in the calling process;
-  only misses are sent to the executor, whose workers write the results into the cache
-  (for a remote Dask cluster ``cache_dir`` must be on a filesystem the workers share).
+  re-rendering a chapter recomputes nothing and editing the engine never serves stale results.
+  Cache hits are loaded in the calling process; only misses are sent to the executor, whose
+  workers write the results into the cache (for a remote Dask cluster ``cache_dir`` must be on a filesystem the workers share).
 * **progress**: a :mod:`tqdm.auto` bar over the cache misses; switch it off with
   ``progress=False`` or the environment variable ``ATTENTION_FW_PROGRESS=0`` (the book's
   notebooks do, so the static pages stay clean).
