@@ -331,7 +331,7 @@ def test_two_clip_cells_equal_clipping_by_every_half_plane():
     rng = np.random.default_rng(31)
     for k in [3, 5, 9, 25]:
         for _ in range(5):
-            pts, hull = g.sample_vertices(k, int(rng.integers(1 << 30)), equal_norm=k > 9, enforce_bijection=True)
+            pts, hull = g.sample_vertices(k, rng=int(rng.integers(1 << 30)), equal_norm=k > 9, enforce_bijection=True)
             K = pts[hull]
             M = rng.normal(size=(2, 2))
             B = M @ M.T + 0.2 * np.eye(2)

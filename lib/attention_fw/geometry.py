@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from matplotlib.path import Path
 from scipy.spatial import ConvexHull
 
 from . import _validate as V
@@ -694,8 +695,6 @@ def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
     -------
     RasterCells
     """
-    from matplotlib.path import Path
-
     v = _vertices_2d(vertices)
     n = V.positive_int("n", n, minimum=2)
     pad = V.real_scalar("pad", pad, low=0.0)

@@ -44,6 +44,7 @@ The module also holds the helpers that compare a figure with the authors' publis
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import shutil
 import subprocess
@@ -55,6 +56,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import hsv_to_rgb
+from matplotlib.image import imread
 from matplotlib.patches import Polygon as MplPolygon
 
 from . import _validate as V
@@ -380,7 +382,6 @@ FIGURES = {
 
 
 def _defaults(fn):
-    import inspect
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
 
 
@@ -697,7 +698,6 @@ def rasterise_pdf(pdf, dpi=60):
     if exe is None:
         raise RuntimeError("pdftoppm not found: install it with `apt-get install poppler-utils`")
     dpi = V.positive_int("dpi", dpi)
-    from matplotlib.image import imread
     with tempfile.TemporaryDirectory() as tmp:
         stem = Path(tmp) / "page"
         subprocess.run([exe, "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile",
