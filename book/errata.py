@@ -353,7 +353,7 @@ glue("e11-M", int(np.ceil(eps_ / (gam_ * diam_))), display=False)
 # ## E12. Prop 5.1 has no proof in the paper
 #
 # *Printed:* "mutatis mutandis" from [GRRB24], a continuous-time result on the sphere
-# {cite:p}`geshkovski2024dynamic`. *Correct:* that is not a proof; a direct one (in the
+# {cite:p}`geshkovski2024measure`. *Correct:* that is not a proof; a direct one (in the
 # formalization) works for **every** $\beta$ and $\gamma\in(0,1]$: tokens stay in the initial
 # hull, every weight is at least $c>0$, so the diameter contracts by a factor $1-\gamma c$ per
 # layer. Even at $\gamma=1$ and $\beta=2$, outside any "small $\gamma$" regime, the diameter of
@@ -459,8 +459,10 @@ glue("e15-angles", Plain(", ".join(f"{a:.1f}" for a in angles)), display=False)
 # ## E16. The erosion radius of Figure 4
 #
 # *Printed caption:* $\eta=0.05$, $\delta=0.02$. *Correct:* the committed figure was made with
-# $\delta=0.03$ (`interior-erosion.py` uses `epsilon=0.03`; rasterised at 150 dpi the published
-# file has the magenta pixel count of $\delta=0.03$ exactly). On the authors' $\kappa=7$ polygon
+# $\delta=0.03$ (`interior-erosion.py` uses `epsilon=0.03`; the published magenta polygon coincides
+# with the $\delta=0.03$ erosion to within the authors' grid resolution, and its rasterised
+# magenta-to-green pixel ratio is within $0.01$ of that of $\delta=0.03$, more than $0.08$ away from
+# that of $\delta=0.02$: `tests/test_paper_figures.py`). On the authors' $\kappa=7$ polygon
 # (unit circle, `seed=42`, cell 2 in hull order), the cone $\mathcal I_2(0.05)$ has area
 # {glue:text}`e16-cone:.4f`; eroded by $\delta=0.02$ it keeps {glue:text}`e16-a02:.4f`, by
 # $0.03$ only {glue:text}`e16-a03:.4f`. The book draws both (`figures/figure4` and
