@@ -149,7 +149,7 @@ _ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "
 # **Lemma 2.1.** *If $B^t$ is invertible for every $t$, then for Lebesgue-almost every initial
 # configuration, $\#\mathcal C_i^t=1$ for all $t\ge0$ and all $i$.*
 #
-# Random initialisations never hit a tie. For {glue:text}`ch2-tie-configs:,.0f` configurations
+# Lemma 2.1 says that random initialisations hit a tie with probability zero; a sample agrees. For {glue:text}`ch2-tie-configs:,.0f` configurations
 # of 6 tokens uniform in $[-1,1]^2$, followed for {glue:text}`ch2-tie-steps` layers of
 # (SA∞) with $\gamma=$ {glue:text}`ch2-gamma` and $B=I_2$ or $B=\mathrm{diag}(1,2)$, the number
 # of (configuration, layer, token) triples with more than one leader is

@@ -185,8 +185,8 @@ plt.close(fig_cex)
 # ratio $(t+1)\max_iJ(x_i^{t+1})/(\lambda_{\max}\mathsf d(\mathcal K^0)^2)$ stays below 2.
 #
 # * Symmetric clouds: {glue:text}`ch3-sym-viol` of {glue:text}`ch3-sym-total` violate the bound;
-#   the largest ratio seen is {glue:text}`ch3-sym-maxratio:.3f`, and the origin never leaves the
-#   hull (largest distance {glue:text}`ch3-sym-dist:.1e`).
+#   the largest ratio seen is {glue:text}`ch3-sym-maxratio:.3f`, and the origin stays in every
+#   hull along these runs (largest distance to it {glue:text}`ch3-sym-dist:.1e`).
 # * Shifted clouds: {glue:text}`ch3-shift-viol` of {glue:text}`ch3-shift-total` violate it, the
 #   earliest at $t=${glue:text}`ch3-shift-first`, the median at $t=${glue:text}`ch3-shift-median`.
 #   Every cloud collapses to one point (largest final diameter relative to $\mathsf d(\mathcal K^0)$:

@@ -357,7 +357,7 @@ glue("e11-M", int(np.ceil(eps_ / (gam_ * diam_))), display=False)
 # formalization) works for **every** $\beta$ and $\gamma\in(0,1]$: tokens stay in the initial
 # hull, every weight is at least $c>0$, so the diameter contracts by a factor $1-\gamma c$ per
 # layer. Even at $\gamma=1$ and $\beta=2$, outside any "small $\gamma$" regime, the diameter of
-# 6 tokens never grows ({glue:text}`e12-grow` increases in 300 layers) and falls from
+# 6 tokens does not grow over 300 layers ({glue:text}`e12-grow` increases) and falls from
 # {glue:text}`e12-first:.2f` to {glue:text}`e12-final:.1e`. (At larger $\beta$ the guaranteed
 # contraction $1-\gamma c$ is exponentially close to $1$, and the collapse can take
 # exponentially long: the metastability of {doc}`05-finite-beta`.)
