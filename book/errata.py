@@ -68,6 +68,7 @@ from scipy.spatial import ConvexHull, Delaunay
 from shapely.geometry import Polygon
 
 from attention_fw import dynamics as dyn
+from attention_fw import metastability
 from attention_fw import schedules as sch
 
 rng = np.random.default_rng(p.seed)
@@ -337,16 +338,21 @@ glue("e10-rhs", float(1.0 - n_ * np.exp(-beta_ * tau_ / 4)), display=False)
 # *Correct (formalization audit):* the exponent omits the diameter $\mathsf d(\mathcal K)$ and a
 # binomial factor; an exit needs $M=\lceil\varepsilon/(\gamma\,\mathsf d(\mathcal K))\rceil$ "bad"
 # steps, not about $\varepsilon/\gamma$. No refutation of the printed bound is known, so this
-# item is presented as **uncertain**. For the triangle ($\mathsf d=\sqrt3$) with $\gamma=0.1$
-# and $\varepsilon=0.35$ (so $\varepsilon/\gamma\ge2\mathsf d$ as the theorem requires), the
-# printed exponent counts $1+\varepsilon/\gamma=$ {glue:text}`e11-printed:.1f` while the proof
-# needs $M=$ {glue:text}`e11-M` bad steps. The theorem also needs the balls $B(v_i,C\tau)$ to be
-# disjoint (review). Bound and simulations: {doc}`05-finite-beta`.
+# item is presented as **uncertain**. For the triangle ($\mathsf d=\sqrt3$) with $\gamma=0.04$
+# and $\varepsilon=0.15$ (so $\varepsilon/\gamma\ge2\mathsf d$ as the theorem requires, and
+# $\varepsilon$ below the radius $r_*=$ {glue:text}`e11-rstar:.3f` that the proof needs for clusters
+# started at the vertices), the printed exponent counts $1+\varepsilon/\gamma=$
+# {glue:text}`e11-printed:.2f` while the proof needs $M=$ {glue:text}`e11-M` bad steps. The theorem
+# also needs the balls $B(v_i,C\tau)$ to be disjoint (review). Hypotheses, bound and simulations:
+# {doc}`05-finite-beta`.
 
 # %%
-eps_, gam_, diam_ = 0.35, 0.1, np.sqrt(3.0)
+eps_, gam_ = 0.15, 0.04
+hyp_ = metastability.theorem54_hypotheses(metastability.triangle_on_circle(), eps_, gam_)
+assert hyp_["all"], hyp_
 glue("e11-printed", 1 + eps_ / gam_, display=False)
-glue("e11-M", int(np.ceil(eps_ / (gam_ * diam_))), display=False)
+glue("e11-M", hyp_["M"], display=False)
+glue("e11-rstar", hyp_["r_star"], display=False)
 
 # %% [markdown]
 # (e12)=
