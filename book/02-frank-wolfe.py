@@ -235,7 +235,7 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 # pairs with $a>0>b$ merges mathematically after one layer (1.3). In floating point,
 # {glue:text}`ch2-e7-merged:,.0f` of them land on the same double; the others differ only by
 # rounding, at most {glue:text}`ch2-e7-maxres:.1e` ({glue:text}`ch2-e7-ulp:.0f` units in the last
-# place of the merged value).
+# place of the larger of $|a|,|b|$).
 #
 # The lemma itself is nevertheless **true** when leaders are counted as *points* (merged tokens
 # are one point): the Lean formalization re-proves it by another argument (finitely many linear
@@ -253,7 +253,7 @@ glue("ch2-e7-pairs", p.e7_pairs, display=False)
 glue("ch2-e7-merged", merged, display=False)
 resid = np.abs(after[:, 0, 0] - after[:, 1, 0])
 glue("ch2-e7-maxres", float(resid.max()), display=False)
-glue("ch2-e7-ulp", float((resid / np.spacing(np.abs(after[:, :, 0]).max(axis=1))).max()), display=False)
+glue("ch2-e7-ulp", float((resid / np.spacing(np.abs(pairs[:, :, 0]).max(axis=1))).max()), display=False)
 
 # %% [markdown]
 # ## The hull shrinks (lemma of §2.3, number unverified)
