@@ -322,13 +322,13 @@ show(fig, "phase1-event", dict(beta=b1, fraction=frac, fraction_simplex3=frac3, 
 # $\mathbb R^3$ (three interior tokens per vertex, $T_1=$ {glue:text}`p1_T1_3d`; its eroded cones are
 # non-empty from $\beta\approx$ {glue:text}`beta_hyp3:.0f` on). (c) Fraction meeting the event at each
 # step: for every $\beta\ge$ {glue:text}`p1_jump_beta:g` of the grid the curve jumps by at least
-# 0.9 in the single step to $T_1$; at smaller $\beta$ it rises gradually or not at all.
+# 0.9 in the single step to $T_1$; at smaller $\beta$ it does not (it rises more gradually, or not at all).
 # ```
 #
 # Here $m=$ {glue:text}`p1_m:.3f`, $\tau=$ {glue:text}`p1_tau:.3f`, $T_1=$ {glue:text}`p1_T1` and
 # the proof's $C=$ {glue:text}`p1_C:.2f`. Wherever the hypotheses hold the event is met by at
 # least a fraction {glue:text}`p1_minfrac_hyp:.3f` of the runs, far above the printed bound
-# $1-\beta^{-1/8}$ (which is weak: {glue:text}`p1_bound_cfg:.2f` at $\beta=10^4$). The vertex part never fails (smallest
+# $1-\beta^{-1/8}$ (which is weak: {glue:text}`p1_bound_cfg:.2f` at $\beta=10^4$). The vertex part never fails in these runs (smallest
 # fraction {glue:text}`p1_vertex_min:.3f`): the vertices barely move. The interior part is the
 # binding one: the observed fraction falls below the printed bound only at
 # $\beta\le$ {glue:text}`p1_fail_beta:g`, where the softmax is too flat to pull the interior tokens
