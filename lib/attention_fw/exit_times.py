@@ -51,7 +51,8 @@ from .survival import kaplan_meier
 
 __all__ = [
     "cluster_configuration", "near_vertex_configuration", "tokens_per_vertex", "exit_mask",
-    "ExitSample", "move_log_odds", "frozen_escape_rate", "engine_exit_times", "engine_state_at",
+    "ExitSample", "move_log_odds", "frozen_escape_rate", "frozen_log_mean_exit", "frozen_mean_slope",
+    "frozen_slope_windows", "engine_exit_times", "engine_state_at",
     "stepping_exit_times", "sabeta_exit_time", "excursion_paths", "exit_time_task", "e6_task",
 ]
 
@@ -459,6 +460,69 @@ def excursion_paths(x0, sigma, gamma: float, beta: float, steps: int, *, runs: i
                                    steps, [dynamics.FunctionRecorder("dist", dist, times=at)])
         out.sap = chains.records["dist"].T
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# the exact mean of the single-jump exit time, and its slope in beta
+# ----------------------------------------------------------------------------------------
+
+def frozen_log_mean_exit(points, counts, beta: float) -> float:
+    """``log E[T]`` of the geometric first-event time of a frozen configuration, exactly.
+
+    ``E[T] = 1 / (1 - q)``, ``q = e^{-lambda}`` with ``lambda`` of :func:`frozen_escape_rate`;
+    in the single-jump regime ``T`` is the exit time ``T2``. Computed in log space, so the
+    value stays exact when ``lambda`` underflows (``beta = 1e6``): then
+    ``log E[T] = -log lambda + lambda / 2 + O(lambda^2)``.
+    """
+    p = V.as_float_array("points", points, ndim=2)
+    c = V.as_float_array("counts", counts, ndim=1)
+    if len(c) != len(p) or np.any(c < 1):
+        raise ValueError("counts must hold one positive count per point")
+    beta = V.real_scalar("beta", beta, low=0)
+    g = p @ p.T
+    expo = beta * (g - np.diag(g)[:, None]) + np.log(c)[None, :] - np.log(c)[:, None]
+    np.fill_diagonal(expo, -np.inf)
+    x = np.logaddexp.reduce(expo, axis=1)              # log sum_b (n_b/n_a) e^{...}, per point a
+    # log(log1p(e^x)): x - e^x/2 (+ O(e^{2x})) far in the tail, direct otherwise
+    with np.errstate(divide="ignore"):
+        log_soft = np.where(x < -30, x - np.exp(np.minimum(x, 0)) / 2,
+                            np.log(np.logaddexp(0.0, np.maximum(x, -30))))
+    log_lam = float(np.logaddexp.reduce(np.log(c) + log_soft))
+    lam = math.exp(log_lam) if log_lam < 700 else math.inf
+    if lam > 1e-8:
+        return -math.log(-math.expm1(-lam))
+    return -log_lam + lam / 2
+
+
+def frozen_mean_slope(points, counts, betas, weights=None) -> float:
+    """Weighted least-squares slope of ``beta -> log E[T]`` (:func:`frozen_log_mean_exit`).
+
+    The exact counterpart of :func:`attention_fw.survival.fit_log_mean_slope` on the same grid: pass the weights of
+    a Monte Carlo fit (its ``weights``) to compare like with like. Tends to ``c0`` for the
+    regular kappa-gon (and the simplex) as the grid moves to large beta.
+    """
+    b = V.as_float_array("betas", betas, ndim=1)
+    if len(b) < 2 or np.ptp(b) == 0:
+        raise ValueError("betas must hold at least 2 distinct values")
+    w = np.ones_like(b) if weights is None else V.as_float_array("weights", weights, ndim=1)
+    if w.shape != b.shape or np.any(w <= 0):
+        raise ValueError("weights must be positive, one per beta")
+    y = np.array([frozen_log_mean_exit(points, counts, bb) for bb in b])
+    bm = np.sum(w * b) / w.sum()
+    return float(np.sum(w * (b - bm) * (y - np.sum(w * y) / w.sum())) / np.sum(w * (b - bm) ** 2))
+
+
+def frozen_slope_windows(points, counts, starts, width: float, num: int = 5) -> np.ndarray:
+    """Unweighted slopes of :func:`frozen_mean_slope` on moving windows ``[s, s + width]``.
+
+    Each window holds ``num`` equally spaced betas; returns one slope per start, shape (len(starts),).
+    """
+    s = V.as_float_array("starts", starts, ndim=1)
+    width = V.real_scalar("width", width, low=0, low_open=True)
+    num = V.positive_int("num", num, minimum=2)
+    if np.any(s < 0):
+        raise ValueError("starts must be >= 0")
+    return np.array([frozen_mean_slope(points, counts, np.linspace(a, a + width, num)) for a in s])
 
 
 # ----------------------------------------------------------------------------------------

@@ -20,16 +20,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import spatial
 
 from . import _validate as V
 from . import dynamics
-from .polytope import _vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle, regular_simplex
+from .polytope import (_vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle, regular_simplex,
+                       satisfies_51)
 from .results import Result
 
 __all__ = [
     "hypothesis_beta_min", "configuration_beta_min", "sample_eroded_cone", "phase1_configuration",
     "phase1_constants", "phase1_event", "run_phase1", "metastability_bound", "collapse_sabeta",
-    "phase1_task", "collapse_task",
+    "theorem54_radius", "theorem54_hypotheses", "theorem54_region", "phase1_task", "collapse_task",
 ]
 
 
@@ -363,6 +365,87 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     conv = res.stopped > 0
     return Result(limit=res.x.mean(0), steps=res.stopped if conv else max_steps, converged=conv,
                   times=res.record_times["diam"], diameters=res.records["diam"], x=res.x)
+
+
+# ----------------------------------------------------------------------------------------
+# Theorem 5.4: the hypotheses its proof mechanism needs
+# ----------------------------------------------------------------------------------------
+
+def theorem54_radius(vertices) -> float:
+    """Largest ``r`` with ``4 R r + 2 r^2 <= c0 / 2``, ``R = max_a |v_a|``: ``sqrt(R^2 + c0/4) - R``.
+
+    The proof of Theorem 5.4 bounds the total softmax weight a token gives to the other
+    groups by ``n e^{-beta c0 / 2}`` as long as every token stays within ``r`` of its vertex
+    and ``4 R r + 2 r^2 <= c0 / 2`` (for ``x`` within ``r`` of ``v_i``, ``y`` within ``r`` of
+    ``v_j`` and ``z`` within ``r`` of ``v_i``: ``<x, z> - <x, y> >= c0 - 4 R r - 2 r^2``).
+    Before the exit time the tokens stay in ``conv{x_ji^0}_j + B(0, eps)``, so ``r`` must cover
+    the start radius plus ``eps``. Returns 0.0 when ``c0 <= 0`` (no admissible radius).
+    """
+    v = _vertices("vertices", vertices)
+    R = float(np.linalg.norm(v, axis=1).max())
+    c = c0(v)
+    if c <= 0:
+        return 0.0
+    # sqrt(R^2 + c/4) - R without cancellation when c << R^2
+    return (c / 4) / (math.sqrt(R * R + c / 4) + R)
+
+
+def theorem54_hypotheses(vertices, eps: float, gamma: float, rho: float = 0.0) -> Result:
+    """Which hypotheses of Theorem 5.4, as its proof uses them, hold for ``(eps, gamma)``.
+
+    ``rho`` is the start radius ``max_j |x_j^0 - v_sigma(j)|`` (0 for clusters at the vertices;
+    the theorem allows up to ``C tau``, the output radius of Theorem 5.2). Keys:
+
+    * ``angle_51``: condition (5.1) read as an angle (E15); ``equal_norms``: ``|v_i| = |v_j|``;
+      ``c0_positive``: the bound on inner products of Theorem 5.4 holds with ``c0 > 0``;
+    * ``ratio``: ``eps / gamma >= 2 d(K)``, i.e. ``gamma <= gamma_max = eps / (2 d(K))``;
+    * ``radius``: ``4 R (rho + eps) + 2 (rho + eps)^2 <= c0 / 2``, i.e. ``eps <= eps_max =``
+      :func:`theorem54_radius` ``- rho`` (the proof's ``eps_*`` for this start radius);
+    * ``disjoint``: ``rho < min_{i != j} |v_i - v_j| / 3`` (the balls of the relabelling are
+      disjoint; the review's suggested condition);
+    * ``all``: every item above, plus ``gamma in (0, 1)``.
+
+    Also returns the numbers ``eps_max``, ``gamma_max``, ``r_star``, ``M = ceil(eps / (gamma d(K)))``
+    (bad steps an exit needs) and ``d`` (the diameter).
+    """
+    v = _vertices("vertices", vertices)
+    eps = V.real_scalar("eps", eps, low=0, low_open=True)
+    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    rho = V.real_scalar("rho", rho, low=0)
+    d = diameter(v)
+    c = c0(v)
+    norms = np.linalg.norm(v, axis=1)
+    R = float(norms.max())
+    r_star = theorem54_radius(v)
+    r = rho + eps
+    out = Result({
+        "angle_51": satisfies_51(v),
+        "equal_norms": bool(np.ptp(norms) <= 1e-12 * max(R, 1.0)),
+        "c0_positive": bool(c > 0),
+        "ratio": bool(eps / gamma >= 2 * d * (1 - 1e-12)),
+        "radius": bool(c > 0 and 4 * R * r + 2 * r * r <= c / 2 * (1 + 1e-12)),
+        "disjoint": bool(rho < spatial.distance.pdist(v).min() / 3),
+        "eps_max": r_star - rho, "gamma_max": eps / (2 * d), "r_star": r_star,
+        "M": math.ceil(eps / (gamma * d) - 1e-12), "d": d,
+    })
+    out["all"] = all(out[k] for k in ("angle_51", "equal_norms", "c0_positive", "ratio", "radius", "disjoint"))
+    return out
+
+
+def theorem54_region(vertices, rho: float = 0.0) -> np.ndarray:
+    """The admissible ``(eps, gamma)`` set of :func:`theorem54_hypotheses` as a polygon.
+
+    ``{0 < eps <= eps_max, 0 < gamma <= eps / (2 d(K))}`` is the triangle with corners
+    ``(0, 0)``, ``(eps_max, 0)``, ``(eps_max, eps_max / (2 d(K)))`` (counter-clockwise, shape (3, 2));
+    empty (shape (0, 2)) when ``eps_max <= 0``. (``eps_max / (2 d) < 1`` always, so ``gamma < 1``
+    is implied.)
+    """
+    v = _vertices("vertices", vertices)
+    rho = V.real_scalar("rho", rho, low=0)
+    e = theorem54_radius(v) - rho
+    if e <= 0:
+        return np.zeros((0, 2))
+    return np.array([[0.0, 0.0], [e, 0.0], [e, e / (2 * diameter(v))]])
 
 
 # ----------------------------------------------------------------------------------------

@@ -123,8 +123,8 @@ def fit_log_mean_slope(betas, fits, level: float = 0.95) -> Result:
     """Weighted least-squares line ``log E[T2] = a + s beta`` through censored fits.
 
     Weights are the inverse variances of ``log(mean)`` from each fit. Returns the slope, the
-    intercept, the standard error of the slope and its ``level`` confidence interval (normal),
-    as a Result with ``slope``, ``intercept``, ``slope_se``, ``slope_ci`` and ``level``.
+    intercept, the standard error of the slope, its ``level`` confidence interval (normal) and the
+    weights, as a Result with ``slope``, ``intercept``, ``slope_se``, ``slope_ci``, ``level`` and ``weights``.
     """
     b = V.as_float_array("betas", betas, ndim=1)
     if len(fits) != len(b) or len(b) < 2:
@@ -140,6 +140,6 @@ def fit_log_mean_slope(betas, fits, level: float = 0.95) -> Result:
     a, s = cov @ (X.T @ (w * y))
     ses = math.sqrt(cov[1, 1])
     return Result(slope=float(s), intercept=float(a), slope_se=ses,
-                  slope_ci=(float(s - z * ses), float(s + z * ses)), level=level)
+                  slope_ci=(float(s - z * ses), float(s + z * ses)), level=level, weights=w)
 
 
