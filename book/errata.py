@@ -68,7 +68,7 @@ from scipy.spatial import ConvexHull, Delaunay
 from shapely.geometry import Polygon
 
 from attention_fw import dynamics as dyn
-from attention_fw import metastability
+from attention_fw import metastability, polytope
 from attention_fw import schedules as sch
 
 rng = np.random.default_rng(p.seed)
@@ -348,7 +348,7 @@ glue("e10-rhs", float(1.0 - n_ * np.exp(-beta_ * tau_ / 4)), display=False)
 
 # %%
 eps_, gam_ = 0.15, 0.04
-hyp_ = metastability.theorem54_hypotheses(metastability.triangle_on_circle(), eps_, gam_)
+hyp_ = metastability.theorem54_hypotheses(polytope.points_on_circle(), eps_, gam_)
 assert hyp_["all"], hyp_
 glue("e11-printed", 1 + eps_ / gam_, display=False)
 glue("e11-M", hyp_["M"], display=False)

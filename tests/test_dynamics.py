@@ -129,6 +129,18 @@ def test_softmax_finite_for_any_beta(x, beta):
     assert np.all(D.softmax_step(x, 0.5, beta) == D.softmax_step(x, 0.5, beta))  # no NaN
 
 
+def test_subnormal_tokens_give_finite_weights_and_steps():
+    """Tokens below 2^-1022 (found by the property above): the rescaling by a power of two stays finite.
+
+    All scores are ~1e-622, so every softmax weight is 1/n (uniform) and coincident tokens stay put."""
+    x = np.full((5, 2), 2.22507386e-311)
+    x[0, 0] = 4.4501477e-311
+    for beta in (0.0, 1.0, 1e6):
+        np.testing.assert_allclose(D.attention(x, beta=beta), 0.2, rtol=1e-12)
+    assert np.all(D.hardmax_step(x, 1.0) == x[0])       # every leader is token 0 (largest scores)
+    np.testing.assert_array_equal(D.softmax_step(x[1:], 0.5, 3.0), x[1:])
+
+
 def test_beta_1e6_equals_hardmax_for_generic_data():
     x = np.random.default_rng(5).uniform(-1, 1, size=(100, 12, 2))
     np.testing.assert_allclose(D.softmax_step(x, 0.4, 1e6), D.hardmax_step(x, 0.4), atol=1e-12)

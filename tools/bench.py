@@ -200,7 +200,7 @@ def bench_softmax(quick: bool) -> list:
     # here), each timed alone on preallocated arrays, to show where the time above the floor goes.
     xts, Zs, ys, tot = np.empty((R, d, n)), np.exp(np.matmul(x, xt)), np.empty((R, n, d)), np.empty((R, n))
     passes = {
-        "validation": lambda: D.V.tokens("x", x, finite=False),
+        "validation": lambda: D.chk.tokens("x", x, finite=False),
         "scaled transpose x^T beta (+ max |x_k|^2, finiteness)": lambda: K.scaled_transpose(x, beta, xts),
         "row sums + diagonal shift": lambda: K.row_sums_shift(Zs, 0.0, tot),
         "normalise rows": lambda: K.scale_rows(ys, 1.0, tot),

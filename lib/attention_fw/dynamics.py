@@ -348,7 +348,9 @@ def _rescaled(x):
     m = float(np.abs(x).max())
     if m == 0.0 or 0.5 <= m < 1.0:
         return None
-    return math.ldexp(1.0, -math.frexp(m)[1])
+    # Subnormal tokens would need c > 2^1023 (not a double): stop at 2^1000, which already puts
+    # the scores in range (|c x|^2 >= 2^-148 > 1e-200).
+    return math.ldexp(1.0, min(-math.frexp(m)[1], 1000))
 
 
 def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
