@@ -436,7 +436,7 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
 
 
 def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duality-gap-prop"):
-    """Both sides of the duality-gap proposition (NOTES 4.1) along trajectories, and their ratio.
+    """Both sides of the duality-gap proposition of Section 4.1 along trajectories, and their ratio.
 
     ``results``: ``{label: duality_gap_check result}``.
     """

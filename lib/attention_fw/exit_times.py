@@ -210,6 +210,20 @@ def move_log_odds(x, beta: float):
     return d, L, same
 
 
+def _frozen_log_odds(points, counts, beta):
+    """Checked counts ``n_a`` and ``log sum_{b != a} (n_b/n_a) e^{beta(<p_a,p_b> - |p_a|^2)}`` per point ``a``
+    (the log-odds of leaving ``p_a`` in one step)."""
+    p = V.as_float_array("points", points, ndim=2)
+    c = V.as_float_array("counts", counts, ndim=1)
+    if len(c) != len(p) or np.any(c < 1):
+        raise ValueError("counts must hold one positive count per point")
+    beta = V.real_scalar("beta", beta, low=0)
+    g = p @ p.T
+    expo = beta * (g - np.diag(g)[:, None]) + np.log(c)[None, :] - np.log(c)[:, None]
+    np.fill_diagonal(expo, -np.inf)
+    return c, np.logaddexp.reduce(expo, axis=1)
+
+
 def frozen_escape_rate(points, counts, beta: float) -> float:
     """Closed form of ``-log q`` for a frozen configuration (SAP, B = I).
 
@@ -229,15 +243,7 @@ def frozen_escape_rate(points, counts, beta: float) -> float:
     -------
     float ``lambda = -log q`` (0.0 when the escape probability underflows, e.g. beta = 1e6).
     """
-    p = V.as_float_array("points", points, ndim=2)
-    c = V.as_float_array("counts", counts, ndim=1)
-    if len(c) != len(p) or np.any(c < 1):
-        raise ValueError("counts must hold one positive count per point")
-    beta = V.real_scalar("beta", beta, low=0)
-    g = p @ p.T
-    expo = beta * (g - np.diag(g)[:, None]) + np.log(c)[None, :] - np.log(c)[:, None]
-    np.fill_diagonal(expo, -np.inf)
-    lse = np.logaddexp.reduce(expo, axis=1)
+    c, lse = _frozen_log_odds(points, counts, beta)
     return float(np.sum(c * np.logaddexp(0.0, lse)))
 
 
@@ -474,15 +480,7 @@ def frozen_log_mean_exit(points, counts, beta: float) -> float:
     value stays exact when ``lambda`` underflows (``beta = 1e6``): then
     ``log E[T] = -log lambda + lambda / 2 + O(lambda^2)``.
     """
-    p = V.as_float_array("points", points, ndim=2)
-    c = V.as_float_array("counts", counts, ndim=1)
-    if len(c) != len(p) or np.any(c < 1):
-        raise ValueError("counts must hold one positive count per point")
-    beta = V.real_scalar("beta", beta, low=0)
-    g = p @ p.T
-    expo = beta * (g - np.diag(g)[:, None]) + np.log(c)[None, :] - np.log(c)[:, None]
-    np.fill_diagonal(expo, -np.inf)
-    x = np.logaddexp.reduce(expo, axis=1)              # log sum_b (n_b/n_a) e^{...}, per point a
+    c, x = _frozen_log_odds(points, counts, beta)
     # log(log1p(e^x)): x - e^x/2 (+ O(e^{2x})) far in the tail, direct otherwise
     with np.errstate(divide="ignore"):
         log_soft = np.where(x < -30, x - np.exp(np.minimum(x, 0)) / 2,

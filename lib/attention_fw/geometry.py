@@ -1,10 +1,10 @@
-"""Exact geometry of the cells C_i(v), their Voronoi special case, and the cones of section 5.
+"""Which token leads where? Exact planar cells C_i(v), their Voronoi special case, and the cones of section 5.
 
 Everything planar here is exact up to floating point: a cell is the polygon K cut by
 half-planes, never a raster. The dimension-free helpers (:func:`cell_labels`,
 :func:`owns_cell`) work for points in any R^d and are vectorised over batches.
 
-Notation (paper, section 4; see NOTES "Cells"): K = conv{v_1, ..., v_kappa} and
+Notation (paper, section 4, equation (cells)): K = conv{v_1, ..., v_kappa} and
 
     C_i(v) = {x in K : <Bx, v_i> >= <Bx, v_j> for all j}                (eq: cells)
            = K  cap  {x : <x, B^T (v_i - v_j)> >= 0 for all j},

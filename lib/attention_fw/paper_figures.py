@@ -5,7 +5,7 @@ Each figure function returns ``(fig, data)``: a matplotlib figure drawn from exa
 the numbers behind it. :func:`make` saves both through :func:`attention_fw.plotting.save`
 (``figures/<name>.{pdf,png,svg}`` and ``figures/data/<name>.json``).
 
-Figures (NOTES, "Figures" and errata E16-E18)
+Figures (the recipes of the authors' figure scripts, and the book's errata E16-E18)
 --------------------------------------------
 figure1             cells for unequal-norm vertices, kappa = 5, 7, 9, 10, AS PUBLISHED: the
                     authors' "unit" labelling argmax_j <x, v_j/|v_j|>, which is not C_i(v) (E18)
