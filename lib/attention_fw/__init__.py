@@ -12,7 +12,8 @@ dynamics       the layer (1.3), hardmax (SA-inf), softmax (SA-beta), the chain (
 frank_wolfe    energy, Frank-Wolfe gap, primal gap, linear minimisation oracle, hull size
 geometry       vertex sampling, exact cells C_i(v), B-Voronoi cells, cones and erosion
 metastability  phase-1 event, exit times, the rejection-free engine
-plotting       figure style and the single atomic, reproducible ``save``
+plotting       figure style, venue styles and the single atomic, reproducible ``save``
+notebook       how a chapter saves, glues and describes a figure and quotes a number
 paths          every path of the project, anchored on the repository root
 """
 
