@@ -191,6 +191,19 @@ def _meta(rel: str) -> dict:
         raise ExtensionError(f"figure gallery: no metadata for {rel!r} ({path}): {exc}") from exc
 
 
+def _title_html(env, docname) -> str:
+    """A page title as HTML, its math left to MathJax (as Sphinx writes inline math)."""
+    if docname not in env.titles:
+        return html.escape(docname)
+    out = []
+    for node in env.titles[docname].findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
+        if isinstance(node, nodes.math):
+            out.append(f'<span class="math notranslate nohighlight">\\({html.escape(node.astext())}\\)</span>')
+        elif not isinstance(node.parent, nodes.math):
+            out.append(html.escape(node.astext()))
+    return "".join(out)
+
+
 def _figure_number(env, docname, label):
     num = env.toc_fignumbers.get(docname, {}).get("figure", {}).get(label) if label else None
     return "Figure " + ".".join(map(str, num)) if num else None
@@ -207,9 +220,9 @@ def _entry_html(app, entries) -> str:
     for rec in entries:
         uri = builder.get_relative_uri(GALLERY, rec["docname"])
         number = _figure_number(env, rec["docname"], rec["label"])
-        title = env.titles[rec["docname"]].astext() if rec["docname"] in env.titles else rec["docname"]
         target = f'{uri}#{rec["label"]}' if rec["label"] else uri
-        shown.append(f'<a href="{e(target)}">{e(number + ", " if number else "")}{e(title)}</a>')
+        shown.append(f'<a href="{e(target)}">{e(number + ", " if number else "")}'
+                     f'{_title_html(env, rec["docname"])}</a>')
     downloads = " · ".join(f'<a href="{prefix}{e(rel)}.{ext}" download>{label}</a>' for ext, label in FORMATS)
     downloads += f' · <a href="{prefix}{e(_json_rel(rel))}" download>data (JSON)</a>'
     return f"""
@@ -244,10 +257,9 @@ def fill_gallery(app, doctree, docname):
             chapters.append((doc, names))
     parts = []
     for doc, names in chapters:
-        title = env.titles[doc].astext() if doc in env.titles else doc
         num = env.toc_secnumbers.get(doc, {}).get("")
-        heading = (".".join(map(str, num)) + ". " if num else "") + title
-        parts.append(f'<h2 class="afw-gallery-chapter">{html.escape(heading)}</h2>')
+        number = ".".join(map(str, num)) + ". " if num else ""
+        parts.append(f'<h2 class="afw-gallery-chapter">{number}{_title_html(env, doc)}</h2>')
         parts += [_entry_html(app, by_name[n]) for n in names]
     body = "\n".join(parts) or "<p>No figure has been generated yet.</p>"
     for node in placeholders:
