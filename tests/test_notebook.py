@@ -27,7 +27,7 @@ _SUP = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 
 def _read_back(text: str) -> float:
-    m = re.fullmatch(r"(-?[0-9.,]+)(?: × 10([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+))?", text)
+    m = re.fullmatch(r"(-?[0-9.,]+)(?:\u00a0×\u00a010([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+))?", text)
     assert m, f"not a number as prose: {text!r}"
     mant = float(m.group(1).replace(",", ""))
     return mant * 10.0 ** int(m.group(2).translate(_SUP)) if m.group(2) else mant
@@ -111,11 +111,10 @@ def test_a_data_only_save_records_no_layout(tmp_path):
 def test_display_width_gives_legible_text_and_panels(size, font, panels):
     meta = {"size_in": list(size), "font_pt": [font, 9.0], "panel_widths_in": panels}
     width, wide = nbh.display_width(meta)
-    shown = width if not wide else max(width, nbh.COLUMN_PX)
-    assert font / 72 * shown / size[0] >= nbh.MIN_TEXT_PX - 1e-9
-    assert min(panels) * shown / size[0] >= nbh.MIN_PANEL_PX - 1e-9
-    assert wide == (width > nbh.COLUMN_PX)
-    assert width >= size[0] * nbh.CSS_PX_PER_IN
+    assert font / 72 * width / size[0] >= nbh.MIN_TEXT_PX - 1e-9
+    assert min(panels) * width / size[0] >= nbh.MIN_PANEL_PX - 1e-9
+    assert wide == (width > nbh.COLUMN_PX)     # full width only when the column is too narrow
+    assert width >= min(size[0] * nbh.CSS_PX_PER_IN, nbh.COLUMN_PX)
 
 
 # ------------------------------------------------------------------------------ output rule

@@ -89,7 +89,7 @@ def _times_ten(text: str) -> str:
     power = ("-" if esign == "-" else "") + exp
     if exp == "0":
         return sign + mant
-    return f"{sign}{mant} × 10{power.translate(_SUPERSCRIPT)}"
+    return f"{sign}{mant}\u00a0×\u00a010{power.translate(_SUPERSCRIPT)}"  # no line break inside
 
 
 def fmt(value, spec: str | None = None) -> str:
@@ -106,7 +106,7 @@ def fmt(value, spec: str | None = None) -> str:
 
     Returns
     -------
-    str: powers of ten as ``× 10ⁿ`` (never ``e-06``), ``0`` for an exact zero in scientific
+    str: powers of ten as ``× 10ⁿ`` (never ``e-06``; no-break spaces around ``×``), ``0`` for an exact zero in scientific
     notation, a minus sign without a negative zero (``-0.00`` becomes ``0.00``).
 
     Raises
@@ -146,18 +146,19 @@ def fmt(value, spec: str | None = None) -> str:
 def display_width(meta: dict) -> tuple[float, bool]:
     """Width (CSS px) at which to show a figure, and whether it needs the full-width layout.
 
-    The figure is shown at least at its physical size (:data:`CSS_PX_PER_IN`) and wide enough
-    that its smallest text is :data:`MIN_TEXT_PX` px high and its narrowest panel
-    :data:`MIN_PANEL_PX` px wide; when that does not fit the text column (:data:`COLUMN_PX`),
-    it takes the theme's full width (text column plus margin, about 936 px at 1280 px).
+    The figure is shown at its physical size (:data:`CSS_PX_PER_IN`), or the text column
+    (:data:`COLUMN_PX`) if that is narrower, and in any case wide enough that its smallest text
+    is :data:`MIN_TEXT_PX` px high and its narrowest panel :data:`MIN_PANEL_PX` px wide; when
+    that does not fit the text column, it takes the theme's full width (text column plus
+    margin, about 936 px at 1280 px).
     """
     w_in = float(meta["size_in"][0])
-    need = w_in * CSS_PX_PER_IN
+    need = 0.0
     if meta.get("font_pt"):
         need = max(need, MIN_TEXT_PX * 72.0 * w_in / float(meta["font_pt"][0]))
     if meta.get("panel_widths_in"):
         need = max(need, MIN_PANEL_PX * w_in / min(meta["panel_widths_in"]))
-    return need, need > COLUMN_PX
+    return max(need, min(w_in * CSS_PX_PER_IN, COLUMN_PX)), need > COLUMN_PX
 
 
 def _figure_html(name: str, rel: str, meta: dict) -> str:
