@@ -273,7 +273,7 @@ def copy_figure_files(app, exception):
         return
     out = Path(app.outdir)
     source_root = paths.figures_dir()
-    missing, copied = [], 0
+    missing = []
     for page in out.rglob("*.html"):
         for up, rel in set(_LINK.findall(page.read_text(encoding="utf8", errors="replace"))):
             target = (page.parent / up / nbh.HTML_FIGURES / rel).resolve()
@@ -287,7 +287,6 @@ def copy_figure_files(app, exception):
                     or target.read_bytes() != src.read_bytes():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, target)
-                copied += 1
     if missing:
         raise ExtensionError("figure files linked from the pages but not found in "
                              f"{source_root}: " + "; ".join(sorted(missing)[:20]))

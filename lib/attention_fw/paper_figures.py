@@ -523,6 +523,7 @@ examples:
   python -m attention_fw.paper_figures all
   python -m attention_fw.paper_figures figure2 --kappas 6
   python -m attention_fw.paper_figures figure4 --kappas 9 --target 0 --delta 0.05
+  python -m attention_fw.paper_figures figure2 --style icml --usetex
 """
 
 
