@@ -40,8 +40,22 @@ What this gives, and what the book's Sphinx extension (``book/_ext/afw_book.py``
 * **Numbers** (:meth:`Page.glue`, :func:`fmt`) read as prose: ``10,000``, ``0.125``,
   ``6.8 × 10⁻⁶``, ``0`` for an exact zero, fractions as ``p/q``.
 
-A chapter converted to this pattern is checked by ``tests/test_browser.py`` (caption links,
-gallery entry, displayed text size); chapters not yet converted are listed there.
+A chapter, step by step (``book/03-negative-definite.py`` is the example):
+
+1. after ``presets.resolve``: ``page = Page("<chapter>", pc)`` (pass every resolved namespace);
+2. each figure: draw it, then ``page.figure(fig, "<name>", data, statement=..., caption=...)``;
+   a library plot function that saves by itself is called with ``**page.data_only`` and then
+   ``page.figure(fig, "<name>", statement=..., caption=...)``; a paper figure is
+   ``page.paper_figure("figureN", ...)``. No ``plt.close``, no ``glue`` of figures, no
+   ``save_kw``;
+3. the Markdown: ``{glue:figure} fig-<name>`` with ``:name: fig-<name>``; no "File: ..." line
+   (the caption gets its links at build time);
+4. numbers: ``page.glue(key=value, other=(value, ".3f"))`` and ``{glue:text}`key``` without a
+   format spec in the text;
+5. statement labels of the paper's source in code type go; where a number or text is
+   uncertain, ``{unconfirmed}`what is uncertain``` follows the statement's name;
+6. remove the chapter from ``NOT_YET_CONVERTED`` in ``tests/test_browser.py``, which then checks
+   its captions, gallery entries, legibility (9 px text, 200 px panels) and text.
 """
 from __future__ import annotations
 
