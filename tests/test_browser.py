@@ -61,7 +61,8 @@ NOT_YET_CONVERTED = ("01-model", "02-frank-wolfe", "05-finite-beta", "errata")
 RAW_MARKUP = re.compile(r"\{(?:eq|cite(?::[pt])?|ref|numref|doc|glue(?::\w+)?|download|math|term|"
                         r"unconfirmed|abbr)\}`|:label:|:name:|^\s*:::|```|\{glue:", re.M)
 SOURCE_LABEL = re.compile(r"^(?:eq|thm|lem|prop|def|rem|cor|hyp|ass|sec|fig)\w*: ?[\w.-]+$")
-INTERNAL_NAMES = re.compile(r"NOTES(?:\.md)?\b|/work/|shared/paper|\.\{pdf,|-var-bij-|-noself\b")
+# files a reader does not have (the specification, this machine's folders), file-name patterns
+INTERNAL_NAMES = re.compile(r"\bNOTES\b|/work/|shared/paper|\.\{pdf,")
 
 
 def chromium_executable() -> str | None:
