@@ -401,7 +401,7 @@ CHAPTER = "04-positive-definite"
 
 INFO = {
     "figure1": dict(statement="Figure 1, cells lemma (erratum E18)",
-                    caption="Figure 1 as published: unit-direction regions of unequal-norm vertices"),
+                    caption="Figure 1, most likely variant: unit-direction regions of unequal-norm vertices"),
     "figure1-corrected": dict(statement="Figure 1, cells lemma (erratum E18)",
                               caption="Figure 1 corrected: the true cells C_i(v) of the same polygons"),
     "figure2": dict(statement="Figure 2, Proposition 4.5 (erratum E13)",
