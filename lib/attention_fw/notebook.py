@@ -84,7 +84,8 @@ MIN_PANEL_PX = 200.0
 COLUMN_PX = 660.0
 """Width available to a figure in the text column of a 1280-px window (672 px there), with a margin."""
 CSS_PX_PER_IN = 96.0
-"""A figure is shown at least at its physical size on a 96-dpi screen, if the column allows."""
+"""A figure is shown at its physical size on a 96-dpi screen when the column allows (and its
+text stays legible)."""
 HTML_FIGURES = "figures"
 """Folder of the built HTML (``_build/html/figures/``) mirroring the figure folder."""
 
@@ -120,8 +121,8 @@ def fmt(value, spec: str | None = None) -> str:
 
     Returns
     -------
-    str: powers of ten as ``× 10ⁿ`` (never ``e-06``; no-break spaces around ``×``), ``0`` for an exact zero in scientific
-    notation, a minus sign without a negative zero (``-0.00`` becomes ``0.00``).
+    str: powers of ten as ``× 10ⁿ`` (never ``e-06``; no-break spaces around ``×``), ``0`` for
+    an exact zero in scientific notation, no negative zero (``-0.00`` becomes ``0.00``).
 
     Raises
     ------
