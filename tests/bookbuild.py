@@ -43,7 +43,7 @@ def make_copy(dest: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.ipynb", ".ipynb_checkpoints", "*.egg-info")
     for name in ("book", "tools", "lib"):
         shutil.copytree(ROOT / name, dest / name, ignore=ignore, dirs_exist_ok=True)
-    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt"):
+    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt", "jupytext.toml"):
         shutil.copy2(ROOT / name, dest / name)
     if not (dest / ".venv").exists():
         (dest / ".venv").symlink_to(VENV, target_is_directory=True)
