@@ -171,7 +171,10 @@ class Page:
         deadline = time.monotonic() + timeout
         state = None
         while time.monotonic() < deadline:
-            state = self.js(body, path)
+            try:
+                state = self.js(body, path)
+            except (AssertionError, RuntimeError, TimeoutError) as err:  # e.g. the page still loading
+                state = {"ok": False, "script": str(err)[:300]}
             if state and state.get("ok"):
                 return state
             time.sleep(0.25)
@@ -241,7 +244,9 @@ RUN_STATE = """
 const cells = Array.from(w.content.model.cells).filter(c => c.type === 'code' && c.sharedModel.getSource().trim());
 const executed = cells.filter(c => c.executionCount !== null).length;
 const errors = [];
-for (const c of cells) for (const o of c.outputs.toJSON()) if (o.output_type === 'error') errors.push(o.ename + ': ' + o.evalue);
+for (const c of cells) {
+  for (const o of c.outputs.toJSON()) if (o.output_type === 'error') errors.push(o.ename + ': ' + o.evalue);
+}
 const kernel = w.sessionContext.session.kernel;
 const run = window.__runAll;
 return {ok: !!(run && run.done) && kernel.status === 'idle', run, status: kernel.status,
