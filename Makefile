@@ -20,6 +20,7 @@ venv: $(STAMP)
 # Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
+	$(VENV)/bin/ruff check lib tools tests book
 	$(PY) -m pytest
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the

@@ -197,9 +197,9 @@ plt.close(fig_cex)
 # %%
 
 Bs = np.eye(2)
-sym = cv.thm31_ratio(cv.symmetric_cloud(pc.n_symmetric, pc.m_symmetric, 2, seed=np.random.default_rng(seeds[0])),
+sym = cv.thm31_ratio(cv.symmetric_cloud(pc.n_symmetric, pc.m_symmetric, 2, rng=np.random.default_rng(seeds[0])),
                      Bs, pc.bound_steps, symmetric=True)
-shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size, pc.bound_steps, Bstar=Bs, seed=int(seeds[1].generate_state(1)[0]))
+shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size, pc.bound_steps, Bstar=Bs, rng=int(seeds[1].generate_state(1)[0]))
 viol = shf["first_violation"][shf["first_violation"] >= 0]
 lim = np.linalg.norm(shf["limit"], axis=-1) / shf["diam0"]
 glue("ch3-sym-total", pc.n_symmetric, display=False)
@@ -218,7 +218,7 @@ glue("ch3-shift-lim-min", float(lim.min()), display=False)
 glue("ch3-shift-lim-max", float(lim.max()), display=False)
 glue("ch3-shift-lim-med", float(np.median(lim)), display=False)
 
-example = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 6, 2, seed=np.random.default_rng(seeds[2])), Bs, pc.rate_steps)
+example = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 6, 2, rng=np.random.default_rng(seeds[2])), Bs, pc.rate_steps)
 fig_sym = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example, **save_kw)
 glue("fig-ch3-sym", fig_sym, display=False)
 plt.close(fig_sym)
@@ -283,13 +283,14 @@ plt.close(fig_sym)
 #   to the v1 abstract and text (E1).
 
 # %%
-rs = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 5, 2, seed=np.random.default_rng(seeds[3])), Bs, pc.rate_steps)
+rs = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 5, 2, rng=np.random.default_rng(seeds[3])), Bs, pc.rate_steps)
 Bsym = np.diag([1.0, 0.3])
 n_sym_rate = 2 * pc.rate_clouds
 m_sym_rate = 10
-ry = cv.section3_rates(cv.symmetric_cloud(n_sym_rate, m_sym_rate, 2, seed=np.random.default_rng(seeds[4])), Bsym,
+ry = cv.section3_rates(cv.symmetric_cloud(n_sym_rate, m_sym_rate, 2, rng=np.random.default_rng(seeds[4])), Bsym,
                        pc.sym_rate_steps, symmetric=True)
-fig_rates, slopes = cvp.fig_rates_section3(rs, ry, **save_kw)
+fig_rates = cvp.fig_rates_section3(rs, ry, **save_kw)
+slopes = {"shifted": cv.rate_slopes(rs), "symmetric": cv.rate_slopes(ry)}
 tt = rs["t"][1:, None]
 prop_ratio = rs["primal_current"][1:] / (2 * rs["lam"] * rs["diam0"] ** 2 / (tt + 2))
 glue("ch3-rate-clouds", pc.rate_clouds, display=False)
@@ -329,8 +330,9 @@ plt.close(fig_rates)
 # the minimiser.
 
 # %%
-fx = cv.fixed_hull_fw(cv.shifted_cloud(pc.rate_clouds, 5, 2, seed=np.random.default_rng(seeds[3])), Bs, pc.rate_steps)
-fig_fixed, fslopes = cvp.fig_fixed_vs_current(fx, rs, **save_kw)
+fx = cv.fixed_hull_fw(cv.shifted_cloud(pc.rate_clouds, 5, 2, rng=np.random.default_rng(seeds[3])), Bs, pc.rate_steps)
+fig_fixed = cvp.fig_fixed_vs_current(fx, rs, **save_kw)
+fslopes = cv.fixed_vs_current_slopes(fx, rs)
 tf = fx["t"][:, None]
 glue("ch3-fixed-bound", float((fx["primal"] / (2 * 1.0 * rs["diam0"] ** 2 / (tf + 2))).max()), display=False)
 glue("ch3-fixed-slope", fslopes["fixed"], display=False)
@@ -384,7 +386,8 @@ Bl = np.array([[2.0, 0.5], [0.5, 1.0]])
 lb = cv.linear_rate_bound(hexagon, Bl)
 ls = cv.fixed_hull_fw(hexagon[None], Bl, pc.line_steps, rule="line-search", times=np.arange(pc.line_steps + 1))
 ol = cv.fixed_hull_fw(hexagon[None], Bl, pc.rate_steps, rule="fw")
-fig_lin, lin = cvp.fig_linear_contrast(ol, ls, lb, **save_kw)
+fig_lin = cvp.fig_linear_contrast(ol, ls, lb, **save_kw)
+lin = cv.linear_contrast_rates(ol, ls)
 glue("ch3-rho", float(lb["rho"]), display=False)
 glue("ch3-ls-factor", float(lin["rate"]), display=False)
 glue("ch3-ol-slope", float(lin["slope_open_loop"]), display=False)

@@ -29,7 +29,6 @@ import math
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +119,7 @@ def bench_cells(quick: bool) -> list:
     for kappa in (7, 25):
         # kappa = 7: the Figure 1 recipe (unequal norms, exactly kappa hull vertices, seed 42);
         # kappa = 25: on the circle (25 random radii almost never give 25 hull vertices).
-        pts, hull = G.sample_vertices(kappa, 42, equal_norm=(kappa == 25), enforce_bijection=True)
+        pts, hull = G.sample_vertices(kappa, rng=42, equal_norm=(kappa == 25), enforce_bijection=True)
         K = pts[hull]
         exact_cells = G.cells(K)
         t = interleaved({"exact": lambda: G.cells(K),
@@ -201,7 +200,7 @@ def bench_softmax(quick: bool) -> list:
     # here), each timed alone on preallocated arrays, to show where the time above the floor goes.
     xts, Zs, ys, tot = np.empty((R, d, n)), np.exp(np.matmul(x, xt)), np.empty((R, n, d)), np.empty((R, n))
     passes = {
-        "validation": lambda: D.V.tokens("x", x, finite=False),
+        "validation": lambda: D.chk.tokens("x", x, finite=False),
         "scaled transpose x^T beta (+ max |x_k|^2, finiteness)": lambda: K.scaled_transpose(x, beta, xts),
         "row sums + diagonal shift": lambda: K.row_sums_shift(Zs, 0.0, tot),
         "normalise rows": lambda: K.scale_rows(ys, 1.0, tot),
@@ -392,9 +391,10 @@ def bench_loops(quick: bool) -> list:
 # ----------------------------------------------------------------------------- 3 + 5. engine
 def bench_engine(quick: bool) -> list:
     from attention_fw import dynamics as D
-    from attention_fw import metastability as M
+    from attention_fw import exit_times as M
+    from attention_fw.polytope import points_on_circle
 
-    v = M.triangle_on_circle()
+    v = points_on_circle()
     counts = np.array([2, 2, 2])
     x0, sigma = M.cluster_configuration(v, counts)
     gamma, eps = 0.1, 0.05          # single-jump regime: eps < gamma * |v_a - v_b| = 0.1 sqrt(3)
@@ -411,7 +411,7 @@ def bench_engine(quick: bool) -> list:
 
         def eng():
             samples.append(M.engine_exit_times(x0, sigma, gamma, beta, eps, exits,
-                                                 seed=int(beta * 1000) + len(samples)))
+                                                 rng=int(beta * 1000) + len(samples)))
 
         xs = np.broadcast_to(x0, (step_runs,) + x0.shape).copy()
         g = np.random.default_rng(0)
@@ -419,7 +419,7 @@ def bench_engine(quick: bool) -> list:
         def plain():
             y = xs
             for _ in range(step_steps):
-                y = D.sap_step(y, gamma, beta, g)
+                y = D.sap_step(y, gamma, beta, rng=g)
 
         t = interleaved({"engine": eng, "plain": plain}, reps=reps, warmup=0)
         es = samples[-1]
@@ -433,7 +433,7 @@ def bench_engine(quick: bool) -> list:
                "speedup": (exits / eng_s) / (sps / ET)}
         if ET < 200:  # plain stepping is feasible: measure its exits/s directly too
             t0 = time.perf_counter()
-            st = M.stepping_exit_times(x0, sigma, gamma, beta, eps, 2000, seed=1, cap=100_000)
+            st = M.stepping_exit_times(x0, sigma, gamma, beta, eps, 2000, rng=1, cap=100_000)
             dt = time.perf_counter() - t0
             row["plain_exits_per_s_measured"] = int((~st.censored).sum()) / dt
             row["plain_mean_T2_over_exact"] = float(np.mean(st.times[~st.censored])) / ET
@@ -471,7 +471,7 @@ def bench_engine(quick: bool) -> list:
                               f"{r['plain_exits_per_s']:.3g} exits/s")))
     out.append(entry("setting", None, "", how=(
         f"equilateral triangle on the unit circle, {counts.tolist()} coincident tokens per vertex, gamma={gamma}, "
-        f"eps={eps} (single-jump regime, T2 = first event); engine = metastability.engine_exit_times "
+        f"eps={eps} (single-jump regime, T2 = first event); engine = exit_times.engine_exit_times "
         f"({exits} chains); plain = dynamics.sap_step on {step_runs} chains for {step_steps} steps, exits/s = "
         f"chain-steps/s / E[T2]; median of {reps} interleaved reps")))
     return out

@@ -5,7 +5,7 @@ Each figure function returns ``(fig, data)``: a matplotlib figure drawn from exa
 the numbers behind it. :func:`make` saves both through :func:`attention_fw.plotting.save`
 (``figures/<name>.{pdf,png,svg}`` and ``figures/data/<name>.json``).
 
-Figures (NOTES, "Figures" and errata E16-E18)
+Figures (the recipes of the authors' figure scripts, and the book's errata E16-E18)
 --------------------------------------------
 figure1             cells for unequal-norm vertices, kappa = 5, 7, 9, 10, AS PUBLISHED: the
                     authors' "unit" labelling argmax_j <x, v_j/|v_j|>, which is not C_i(v) (E18)
@@ -44,7 +44,7 @@ The module also holds the helpers that compare a figure with the authors' publis
 from __future__ import annotations
 
 import argparse
-import logging
+import inspect
 import re
 import shutil
 import subprocess
@@ -56,6 +56,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import hsv_to_rgb
+from matplotlib.image import imread
 from matplotlib.patches import Polygon as MplPolygon
 
 from . import _validate as V
@@ -114,7 +115,7 @@ def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, la
     if labelling not in ("exact", "unit"):
         raise ValueError(f"labelling must be 'exact' or 'unit', got {labelling!r}")
     if points is None:
-        pts, hull = G.sample_vertices(kappa, seed, equal_norm=equal_norm,
+        pts, hull = G.sample_vertices(kappa, rng=seed, equal_norm=equal_norm,
                                       enforce_bijection=enforce_bijection)
     else:
         pts = V.as_float_array("points", points, ndim=2, last_dim=2)
@@ -232,7 +233,7 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
-    Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
+    Vertices from ``sample_vertices(kappa, rng=seed, equal_norm=False, enforce_bijection=True)``;
     each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
     (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
     ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
@@ -265,7 +266,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
             ncols=None, n_levels=25):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
-    Directions come from ``sample_vertices(kappa, seed, equal_norm=True)`` (no bijection flag)
+    Directions come from ``sample_vertices(kappa, rng=seed, equal_norm=True)`` (no bijection flag)
     and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
     (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
     from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
@@ -281,7 +282,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
     n_levels = V.positive_int("n_levels", n_levels, minimum=2)
     panels = []
     for k in kappas:
-        u, _ = G.sample_vertices(k, seed, equal_norm=True, enforce_bijection=False)
+        u, _ = G.sample_vertices(k, rng=seed, equal_norm=True, enforce_bijection=False)
         pts = G.level_set_vertices(u, Bm, c)
         p = cell_panel(k, seed, labelling="exact", B=Bm, points=pts)
         p["c"] = c
@@ -381,7 +382,6 @@ FIGURES = {
 
 
 def _defaults(fn):
-    import inspect
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
 
 
@@ -698,7 +698,6 @@ def rasterise_pdf(pdf, dpi=60):
     if exe is None:
         raise RuntimeError("pdftoppm not found: install it with `apt-get install poppler-utils`")
     dpi = V.positive_int("dpi", dpi)
-    from matplotlib.image import imread
     with tempfile.TemporaryDirectory() as tmp:
         stem = Path(tmp) / "page"
         subprocess.run([exe, "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile",
