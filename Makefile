@@ -110,3 +110,16 @@ notebook: $(STAMP)
 figure: $(STAMP)
 	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
 	$(PY) -m attention_fw.paper_figures $(ARGS)
+
+# ---------------------------------------------------------------------------------------
+# make lab [PORT=8888] [NO_BROWSER=1]: JupyterLab from .venv on the repository root. Each
+# book/NN-name.py opens as a notebook and saves back to itself (jupytext.toml, tools/lab/);
+# the kernel is .venv's Python, so attention_fw imports and the explorers are live widgets;
+# figures of runs in the lab go to figures/custom/. NO_BROWSER=1 only prints the URL (on a
+# remote machine, forward the port first: ssh -L 8888:localhost:8888 <host>).
+.PHONY: lab
+PORT ?= 8888
+lab: $(STAMP)
+	@echo "lab: JupyterLab on http://localhost:$(PORT); the URL to open, with its token, is printed below. Ctrl-C stops it."
+	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
+	    --config=$(CURDIR)/tools/lab/jupyter_lab_config.py --port=$(PORT)$(if $(filter-out 0 no false,$(NO_BROWSER)), --no-browser)
