@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper
+.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper published-data
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -83,6 +83,9 @@ book/%.ipynb: book/%.py $(LIB_SRC) requirements.txt tools/run_notebook.py $(PRES
 # The execution report reads the times of every other notebook, so it runs last.
 $(REPORT_NB): $(EXECUTED)
 
+# Chapter 4 compares Figure 3 with the shapes read from the authors' PDFs.
+book/04-positive-definite.ipynb: book/data/published-figures.json
+
 figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
 	$(PY) tools/figure_manifest.py figures
 
@@ -109,3 +112,9 @@ notebook: $(STAMP)
 figure: $(STAMP)
 	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
 	$(PY) -m attention_fw.paper_figures $(ARGS)
+
+# Re-read the authors' published figure PDFs (a folder holding them, e.g. the figures/ folder of
+# their repository) into book/data/published-figures.json; `git diff` then shows any change.
+published-data: $(STAMP)
+	@test -n "$(PDFS)" || { echo "usage: make published-data PDFS=<folder with the authors' figure PDFs>"; exit 2; }
+	$(PY) tools/published_data.py "$(PDFS)"
