@@ -89,8 +89,12 @@ book/04-positive-definite.ipynb: book/data/published-figures.json
 figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
 	$(PY) tools/figure_manifest.py figures
 
+# A figure listed in the manifest that is missing or whose bytes differ is restored by
+# re-executing the notebook that wrote it (tools/figure_manifest.py heal: make's -W options).
 figures: $(STAMP)
-	@$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET)
+	@heal=$$($(PY) tools/figure_manifest.py heal figures --preset $(PRESET) \
+	    --notebooks $(notdir $(basename $(EXECUTED)))) || exit 1; \
+	$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET) $$heal
 
 # --all: Sphinx's incremental mode keeps stale citations and cross-references in pages that
 # did not change themselves (e.g. after an edit of references.bib); a full render is seconds.
