@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper published-data
+.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -69,7 +69,7 @@ REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
 RUNNER     := $(PY) tools/run_notebook.py
-BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib)
+BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_ext/*.py)
 
 # The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,
 # so that `make -n` sees it too) only when the preset differs from the last execution.
@@ -116,6 +116,15 @@ notebook: $(STAMP)
 figure: $(STAMP)
 	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
 	$(PY) -m attention_fw.paper_figures $(ARGS)
+
+# Preview the built book (building it first when needed) as GitHub Pages serves a project:
+# under a sub-path, http://127.0.0.1:$(PORT)/$(SUBPATH)/. Ctrl-C stops the server.
+PORT       ?= 8000
+SUBPATH    ?= $(notdir $(CURDIR))
+serve: book
+	@rm -rf _build/serve && mkdir -p _build/serve && ln -s ../html "_build/serve/$(SUBPATH)"
+	@echo "serve: http://127.0.0.1:$(PORT)/$(SUBPATH)/ (as on https://<owner>.github.io/<repository>/); Ctrl-C stops"
+	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory _build/serve
 
 # Re-read the authors' published figure PDFs (a folder holding them, e.g. the figures/ folder of
 # their repository) into book/data/published-figures.json; `git diff` then shows any change.
