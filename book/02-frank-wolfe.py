@@ -149,7 +149,7 @@ _ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "
 # **Lemma 2.1.** *If $B^t$ is invertible for every $t$, then for Lebesgue-almost every initial
 # configuration, $\#\mathcal C_i^t=1$ for all $t\ge0$ and all $i$.*
 #
-# Random initialisations never hit a tie. For {glue:text}`ch2-tie-configs:,.0f` configurations
+# Lemma 2.1 says that random initialisations hit a tie with probability zero; a sample agrees. For {glue:text}`ch2-tie-configs:,.0f` configurations
 # of 6 tokens uniform in $[-1,1]^2$, followed for {glue:text}`ch2-tie-steps` layers of
 # (SA∞) with $\gamma=$ {glue:text}`ch2-gamma` and $B=I_2$ or $B=\mathrm{diag}(1,2)$, the number
 # of (configuration, layer, token) triples with more than one leader is
@@ -231,8 +231,11 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 # measure into a null set. That last step is **false** (erratum {ref}`E7 <e7>`). Take $d=1$, $V=I_1$ (so $P=\tfrac12$)
 # and $B=-I_1$, and two tokens $a>0>b$. Each is the other's leader
 # ($\langle Ba,b\rangle=-ab>0>-a^2$), so both jump to $(a+b)/2$: an open set of initial data
-# is mapped onto the diagonal $\{x_1=x_2\}$. Of {glue:text}`ch2-e7-pairs:,.0f` random pairs
-# with $a>0>b$, one layer (1.3) merges {glue:text}`ch2-e7-merged:,.0f` exactly.
+# is mapped onto the diagonal $\{x_1=x_2\}$. Every one of {glue:text}`ch2-e7-pairs:,.0f` random
+# pairs with $a>0>b$ merges mathematically after one layer (1.3). In floating point,
+# {glue:text}`ch2-e7-merged:,.0f` of them land on the same double; the others differ only by
+# rounding, at most {glue:text}`ch2-e7-maxres:.1e` ({glue:text}`ch2-e7-ulp:.0f` units in the last
+# place of the larger of $|a|,|b|$).
 #
 # The lemma itself is nevertheless **true** when leaders are counted as *points* (merged tokens
 # are one point): the Lean formalization re-proves it by another argument (finitely many linear
@@ -248,6 +251,9 @@ after = dyn.layer_step(pairs, -np.eye(1), np.eye(1), np.inf)
 merged = int((after[:, 0, 0] == after[:, 1, 0]).sum())
 glue("ch2-e7-pairs", p.e7_pairs, display=False)
 glue("ch2-e7-merged", merged, display=False)
+resid = np.abs(after[:, 0, 0] - after[:, 1, 0])
+glue("ch2-e7-maxres", float(resid.max()), display=False)
+glue("ch2-e7-ulp", float((resid / np.spacing(np.abs(pairs[:, :, 0]).max(axis=1))).max()), display=False)
 
 # %% [markdown]
 # ## The hull shrinks (lemma of §2.3, number unverified)

@@ -113,7 +113,7 @@ save_kw = ({} if pc.preset == "paper" and not overridden else
 # where $\mathsf d$ is the diameter.
 # :::
 #
-# The proof (Appendix A.1, following Bach's textbook treatment of Frank–Wolfe) is the classical
+# The proof (Appendix A.1, following the textbook treatment of Frank–Wolfe in {cite:t}`bach2024learning`) is the classical
 # one: by convexity, the Frank–Wolfe gap $\max_{y\in\mathcal K^t}\langle\nabla J(x),x-y\rangle$
 # bounds $J(x)-J(0)$ **provided $0\in\mathcal K^t$**, and the recursion
 # $a^{t+1}=(t+2)J^{t+1}\le(t+2)(1-\tfrac{2}{t+2})\tfrac{a^t}{t+1}+4C$ closes. The hypothesis only
@@ -185,8 +185,8 @@ plt.close(fig_cex)
 # ratio $(t+1)\max_iJ(x_i^{t+1})/(\lambda_{\max}\mathsf d(\mathcal K^0)^2)$ stays below 2.
 #
 # * Symmetric clouds: {glue:text}`ch3-sym-viol` of {glue:text}`ch3-sym-total` violate the bound;
-#   the largest ratio seen is {glue:text}`ch3-sym-maxratio:.3f`, and the origin never leaves the
-#   hull (largest distance {glue:text}`ch3-sym-dist:.1e`).
+#   the largest ratio seen is {glue:text}`ch3-sym-maxratio:.3f`, and the origin stays in every
+#   hull along these runs (largest distance to it {glue:text}`ch3-sym-dist:.1e`).
 # * Shifted clouds: {glue:text}`ch3-shift-viol` of {glue:text}`ch3-shift-total` violate it, the
 #   earliest at $t=${glue:text}`ch3-shift-first`, the median at $t=${glue:text}`ch3-shift-median`.
 #   Every cloud collapses to one point (largest final diameter relative to $\mathsf d(\mathcal K^0)$:
@@ -321,7 +321,7 @@ plt.close(fig_rates)
 # Classical Frank–Wolfe keeps the constraint set fixed. Run from the same clouds over the fixed
 # $\mathcal K^0$ (each token an independent Frank–Wolfe iterate, `convergence.fixed_hull_fw`),
 # it converges to $\arg\min_{\mathcal K^0}J=0$, and the classical bound
-# $J(x^t)-\min_{\mathcal K^0}J\le2L\mathsf d^2/(t+2)$ (Jaggi 2013) holds: the largest ratio to
+# $J(x^t)-\min_{\mathcal K^0}J\le2L\mathsf d^2/(t+2)$ {cite:p}`jaggi2013revisiting` holds: the largest ratio to
 # it is {glue:text}`ch3-fixed-bound:.3f`. The measured slopes for $t\ge100$ are
 # {glue:text}`ch3-fixed-slope:.2f` for the fixed hull (the minimiser lies inside $\mathcal K^0$,
 # and here open-loop Frank–Wolfe is observed to be faster than its $1/t$ guarantee) and {glue:text}`ch3-current-slope:.2f`
@@ -355,7 +355,7 @@ plt.close(fig_fixed)
 #
 # The v1 abstract's "linear" rate is not what Theorem 3.1 gives, but Frank–Wolfe does converge
 # linearly in a classical situation: **a fixed polytope, a strongly convex objective, the
-# minimiser in the interior of the polytope, and exact line search** (Guélat and Marcotte 1986).
+# minimiser in the interior of the polytope, and exact line search** {cite:p}`guelat1986some`.
 # For $f=\tfrac12\langle B_*x,x\rangle$ with $\mu=\lambda_{\min}(B_*)>0$, $L=\lambda_{\max}(B_*)$,
 # a polytope of diameter $D$ containing the ball $B(0,r)$, the gap satisfies $g\ge r\|\nabla f\|$,
 # strong convexity gives $\|\nabla f\|^2\ge2\mu h$, and one line-search step decreases $h$ by at
@@ -367,7 +367,7 @@ plt.close(fig_fixed)
 #
 # The interior condition is essential (with the minimiser on the boundary of the polytope but
 # not at a vertex, the iterates zig-zag and the rate is in general no longer linear, as Wolfe
-# observed in 1970), and so is the step rule: the open-loop $2/(t+2)$ rule stays polynomial even
+# observed {cite:p}`wolfe1970convergence`), and so is the step rule: the open-loop $2/(t+2)$ rule stays polynomial even
 # in the interior case. Neither condition holds for the token dynamics of
 # section 3 (open-loop steps, and the minimiser $0$ typically ends up *outside* $\mathcal K^t$).
 # In section 4 linear convergence reappears for a different reason: a step size bounded away from

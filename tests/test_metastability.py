@@ -646,3 +646,126 @@ def test_sweep_cache_folder_follows_library_source(tmp_path, monkeypatch):
     (fake / "metastability.py").write_bytes((src / "metastability.py").read_bytes() + b"\n# edit\n")
     monkeypatch.setattr(sweeps, "__file__", str(fake / "sweeps.py"))
     assert sweeps.code_version() != v1
+
+
+# --------------------------------------------------------------------------------------------
+# Theorem 5.4: the admissible (eps, gamma) of its proof; exact single-jump slopes (issue 12)
+# --------------------------------------------------------------------------------------------
+
+def test_theorem54_radius_solves_the_radius_condition():
+    """r* is the positive root of 2 r^2 + 4 R r - c0/2 = 0: equality at r*, strict on either side."""
+    for v in (M.triangle_on_circle(), M.regular_simplex(3), 2.0 * M.triangle_on_circle()):
+        R, c = np.linalg.norm(v, axis=1).max(), M.c0(v)
+        r = M.theorem54_radius(v)
+        assert r > 0
+        assert abs(4 * R * r + 2 * r * r - c / 2) < 1e-14 * c
+        assert 4 * R * r * 1.001 + 2 * (r * 1.001) ** 2 > c / 2 > 4 * R * r * 0.999 + 2 * (r * 0.999) ** 2
+    # triangle on S^1: R = 1, c0 = 3/2, r* = sqrt(11/8) - 1
+    assert abs(M.theorem54_radius(M.triangle_on_circle()) - (math.sqrt(11 / 8) - 1)) < 1e-15
+    # scaling K by s scales R by s and c0 by s^2, hence r* by s
+    assert abs(M.theorem54_radius(3 * M.triangle_on_circle()) - 3 * M.theorem54_radius(M.triangle_on_circle())) < 1e-14
+
+
+def test_theorem54_hypotheses_on_the_triangle():
+    T = M.triangle_on_circle()
+    d, r = math.sqrt(3), math.sqrt(11 / 8) - 1
+    inside = M.theorem54_hypotheses(T, 0.9 * r, 0.9 * r / (2 * d))
+    assert inside["all"] and inside["M"] == 2            # eps / (gamma d) = 2 exactly
+    ratio_only = M.theorem54_hypotheses(T, 0.35, 0.1)    # eps/gamma = 3.5 >= 2 sqrt(3), but eps > r*
+    assert ratio_only["ratio"] and not ratio_only["radius"] and not ratio_only["all"]
+    radius_only = M.theorem54_hypotheses(T, 0.1, 0.05)   # eps/gamma = 2 < 2 sqrt(3)
+    assert radius_only["radius"] and not radius_only["ratio"] and not radius_only["all"]
+    # the start radius eats into eps: eps_max = r* - rho
+    h = M.theorem54_hypotheses(T, 0.05, 0.01, rho=r - 0.04)
+    assert abs(h["eps_max"] - 0.04) < 1e-15 and not h["radius"]
+    assert M.theorem54_hypotheses(T, 0.039, 0.01, rho=r - 0.04)["radius"]
+    # (5.1) fails for the square, equal norms fail for a scaled vertex
+    assert not M.theorem54_hypotheses(np.array([[1, 0], [0, 1], [-1, 0], [0, -1.0]]), 0.01, 0.001)["angle_51"]
+    assert not M.theorem54_hypotheses(T * np.array([[1.0], [1.0], [1.1]]), 0.01, 0.001)["equal_norms"]
+
+
+def test_theorem54_region_is_the_admissible_set():
+    """Points of the polygon pass theorem54_hypotheses, points outside fail it."""
+    T = M.triangle_on_circle()
+    P = M.theorem54_region(T)
+    rng = np.random.default_rng(0)
+    pts = rng.uniform([1e-4, 1e-5], [0.3, 0.12], size=(2000, 2))
+    from attention_fw import geometry as g
+    inside = g.point_in_polygon(pts, P, tol=0.0)
+    ok = np.array([M.theorem54_hypotheses(T, e, gm)["all"] for e, gm in pts])
+    assert inside.any() and (~inside).any()
+    # points within 1e-9 of the boundary may go either way
+    e_max, d = P[1, 0], math.sqrt(3)
+    margin = np.minimum(np.abs(pts[:, 0] - e_max), np.abs(pts[:, 1] - pts[:, 0] / (2 * d)))
+    assert np.array_equal(inside[margin > 1e-9], ok[margin > 1e-9])
+    assert M.theorem54_region(T, rho=1.0).shape == (0, 2)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_frozen_log_mean_exit_closed_forms(m):
+    """Triangle: q = (1 + 2 e^{-1.5 beta})^{-3m}; square: q = (1 + e^{-beta})^{-8m}; log E = -log(1 - q)."""
+    T, S = M.triangle_on_circle(), np.array([[1, 0], [0, 1], [-1, 0], [0, -1.0]])
+    for beta in (0.0, 0.5, 3.0, 12.0):
+        one_minus_qT = -math.expm1(-3 * m * math.log1p(2 * math.exp(-1.5 * beta)))
+        one_minus_qS = -math.expm1(-8 * m * math.log1p(math.exp(-beta)))
+        assert abs(M.frozen_log_mean_exit(T, [m] * 3, beta) + math.log(one_minus_qT)) < 1e-12
+        assert abs(M.frozen_log_mean_exit(S, [m] * 4, beta) + math.log(one_minus_qS)) < 1e-12
+    # consistent with frozen_escape_rate wherever that one is representable
+    v = M.triangle_on_circle((90, 200, 330))
+    for beta in (1.0, 7.0, 30.0):
+        lam = M.frozen_escape_rate(v, [2, 1, 3], beta)
+        assert abs(M.frozen_log_mean_exit(v, [2, 1, 3], beta) + math.log(-math.expm1(-lam))) < 1e-10
+
+
+def test_frozen_log_mean_exit_large_beta_limit():
+    """log E[T] = beta c0 - log(n N) + o(1) (N nearest neighbours), finite even when lambda underflows."""
+    from attention_fw import sweeps
+    for k, N in ((3, 2), (4, 2), (5, 2), (6, 2)):
+        v = sweeps.regular_polygon(k)
+        counts = sweeps.tokens_per_vertex(6, k)
+        for beta in (200.0, 1e6):
+            val = M.frozen_log_mean_exit(v, counts, beta)
+            assert math.isfinite(val)
+            assert abs(val - (beta * M.c0(v) - math.log(6 * N))) < 1e-9 * max(1.0, beta)
+    T = M.regular_simplex(3)
+    assert abs(M.frozen_log_mean_exit(T, [1] * 4, 1e3) - (1e3 * M.c0(T) - math.log(4 * 3))) < 1e-9
+
+
+def test_frozen_mean_slope_properties():
+    from attention_fw import sweeps
+    v, c = sweeps.regular_polygon(6), sweeps.tokens_per_vertex(6, 6)
+    b = np.array([4.0, 9.0])
+    # two points: the difference quotient
+    q = (M.frozen_log_mean_exit(v, c, 9.0) - M.frozen_log_mean_exit(v, c, 4.0)) / 5.0
+    assert abs(M.frozen_mean_slope(v, c, b) - q) < 1e-12
+    grid = np.linspace(4, 30, 9)
+    w = np.random.default_rng(1).uniform(0.5, 2, 9)
+    assert abs(M.frozen_mean_slope(v, c, grid, weights=w) - M.frozen_mean_slope(v, c, grid, weights=7 * w)) < 1e-12
+    # finite-beta bias: below c0 on a low window, the gap shrinks as the window moves up, -> c0
+    starts = np.arange(2.0, 44.0, 2.0)
+    for k in (3, 4, 5, 6):
+        vk, ck = sweeps.regular_polygon(k), sweeps.tokens_per_vertex(6, k)
+        gap = M.c0(vk) - M.frozen_slope_windows(vk, ck, starts, 8.0)
+        assert gap[0] > 1e-3
+        assert np.all(gap > -1e-9) and np.all(np.diff(gap) <= 1e-9)
+        assert gap[-1] < 1e-7
+    with pytest.raises(ValueError, match="betas"):
+        M.frozen_mean_slope(v, c, [3.0, 3.0])
+    with pytest.raises(ValueError, match="weights"):
+        M.frozen_mean_slope(v, c, grid, weights=np.ones(3))
+
+
+def test_monte_carlo_slope_agrees_with_exact_mean_slope_not_with_c0():
+    """The single-jump exit is geometric with mean 1/(1-q): on a low beta window the fitted slope
+    of Monte Carlo exits estimates the exact-mean slope (within 4 standard errors), which is
+    below c0 (hexagon, n = 6)."""
+    from attention_fw import sweeps
+    betas = [2.0, 3.0, 4.0, 5.0]
+    v, c = sweeps.regular_polygon(6), sweeps.tokens_per_vertex(6, 6)
+    x0, sig = M.cluster_configuration(v, np.asarray(c))
+    fits = [M.fit_geometric_censored(*(lambda e: (e.times, e.censored))(
+        M.engine_exit_times(x0, sig, 0.1, b, 0.05, 4000, seed=int(b)))) for b in betas]
+    mc = M.fit_log_mean_slope(betas, fits)
+    exact = M.frozen_mean_slope(v, c, betas, weights=mc["weights"])
+    assert abs(mc["slope"] - exact) < 4 * mc["slope_se"]
+    assert M.c0(v) - exact > 8 * mc["slope_se"]

@@ -966,7 +966,8 @@ def fit_log_mean_slope(betas, fits, level: float = 0.95) -> dict:
     """Weighted least-squares line ``log E[T2] = a + s beta`` through censored fits.
 
     Weights are the inverse variances of ``log(mean)`` from each fit. Returns the slope, the
-    intercept, the standard error of the slope and its ``level`` confidence interval (normal).
+    intercept, the standard error of the slope, its ``level`` confidence interval (normal) and
+    the ``weights``.
     """
     b = V.as_float_array("betas", betas, ndim=1)
     if len(fits) != len(b) or len(b) < 2:
@@ -982,7 +983,7 @@ def fit_log_mean_slope(betas, fits, level: float = 0.95) -> dict:
     a, s = cov @ (X.T @ (w * y))
     ses = math.sqrt(cov[1, 1])
     return {"slope": float(s), "intercept": float(a), "slope_se": ses,
-            "slope_ci": (float(s - z * ses), float(s + z * ses)), "level": level}
+            "slope_ci": (float(s - z * ses), float(s + z * ses)), "level": level, "weights": w}
 
 
 # ----------------------------------------------------------------------------------------
@@ -1120,3 +1121,147 @@ def bench(betas=(3.0, 4.0, 5.0, 6.0, 7.0, 16.0, 20.0, 25.0), *, exits: int = 10_
                     "plain_feasible": bool(mean_T2 * exits / sps < 3600.0),
                     "speedup": (exits / t_eng) / plain_exits_ps})
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# Theorem 5.4: the hypotheses its proof mechanism needs (issue 12)
+# ----------------------------------------------------------------------------------------
+
+def theorem54_radius(vertices) -> float:
+    """Largest ``r`` with ``4 R r + 2 r^2 <= c0 / 2``, ``R = max_a |v_a|``: ``sqrt(R^2 + c0/4) - R``.
+
+    The proof of Theorem 5.4 bounds the total softmax weight a token gives to the other
+    groups by ``n e^{-beta c0 / 2}`` as long as every token stays within ``r`` of its vertex
+    and ``4 R r + 2 r^2 <= c0 / 2`` (for ``x`` within ``r`` of ``v_i``, ``y`` within ``r`` of
+    ``v_j`` and ``z`` within ``r`` of ``v_i``: ``<x, z> - <x, y> >= c0 - 4 R r - 2 r^2``).
+    Before the exit time the tokens stay in ``conv{x_ji^0}_j + B(0, eps)``, so ``r`` must cover
+    the start radius plus ``eps``. Returns 0.0 when ``c0 <= 0`` (no admissible radius).
+    """
+    v = _vertices("vertices", vertices)
+    R = float(np.linalg.norm(v, axis=1).max())
+    c = c0(v)
+    if c <= 0:
+        return 0.0
+    # sqrt(R^2 + c/4) - R without cancellation when c << R^2
+    return (c / 4) / (math.sqrt(R * R + c / 4) + R)
+
+
+def theorem54_hypotheses(vertices, eps: float, gamma: float, rho: float = 0.0) -> dict:
+    """Which hypotheses of Theorem 5.4, as its proof uses them, hold for ``(eps, gamma)``.
+
+    ``rho`` is the start radius ``max_j |x_j^0 - v_sigma(j)|`` (0 for clusters at the vertices;
+    the theorem allows up to ``C tau``, the output radius of Theorem 5.2). Keys:
+
+    * ``angle_51``: condition (5.1) read as an angle (E15); ``equal_norms``: ``|v_i| = |v_j|``;
+      ``c0_positive``: ``eq: bound.max`` holds with ``c0 > 0``;
+    * ``ratio``: ``eps / gamma >= 2 d(K)``, i.e. ``gamma <= gamma_max = eps / (2 d(K))``;
+    * ``radius``: ``4 R (rho + eps) + 2 (rho + eps)^2 <= c0 / 2``, i.e. ``eps <= eps_max =``
+      :func:`theorem54_radius` ``- rho`` (the proof's ``eps_*`` for this start radius);
+    * ``disjoint``: ``rho < min_{i != j} |v_i - v_j| / 3`` (the balls of the relabelling are
+      disjoint; the review's suggested condition);
+    * ``all``: every item above, plus ``gamma in (0, 1)``.
+
+    Also returns the numbers ``eps_max``, ``gamma_max``, ``r_star``, ``M = ceil(eps / (gamma d(K)))``
+    (bad steps an exit needs) and ``d`` (the diameter).
+    """
+    v = _vertices("vertices", vertices)
+    eps = V.real_scalar("eps", eps, low=0, low_open=True)
+    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    rho = V.real_scalar("rho", rho, low=0)
+    d = diameter(v)
+    c = c0(v)
+    norms = np.linalg.norm(v, axis=1)
+    R = float(norms.max())
+    r_star = theorem54_radius(v)
+    r = rho + eps
+    out = {
+        "angle_51": satisfies_51(v),
+        "equal_norms": bool(np.ptp(norms) <= 1e-12 * max(R, 1.0)),
+        "c0_positive": bool(c > 0),
+        "ratio": bool(eps / gamma >= 2 * d * (1 - 1e-12)),
+        "radius": bool(c > 0 and 4 * R * r + 2 * r * r <= c / 2 * (1 + 1e-12)),
+        "disjoint": bool(rho < spatial.distance.pdist(v).min() / 3),
+        "eps_max": r_star - rho, "gamma_max": eps / (2 * d), "r_star": r_star,
+        "M": math.ceil(eps / (gamma * d) - 1e-12), "d": d,
+    }
+    out["all"] = all(out[k] for k in ("angle_51", "equal_norms", "c0_positive", "ratio", "radius", "disjoint"))
+    return out
+
+
+def theorem54_region(vertices, rho: float = 0.0) -> np.ndarray:
+    """The admissible ``(eps, gamma)`` set of :func:`theorem54_hypotheses` as a polygon.
+
+    ``{0 < eps <= eps_max, 0 < gamma <= eps / (2 d(K))}`` is the triangle with corners
+    ``(0, 0)``, ``(eps_max, 0)``, ``(eps_max, eps_max / (2 d(K)))`` (counter-clockwise, shape (3, 2));
+    empty (shape (0, 2)) when ``eps_max <= 0``. (``eps_max / (2 d) < 1`` always, so ``gamma < 1``
+    is implied.)
+    """
+    v = _vertices("vertices", vertices)
+    rho = V.real_scalar("rho", rho, low=0)
+    e = theorem54_radius(v) - rho
+    if e <= 0:
+        return np.zeros((0, 2))
+    return np.array([[0.0, 0.0], [e, 0.0], [e, e / (2 * diameter(v))]])
+
+
+# ----------------------------------------------------------------------------------------
+# the exact mean of the single-jump exit time, and its slope in beta (issue 12)
+# ----------------------------------------------------------------------------------------
+
+def frozen_log_mean_exit(points, counts, beta: float) -> float:
+    """``log E[T]`` of the geometric first-event time of a frozen configuration, exactly.
+
+    ``E[T] = 1 / (1 - q)``, ``q = e^{-lambda}`` with ``lambda`` of :func:`frozen_escape_rate`;
+    in the single-jump regime ``T`` is the exit time ``T2``. Computed in log space, so the
+    value stays exact when ``lambda`` underflows (``beta = 1e6``): then
+    ``log E[T] = -log lambda + lambda / 2 + O(lambda^2)``.
+    """
+    p = V.as_float_array("points", points, ndim=2)
+    c = V.as_float_array("counts", counts, ndim=1)
+    if len(c) != len(p) or np.any(c < 1):
+        raise ValueError("counts must hold one positive count per point")
+    beta = V.real_scalar("beta", beta, low=0)
+    g = p @ p.T
+    expo = beta * (g - np.diag(g)[:, None]) + np.log(c)[None, :] - np.log(c)[:, None]
+    np.fill_diagonal(expo, -np.inf)
+    x = np.logaddexp.reduce(expo, axis=1)              # log sum_b (n_b/n_a) e^{...}, per point a
+    # log(log1p(e^x)): x - e^x/2 (+ O(e^{2x})) far in the tail, direct otherwise
+    with np.errstate(divide="ignore"):
+        log_soft = np.where(x < -30, x - np.exp(np.minimum(x, 0)) / 2,
+                            np.log(np.logaddexp(0.0, np.maximum(x, -30))))
+    log_lam = float(np.logaddexp.reduce(np.log(c) + log_soft))
+    lam = math.exp(log_lam) if log_lam < 700 else math.inf
+    if lam > 1e-8:
+        return -math.log(-math.expm1(-lam))
+    return -log_lam + lam / 2
+
+
+def frozen_mean_slope(points, counts, betas, weights=None) -> float:
+    """Weighted least-squares slope of ``beta -> log E[T]`` (:func:`frozen_log_mean_exit`).
+
+    The exact counterpart of :func:`fit_log_mean_slope` on the same grid: pass the weights of
+    a Monte Carlo fit (its ``"weights"``) to compare like with like. Tends to ``c0`` for the
+    regular kappa-gon (and the simplex) as the grid moves to large beta.
+    """
+    b = V.as_float_array("betas", betas, ndim=1)
+    if len(b) < 2 or np.ptp(b) == 0:
+        raise ValueError("betas must hold at least 2 distinct values")
+    w = np.ones_like(b) if weights is None else V.as_float_array("weights", weights, ndim=1)
+    if w.shape != b.shape or np.any(w <= 0):
+        raise ValueError("weights must be positive, one per beta")
+    y = np.array([frozen_log_mean_exit(points, counts, bb) for bb in b])
+    bm = np.sum(w * b) / w.sum()
+    return float(np.sum(w * (b - bm) * (y - np.sum(w * y) / w.sum())) / np.sum(w * (b - bm) ** 2))
+
+
+def frozen_slope_windows(points, counts, starts, width: float, num: int = 5) -> np.ndarray:
+    """Unweighted slopes of :func:`frozen_mean_slope` on moving windows ``[s, s + width]``.
+
+    Each window holds ``num`` equally spaced betas; returns one slope per start, shape (len(starts),).
+    """
+    s = V.as_float_array("starts", starts, ndim=1)
+    width = V.real_scalar("width", width, low=0, low_open=True)
+    num = V.positive_int("num", num, minimum=2)
+    if np.any(s < 0):
+        raise ValueError("starts must be >= 0")
+    return np.array([frozen_mean_slope(points, counts, np.linspace(a, a + width, num)) for a in s])
