@@ -89,3 +89,62 @@ def test_rm_rf_figures_then_make_figures_restores_every_file(build):
     assert after == before
     restored = re.findall(r"^make figures: restored figures/(\S+) \(missing", proc.stderr, re.M)
     assert sorted(restored) == sorted(_manifest(figures))
+
+
+def _manifest_tool(root):
+    """tools/figure_manifest.py loaded from a copy under ``root`` (its _build/ is then root's)."""
+    import importlib.util
+
+    (root / "tools").mkdir(parents=True)
+    shutil.copy(bookbuild.ROOT / "tools" / "figure_manifest.py", root / "tools")
+    spec = importlib.util.spec_from_file_location("figure_manifest_copy", root / "tools" / "figure_manifest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_heal_plan_names_each_damaged_file_and_only_its_writer(tmp_path, capsys):
+    """Without make or notebooks: records of two notebooks, then a deletion, an edit, a file no
+    notebook writes any more, and a preset change."""
+    fm = _manifest_tool(tmp_path)
+    fig = tmp_path / "figures"
+    (fig / "data").mkdir(parents=True)
+    for rel in ("a.pdf", "b.pdf", "data/a.json", "old.pdf", "README.md"):
+        (fig / rel).write_text(rel)
+    fm.TIMES.mkdir(parents=True)
+    fm.PRESET_TAG.write_text("paper\n")
+    for nb, files in (("01-x", ["a.pdf", "data/a.json"]), ("02-y", ["b.pdf"])):
+        (fm.TIMES / f"{nb}.json").write_text(json.dumps({"notebook": nb, "preset": "paper", "figures": files}))
+    fm.write(fig)
+    assert "README.md" not in (fig / "MANIFEST.sha256").read_text()
+    capsys.readouterr()
+    assert fm.heal(fig, "paper", ["01-x", "02-y"]) == 0
+    assert capsys.readouterr().out.strip() == ""                       # nothing damaged
+    (fig / "a.pdf").unlink()
+    (fig / "b.pdf").write_text("edited")
+    (fig / "old.pdf").unlink()
+    fm.heal(fig, "paper", ["01-x", "02-y"])
+    out, err = capsys.readouterr()
+    assert out.split() == ["-W", "book/01-x.py", "-W", "book/02-y.py"]
+    assert "figures/a.pdf is missing: re-executing 01-x" in err
+    assert "figures/b.pdf is altered: re-executing 02-y" in err
+    assert "figures/old.pdf is missing, but no notebook writes it any more" in err
+    # the writers run again: the manifest step names what they restored
+    (fig / "a.pdf").write_text("a.pdf")
+    (fig / "b.pdf").write_text("b.pdf")
+    fm.write(fig)
+    err = capsys.readouterr().err
+    assert "restored figures/a.pdf (missing; re-executed 01-x)" in err
+    assert "restored figures/b.pdf (altered; re-executed 02-y)" in err
+    assert not fm.HEAL.exists()
+    # another preset: make re-executes everything anyway, nothing to plan
+    (fig / "a.pdf").unlink()
+    fm.heal(fig, "quick", ["01-x", "02-y"])
+    assert capsys.readouterr().out.strip() == ""
+    # no record beyond the manifest: a damaged file of unknown origin re-executes every notebook
+    fm.STATE.unlink()
+    for rec in fm.TIMES.glob("*.json"):
+        rec.unlink()
+    fm.heal(fig, "paper", ["01-x", "02-y"])
+    out, err = capsys.readouterr()
+    assert out.split() == ["-W", "book/01-x.py", "-W", "book/02-y.py"] and "every notebook" in err

@@ -115,8 +115,9 @@ def write(folder: Path) -> int:
     return 0
 
 
-def _expected(folder: Path, preset: str) -> dict[str, dict] | None:
-    """What the folder should hold: relative path -> {"sha256" (or None), "notebooks"}.
+def _expected(folder: Path, preset: str) -> tuple[dict[str, dict] | None, bool]:
+    """What the folder should hold: relative path -> {"sha256" (or None), "notebooks"}, and
+    whether the writers are complete (a file with none is then written by no notebook).
 
     From ``_build/figures-state.json`` when it describes this folder; else from the manifest
     (hashes) and the execution records (writers); None when the preset changed since.
@@ -125,8 +126,8 @@ def _expected(folder: Path, preset: str) -> dict[str, dict] | None:
         state = json.loads(STATE.read_text())
         if state.get("figures") == str(folder.resolve()):
             if state.get("preset") != preset:
-                return None
-            return state["files"]
+                return None, True
+            return state["files"], True
     expected: dict[str, dict] = {}
     manifest = folder / "MANIFEST.sha256"
     if manifest.is_file():
@@ -143,13 +144,13 @@ def _expected(folder: Path, preset: str) -> dict[str, dict] | None:
         for rel in data.get("figures", []):
             item = expected.setdefault(rel, {"sha256": None, "notebooks": []})
             item["notebooks"] = sorted({*item["notebooks"], data["notebook"]})
-    return expected
+    return expected, False
 
 
 def heal(folder: Path, preset: str, notebooks: list[str]) -> int:
     """Print make's -W options for the notebooks that must run again (see the module docstring)."""
     HEAL.unlink(missing_ok=True)
-    expected = _expected(folder, preset)
+    expected, complete = _expected(folder, preset)
     if not expected:
         return 0        # nothing recorded yet, or another preset: make executes what it must
     damaged = {}
@@ -160,6 +161,9 @@ def heal(folder: Path, preset: str, notebooks: list[str]) -> int:
         elif item["sha256"] is not None and _sha256(path) != item["sha256"]:
             reason = "altered"
         else:
+            continue
+        if complete and not item["notebooks"]:
+            _say(f"figures/{rel} is {reason}, but no notebook writes it any more: not restored")
             continue
         # one writer is enough (several notebooks write the same file only with the same bytes)
         nbs = [nb for nb in item["notebooks"] if nb in notebooks][:1]
