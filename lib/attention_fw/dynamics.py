@@ -45,6 +45,19 @@ def _tie_tol(tie_rtol, d):
     return V.real_scalar("tie_rtol", tie_rtol, low=0.0)
 
 
+def _tiled_for(x, *, hardmax=False):
+    """:mod:`attention_fw.tiled` when this step's (R, n, n) arrays would exceed its memory budget, else None.
+
+    The hardmax of tokens in d <= 2 never holds the score matrix (its numba pass makes the scores
+    row by row), so it stays on its own path at any n.
+    """
+    shape = np.shape(x)
+    if len(shape) < 2 or (hardmax and shape[-1] <= 2):
+        return None
+    from . import tiled
+    return None if tiled.fits(shape) else tiled
+
+
 # ----------------------------------------------------------------------------- checks
 def _tokens(x):
     return V.tokens("x", x)
@@ -142,12 +155,16 @@ def _leader_scores(x, B):
 
 def leaders(x, B=None) -> np.ndarray:
     """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.leaders(x, B)
     x = _tokens(x)
     return _leader_scores(x, _key_query(B, x.shape[-1])).argmax(axis=-1)
 
 
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.tie_counts(x, B, tie_rtol=tie_rtol)
     x = _tokens(x)
     S = _leader_scores(x, _key_query(B, x.shape[-1]))
     tol = _tie_tol(tie_rtol, x.shape[-1])
@@ -183,8 +200,9 @@ def layer_step(x, B, Vmat, beta) -> np.ndarray:
     P = preconditioner(Vmat)
     if P.shape[0] != x.shape[-1]:
         raise ValueError(f"V must be {x.shape[-1]} x {x.shape[-1]} to match x, got {P.shape}")
-    A = attention(x, B, beta)
-    return x + (A @ x - x) @ P.T
+    T = _tiled_for(x)
+    Ax = attention(x, B, beta) @ x if T is None else T.attention_apply(x, x, B, beta)
+    return x + (Ax - x) @ P.T
 
 
 def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
@@ -193,6 +211,8 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
     at a token, so the oracle scans tokens; ties are averaged (module docstring).
     """
+    if (T := _tiled_for(x, hardmax=True)) is not None:
+        return T.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
     gamma = _gamma(gamma)
     x = V.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
     d = x.shape[-1]
@@ -267,6 +287,8 @@ def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
     ``gamma`` is the convex weight of the displayed formula of Section 5 (E8:
     the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)).
     """
+    if (T := _tiled_for(x)) is not None:
+        return T.softmax_step(x, gamma, beta, B)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     x = V.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
@@ -381,6 +403,8 @@ def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
     return_choice : bool
         Also return the picks ``J`` of shape (..., n).
     """
+    if (T := _tiled_for(x)) is not None:
+        return T.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     rng = V.rng("rng", rng)
@@ -511,8 +535,9 @@ class Layer(Rule):
         self.beta = _beta(beta)
 
     def step(self, x, t):
-        A = attention(x, self.B, self.beta)
-        return x + (A @ x - x) @ self.P.T
+        T = _tiled_for(x)
+        Ax = attention(x, self.B, self.beta) @ x if T is None else T.attention_apply(x, x, self.B, self.beta)
+        return x + (Ax - x) @ self.P.T
 
 
 class FunctionRecorder:
