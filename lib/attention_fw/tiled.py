@@ -416,13 +416,24 @@ def _sap_picks(x3, B, beta, rng, p: Plan):
             race = (before > 0.0) & (w > 0.0)
             if race.any():
                 # switch with probability w / (before + w) = exp(-log1p(before / w)), exact when tiny
-                switch[race] = D.bernoulli_from_neg_log(np.log1p(before[race] / w[race]), rng)
+                switch[race] = D.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng)
             total[..., 0] += w
             rr, ii = np.nonzero(switch)
             if rr.size:
                 Jq[rr, ii] = k0 + _pick_in_tile(Z, rr, ii, TK, rng)
         J[rs, qs] = Jq
     return J
+
+
+def _neg_log_share(rest, part):
+    """``-log(part / (rest + part)) = log1p(rest / part)`` for ``rest >= 0``, ``part >= 0`` (inf where
+    ``part = 0``), also where ``rest / part`` overflows (then ``log(rest) - log(part)``)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = rest / part
+        out = np.log1p(ratio)
+        far = np.isinf(ratio) & (part > 0)
+        out[far] = np.log(rest[far]) - np.log(part[far])
+    return out
 
 
 def _pick_in_tile(Z, rr, ii, TK, rng):
@@ -432,8 +443,7 @@ def _pick_in_tile(Z, rr, ii, TK, rng):
     threshold = D.SMALL_WEIGHT
     top, s_small, s_big = np.empty(s), np.empty(s), np.empty(s)
     TK.tile_split(Z, rr, ii, threshold, top, s_small, s_big)
-    with np.errstate(divide="ignore", over="ignore"):  # no small weights: -log P = inf, never
-        pick_small = D.bernoulli_from_neg_log(np.log1p(s_big / s_small), rng)
+    pick_small = D.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng)
     picks = np.empty(s, dtype=np.intp)
     TK.tile_pick(Z, rr, ii, top, threshold, pick_small, 1.0 - rng.random(s), picks)
     return picks
