@@ -155,38 +155,36 @@ def _numba_kernels():
                     Z[r, i, j] = max(Z[r, i, j] - top, -750.0)  # EXP_FLOOR
 
     @jit
-    def _max_min(S, r, i):
-        """Largest and smallest entry of the row S[r, i, :] (four accumulators: a short dependency chain)."""
-        k = S.shape[2]
-        a0 = S[r, i, 0]
-        a1, a2, a3 = a0, a0, a0
-        b0, b1, b2, b3 = a0, a0, a0, a0
-        j = 0
-        while j + 4 <= k:
-            s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
-            a0 = s0 if s0 > a0 else a0
-            a1 = s1 if s1 > a1 else a1
-            a2 = s2 if s2 > a2 else a2
-            a3 = s3 if s3 > a3 else a3
-            b0 = s0 if s0 < b0 else b0
-            b1 = s1 if s1 < b1 else b1
-            b2 = s2 if s2 < b2 else b2
-            b3 = s3 if s3 < b3 else b3
-            j += 4
-        while j < k:
-            s0 = S[r, i, j]
-            a0 = s0 if s0 > a0 else a0
-            b0 = s0 if s0 < b0 else b0
-            j += 1
-        return max(max(a0, a1), max(a2, a3)), min(min(b0, b1), min(b2, b3))
-
-    @jit
     def leader_scan(S, vals, k0, fs, ist, acc, tol):
         Rb, q, k = S.shape
         m = vals.shape[2]
         for r in range(Rb):
             for i in range(q):
-                tmax, tmin = _max_min(S, r, i)
+                # largest and smallest score of the row, with four accumulators each (a short
+                # dependency chain); written out here, as a call to another compiled function
+                # would keep numba from caching this one on disk
+                a0 = S[r, i, 0]
+                a1, a2, a3 = a0, a0, a0
+                b0, b1, b2, b3 = a0, a0, a0, a0
+                j = 0
+                while j + 4 <= k:
+                    s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
+                    a0 = s0 if s0 > a0 else a0
+                    a1 = s1 if s1 > a1 else a1
+                    a2 = s2 if s2 > a2 else a2
+                    a3 = s3 if s3 > a3 else a3
+                    b0 = s0 if s0 < b0 else b0
+                    b1 = s1 if s1 < b1 else b1
+                    b2 = s2 if s2 < b2 else b2
+                    b3 = s3 if s3 < b3 else b3
+                    j += 4
+                while j < k:
+                    s0 = S[r, i, j]
+                    a0 = s0 if s0 > a0 else a0
+                    b0 = s0 if s0 < b0 else b0
+                    j += 1
+                tmax = max(max(a0, a1), max(a2, a3))
+                tmin = min(min(b0, b1), min(b2, b3))
                 old_top = fs[r, i, 0]
                 top = max(old_top, tmax)
                 low = min(fs[r, i, 1], tmin)

@@ -353,13 +353,17 @@ def attention_apply(x, values, B=None, beta=np.inf, *, tie_rtol=None, budget=Non
     return out.reshape(v.shape)
 
 
-def leaders(x, B=None, *, budget=None, key_tile=None) -> np.ndarray:
-    """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.dynamics.leaders`)."""
+def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=None, key_tile=None):
+    """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.dynamics.leaders`).
+
+    ``return_counts``: also the number of tied leaders of each token (:func:`tie_counts`, same pass).
+    """
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    _, _, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(None, x.shape[-1]),
-                              plan(x3.shape, budget=budget, key_tile=key_tile))
-    return arg.reshape(x.shape[:-1])
+    _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(tie_rtol, x.shape[-1]),
+                                plan(x3.shape, budget=budget, key_tile=key_tile))
+    arg = arg.reshape(x.shape[:-1])
+    return (arg, cnt.reshape(x.shape[:-1])) if return_counts else arg
 
 
 def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
