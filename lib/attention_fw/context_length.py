@@ -42,13 +42,16 @@ def own_cell_probability(n, d) -> np.ndarray:
     """``P(token i owns its cell) = E[Phi(R)^(n-1)]``, ``R ~ chi_d``, for ``n`` i.i.d. ``N(0, I_d)`` tokens, ``B = I``.
 
     Composite Simpson rule on ``r in [0, sqrt(d) + 12]`` (the chi_d density is negligible beyond),
-    ``Phi^(n-1)`` as ``exp((n - 1) log Phi)``; broadcasts over ``n`` and ``d`` (real ``d > 0``
-    allowed). Agrees with adaptive quadrature to about 1e-10 (tested).
+    ``Phi^(n-1)`` as ``exp((n - 1) log Phi)``; broadcasts over ``n`` and ``d`` (real ``d >= 1``
+    allowed; below 1 the chi density is singular at 0). Agrees with adaptive quadrature to about
+    1e-12, and with the closed form ``(2/n)(1 - 2^-n)`` at ``d = 1`` (tested).
     """
     n = np.asarray(n, dtype=float)
     d = np.asarray(d, dtype=float)
-    if (n < 1).any() or (d <= 0).any() or not (np.isfinite(n).all() and np.isfinite(d).all()):
-        raise ValueError("n must be >= 1 and d > 0 (finite)")
+    if not (np.isfinite(n).all() and (n >= 1).all()):
+        raise ValueError("n must be >= 1 (finite)")
+    if not (np.isfinite(d).all() and (d >= 1).all()):
+        raise ValueError("d must be >= 1 (finite)")
     n, d = np.broadcast_arrays(n, d)
     u = np.linspace(0.0, 1.0, 4001)
     w = np.ones_like(u)
@@ -61,9 +64,12 @@ def own_cell_probability(n, d) -> np.ndarray:
 
 
 def half_dimension(n) -> float:
-    """The (real) dimension ``d`` at which a token of ``n`` owns its cell with probability 1/2."""
-    n = V.positive_int("n", n, minimum=2)
-    return float(optimize.brentq(lambda d: float(own_cell_probability(n, d)) - 0.5, 0.05, 400.0, xtol=1e-6))
+    """The (real) dimension ``d >= 1`` at which a token of ``n >= 4`` owns its cell with probability 1/2.
+
+    (At ``d = 1`` the probability is ``(2/n)(1 - 2^-n)``, above 1/2 for ``n <= 3``.)
+    """
+    n = V.positive_int("n", n, minimum=4)
+    return float(optimize.brentq(lambda d: float(own_cell_probability(n, d)) - 0.5, 1.0, 400.0, xtol=1e-6))
 
 
 def ownership_task(*, n: int, d: int, systems: int, seed: int) -> dict:

@@ -57,7 +57,8 @@ def grid(**axes) -> list[dict]:
             for combo in itertools.product(*vals)]
 
 
-CODE_MODULES = ("_validate", "schedules", "dynamics", "metastability", "sweeps")
+CODE_MODULES = ("_validate", "schedules", "dynamics", "metastability", "sweeps", "tiled", "_tile_kernels",
+                "context_length")
 """Library modules whose source is part of the cache key (joblib only hashes the task's own code)."""
 
 
