@@ -23,6 +23,13 @@ of a length-d dot product (``tie_rtol = 8 d eps`` relative to the row's largest
 |score|, unless given), so that exact ties spoilt by floating-point rounding are
 still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
 are not. ``tie_rtol=0`` asks for exact equality.
+
+Memory. The batched steps hold the ``(R, n, n)`` scores. When those would exceed the memory
+budget of :mod:`attention_fw.tiled` (256 MiB unless set), ``softmax_step``, ``hardmax_step``,
+``sap_step``, ``layer_step``, ``leaders`` and ``tie_counts`` hand the work to the tiled versions
+there (same numbers to rounding, same leader sets, same law), which need ``O(R n (d + tile))``.
+``attention`` returns the matrix itself and is never tiled (``tiled.attention_apply`` gives
+``A @ values``).
 """
 from __future__ import annotations
 
