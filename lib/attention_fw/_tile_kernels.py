@@ -85,8 +85,8 @@ def _np_leader_scan(S, vals, k0, fs, ist, acc, tol):
     mask = S >= thr[..., None]
     acc += np.matmul(mask.astype(np.float64), vals)
     cnt += mask.sum(axis=-1)
-    np.minimum(mlow, np.where(mask, S, np.inf).min(axis=-1), out=mlow)
-    np.maximum(xhigh, np.where(mask, -np.inf, S).max(axis=-1), out=xhigh)
+    np.minimum(mlow, np.min(S, axis=-1, where=mask, initial=np.inf), out=mlow)
+    np.maximum(xhigh, np.max(S, axis=-1, where=~mask, initial=-np.inf), out=xhigh)
 
 
 def _np_row_sums(Z, out):
@@ -94,27 +94,36 @@ def _np_row_sums(Z, out):
     np.add.reduce(Z, axis=-1, out=out)
 
 
+def _row_chunks(Z, count):
+    """Slices of at most a quarter of a tile's rows: the numpy passes below copy the rows they
+    read, and the copies must stay well inside the memory budget."""
+    step = max(1, Z.shape[0] * Z.shape[1] // 4)
+    return (slice(s, min(count, s + step)) for s in range(0, count, step))
+
+
 def _np_tile_split(Z, rr, ii, threshold, top, s_small, s_big):
     """For each selected row ``(rr[k], ii[k])``: ``top[k] = max_j Z``, and the sums of the weights
     ``w_j = Z_j / top[k]`` below ``threshold`` and not below it."""
-    W = Z[rr, ii]
-    np.max(W, axis=-1, out=top)
-    W /= top[:, None]
-    small = W < threshold
-    np.sum(W, axis=-1, where=small, out=s_small)
-    np.sum(W, axis=-1, where=~small, out=s_big)
+    for c in _row_chunks(Z, rr.size):
+        W = Z[rr[c], ii[c]]
+        np.max(W, axis=-1, out=top[c])
+        W /= top[c, None]
+        small = W < threshold
+        np.sum(W, axis=-1, where=small, out=s_small[c])
+        np.sum(W, axis=-1, where=~small, out=s_big[c])
 
 
 def _np_tile_pick(Z, rr, ii, top, threshold, pick_small, U, J):
     """For each selected row: the first j of the chosen group (``w_j < threshold`` if
     ``pick_small[k]``, else the others; ``w_j = Z_j / top[k]``) where the cumulative group weight
     reaches ``U[k]`` times the group's total, among the positive weights (``U`` in (0, 1])."""
-    W = Z[rr, ii] / top[:, None]
-    G = np.where((W < threshold) == pick_small[:, None], W, 0.0)
-    cum = np.cumsum(G, axis=-1)
-    hit = (cum >= U[:, None] * cum[:, -1:]) & (G > 0.0)
-    last = W.shape[-1] - 1 - np.argmax((G > 0.0)[:, ::-1], axis=-1)
-    J[:] = np.where(hit.any(axis=-1), np.argmax(hit, axis=-1), last)
+    for c in _row_chunks(Z, rr.size):
+        W = Z[rr[c], ii[c]] / top[c, None]
+        G = np.where((W < threshold) == pick_small[c, None], W, 0.0)
+        cum = np.cumsum(G, axis=-1)
+        hit = (cum >= U[c, None] * cum[:, -1:]) & (G > 0.0)
+        last = W.shape[-1] - 1 - np.argmax((G > 0.0)[:, ::-1], axis=-1)
+        J[c] = np.where(hit.any(axis=-1), np.argmax(hit, axis=-1), last)
 
 
 KERNELS = ("online_shift", "leader_scan", "row_sums", "tile_split", "tile_pick")

@@ -284,17 +284,18 @@ def _leader_state(x3, values3, B, tol, p: Plan):
 
 def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
     """The leader sets of the rows ``where`` from their whole rows of scores (the rule of
-    ``dynamics._hardmax_from_scores``), in chunks of rows that fit the budget."""
+    ``dynamics._hardmax_from_scores``), in chunks of rows that fit the tile's size."""
     rr, ii = where
-    n = KT.shape[-1]
-    step = max(1, entries // n)
-    for s in range(0, rr.size, step):
-        r, i = rr[s:s + step], ii[s:s + step]
-        S = np.einsum("sk,skj->sj", Q[r, i], KT[r])
-        top = S.max(axis=-1, keepdims=True)
-        mask = S >= top - tol * np.abs(S).max(axis=-1, keepdims=True)
-        acc[r, i] = np.einsum("sj,sjm->sm", mask.astype(np.float64), values3[r])
-        ist[r, i, 0] = mask.sum(axis=-1)
+    step = max(1, entries // KT.shape[-1])
+    for r in np.unique(rr):
+        rows = ii[rr == r]
+        for s in range(0, rows.size, step):
+            i = rows[s:s + step]
+            S = Q[r, i] @ KT[r]
+            top = S.max(axis=-1, keepdims=True)
+            mask = S >= top - tol * np.abs(S).max(axis=-1, keepdims=True)
+            acc[r, i] = mask.astype(np.float64) @ values3[r]
+            ist[r, i, 0] = mask.sum(axis=-1)
 
 
 def _convex_step(x3, target, gamma):
