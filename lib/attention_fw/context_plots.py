@@ -52,13 +52,14 @@ def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, na
         data["points"] += [{k2: r[k2] for k2 in ("n", "d", "systems", "owners", "tokens", "fraction", "probability")}
                            for r in rows]
     ax.axvline(head_d, color="0.5", lw=0.8)
-    ax.annotate(f"one head, $d={head_d}$", (head_d, 0.5), xytext=(-4, 0), textcoords="offset points",
+    ax.annotate(f"one head, $d={head_d}$", (head_d, 0.6), xytext=(-4, 0), textcoords="offset points",
                 ha="right", va="center", fontsize=7, color="0.35", rotation=90)
     ax.set_xlabel("dimension $d$ ($B=I_d$)")
     ax.set_ylabel("fraction owning their cells")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(0, dmax + 2)
-    ax.legend(frameon=False, loc="lower right", title="exact (lines), sampled (dots)", title_fontsize=7)
+    ax.legend(frameon=False, loc="center", bbox_to_anchor=(0.68, 0.35), title="exact (lines), sampled (dots)",
+              title_fontsize=7)
     fig.tight_layout()
     return _save(fig, name, data, outdir, formats)
 
