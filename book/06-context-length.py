@@ -71,63 +71,48 @@ p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns, own_dims=own_dims
 
 # %%
 import numpy as np
-import matplotlib.pyplot as plt
-from myst_nb import glue
 
 from attention_fw import context_length as CL
 from attention_fw import context_plots as CP
-from attention_fw import dynamics, paths, sweeps, tiled
+from attention_fw import dynamics, plotting, sweeps, tiled
+from attention_fw.notebook import Page
 
+# %matplotlib inline
+plotting.use_style()
 RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
 HEAD_D = 64
-overridden = any(v is not None for v in (own_ns, own_dims, own_tokens, run_n, run_d, run_gamma, run_steps,
-                                         check_n, seed))
-# Figures of the default paper run go to figures/; any other run to figures/custom/ (quick: data only).
-save_kw = ({} if p.preset == "paper" and not overridden else
-           dict(outdir=paths.figures_dir() / "custom", formats=() if p.preset == "quick" else None))
-
-
-def gl(name, value):
-    """Glue a number for the prose as a plain Python scalar (myst-nb formats its text/plain form)."""
-    glue(name, value.item() if isinstance(value, np.generic) else value, display=False)
-
-
-def show(fig, label):
-    """Glue an open figure for a numbered {glue:figure} and close it (shown once)."""
-    glue(label, fig, display=False)
-    plt.close(fig)
-
+page = Page("06-context-length", p)  # saves and glues figures
 
 # %% [markdown]
 # ## The tiled steps, checked and sized
 #
 # Before the experiment, one comparison at a size where both versions run:
-# {glue:text}`check_n:,` tokens in $d=64$, with tiles of 256 keys.
+# {glue:text}`check_n` tokens in $d=64$, with tiles of 256 keys.
 
 # %%
-x_check = np.random.default_rng(p.seed).standard_normal((p.check_n, HEAD_D)) / np.sqrt(HEAD_D)
+rng = page.stream("tiled-check")
+x_check = rng.standard_normal((p.check_n, HEAD_D)) / np.sqrt(HEAD_D)
 soft_err = np.abs(tiled.softmax_step(x_check, 0.1, 4.0, key_tile=256)
                   - dynamics.softmax_step(x_check, 0.1, 4.0)).max() / np.abs(x_check).max()
 same_leaders = np.array_equal(tiled.leaders(x_check, key_tile=256), dynamics.leaders(x_check))
 plan_big = tiled.plan((p.run_n, HEAD_D))
-gl("check_n", p.check_n)
-gl("check_soft", float(soft_err))
-gl("check_leaders", "the same" if same_leaders else "NOT the same")
-gl("big_n", p.run_n)
-gl("big_untiled_gib", 8 * p.run_n ** 2 / 2 ** 30)
-gl("big_tile_mib", plan_big.tile_bytes / 2 ** 20)
-gl("big_tile_keys", plan_big.keys)
-gl("budget_mib", tiled.memory_budget() / 2 ** 20)
 print(f"softmax step, tiled vs untiled: {soft_err:.1e} (relative); leaders identical: {same_leaders}")
 print(f"n = {p.run_n}: untiled scores {8 * p.run_n ** 2 / 2 ** 30:.1f} GiB, tiles {plan_big}")
 
+# %% tags=["hide-input"]
+page.glue(check_n=p.check_n, check_soft=(float(soft_err), ".1e"),
+          check_leaders="the same" if same_leaders else "NOT the same",
+          big_n=p.run_n, big_untiled_gib=(8 * p.run_n ** 2 / 2 ** 30, ".1f"),
+          big_tile_mib=(plan_big.tile_bytes / 2 ** 20, ".0f"), big_tile_keys=plan_big.keys,
+          budget_mib=(tiled.memory_budget() / 2 ** 20, ".0f"))
+
 # %% [markdown]
-# The two softmax steps differ by {glue:text}`check_soft:.1e` relative to the size of the tokens
+# The two softmax steps differ by {glue:text}`check_soft` relative to the size of the tokens
 # (rounding), and the leaders are {glue:text}`check_leaders`. For the
-# {glue:text}`big_n:,` tokens below, the untiled score matrix would take
-# {glue:text}`big_untiled_gib:.1f` GiB. With the default budget of
-# {glue:text}`budget_mib:.0f` MiB, the tiled steps compare every token with
-# {glue:text}`big_tile_keys:,` keys at a time, in tiles of {glue:text}`big_tile_mib:.0f` MiB.
+# {glue:text}`big_n` tokens below, the untiled score matrix would take
+# {glue:text}`big_untiled_gib` GiB. With the default budget of
+# {glue:text}`budget_mib` MiB, the tiled steps compare every token with
+# {glue:text}`big_tile_keys` keys at a time, in tiles of {glue:text}`big_tile_mib` MiB.
 #
 # ## Which tokens own their cells?
 #
@@ -138,8 +123,8 @@ print(f"n = {p.run_n}: untiled scores {8 * p.run_n ** 2 / 2 ** 30:.1f} GiB, tile
 # \langle x_i,x_i\rangle>\langle x_i,x_j\rangle\qquad\text{for every }j\ne i .
 # $$
 #
-# This is the genericity condition of Theorem 4.2 (`eq: vertices.own.cell`). It forces $x_i$ to be
-# a vertex of the hull. Remark 4.6 (`prop: d.to.infty`) says that $\kappa$ Gaussian vertices all
+# This is the genericity condition of Theorem 4.2. It forces $x_i$ to be
+# a vertex of the hull. Remark 4.6 says that $\kappa$ Gaussian vertices all
 # own their cells with probability tending to 1 as $d\to\infty$, for $\kappa$ fixed. In a
 # transformer, $\kappa$ is replaced by the context length $n$, which is large too.
 #
@@ -156,7 +141,7 @@ print(f"n = {p.run_n}: untiled scores {8 * p.run_n ** 2 / 2 ** 30:.1f} GiB, tile
 # standard normal variables is about $\sqrt{2\ln n}$, the fraction drops from near 1 to near 0
 # around $d\approx2\ln n$. That threshold grows with the context length.
 #
-# The sweep below draws {glue:text}`own_tokens:,` tokens for every $n$ and $d$ (as
+# The sweep below draws {glue:text}`own_tokens` tokens for every $n$ and $d$ (as
 # `own_tokens`$/n$ independent sequences), finds every leader with the tiled steps, and compares
 # the fraction of owners with the integral.
 
@@ -165,26 +150,24 @@ grid = sweeps.grid(n=p.own_ns, d=p.own_dims, seed=p.seed)
 for g in grid:
     g["systems"] = max(1, p.own_tokens // g["n"])
 own = sweeps.run(CL.ownership_task, grid, **RUN)
-z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
-                                                  / r["tokens"]) for r in own]
-top = max(own, key=lambda r: (r["n"], r["d"]))
-n_max = top["n"]
-gl("own_tokens", p.own_tokens)
-gl("own_points", len(own))
-gl("own_zmax", float(np.max(np.abs(z))))
-gl("own_nmax", n_max)
-for n in p.own_ns:
-    gl(f"d_half_{n}", CL.half_dimension(n))
-    gl(f"two_log_{n}", 2 * np.log(n))
-gl("head_owners", top["owners"])
-gl("head_tokens", top["tokens"])
-gl("head_d", top["d"])
-gl("head_expected_non_owners", top["tokens"] * (1 - top["probability"]))
-gl("head_pairs", float(top["n"] * (top["n"] - 1)))
 for r in own:
     print(f"n = {r['n']:6d}, d = {r['d']:3d}: {r['owners']:6d} / {r['tokens']} own their cells "
           f"(fraction {r['fraction']:.4f}, exact probability {r['probability']:.4f})")
-show(CP.fig_ownership(own, head_d=HEAD_D, **save_kw), "fig-ctx-ownership")
+
+# %% tags=["hide-input"]
+z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
+                                                  / r["tokens"]) for r in own]
+top = max(own, key=lambda r: (r["n"], r["d"]))
+page.glue(own_tokens=p.own_tokens, own_points=len(own), own_zmax=(float(np.max(np.abs(z))), ".1f"),
+          own_nmax=top["n"], head_owners=top["owners"], head_tokens=top["tokens"], head_d=top["d"],
+          head_expected_non_owners=(top["tokens"] * (1 - top["probability"]), ".2f"),
+          head_pairs=(float(top["n"] * (top["n"] - 1)), ".1e"))
+for n in p.own_ns:
+    page.glue(**{f"d_half_{n}": (CL.half_dimension(n), ".1f"), f"two_log_{n}": (2 * np.log(n), ".1f")})
+fig = CP.fig_ownership(own, head_d=HEAD_D, **page.data_only)
+page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition), Remark 4.6",
+            caption="Fraction of n Gaussian tokens that own their cells under the hardmax, "
+                    "against the dimension, for several context lengths n")
 
 # %% [markdown]
 # ```{glue:figure} fig-ctx-ownership
@@ -197,16 +180,16 @@ show(CP.fig_ownership(own, head_d=HEAD_D, **save_kw), "fig-ctx-ownership")
 # ```
 #
 # The sampled fractions agree with the integral at all {glue:text}`own_points` points, within
-# {glue:text}`own_zmax:.1f` binomial standard errors. The probability is $1/2$ at
-# $d\approx${glue:text}`d_half_1024:.1f` for $n=1{,}024$ and at $d\approx${glue:text}`d_half_65536:.1f`
-# for $n=65{,}536$. The rough rule $2\ln n$ gives {glue:text}`two_log_1024:.1f` and
-# {glue:text}`two_log_65536:.1f`: it overestimates a little, but it has the right growth.
-# In $d=${glue:text}`head_d` all {glue:text}`head_owners:,` of the {glue:text}`head_tokens:,`
+# {glue:text}`own_zmax` binomial standard errors. The probability is $1/2$ at
+# $d\approx${glue:text}`d_half_1024` for $n=1{,}024$ and at $d\approx${glue:text}`d_half_65536`
+# for $n=65{,}536$. The rough rule $2\ln n$ gives {glue:text}`two_log_1024` and
+# {glue:text}`two_log_65536`: it overestimates a little, but it has the right growth.
+# In $d=${glue:text}`head_d` all {glue:text}`head_owners` of the {glue:text}`head_tokens`
 # tokens own their cells. The expected number of tokens that do not is
-# {glue:text}`head_expected_non_owners:.2f`.
+# {glue:text}`head_expected_non_owners`.
 #
 # So Remark 4.6 holds in a stronger form at the size of one head. With $\kappa$ fixed, its union
-# bound needs $\kappa(\kappa-1)$ pairs to be in order. Here all {glue:text}`head_pairs:.1e`
+# bound needs $\kappa(\kappa-1)$ pairs to be in order. Here all {glue:text}`head_pairs`
 # ordered pairs are in order at once, because each token beats its $n-1$ rivals by a margin of order $\sqrt d$ standard
 # deviations.
 #
@@ -226,28 +209,28 @@ show(CP.fig_ownership(own, head_d=HEAD_D, **save_kw), "fig-ctx-ownership")
 # x_i^t=v+(1-\gamma)^t\,(x_i^0-v) .
 # $$
 #
-# We check both statements at full size: {glue:text}`run_n:,` tokens in $d=${glue:text}`run_d`,
-# where a token owns its cell with probability {glue:text}`run_p:.2f`, for
+# We check both statements at full size: {glue:text}`run_n` tokens in $d=${glue:text}`run_d`,
+# where a token owns its cell with probability {glue:text}`run_p`, for
 # {glue:text}`run_steps` layers with $\gamma=${glue:text}`run_gamma`.
 
 # %%
-run = sweeps.run(CL.hardmax_run_task, sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps,
-                                                  seed=p.seed), **RUN)[0]
-for key in ("owners", "led_by_owner", "others", "never_moved"):
-    gl(f"run_{key}", run[key])
-gl("run_n", run["n"])
-gl("run_d", run["d"])
-gl("run_steps", run["steps"])
-gl("run_gamma", run["gamma"])
-gl("run_moved_min", min(run["moved"]))
-gl("run_moved_max", max(run["moved"]))
-gl("run_exact", "exactly" if run["never_moved_are_owners"] else "NOT exactly")
-gl("run_cf_err", max(run["closed_form_error"]))
-gl("run_expected_owners", run["n"] * run["probability"])
-gl("run_p", run["probability"])
+run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps, seed=p.seed)
+run = sweeps.run(CL.hardmax_run_task, run_grid, **RUN)[0]
 print({k: run[k] for k in ("owners", "led_by_owner", "others", "moved", "never_moved", "never_moved_are_owners")})
 print("largest relative deviation from the closed form:", max(run["closed_form_error"]))
-show(CP.fig_stay_put(run, **save_kw), "fig-ctx-stay-put")
+
+# %% tags=["hide-input"]
+page.glue(**{f"run_{key}": run[key] for key in ("owners", "led_by_owner", "others", "never_moved",
+                                                "n", "d", "steps", "gamma")})
+page.glue(run_moved_min=min(run["moved"]), run_moved_max=max(run["moved"]),
+          run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
+          run_cf_err=(max(run["closed_form_error"]), ".1e"),
+          run_expected_owners=(run["n"] * run["probability"], ",.0f"),
+          run_p=(run["probability"], ".2f"))
+fig = CP.fig_stay_put(run, **page.data_only)
+page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax dynamics (SA∞)",
+            caption="Hardmax layers on Gaussian tokens: the owners of their cells never move, "
+                    "the tokens they lead follow the closed form")
 
 # %% [markdown]
 # ```{glue:figure} fig-ctx-stay-put
@@ -259,12 +242,12 @@ show(CP.fig_stay_put(run, **save_kw), "fig-ctx-stay-put")
 # deviation from Theorem 4.2's closed form (squares, at the level of rounding).
 # ```
 #
-# Of the {glue:text}`run_n:,` tokens, {glue:text}`run_owners:,` own their cells (the integral
-# predicts {glue:text}`run_expected_owners:,.0f`), and {glue:text}`run_never_moved:,` never moved:
-# {glue:text}`run_exact` the owners. At each layer between {glue:text}`run_moved_min:,` and
-# {glue:text}`run_moved_max:,` tokens moved. {glue:text}`run_led_by_owner:,` tokens are led by an
+# Of the {glue:text}`run_n` tokens, {glue:text}`run_owners` own their cells (the integral
+# predicts {glue:text}`run_expected_owners`), and {glue:text}`run_never_moved` never moved:
+# {glue:text}`run_exact` the owners. At each layer between {glue:text}`run_moved_min` and
+# {glue:text}`run_moved_max` tokens moved. {glue:text}`run_led_by_owner` tokens are led by an
 # owner. They follow Theorem 4.2's closed form to a relative deviation of
-# {glue:text}`run_cf_err:.1e`, i.e. to rounding. The remaining {glue:text}`run_others:,` tokens
+# {glue:text}`run_cf_err`, i.e. to rounding. The remaining {glue:text}`run_others` tokens
 # are led by a token that moves itself, so they follow a chain of moving leaders.
 #
 # **What this means for the paper.** The stationary set of the hardmax dynamics with $B=I$ is
