@@ -195,8 +195,8 @@ gl("beta_hyp", beta_hyp)
 # the cross-polytope in $\mathbb R^3$ ({glue:text}`ang_cross:.0f` degrees); the heptagon of
 # Figure 4 is far outside ({glue:text}`ang_hept:.1f` degrees). Regular simplices pass in every dimension
 # ({glue:text}`ang_simplex:.0f` degrees). From now on $\mathcal K$ is the equilateral triangle
-# on $S^1$: equal norms (hypothesis `eq: hypothesis.voronoi`) and $c_0=1-\cos(2\pi/3)=$
-# {glue:text}`c0_tri:.2f` in `eq: bound.max`.
+# on $S^1$: equal norms (the hypothesis on the norms of the vertices) and $c_0=1-\cos(2\pi/3)=$
+# {glue:text}`c0_tri:.2f` in the bound on the scores.
 #
 # One more computed fact: the eroded cones $\mathcal I_i(\beta^{-1/8})\ominus\beta^{-1/4}B_1$ of
 # Theorem 5.2, intersected with the eroded triangle, are **empty for
@@ -295,7 +295,7 @@ page.figure(fig, "phase1-event", statement="Theorem 5.2",
 # Group the tokens by vertex, $x_{ji}$ = $j$-th token of group $i$, and let
 # $T_2=\inf\{t:\ x_{ji}^t\notin\operatorname{conv}\{x_{ji}^0\}_j+B(0,\varepsilon)\ \text{for some } i,j\}$.
 #
-# :::{admonition} Theorem 5.4 (`lem: metastab.1`, as transcribed)
+# :::{admonition} Theorem 5.4 (as transcribed) {unconfirmed}`Transcribed from a review and a public formalization: the printed statement itself could not be read; the paper's source labels it as a lemma.`
 # Let $\mathcal K$ satisfy the hypotheses of Theorem 5.2 ((5.1), equal norms, $c_0>0$). There is
 # $\varepsilon_*>0$ such that for every $\varepsilon\in(0,\varepsilon_*)$ and $\gamma\in(0,1)$ with
 # $\varepsilon/\gamma\ge2\,\mathsf d(\mathcal K)$, and every start in $\mathcal K^n$ with each
@@ -706,7 +706,7 @@ gl("e6_slope_sap", sl_sap)
 #
 # Two statements, to keep apart:
 #
-# * **As printed** (Proposition 5.1, `prop: origin`, as transcribed): let $\beta>0$; there is
+# * **As printed** (Proposition 5.1 {unconfirmed}`Transcribed from a review and a public formalization: the printed statement itself could not be read.`, as transcribed): let $\beta>0$; there is
 #   $\gamma_*\in(0,1)$ such that for every $\gamma\in(0,\gamma_*)$ and every initial configuration
 #   there is $x^*\in\operatorname{conv}\{x_i^0\}$ with $x_i^t\to x^*$ for all $i$ under (SA$\beta$).
 #   The paper's proof is a "mutatis mutandis" reference to a continuous-time result on the sphere
