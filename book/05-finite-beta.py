@@ -127,7 +127,6 @@ def gl(name, value):
         value = value.item()
     glue(name, value, display=False)
 
-
 # %% [markdown]
 # ## Cones, erosion and Figure 4
 #
@@ -409,7 +408,6 @@ grid_jump = sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[6], kappa=p.kappas, r
 grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[n for n in p.ns if n != 6], kappa=[3],
                          runs=p.jump_runs, eps=0.05)
 res_jump = sweeps.run(ET.exit_time_task, grid_jump, **RUN)
-
 
 # %% tags=["hide-input"]
 def merged(results, **key):
