@@ -165,6 +165,11 @@ page.glue(**{"ch1-h": p.h, "ch1-P-11": (P[0, 0], ".4f"),
 # %%
 X0 = page.stream("beta-limit").standard_normal((p.configs, p.n, d))
 lim = mc.beta_limit(X0, p.betas, p.h, p.steps)
+page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit", mp.beta_limit_data(lim, p.n),
+            statement="Section 1: the hardmax limit (SA∞) of layer (1.3)",
+            caption="Layer (1.3) at finite beta converges to the hardmax dynamics like exp(-beta Delta)")
+
+# %% tags=["hide-input"]
 const_half, held_in, held_n = mc.held_out_constant(lim)
 mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))       # the beta closest to 10
 page.glue(**{"ch1-configs": p.configs, "ch1-n": p.n, "ch1-steps": p.steps,
@@ -174,9 +179,6 @@ page.glue(**{"ch1-configs": p.configs, "ch1-n": p.n, "ch1-steps": p.steps,
              "ch1-err-worst": (lim.worst[-1], ".2f"), "ch1-err-const": (lim.const, ".1f"),
              "ch1-err-const-half": (const_half, ".1f"), "ch1-err-held-in": held_in,
              "ch1-err-held-n": held_n, "ch1-gap-min": (lim.Delta.min(), ".1e")})
-page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit", mp.beta_limit_data(lim, p.n),
-            statement="Section 1: the hardmax limit (SA∞) of layer (1.3)",
-            caption="Layer (1.3) at finite beta converges to the hardmax dynamics like exp(-beta Delta)")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch1-beta-limit
@@ -245,12 +247,14 @@ page.glue(**{"ch1-gamma": p.gamma, "ch1-E8-wrong": (np.abs(with_V_gamma - sa_bet
 # %%
 x = np.array([[-0.6, 0.5], [0.7, 0.6], [0.1, -0.7], [-0.8, -0.4], [0.5, -0.1]])   # five fixed tokens
 sap = mc.sap_mean(x, p.gamma, p.beta_mc, p.samples, rng=page.stream("sap-mean"))
-page.glue(**{"ch1-samples": (p.samples, ","), "ch1-beta-mc": p.beta_mc,
-             "ch1-mc-err": (np.abs(sap.mean - sap.target).max(), ".1e"), "ch1-mc-z": (sap.z.max(), ".2f"),
-             "ch1-mc-coords": int(sap.z.size), "ch1-mc-within": int((sap.z <= 2).sum())})
 page.figure(mp.fig_sap_expectation(sap), "ch1-sap-expectation", mp.sap_data(sap),
             statement="Section 1: the Markov chain (SAP) and (SAβ)",
             caption="One (SAP) step is one (SA-beta) step in expectation: Monte Carlo check")
+
+# %% tags=["hide-input"]
+page.glue(**{"ch1-samples": (p.samples, ","), "ch1-beta-mc": p.beta_mc,
+             "ch1-mc-err": (np.abs(sap.mean - sap.target).max(), ".1e"), "ch1-mc-z": (sap.z.max(), ".2f"),
+             "ch1-mc-coords": int(sap.z.size), "ch1-mc-within": int((sap.z <= 2).sum())})
 
 # %% [markdown]
 # ```{glue:figure} fig-ch1-sap-expectation
