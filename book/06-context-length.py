@@ -162,8 +162,10 @@ page.glue(own_tokens=p.own_tokens, own_points=len(own), own_zmax=(float(np.max(n
           own_nmax=top["n"], head_owners=top["owners"], head_tokens=top["tokens"], head_d=top["d"],
           head_expected_non_owners=(top["tokens"] * (1 - top["probability"]), ".2f"),
           head_pairs=(float(top["n"] * (top["n"] - 1)), ".1e"))
-for n in p.own_ns:
-    page.glue(**{f"d_half_{n}": (CL.half_dimension(n), ".1f"), f"two_log_{n}": (2 * np.log(n), ".1f")})
+n_lo, n_hi = min(p.own_ns), max(p.own_ns)
+page.glue(n_lo=f"{n_lo:,}", n_hi=f"{n_hi:,}",
+          d_half_lo=(CL.half_dimension(n_lo), ".1f"), d_half_hi=(CL.half_dimension(n_hi), ".1f"),
+          two_log_lo=(2 * np.log(n_lo), ".1f"), two_log_hi=(2 * np.log(n_hi), ".1f"))
 fig = CP.fig_ownership(own, head_d=HEAD_D, **page.data_only)
 page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition), Remark 4.6",
             caption="Fraction of n Gaussian tokens that own their cells under the hardmax, "
@@ -181,9 +183,9 @@ page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition),
 #
 # The sampled fractions agree with the integral at all {glue:text}`own_points` points, within
 # {glue:text}`own_zmax` binomial standard errors. The probability is $1/2$ at
-# $d\approx${glue:text}`d_half_1024` for $n=1{,}024$ and at $d\approx${glue:text}`d_half_65536`
-# for $n=65{,}536$. The rough rule $2\ln n$ gives {glue:text}`two_log_1024` and
-# {glue:text}`two_log_65536`: it overestimates a little, but it has the right growth.
+# $d\approx${glue:text}`d_half_lo` for $n=${glue:text}`n_lo` and at $d\approx${glue:text}`d_half_hi`
+# for $n=${glue:text}`n_hi`. The rough rule $2\ln n$ gives {glue:text}`two_log_lo` and
+# {glue:text}`two_log_hi`: it overestimates a little, but it has the right growth.
 # In $d=${glue:text}`head_d` all {glue:text}`head_owners` of the {glue:text}`head_tokens`
 # tokens own their cells. The expected number of tokens that do not is
 # {glue:text}`head_expected_non_owners`.
