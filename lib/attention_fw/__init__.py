@@ -29,7 +29,8 @@ figures
   animate         offline animations of trajectories
 infra
   paths           every path of the project, anchored on the repository root
-  plotting        figure style and the single atomic, reproducible ``save``
+  plotting        figure style, venue styles and the single atomic, reproducible ``save``
+  notebook        how a chapter saves, glues and describes a figure and quotes a number
   presets         the named parameter sets of the notebooks
   sweeps          parameter grids over an executor, cached on disk
   _validate       input checks with messages that name the argument

@@ -146,7 +146,7 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
     lim = example["final"][r].mean(axis=0)
     c.plot(0, 0, "kx", ms=6, label="origin (minimiser of $J$)")
     c.plot(*lim, "*", color="C3", ms=9, label=r"limit $x^*\in\mathcal{K}^0$")
-    c.set_aspect("equal")
+    c.set_aspect("equal", adjustable="datalim")  # keeps the panel's share of the width
     c.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False)
     c.set_title("(c) one shifted cloud")
     c.set_xticks([])
