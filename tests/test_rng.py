@@ -11,6 +11,7 @@ import pytest
 import attention_fw
 from attention_fw import convergence as C
 from attention_fw import dynamics as D
+from attention_fw import tiled as T
 from attention_fw import exit_times as ET
 from attention_fw import geometry as G
 from attention_fw import metastability as M
@@ -28,6 +29,7 @@ CALLS = {
     "convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
     "dynamics.sap_step": lambda rng: D.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
+    "tiled.sap_step": lambda rng: T.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, key_tile=2, return_choice=True),
     "dynamics.bernoulli_from_neg_log": lambda rng: D.bernoulli_from_neg_log(np.linspace(0, 3, 50), rng=rng),
     "dynamics.MarkovChain": lambda rng: D.simulate(np.stack([X2] * 4), D.MarkovChain(0.5, 2.0, rng=rng), 5).x,
     "exit_times.near_vertex_configuration": lambda rng: ET.near_vertex_configuration(TRI, 2, 0.05, rng=rng),

@@ -49,6 +49,13 @@ of a length-d dot product (``tie_rtol = 8 d eps`` relative to the row's largest
 still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
 are not. ``tie_rtol=0`` asks for exact equality.
 
+Memory. The batched steps hold the ``(R, n, n)`` scores. When those would exceed the memory
+budget of :mod:`attention_fw.tiled` (256 MiB unless set), ``softmax_step``, ``hardmax_step``,
+``sap_step``, ``layer_step``, ``leaders`` and ``tie_counts`` hand the work to the tiled versions
+there (same numbers to rounding, same leader sets, same law), which need ``O(R n (d + tile))``.
+``attention`` returns the matrix itself and is never tiled (``tiled.attention_apply`` gives
+``A @ values``).
+
 Examples
 --------
 >>> import numpy as np
@@ -83,6 +90,19 @@ def _tie_tol(tie_rtol, d):
     if tie_rtol is None:
         return 8.0 * d * np.finfo(float).eps
     return chk.real_scalar("tie_rtol", tie_rtol, low=0.0)
+
+
+def _tiled_for(x, *, hardmax=False):
+    """:mod:`attention_fw.tiled` when this step's (R, n, n) arrays would exceed its memory budget, else None.
+
+    The hardmax of tokens in d <= 2 never holds the score matrix (its numba pass makes the scores
+    row by row), so it stays on its own path at any n.
+    """
+    shape = np.shape(x)
+    if len(shape) < 2 or (hardmax and shape[-1] <= 2):
+        return None
+    from . import tiled
+    return None if tiled.fits(shape) else tiled
 
 
 # ----------------------------------------------------------------------------- checks
@@ -205,12 +225,16 @@ def _leader_scores(x, B):
 
 def leaders(x, B=None) -> np.ndarray:
     """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.leaders(x, B)
     x = _tokens(x)
     return _leader_scores(x, _key_query(B, x)).argmax(axis=-1)
 
 
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.tie_counts(x, B, tie_rtol=tie_rtol)
     x = _tokens(x)
     S = _leader_scores(x, _key_query(B, x))
     tol = _tie_tol(tie_rtol, x.shape[-1])
@@ -260,8 +284,9 @@ def layer_step(x, beta, B, V) -> np.ndarray:
     P = preconditioner(V)
     if P.shape[0] != x.shape[-1]:
         raise ValueError(f"V must be {x.shape[-1]} x {x.shape[-1]} to match x, got {P.shape}")
-    A = attention(x, B, beta)
-    return x + (A @ x - x) @ P.T
+    T = _tiled_for(x)
+    Ax = attention(x, B, beta) @ x if T is None else T.attention_apply(x, x, B, beta)
+    return x + (Ax - x) @ P.T
 
 
 def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
@@ -283,6 +308,8 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     array([[0.1 , 0.65],
            [0.6 , 0.15]])
     """
+    if (T := _tiled_for(x, hardmax=True)) is not None:
+        return T.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
     gamma = _gamma(gamma)
     x = chk.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
     d = x.shape[-1]
@@ -366,6 +393,8 @@ def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
     array([[ 0.5,  0. ],
            [-0.5,  0. ]])
     """
+    if (T := _tiled_for(x)) is not None:
+        return T.softmax_step(x, gamma, beta, B)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     x = chk.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
@@ -488,6 +517,8 @@ def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False):
     >>> bool(np.allclose(y, x + 0.5 * (x[J] - x)))
     True
     """
+    if (T := _tiled_for(x)) is not None:
+        return T.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     rng = chk.rng("rng", rng)
@@ -668,8 +699,9 @@ class Layer(Rule):
             raise ValueError(f"V must have the shape of B {self.B.shape}, got {self.P.shape}")
 
     def step(self, x, t, systems=None):
-        A = attention(x, self.B, self.beta)
-        return x + (A @ x - x) @ self.P.T
+        T = _tiled_for(x)
+        Ax = attention(x, self.B, self.beta) @ x if T is None else T.attention_apply(x, x, self.B, self.beta)
+        return x + (Ax - x) @ self.P.T
 
 
 class Recorder:

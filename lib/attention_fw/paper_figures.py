@@ -45,12 +45,16 @@ of the saved figure (:func:`attention_fw.plotting.layout`) and :data:`INFO` (cha
 one-line caption) with the command that regenerates it (:func:`command`).
 
 The module also holds the helpers that compare a figure with the authors' published PDF
-(:func:`read_pdf_paths`, :func:`published_geometry`, :func:`rasterise_pdf`).
+(:func:`read_pdf_paths`, :func:`pdf_shapes`, :func:`published_geometry`, :func:`rasterise_pdf`)
+and :func:`published_shapes`, which reads the shapes of those PDFs from the data committed with
+the book (``book/data/published-figures.json``, written by ``make published-data PDFS=dir``),
+so that no comparison needs the PDFs themselves.
 """
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import re
 import shutil
 import subprocess
@@ -68,12 +72,13 @@ from matplotlib.patches import Polygon as MplPolygon
 
 from . import _validate as V
 from . import geometry as G
-from . import plotting
+from . import paths, plotting
 
 __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
            "FIGURES", "DEFAULTS", "INFO", "make", "make_all", "render", "is_default", "command", "main",
            "cell_panel", "hue_colours",
-           "read_pdf_paths", "published_geometry", "fit_similarity", "rasterise_pdf"]
+           "read_pdf_paths", "pdf_shapes", "published_shapes", "published_geometry", "fit_similarity",
+           "rasterise_pdf"]
 
 
 SEED = 42
@@ -750,6 +755,65 @@ def read_pdf_paths(pdf):
     return {"paths": out, "markers": np.array(markers).reshape(-1, 2)}
 
 
+def pdf_shapes(pdf):
+    """The shapes of a single-page matplotlib PDF that the comparisons use, in PDF points.
+
+    Returns
+    -------
+    dict with ``outlines`` (list of (m, 2) arrays: closed, stroked, unfilled single paths, the
+    first point repeated at the end; hull outlines are among them), ``fills`` (list of
+    (RGB array, (m, 2) polygon): filled single paths of at least 3 points, in drawing order) and
+    ``markers`` ((q, 2) array of marker positions).
+    """
+    info = read_pdf_paths(pdf)
+    outlines, fills = [], []
+    for p in info["paths"]:
+        if len(p["subpaths"]) != 1:
+            continue
+        pts = p["subpaths"][0]
+        if p["fill"] is None:
+            if len(pts) >= 4 and np.allclose(pts[0], pts[-1]):
+                outlines.append(pts)
+        elif len(pts) >= 3:
+            fills.append((np.array(p["fill"], dtype=float), pts))
+    return {"outlines": outlines, "fills": fills, "markers": info["markers"]}
+
+
+def published_shapes(name, data=None):
+    """Shapes of the authors' published figure ``name`` (e.g. ``"quadratic_5"``), as
+    :func:`pdf_shapes` returned them from the PDF, read from the committed data file.
+
+    Parameters
+    ----------
+    name : str
+        File name with or without ``.pdf``.
+    data : path, optional
+        Defaults to :data:`attention_fw.paths.PUBLISHED_DATA`.
+
+    Returns
+    -------
+    dict with ``outlines``, ``fills``, ``markers`` (as :func:`pdf_shapes`), ``sha256`` of the
+    PDF the shapes were read from, and ``raster`` (pixel counts of its pdftoppm rendering, or
+    None). Shapes the data file leaves out (``omitted``) come back as empty lists.
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not in the data file (the message lists the names it holds).
+    """
+    path = Path(data) if data is not None else paths.PUBLISHED_DATA
+    files = json.loads(path.read_text())["files"]
+    key = name if name.endswith(".pdf") else f"{name}.pdf"
+    if key not in files:
+        raise KeyError(f"{key!r} is not in {path}; it holds {sorted(files)}")
+    e = files[key]
+    return {"outlines": [np.array(P, dtype=float) for P in e.get("outlines", [])],
+            "fills": [(np.array(f["rgb"], dtype=float), np.array(f["polygon"], dtype=float))
+                      for f in e.get("fills", [])],
+            "markers": np.array(e.get("markers", []), dtype=float).reshape(-1, 2),
+            "sha256": e["sha256"], "raster": e.get("raster")}
+
+
 def fit_similarity(src, dst):
     """Least-squares scale s and shift t with dst ~ s * src + t; returns (s, t, max residual)."""
     src = _pairs(src)
@@ -772,7 +836,7 @@ def _cyclic_match(A, B):
     return best
 
 
-def published_geometry(pdf, hull):
+def published_geometry(source, hull):
     """Recover the polygons of a published cell/cone figure in data coordinates.
 
     The hull outline (the stroked closed path with as many corners as ``hull``) fixes the map
@@ -781,7 +845,7 @@ def published_geometry(pdf, hull):
 
     Parameters
     ----------
-    pdf : path of a published PDF
+    source : path of a PDF, or its shapes (:func:`pdf_shapes`, :func:`published_shapes`)
     hull : array (k, 2), our hull polygon (CCW), used to find and align the outline
 
     Returns
@@ -792,26 +856,20 @@ def published_geometry(pdf, hull):
     (marker positions in data units).
     """
     K = _pairs(hull)
-    info = read_pdf_paths(pdf)
+    shapes = source if isinstance(source, dict) else pdf_shapes(source)
     best = None
-    for p in info["paths"]:
-        if p["fill"] is not None or len(p["subpaths"]) != 1:
-            continue
-        pts = p["subpaths"][0]
-        if len(pts) == len(K) + 1 and np.allclose(pts[0], pts[-1]):
+    for pts in shapes["outlines"]:
+        if len(pts) == len(K) + 1:
             Br, fit = _cyclic_match(K, pts[:-1])
             if best is None or fit[2] < best[1][2]:
                 best = (Br, fit)
     if best is None:
-        raise ValueError(f"no hull outline with {len(K)} corners in {pdf}")
+        where = "the given shapes" if isinstance(source, dict) else source
+        raise ValueError(f"no hull outline with {len(K)} corners in {where}")
     Br, (s, t, res) = best
-    fills = []
-    for p in info["paths"]:
-        if p["fill"] is None or len(p["subpaths"]) != 1 or len(p["subpaths"][0]) < 3:
-            continue
-        fills.append((np.array(p["fill"]), (p["subpaths"][0] - t) / s))
+    fills = [(rgb, (P - t) / s) for rgb, P in shapes["fills"]]
     return {"scale": s, "shift": t, "hull_residual": res / s, "hull": (Br - t) / s,
-            "fills": fills, "markers": (info["markers"] - t) / s}
+            "fills": fills, "markers": (shapes["markers"] - t) / s}
 
 
 def rasterise_pdf(pdf, dpi=60):
