@@ -20,6 +20,7 @@ venv: $(STAMP)
 # Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
+	$(VENV)/bin/ruff check lib tools tests book
 	$(PY) -m pytest
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
@@ -69,7 +70,7 @@ REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
 RUNNER     := $(PY) tools/run_notebook.py
-BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_ext/*.py)
+BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_ext/*.py book/_static/*)
 
 # The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,
 # so that `make -n` sees it too) only when the preset differs from the last execution.
@@ -117,14 +118,28 @@ figure: $(STAMP)
 	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
 	$(PY) -m attention_fw.paper_figures $(ARGS)
 
+# ---------------------------------------------------------------------------------------
+# make lab [PORT=8888] [NO_BROWSER=1]: JupyterLab from .venv on the repository root. Each
+# book/NN-name.py opens as a notebook and saves back to itself (jupytext.toml, tools/lab/);
+# the kernel is .venv's Python, so attention_fw imports and the explorers are live widgets;
+# figures of runs in the lab go to figures/custom/. NO_BROWSER=1 only prints the URL (on a
+# remote machine, forward the port first: ssh -L 8888:localhost:8888 <host>).
+.PHONY: lab
+PORT ?= 8888
+lab: $(STAMP)
+	@echo "lab: JupyterLab on http://localhost:$(PORT); the URL to open, with its token, is printed below. Ctrl-C stops it."
+	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
+	    --config=$(CURDIR)/tools/lab/jupyter_lab_config.py --port=$(PORT)$(if $(filter-out 0 no false,$(NO_BROWSER)), --no-browser)
+
 # Preview the built book (building it first when needed) as GitHub Pages serves a project:
-# under a sub-path, http://127.0.0.1:$(PORT)/$(SUBPATH)/. Ctrl-C stops the server.
-PORT       ?= 8000
+# under a sub-path, http://127.0.0.1:$(SERVE_PORT)/$(SUBPATH)/. Ctrl-C stops the server.
+# make serve PORT=... (default 8000; make lab's default port is 8888)
+SERVE_PORT  = $(if $(filter command line environment,$(origin PORT)),$(PORT),8000)
 SUBPATH    ?= $(notdir $(CURDIR))
 serve: book
 	@rm -rf _build/serve && mkdir -p _build/serve && ln -s ../html "_build/serve/$(SUBPATH)"
-	@echo "serve: http://127.0.0.1:$(PORT)/$(SUBPATH)/ (as on https://<owner>.github.io/<repository>/); Ctrl-C stops"
-	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory _build/serve
+	@echo "serve: http://127.0.0.1:$(SERVE_PORT)/$(SUBPATH)/ (as on https://<owner>.github.io/<repository>/); Ctrl-C stops"
+	$(PY) -m http.server $(SERVE_PORT) --bind 127.0.0.1 --directory _build/serve
 
 # Re-read the authors' published figure PDFs (a folder holding them, e.g. the figures/ folder of
 # their repository) into book/data/published-figures.json; `git diff` then shows any change.

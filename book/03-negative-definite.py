@@ -1,13 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -48,61 +47,61 @@
 # :::
 
 # %% tags=["parameters"]
-preset = "paper"        # "paper": full quality; "quick": a few seconds, for tests
-cex_steps = None        # steps of the exact (Fraction) counterexample
-n_symmetric = None      # centrally symmetric clouds for the bound check
-m_symmetric = None      # each symmetric cloud has 2 m tokens
-shifted_sizes = None    # numbers of tokens of the shifted clouds
-shifted_per_size = None # shifted clouds per size
-bound_steps = None      # layers followed for the bound check
-rate_clouds = None      # clouds for the rate plots
-rate_steps = None       # layers for the rate plots of shifted clouds and of the fixed hull
-sym_rate_steps = None   # layers for the rate plot of symmetric clouds
-line_steps = None       # iterations of Frank-Wolfe with line search
-seed = None             # seed of every random draw on this page
+preset = "paper"         # "paper": full quality; "quick": seconds (tests)
+cex_steps = None         # steps of the exact (Fraction) counterexample
+n_symmetric = None       # centrally symmetric clouds for the bound check
+m_symmetric = None       # each symmetric cloud has 2 m tokens
+shifted_sizes = None     # numbers of tokens of the shifted clouds
+shifted_per_size = None  # shifted clouds per size
+bound_steps = None       # layers followed for the bound check
+rate_clouds = None       # clouds for the rate plots
+rate_steps = None        # layers: rates of shifted clouds, fixed hull
+sym_rate_steps = None    # layers for the rates of symmetric clouds
+line_steps = None        # iterations of Frank-Wolfe with line search
+seed = None              # seed of every random draw on this page
 
 # %%
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4, shifted_sizes=[3, 4, 5, 6, 7],
-                  shifted_per_size=40, bound_steps=10_000, rate_clouds=20, rate_steps=10_000,
+    "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4,
+                  shifted_sizes=[3, 4, 5, 6, 7], shifted_per_size=40,
+                  bound_steps=10_000, rate_clouds=20, rate_steps=10_000,
                   sym_rate_steps=3000, line_steps=400, seed=3),
-    "quick": dict(cex_steps=600, n_symmetric=10, m_symmetric=4, shifted_sizes=[4, 5],
-                  shifted_per_size=6, bound_steps=600, rate_clouds=5, rate_steps=600,
+    "quick": dict(cex_steps=600, n_symmetric=10, m_symmetric=4,
+                  shifted_sizes=[4, 5], shifted_per_size=6,
+                  bound_steps=600, rate_clouds=5, rate_steps=600,
                   sym_rate_steps=200, line_steps=100, seed=3),
 }
-pc = resolve(PRESETS, preset, cex_steps=cex_steps, n_symmetric=n_symmetric, m_symmetric=m_symmetric,
-             shifted_sizes=shifted_sizes, shifted_per_size=shifted_per_size, bound_steps=bound_steps,
-             rate_clouds=rate_clouds, rate_steps=rate_steps, sym_rate_steps=sym_rate_steps,
-             line_steps=line_steps, seed=seed)
+pc = resolve(PRESETS, preset, cex_steps=cex_steps, n_symmetric=n_symmetric,
+             m_symmetric=m_symmetric, shifted_sizes=shifted_sizes,
+             shifted_per_size=shifted_per_size, bound_steps=bound_steps,
+             rate_clouds=rate_clouds, rate_steps=rate_steps,
+             sym_rate_steps=sym_rate_steps, line_steps=line_steps,
+             seed=seed)
 
 # %%
 from fractions import Fraction
 
 import numpy as np
-from myst_nb import glue
 
 from attention_fw import convergence as cv
 from attention_fw import convergence_plots as cvp
-from attention_fw import paths, plotting
+from attention_fw import plotting
+from attention_fw.notebook import Page
 
 # %matplotlib inline
 plotting.use_style()
 seeds = np.random.SeedSequence(pc.seed).spawn(6)
-# Figures of the default paper run go to figures/; any other run to figures/custom/ (quick: data only).
-overridden = any(v is not None for v in (cex_steps, n_symmetric, m_symmetric, shifted_sizes, shifted_per_size,
-                                         bound_steps, rate_clouds, rate_steps, sym_rate_steps, line_steps, seed))
-save_kw = ({} if pc.preset == "paper" and not overridden else
-           dict(outdir=paths.figures_dir() / "custom", formats=() if pc.preset == "quick" else None))
+page = Page("03-negative-definite", pc)  # saves and glues figures
 
 # %% [markdown]
 # ## Theorem 3.1 as printed
 #
-# The statement below is the paper's Theorem 3.1 (`thm: fw.cluster`) as transcribed by a public
-# formalization and a reproduction log; the paper itself could not be read directly.
+# The statement below is the paper's Theorem 3.1 as transcribed by a public formalization and a
+# reproduction log; the paper itself could not be read directly.
 #
-# :::{admonition} Theorem 3.1 (as printed in v1; **false**, see below)
+# :::{admonition} Theorem 3.1 (as printed in v1; **false**, see below) {unconfirmed}`Transcribed from a public formalization and a reproduction log: the printed statement itself could not be read.`
 # Assume $B_*^t-B_*^{t+1}\succeq0$ and $B_*^t\succeq0$ for all $t\ge0$, $\gamma^t=\frac{2}{t+2}$,
 # and $0\in\mathcal K^0$. Then for all $i$ and $t$,
 #
@@ -125,41 +124,39 @@ save_kw = ({} if pc.preset == "paper" and not overridden else
 # $\mathsf d(\mathcal K^0)=4$, $\lambda_{\max}=1$, and the bound reads $32/(t+1)$. We run (SA∞)
 # with `fractions.Fraction`, so that no rounding can create or hide a crossing
 # (`convergence.exact_hardmax_trajectory`). At $t=0$ ($\gamma=1$) the tokens swap; at $t=1$
-# ($\gamma=2/3$) they land on $x^2=${glue:text}`ch3-x2`, and $\mathcal K^2$ no longer contains $0$.
-# From then on token 2 is its own oracle and stays at {glue:text}`ch3-limit`, while token 1
-# approaches it, $x_1^s=\tfrac13+\tfrac{8}{s(s+1)}$. So $J(x_2^{t+1})=${glue:text}`ch3-plateau`
+# ($\gamma=2/3$) they land on $x^2=${glue:text}`x2`, and $\mathcal K^2$ no longer contains $0$.
+# From then on token 2 is its own oracle and stays at {glue:text}`limit`, while token 1
+# approaches it, $x_1^s=\tfrac13+\tfrac{8}{s(s+1)}$. So $J(x_2^{t+1})=${glue:text}`plateau`
 # for ever, while the bound decays like $1/t$.
 #
-# The first $t$ with $\max_iJ(x_i^{t+1})$ above the bound is $t=${glue:text}`ch3-first` (token 1).
-# Token 2 alone first violates it at $t=${glue:text}`ch3-first-tok2`; at $t=575$ it meets the
-# bound with equality, $32/576=1/18$ (equality times of token 2: {glue:text}`ch3-eq-tok2`).
+# The first $t$ with $\max_iJ(x_i^{t+1})$ above the bound is $t=${glue:text}`first` (token 1).
+# Token 2 alone first violates it at $t=${glue:text}`first_tok2`; at $t=575$ it meets the
+# bound with equality, $32/576=1/18$ (equality times of token 2: {glue:text}`eq_tok2`).
 # Beyond $t\approx575$ the printed bound is wrong by an unbounded factor.
 
 # %%
 cex = cv.thm31_counterexample(x0=(3, -1), steps=pc.cex_steps)
-x2 = cex["trajectory"][2]
-glue("ch3-x2", f"({x2[0][0]}, {x2[1][0]})", display=False)
-glue("ch3-limit", str(cex["limit"]), display=False)
-glue("ch3-plateau", str(cex["plateau"]), display=False)
-glue("ch3-first", cex["first_violation"], display=False)
-glue("ch3-first-tok2", cex["first_violation_token"][1], display=False)
-glue("ch3-eq-tok2", ", ".join(map(str, cex["equality_times"][1])) or "none", display=False)
 assert cex["bound"][575] == Fraction(1, 18) == cex["J"][575][1]
-fig_cex = cvp.fig_thm31_counterexample(cex, **save_kw)
-glue("fig-ch3-cex", fig_cex, display=False)
-from matplotlib import pyplot as plt  # noqa: E402  (close after glue: each figure shown once)
-plt.close(fig_cex)
+x2 = cex["trajectory"][2]
+page.glue(x2=f"({x2[0][0]}, {x2[1][0]})", limit=cex["limit"],
+          plateau=cex["plateau"], first=cex["first_violation"],
+          first_tok2=cex["first_violation_token"][1],
+          eq_tok2=", ".join(map(str, cex["equality_times"][1])) or "none")
+fig = cvp.fig_thm31_counterexample(cex, **page.data_only)
+page.figure(fig, "fw-thm31-counterexample",
+            statement="Theorem 3.1 (erratum E2)",
+            caption="Theorem 3.1's printed bound against an exact "
+                    "counterexample: violated from t = 575 on")
 
 # %% [markdown]
-# ```{glue:figure} fig-ch3-cex
-# :name: fig-ch3-cex
+# ```{glue:figure} fig-fw-thm31-counterexample
+# :name: fig-fw-thm31-counterexample
 #
 # The counterexample $x^0=(3,-1)$, $B_*=1$, $\gamma^t=2/(t+2)$, computed with exact fractions.
 # (a) The energies of both tokens (log–log) against the printed bound $32/(t+1)$ (dashed): the
 # energy of token 2 is constant $1/18$ from $t=1$ on and the bound crosses it; the first violation
 # is at $t=575$ exactly. (b) The first layers: after the swap at $t=0$ the hull $\mathcal K^t$
 # (grey) moves off the origin at $t=2$ and the tokens merge at $1/3$, not at $0$.
-# File: `figures/fw-thm31-counterexample.{pdf,png,svg}`, data in `figures/data/`.
 # ```
 #
 # The time of the first violation depends on the data. Short simulations (tens of layers) cannot
@@ -177,56 +174,62 @@ plt.close(fig_cex)
 # (re-mirroring and exact zeros, `symmetric=True`), which the tests validate against the
 # `Fraction` implementation.
 #
-# We compare {glue:text}`ch3-sym-total` symmetric Gaussian clouds in $\mathbb R^2$
-# ({glue:text}`ch3-sym-n` tokens each) with {glue:text}`ch3-shift-total` Gaussian clouds of
-# {glue:text}`ch3-shift-sizes` tokens, each translated so that the origin is a random convex
+# We compare {glue:text}`sym_total` symmetric Gaussian clouds in $\mathbb R^2$
+# ({glue:text}`sym_n` tokens each) with {glue:text}`shift_total` Gaussian clouds of
+# {glue:text}`shift_sizes` tokens, each translated so that the origin is a random convex
 # combination of its tokens (`convergence.shifted_cloud`; so $0\in\mathcal K^0$ holds), all with
-# $B_*=I_2$, over {glue:text}`ch3-bound-steps` layers. The printed bound holds if and only if the
+# $B_*=I_2$, over {glue:text}`bound_steps` layers. The printed bound holds if and only if the
 # ratio $(t+1)\max_iJ(x_i^{t+1})/(\lambda_{\max}\mathsf d(\mathcal K^0)^2)$ stays below 2.
 #
-# * Symmetric clouds: {glue:text}`ch3-sym-viol` of {glue:text}`ch3-sym-total` violate the bound;
-#   the largest ratio seen is {glue:text}`ch3-sym-maxratio:.3f`, and the origin stays in every
-#   hull along these runs (largest distance to it {glue:text}`ch3-sym-dist:.1e`).
-# * Shifted clouds: {glue:text}`ch3-shift-viol` of {glue:text}`ch3-shift-total` violate it, the
-#   earliest at $t=${glue:text}`ch3-shift-first`, the median at $t=${glue:text}`ch3-shift-median`.
+# * Symmetric clouds: {glue:text}`sym_viol` of {glue:text}`sym_total` violate the bound;
+#   the largest ratio seen is {glue:text}`sym_maxratio`, and the origin stays in every
+#   hull along these runs (largest distance to it {glue:text}`sym_dist`).
+# * Shifted clouds: {glue:text}`shift_viol` of {glue:text}`shift_total` violate it, the
+#   earliest at $t=${glue:text}`shift_first`, the median at $t=${glue:text}`shift_median`.
 #   Every cloud collapses to one point (largest final diameter relative to $\mathsf d(\mathcal K^0)$:
-#   {glue:text}`ch3-shift-diam:.1e`) at distance between {glue:text}`ch3-shift-lim-min:.3f` and
-#   {glue:text}`ch3-shift-lim-max:.3f` times $\mathsf d(\mathcal K^0)$ from the origin
-#   (median {glue:text}`ch3-shift-lim-med:.3f`). The limit is a point of $\mathcal K^0$, because
+#   {glue:text}`shift_diam`) at distance between {glue:text}`shift_lim_min` and
+#   {glue:text}`shift_lim_max` times $\mathsf d(\mathcal K^0)$ from the origin
+#   (median {glue:text}`shift_lim_med`). The limit is a point of $\mathcal K^0$, because
 #   the hulls are nested, but not the minimiser of $J$.
 
 # %%
-
 Bs = np.eye(2)
-sym = cv.thm31_ratio(cv.symmetric_cloud(pc.n_symmetric, pc.m_symmetric, 2, seed=np.random.default_rng(seeds[0])),
-                     Bs, pc.bound_steps, symmetric=True)
-shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size, pc.bound_steps, Bstar=Bs, seed=int(seeds[1].generate_state(1)[0]))
+sym_clouds = cv.symmetric_cloud(pc.n_symmetric, pc.m_symmetric, 2,
+                                rng=np.random.default_rng(seeds[0]))
+sym = cv.thm31_ratio(sym_clouds, Bs, pc.bound_steps, symmetric=True)
+shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size,
+                       pc.bound_steps, Bstar=Bs,
+                       rng=int(seeds[1].generate_state(1)[0]))
 viol = shf["first_violation"][shf["first_violation"] >= 0]
 lim = np.linalg.norm(shf["limit"], axis=-1) / shf["diam0"]
-glue("ch3-sym-total", pc.n_symmetric, display=False)
-glue("ch3-sym-n", 2 * pc.m_symmetric, display=False)
-glue("ch3-shift-total", len(shf["first_violation"]), display=False)
-glue("ch3-shift-sizes", f"{min(pc.shifted_sizes)} to {max(pc.shifted_sizes)}", display=False)
-glue("ch3-bound-steps", pc.bound_steps, display=False)
-glue("ch3-sym-viol", int((sym["first_violation"] >= 0).sum()), display=False)
-glue("ch3-sym-maxratio", float(sym["ratio"].max()), display=False)
-glue("ch3-sym-dist", float(sym["origin_dist"].max()), display=False)
-glue("ch3-shift-viol", int(viol.size), display=False)
-glue("ch3-shift-first", int(viol.min()) if viol.size else -1, display=False)
-glue("ch3-shift-median", int(np.median(viol)) if viol.size else -1, display=False)
-glue("ch3-shift-diam", float((shf["final_diameter"] / shf["diam0"]).max()), display=False)
-glue("ch3-shift-lim-min", float(lim.min()), display=False)
-glue("ch3-shift-lim-max", float(lim.max()), display=False)
-glue("ch3-shift-lim-med", float(np.median(lim)), display=False)
+page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
+          bound_steps=pc.bound_steps,
+          shift_total=len(shf["first_violation"]),
+          shift_sizes=f"{min(pc.shifted_sizes)} to {max(pc.shifted_sizes)}",
+          sym_viol=int((sym["first_violation"] >= 0).sum()),
+          sym_maxratio=(sym["ratio"].max(), ".3f"),
+          sym_dist=(sym["origin_dist"].max(), ".1e"),
+          shift_viol=viol.size,
+          shift_first=viol.min() if viol.size else "never",
+          shift_median=int(np.median(viol)) if viol.size else "never",
+          shift_diam=((shf["final_diameter"] / shf["diam0"]).max(), ".1e"),
+          shift_lim_min=(lim.min(), ".3f"),
+          shift_lim_max=(lim.max(), ".3f"),
+          shift_lim_med=(np.median(lim), ".3f"))
 
-example = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 6, 2, seed=np.random.default_rng(seeds[2])), Bs, pc.rate_steps)
-fig_sym = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example, **save_kw)
-glue("fig-ch3-sym", fig_sym, display=False)
-plt.close(fig_sym)
+example_cloud = cv.shifted_cloud(pc.rate_clouds, 6, 2,
+                                 rng=np.random.default_rng(seeds[2]))
+example = cv.section3_rates(example_cloud, Bs, pc.rate_steps)
+fig = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example,
+                                         **page.data_only)
+page.figure(fig, "fw-thm31-symmetric-vs-shifted",
+            statement="Theorem 3.1 (erratum E2)",
+            caption="The ratio of Theorem 3.1's bound on many clouds: "
+                    "symmetric clouds keep it, shifted clouds break it")
 
 # %% [markdown]
-# ```{glue:figure} fig-ch3-sym
-# :name: fig-ch3-sym
+# ```{glue:figure} fig-fw-thm31-symmetric-vs-shifted
+# :name: fig-fw-thm31-symmetric-vs-shifted
 #
 # Theorem 3.1's ratio on many clouds. (a) $(t+1)\max_iJ(x_i^{t+1})/(\lambda_{\max}\mathsf d(\mathcal K^0)^2)$;
 # the printed bound says it stays below 2 (dashed). Shifted clouds (median and 10–90% band) cross it
@@ -268,46 +271,50 @@ plt.close(fig_sym)
 #
 # The shrinking hull helps the gap (its minimum can only go up) but it also moves the target:
 # the quantity that converges is the gap to the *current* minimum, not the energy. Measured
-# (median over {glue:text}`ch3-rate-clouds` clouds, fitted on $t\ge100$):
+# (median over {glue:text}`rate_clouds` clouds, fitted on $t\ge100$):
 #
-# * shifted clouds: the energy has slope {glue:text}`ch3-slope-J:.2f` (it **plateaus** at $J(x^*)>0$);
+# * shifted clouds: the energy has slope {glue:text}`slope_J` (it **plateaus** at $J(x^*)>0$);
 #   the Frank–Wolfe gap and the primal gap on $\mathcal K^t$ decay with slopes
-#   {glue:text}`ch3-slope-gap:.2f` and {glue:text}`ch3-slope-primal:.2f`, i.e. like $t^{-2}$, faster
+#   {glue:text}`slope_gap` and {glue:text}`slope_primal`, i.e. like $t^{-2}$, faster
 #   than the guaranteed $O(1/t)$. Once the oracles freeze, one token is its own oracle and the others
 #   move towards it along straight lines with factor $\prod_\tau(1-\gamma^\tau)\sim 2/t^2$ — the
 #   same mechanism as Theorem 4.2 in the next chapter. The largest value of the primal gap divided
-#   by the bound of the proposition is {glue:text}`ch3-prop-max:.3f` ($\le1$ as proved).
-# * symmetric clouds ($B_*=\mathrm{diag}(1,0.3)$, {glue:text}`ch3-sym-rate-n` tokens):
-#   {glue:text}`ch3-sym-zero` of {glue:text}`ch3-rate-clouds-sym` clouds reach the origin
-#   **exactly**, in finitely many layers; the others decay with slope {glue:text}`ch3-sym-slope:.2f`
+#   by the bound of the proposition is {glue:text}`prop_max` ($\le1$ as proved).
+# * symmetric clouds ($B_*=\mathrm{diag}(1,0.3)$, {glue:text}`sym_rate_n` tokens):
+#   {glue:text}`sym_zero` of {glue:text}`rate_clouds_sym` clouds reach the origin
+#   **exactly**, in finitely many layers; the others decay with slope {glue:text}`sym_slope`
 #   for the energy. Fast, but polynomial: nowhere a *linear* (geometric) contraction, contrary
 #   to the v1 abstract and text (E1).
 
 # %%
-rs = cv.section3_rates(cv.shifted_cloud(pc.rate_clouds, 5, 2, seed=np.random.default_rng(seeds[3])), Bs, pc.rate_steps)
+shifted = cv.shifted_cloud(pc.rate_clouds, 5, 2,
+                           rng=np.random.default_rng(seeds[3]))
+rs = cv.section3_rates(shifted, Bs, pc.rate_steps)
 Bsym = np.diag([1.0, 0.3])
-n_sym_rate = 2 * pc.rate_clouds
-m_sym_rate = 10
-ry = cv.section3_rates(cv.symmetric_cloud(n_sym_rate, m_sym_rate, 2, seed=np.random.default_rng(seeds[4])), Bsym,
-                       pc.sym_rate_steps, symmetric=True)
-fig_rates, slopes = cvp.fig_rates_section3(rs, ry, **save_kw)
-tt = rs["t"][1:, None]
-prop_ratio = rs["primal_current"][1:] / (2 * rs["lam"] * rs["diam0"] ** 2 / (tt + 2))
-glue("ch3-rate-clouds", pc.rate_clouds, display=False)
-glue("ch3-rate-clouds-sym", n_sym_rate, display=False)
-glue("ch3-sym-rate-n", 2 * m_sym_rate, display=False)
-glue("ch3-slope-J", slopes["shifted"]["J"], display=False)
-glue("ch3-slope-gap", slopes["shifted"]["fw_gap"], display=False)
-glue("ch3-slope-primal", slopes["shifted"]["primal_current"], display=False)
-glue("ch3-sym-slope", slopes["symmetric"]["J"], display=False)
-glue("ch3-sym-zero", int((ry["diameter"][-1] == 0).sum()), display=False)
-glue("ch3-prop-max", float(prop_ratio.max()), display=False)
-glue("fig-ch3-rates", fig_rates, display=False)
-plt.close(fig_rates)
+n_sym_rate, m_sym_rate = 2 * pc.rate_clouds, 10
+symmetric = cv.symmetric_cloud(n_sym_rate, m_sym_rate, 2,
+                               rng=np.random.default_rng(seeds[4]))
+ry = cv.section3_rates(symmetric, Bsym, pc.sym_rate_steps, symmetric=True)
+fig = cvp.fig_rates_section3(rs, ry, **page.data_only)
+slopes = {"shifted": cv.rate_slopes(rs), "symmetric": cv.rate_slopes(ry)}
+page.figure(fig, "fw-rates-section3",
+            statement="Theorem 3.1, corrected proposition (erratum E1)",
+            caption="Energy, Frank–Wolfe gap and primal gap of the token "
+                    "dynamics: polynomial rates, no linear convergence")
+bound = 2 * rs["lam"] * rs["diam0"] ** 2 / (rs["t"][1:, None] + 2)
+prop_ratio = rs["primal_current"][1:] / bound
+page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
+          sym_rate_n=2 * m_sym_rate,
+          slope_J=(slopes["shifted"]["J"], ".2f"),
+          slope_gap=(slopes["shifted"]["fw_gap"], ".2f"),
+          slope_primal=(slopes["shifted"]["primal_current"], ".2f"),
+          sym_slope=(slopes["symmetric"]["J"], ".2f"),
+          prop_max=(prop_ratio.max(), ".3f"),
+          sym_zero=int((ry["diameter"][-1] == 0).sum()))
 
 # %% [markdown]
-# ```{glue:figure} fig-ch3-rates
-# :name: fig-ch3-rates
+# ```{glue:figure} fig-fw-rates-section3
+# :name: fig-fw-rates-section3
 #
 # Rates of the token dynamics with $\gamma^t=2/(t+2)$ (log–log; median and 10–90% band; fitted
 # slopes for $t\ge100$ in the legend). (a) Shifted clouds: the energy plateaus, while the
@@ -322,26 +329,32 @@ plt.close(fig_rates)
 # $\mathcal K^0$ (each token an independent Frank–Wolfe iterate, `convergence.fixed_hull_fw`),
 # it converges to $\arg\min_{\mathcal K^0}J=0$, and the classical bound
 # $J(x^t)-\min_{\mathcal K^0}J\le2L\mathsf d^2/(t+2)$ {cite:p}`jaggi2013revisiting` holds: the largest ratio to
-# it is {glue:text}`ch3-fixed-bound:.3f`. The measured slopes for $t\ge100$ are
-# {glue:text}`ch3-fixed-slope:.2f` for the fixed hull (the minimiser lies inside $\mathcal K^0$,
-# and here open-loop Frank–Wolfe is observed to be faster than its $1/t$ guarantee) and {glue:text}`ch3-current-slope:.2f`
+# it is {glue:text}`fixed_bound`. The measured slopes for $t\ge100$ are
+# {glue:text}`fixed_slope` for the fixed hull (the minimiser lies inside $\mathcal K^0$,
+# and here open-loop Frank–Wolfe is observed to be faster than its $1/t$ guarantee) and {glue:text}`current_slope`
 # for the token dynamics' gap on $\mathcal K^t$. Theorem 3.1 is, in substance, this classical
 # bound; it is the shrinking hull that breaks it, because the tokens take the hull away from
 # the minimiser.
 
 # %%
-fx = cv.fixed_hull_fw(cv.shifted_cloud(pc.rate_clouds, 5, 2, seed=np.random.default_rng(seeds[3])), Bs, pc.rate_steps)
-fig_fixed, fslopes = cvp.fig_fixed_vs_current(fx, rs, **save_kw)
-tf = fx["t"][:, None]
-glue("ch3-fixed-bound", float((fx["primal"] / (2 * 1.0 * rs["diam0"] ** 2 / (tf + 2))).max()), display=False)
-glue("ch3-fixed-slope", fslopes["fixed"], display=False)
-glue("ch3-current-slope", fslopes["current"], display=False)
-glue("fig-ch3-fixed", fig_fixed, display=False)
-plt.close(fig_fixed)
+same_clouds = cv.shifted_cloud(pc.rate_clouds, 5, 2,
+                               rng=np.random.default_rng(seeds[3]))
+fx = cv.fixed_hull_fw(same_clouds, Bs, pc.rate_steps)
+fig = cvp.fig_fixed_vs_current(fx, rs, **page.data_only)
+fslopes = cv.fixed_vs_current_slopes(fx, rs)
+page.figure(fig, "fw-fixed-vs-current-hull",
+            statement="Theorem 3.1 (errata E1, E2)",
+            caption="Classical Frank–Wolfe over the fixed hull against "
+                    "the token dynamics over the shrinking hull")
+# the classical bound 2 L d^2 / (t + 2), with L = 1
+classical = 2 * 1.0 * rs["diam0"] ** 2 / (fx["t"][:, None] + 2)
+page.glue(fixed_bound=((fx["primal"] / classical).max(), ".3f"),
+          fixed_slope=(fslopes["fixed"], ".2f"),
+          current_slope=(fslopes["current"], ".2f"))
 
 # %% [markdown]
-# ```{glue:figure} fig-ch3-fixed
-# :name: fig-ch3-fixed
+# ```{glue:figure} fig-fw-fixed-vs-current-hull
+# :name: fig-fw-fixed-vs-current-hull
 #
 # The same clouds under classical Frank–Wolfe over the fixed hull $\mathcal K^0$ (blue) and under
 # the token dynamics over the shrinking hull $\mathcal K^t$ (red and green). (a) Against
@@ -374,27 +387,30 @@ plt.close(fig_fixed)
 # zero and fixed leaders (Theorem 4.2).
 #
 # On a hexagon around the origin with $B_*=\begin{pmatrix}2&0.5\\0.5&1\end{pmatrix}$ the bound is
-# $\rho=${glue:text}`ch3-rho:.4f`; the measured contraction factor of exact line search is
-# {glue:text}`ch3-ls-factor:.3f` per step (far better than the guarantee), and the open-loop rule
-# has log–log slope {glue:text}`ch3-ol-slope:.2f`.
+# $\rho=${glue:text}`rho`; the measured contraction factor of exact line search is
+# {glue:text}`ls_factor` per step (far better than the guarantee), and the open-loop rule
+# has log–log slope {glue:text}`ol_slope`.
 
 # %%
 th = 2 * np.pi * np.arange(6) / 6 + 0.3
 hexagon = np.c_[1.2 * np.cos(th) + 0.3, 0.8 * np.sin(th) - 0.1]
 Bl = np.array([[2.0, 0.5], [0.5, 1.0]])
 lb = cv.linear_rate_bound(hexagon, Bl)
-ls = cv.fixed_hull_fw(hexagon[None], Bl, pc.line_steps, rule="line-search", times=np.arange(pc.line_steps + 1))
+ls = cv.fixed_hull_fw(hexagon[None], Bl, pc.line_steps, rule="line-search",
+                      times=np.arange(pc.line_steps + 1))
 ol = cv.fixed_hull_fw(hexagon[None], Bl, pc.rate_steps, rule="fw")
-fig_lin, lin = cvp.fig_linear_contrast(ol, ls, lb, **save_kw)
-glue("ch3-rho", float(lb["rho"]), display=False)
-glue("ch3-ls-factor", float(lin["rate"]), display=False)
-glue("ch3-ol-slope", float(lin["slope_open_loop"]), display=False)
-glue("fig-ch3-linear", fig_lin, display=False)
-plt.close(fig_lin)
+fig = cvp.fig_linear_contrast(ol, ls, lb, **page.data_only)
+lin = cv.linear_contrast_rates(ol, ls)
+page.figure(fig, "fw-linear-contrast",
+            statement="Section 3, the linear rate of the v1 abstract (E1)",
+            caption="Frank–Wolfe over a fixed polygon: exact line search "
+                    "converges linearly, the open-loop rule polynomially")
+page.glue(rho=(lb["rho"], ".4f"), ls_factor=(lin["rate"], ".3f"),
+          ol_slope=(lin["slope_open_loop"], ".2f"))
 
 # %% [markdown]
-# ```{glue:figure} fig-ch3-linear
-# :name: fig-ch3-linear
+# ```{glue:figure} fig-fw-linear-contrast
+# :name: fig-fw-linear-contrast
 #
 # Classical Frank–Wolfe over a fixed hexagon containing the minimiser $0$ in its interior. Exact
 # line search (dots) converges linearly, below the guaranteed $\rho^th^0$ (thin line); the
@@ -407,15 +423,15 @@ plt.close(fig_lin)
 # The paragraph after the theorem fixes $\gamma^t=2/(t+1)$; the statement and the proof use
 # $2/(t+2)$. With the time origin of the statement ($t=0$ is the first step), $2/(t+1)$ gives
 # $\gamma^0=2$, outside $(0,1)$: the first step reflects each token through its oracle,
-# $x^1=2s-x^0$, and leaves the hull. For $x^0=(3,-1)$ it gives $x^1=${glue:text}`ch3-reflect`,
+# $x^1=2s-x^0$, and leaves the hull. For $x^0=(3,-1)$ it gives $x^1=${glue:text}`reflect`,
 # outside $\mathcal K^0=[-1,3]$. If $t$ is counted from 1 instead, $2/(t+1)$ is the same sequence
 # as $2/(t+2)$ counted from 0, so the discrepancy is an index slip; everything on this page uses
 # $2/(t+2)$ from $t=0$ (`schedules.FrankWolfe`).
 
 # %%
 x0 = np.array([3.0, -1.0])
-s0 = np.where(x0 > 0, x0.min(), x0.max())  # oracle argmin_y x*y over the tokens, d = 1
-glue("ch3-reflect", f"({2 * s0[0] - x0[0]:g}, {2 * s0[1] - x0[1]:g})", display=False)
+s0 = np.where(x0 > 0, x0.min(), x0.max())  # oracle argmin_y x*y, d = 1
+page.glue(reflect=f"({2 * s0[0] - x0[0]:g}, {2 * s0[1] - x0[1]:g})")
 
 # %% [markdown]
 # ## Summary

@@ -1,13 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -18,7 +17,7 @@
 # In section 4 of the paper the key-query matrix $B$ is symmetric positive definite. Under
 # (SA$\infty$) each token then moves towards the vertex $v_j$ of the hull
 # $\mathcal K=\operatorname{conv}\{v_1,\dots,v_\kappa\}$ that maximises $\langle Bx, v_j\rangle$.
-# The **cells** (`eq: cells`) describe where each vertex is the leader:
+# The **cells** describe where each vertex is the leader:
 #
 # $$
 # \mathcal C_i(v)=\{x\in\mathcal K:\ \langle Bx,v_i\rangle\ge\langle Bx,v_j\rangle\ \ \forall j\}
@@ -29,9 +28,8 @@
 # in the plane the cells are wedges from the origin truncated by $\mathcal K$. This chapter
 # computes them **exactly**, as polygons (`attention_fw.geometry`), and regenerates the paper's
 # four figures from these polygons (`attention_fw.paper_figures`). The published figures
-# coloured a $1000\times1000$ grid instead. The theorem numbers used below follow the
-# specification; the numbers of the cells lemma and of the polygon-condition remark are not
-# confirmed by any source.
+# coloured a $1000\times1000$ grid instead. The numbers of the cells lemma and of the
+# polygon-condition remark are not confirmed by any source.
 
 # %% tags=["parameters"]
 preset = "paper"     # "paper": the published parameters; "quick": a few seconds, for tests
@@ -59,15 +57,13 @@ explore_kappa = None      # kappa of the B explorer
 explore_bs = None         # anisotropies b of the B explorer: R diag(1, b) R^T
 explore_angle = None      # rotation angle of B in the B explorer (degrees)
 
-
-# %%
+# %% tags=["hide-input"]
 import numpy as np
-from IPython.display import Image
 from myst_nb import glue
 
 from attention_fw import geometry as geo
 from attention_fw import paper_figures as pf
-from attention_fw import paths
+from attention_fw.notebook import Page
 from attention_fw.presets import resolve
 
 PRESETS = {
@@ -80,15 +76,7 @@ PRESETS = {
 p = resolve(PRESETS, preset, kappas=kappas, seed=seed, n_random=n_random, mc_reps=mc_reps,
             explore_kappas=explore_kappas, explore_kappa=explore_kappa, explore_bs=explore_bs,
             explore_angle=explore_angle)
-rng = np.random.default_rng(2025)
-
-
-def show(name, **params):
-    """Draw a paper figure, save it (figures/, or figures/custom/ when the parameters differ
-    from the published ones) and glue it for the text."""
-    _, data, written = pf.render(name, **params)
-    glue(f"fig-{name}", Image(data=written["png"].read_bytes(), format="png"), display=False)
-    return data
+page = Page("04-positive-definite", p)  # saves and glues the figures
 
 
 def random_spd(rng):
@@ -100,17 +88,17 @@ def random_polygon(rng):
     pts = rng.normal(size=(int(rng.integers(3, 12)), 2)) + rng.normal(scale=0.7, size=2)
     return pts[geo.convex_hull(pts)]
 
-
 # %% [markdown]
 # ## The cells lemma
 #
-# The cells lemma (`lem: cells`, number unverified, probably Lemma 4.3; machine-checked in the
-# Lean formalization) says: each $\mathcal C_i(v)$ is convex; two different cells have disjoint
+# The cells lemma {unconfirmed}`Its number could not be confirmed: probably Lemma 4.3.`
+# (machine-checked in the Lean formalization) says: each $\mathcal C_i(v)$ is convex; two different cells have disjoint
 # interiors (this needs $B\succ0$ and distinct vertices); and the cells cover $\mathcal K$.
 # We check all three on random polygons with random symmetric positive definite $B$, by exact
 # polygon arithmetic.
 
 # %%
+rng = page.stream("cells-tiling")
 tiling_err, overlap, convex = 0.0, 0.0, True
 for _ in range(p.n_random):
     K, B = random_polygon(rng), random_spd(rng)
@@ -121,6 +109,8 @@ for _ in range(p.n_random):
     for i in range(len(cells)):
         for j in range(i + 1, len(cells)):
             overlap = max(overlap, geo.polygon_area(geo.polygon_intersection(cells[i], cells[j])))
+
+# %% tags=["hide-input"]
 glue("lemma_n", p.n_random, display=False)
 glue("lemma_tiling", tiling_err, display=False)
 glue("lemma_overlap", overlap, display=False)
@@ -146,8 +136,9 @@ print(f"relative tiling error {tiling_err:.1e}, largest overlap area {overlap:.1
 # in `tests/test_paper_figures.py`).
 
 # %%
-fig1 = show("figure1", kappas=tuple(p.kappas), seed=p.seed)
-fig1c = show("figure1-corrected", kappas=tuple(p.kappas), seed=p.seed)
+fig1 = page.paper_figure("figure1", kappas=tuple(p.kappas), seed=p.seed)
+fig1c = page.paper_figure("figure1-corrected", kappas=tuple(p.kappas),
+                          seed=p.seed)
 
 # %% [markdown]
 # ```{glue:figure} fig-figure1
@@ -191,7 +182,7 @@ glue("e18_total", sum(r[0] for r in rows), display=False)
 #
 # ## Figure 2 and Proposition 4.5: Voronoi cells in the $B$-norm
 #
-# Proposition 4.5 (`prop: voronoi`): if $B\succ0$ and all vertices lie on one level set,
+# Proposition 4.5: if $B\succ0$ and all vertices lie on one level set,
 # $\tfrac12\langle Bv_i,v_i\rangle=c$, then
 # $\mathcal C_i(v)=\mathrm{Vor}_B(v_i)\cap\mathcal K$ with
 # $\mathrm{Vor}_B(v_i)=\{x:\|x-v_i\|_B\le\|x-v_j\|_B\ \forall j\}$. The proof is polarisation,
@@ -201,10 +192,10 @@ glue("e18_total", sum(r[0] for r in rows), display=False)
 # be the single point $v_i$. Figure 2 shows the case $B=I_2$ with vertices on the unit circle.
 
 # %%
-fig2 = show("figure2", kappas=tuple(p.kappas), seed=p.seed)
+fig2 = page.paper_figure("figure2", kappas=tuple(p.kappas), seed=p.seed)
 mis_eq = float(max(pan["voronoi_mismatch"] for pan in fig2["panels"]))
 mis_var = max(geo.voronoi_mismatch(pan["hull"]) / pan["hull_area"] for pan in fig1c["panels"])
-mis_B = 0.0
+mis_B, rng = 0.0, page.stream("voronoi-level-sets")
 for _ in range(p.n_random):
     B = random_spd(rng)
     theta = rng.uniform(0, 2 * np.pi, int(rng.integers(3, 12)))
@@ -240,15 +231,17 @@ print(mis_eq, mis_B, mis_var)
 # files.
 
 # %%
-fig3 = show("figure3", seed=p.seed)
+fig3 = page.paper_figure("figure3", seed=p.seed)
 J_dev = float(max(np.abs(np.asarray(pan["J_vertices"]) - 0.5).max() for pan in fig3["panels"]))
 glue("J_dev", J_dev, display=False)
+
+# %% tags=["hide-input"]
 # The published polygons as read from the authors' PDFs (book/data/published-figures.json)
 res_12, res_11 = [], []
 for pan in fig3["panels"]:
     published = pf.published_shapes(f"quadratic_{pan['kappa']}")
     res_12.append(pf.published_geometry(published, pan["hull"])["hull_residual"])
-    u, hull = geo.sample_vertices(pan["kappa"], p.seed, equal_norm=True)
+    u, hull = geo.sample_vertices(pan["kappa"], rng=p.seed, equal_norm=True)
     wrong = geo.level_set_vertices(u, np.eye(2))[hull]
     res_11.append(pf.published_geometry(published, wrong)["hull_residual"])
 glue("e17_12", f"{max(res_12):.1e}", display=False)
@@ -272,8 +265,8 @@ glue("e17_11", f"{min(res_11):.2f}", display=False)
 # ## The polygon condition: only "$<0$", and strict (erratum E14)
 #
 # The genericity condition of Theorem 4.2 asks each vertex to **own** its cell,
-# $\langle Bv_i,v_i\rangle>\langle Bv_i,v_j\rangle$ for all $j\ne i$ (`eq: vertices.own.cell`).
-# The remark on the polytope condition (number unverified, probably Remark 4.7) reduces this
+# $\langle Bv_i,v_i\rangle>\langle Bv_i,v_j\rangle$ for all $j\ne i$.
+# The remark on the polytope condition {unconfirmed}`Its number could not be confirmed: probably Remark 4.7.` reduces this
 # to the neighbours of $v_i$: $v_i$ owns its cell if and only if
 # $\langle Bv_i,w-v_i\rangle<0$ for every $w\in\mathrm{neigh}(v_i)\cup\{0\}$. This holds because
 # a linear function has a unique maximum over a polytope at a vertex exactly when it beats all
@@ -284,7 +277,7 @@ glue("e17_11", f"{min(res_11):.2f}", display=False)
 # * it is printed with non-strict cell membership, which makes the equivalence false at ties.
 
 # %%
-agree, total, never_positive = 0, 0, True
+agree, total, never_positive, rng = 0, 0, True, page.stream("neighbour-condition")
 for _ in range(p.n_random):
     K, B = random_polygon(rng), random_spd(rng)
     own = geo.owns_cell(K, B)
@@ -295,6 +288,8 @@ for _ in range(p.n_random):
                          for w in (np.roll(K, 1, 0), np.roll(K, -1, 0), 0 * K)], axis=0)
     never_positive &= not other_side.any()
 tie = np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])   # <v1, v1> = <v1, v2>
+
+# %% tags=["hide-input"]
 glue("e14_agree", agree, display=False)
 glue("e14_total", total, display=False)
 glue("e14_pos", "never" if never_positive else "sometimes", display=False)
@@ -313,12 +308,13 @@ print(agree, total, never_positive, geo.neighbour_condition(tie, strict=False)[0
 #
 # ## Remark 4.6 in brief: Gaussian vertices in high dimension
 #
-# Remark 4.6 (`prop: d.to.infty`): for $\kappa$ fixed and $v_1,\dots,v_\kappa$ i.i.d.
+# Remark 4.6: for $\kappa$ fixed and $v_1,\dots,v_\kappa$ i.i.d.
 # $\mathcal N(0,I_d)$, with probability tending to $1$ as $d\to\infty$ every vertex owns its
 # cell. `geometry.owns_cell` tests this for many configurations at once in any dimension. A
 # two-point preview with $B=I_d$ and $\kappa=5$:
 
 # %%
+rng = page.stream("remark46-preview")
 own_by_d = {d: float(geo.owns_cell(rng.normal(size=(p.mc_reps, 5, d))).all(axis=1).mean())
             for d in (2, 200)}
 glue("r46_d2", own_by_d[2], display=False)
@@ -338,12 +334,13 @@ print(own_by_d)
 # Its erosion $\mathcal I_i(\eta)\ominus\delta B_1$ is the cone with every edge moved inward by
 # $\delta$, which is exact for a convex polygon. Here $\kappa=7$, the cell is number 2 in the
 # counter-clockwise hull order and $\eta=0.05$. The caption says $\delta=0.02$, but the published
-# file was made with $\delta=0.03$. {numref}`fig-figure4` uses $0.03$, like the file;
-# `figures/figure4-delta002.pdf` has the captioned value.
+# file was made with $\delta=0.03$. {numref}`fig-figure4` uses $0.03$, like the file; the
+# {ref}`figure gallery <gallery>` also has the version with the captioned value
+# (`figure4-delta002`).
 
 # %%
-fig4 = show("figure4", seed=p.seed)
-fig4b = show("figure4-delta002", seed=p.seed)
+fig4 = page.paper_figure("figure4", seed=p.seed)
+fig4b = page.paper_figure("figure4-delta002", seed=p.seed)
 glue("f4_ratio", fig4["eroded_cone"]["area"] / fig4["cone"]["area"], display=False)
 glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=False)
 
@@ -364,10 +361,12 @@ glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=
 # magenta-to-green pixel ratio, which is within $0.01$ of our $\delta=0.03$ figure's and more than
 # $0.08$ below our $\delta=0.02$ figure's.
 #
-# To regenerate any of these figures with other parameters, for a paper:
-# `python -m attention_fw.paper_figures figure2 --kappas 6 --seed 7`. The files go to
-# `figures/custom/` unless `--outdir` is given, and the numbers behind each figure go to
-# `data/<name>.json`.
+# To regenerate any of these figures with other parameters, for a paper, run for example
+# `make figure ARGS="figure2 --kappas 6 --seed 7"`; add `--style icml` (or `neurips`,
+# `arxiv-1col`, `arxiv-2col`) for that venue's column width and font sizes, and `--usetex` to
+# set the text with LaTeX. The files go to `figures/custom/`, with the numbers behind the figure
+# in `figures/custom/data/`. Each caption above links to the figure's files and to its entry in
+# the {ref}`figure gallery <gallery>`, which shows the command that made it.
 
 # %% [markdown]
 # (positive-definite-explorer)=
@@ -500,27 +499,22 @@ pc = resolve(PRESETS_4C, preset, const_gamma=const_gamma, to_one_a=to_one_a, n_i
 import numpy as np
 from myst_nb import glue
 
-from attention_fw import convergence as cv
+from attention_fw import vertex_limits as vl
 from attention_fw import convergence_plots as cvp
 from attention_fw import dynamics as dyn
 from attention_fw import geometry as geo
-from attention_fw import paths, plotting
+from attention_fw import plotting
 from attention_fw import schedules as sch
 
 # %matplotlib inline
 plotting.use_style()
 seeds_4c = np.random.SeedSequence(pc.conv_seed).spawn(8)
-# Figures of the default paper run go to figures/; any other run to figures/custom/ (quick: data only).
-overridden_4c = any(v is not None for v in (const_gamma, to_one_a, n_interior, schedule_steps, line_gamma,
-                                            line_steps, dg_systems, dg_tokens, dg_steps, mc_samples, mc_max_dim,
-                                            mc_dims, euler_levels, cont_points, conv_seed))
-save_kw_4c = ({} if pc.preset == "paper" and not overridden_4c else
-              dict(outdir=paths.figures_dir() / "custom", formats=() if pc.preset == "quick" else None))
+page = Page("04-positive-definite", p, pc)  # with both parts' parameters
 
 # %% [markdown]
 # ### Theorem 4.2 and its step sizes (E4)
 #
-# :::{admonition} Theorem 4.2 (`thm: exp.fast.polytope`, as printed in v1)
+# :::{admonition} Theorem 4.2 (as printed in v1)
 # Let $B^t\equiv B\succ0$ and $\gamma^t\in(0,1)$. Assume that every vertex owns its cell,
 # $\langle Bv_j,v_j\rangle>\langle Bv_j,v_i\rangle$ for $i\ne j$, and that no token starts on a
 # face shared by two cells; let $v_{\sigma(i)}$ be the vertex of the cell of $x_i^0$. Then
@@ -565,8 +559,16 @@ V6 = geo.level_set_vertices(np.c_[np.cos(th), np.sin(th)], B4)
 X6 = np.random.default_rng(seeds_4c[0]).dirichlet(np.ones(6), size=(1, pc.n_interior)) @ V6
 schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmonic(),
                 "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
-runs_4c = {kind: (s, cv.vertex_convergence(V6, X6, B4, s, steps))
+runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, B4, s, steps))
            for (kind, s), steps in zip(schedules_4c.items(), pc.schedule_steps)}
+fig_sched = cvp.fig_vertex_schedules(runs_4c, **page.data_only)
+page.figure(fig_sched, "vertex-convergence-schedules",
+            statement="Theorem 4.2 (erratum E4)",
+            caption="Distance of each token to its vertex under four "
+                    "step-size rules, against the closed form of "
+                    "Theorem 4.2")
+
+# %% tags=["hide-input"]
 for kind, (s, r) in runs_4c.items():
     glue(f"ch4c-dev-{kind}", float(np.abs(r["dist"] - r["closed"]).max()), display=False)
     assert r["labels_constant"].all()
@@ -574,14 +576,10 @@ glue("ch4c-n-interior", pc.n_interior, display=False)
 glue("ch4c-vertex-move", float(max(r["vertices_fixed"].max() for _, r in runs_4c.values())), display=False)
 hr = runs_4c["halving"][1]
 glue("ch4c-halving-ratio", float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False)
-fig_sched = cvp.fig_vertex_schedules(runs_4c, **save_kw_4c)
-glue("fig-ch4c-schedules", fig_sched, display=False)
-from matplotlib import pyplot as plt  # noqa: E402  (close after glue: each figure shown once)
-plt.close(fig_sched)
 
 # %% [markdown]
-# ```{glue:figure} fig-ch4c-schedules
-# :name: fig-ch4c-schedules
+# ```{glue:figure} fig-vertex-convergence-schedules
+# :name: fig-vertex-convergence-schedules
 #
 # Distance of each token to the vertex of its cell, relative to the initial distance, measured
 # under (SA∞) (markers: largest and smallest over tokens, which coincide, as the closed form says)
@@ -594,28 +592,30 @@ plt.close(fig_sched)
 # ### Straight lines over the exact cells, and a vertex that does not own its cell
 #
 # Because each token heads for a fixed vertex, its path is a straight segment inside its cell
-# ({numref}`fig-ch4c-lines`; cells computed exactly with `geometry.cells`). The largest distance of
+# ({numref}`fig-vertex-straight-lines`; cells computed exactly with `geometry.cells`). The largest distance of
 # a trajectory point from its segment $[x_i^0,v_{\sigma(i)}]$ is {glue:text}`ch4c-line-dev:.1e`.
-# The genericity condition matters: in {numref}`fig-ch4c-not-owning`, a random polygon with
+# The genericity condition matters: in {numref}`fig-vertex-not-owning-cell`, a random polygon with
 # unequal norms has {glue:text}`ch4c-n-not-owning` vertices that do not own their cells. Such a
 # vertex is not its own leader; it moves (by up to {glue:text}`ch4c-not-owning-shift:.2f`), and the
 # hull shrinks to {glue:text}`ch4c-area-ratio:.2f` of its area. The closed form then fails, since the
 # hull, the cells and possibly the leaders change along the way.
 
 # %%
-v42, h42 = geo.sample_vertices(6, 42, enforce_bijection=True)
+v42, h42 = geo.sample_vertices(6, rng=42, enforce_bijection=True)
 v42 = v42[h42]
 X1 = np.random.default_rng(seeds_4c[1]).dirichlet(np.ones(6), size=(1, 14)) @ V6
 X2 = np.random.default_rng(seeds_4c[2]).dirichlet(np.ones(6), size=(1, 14)) @ v42
-pl1 = cv.vertex_convergence(V6, X1, B4, pc.line_gamma, pc.line_steps)
-pl2 = cv.vertex_convergence(v42, X2, np.eye(2), pc.line_gamma, pc.line_steps)
+pl1 = vl.vertex_convergence(V6, X1, B4, pc.line_gamma, pc.line_steps)
+pl2 = vl.vertex_convergence(v42, X2, np.eye(2), pc.line_gamma, pc.line_steps)
 fig_lines = cvp.fig_vertex_straight_lines(
     [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
-     ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **save_kw_4c)
-glue("fig-ch4c-lines", fig_lines, display=False)
-plt.close(fig_lines)
+     ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **page.data_only)
+page.figure(fig_lines, "vertex-straight-lines",
+            statement="Theorem 4.2",
+            caption="Tokens move on straight segments to the vertex of "
+                    "their cell, over the exact cells")
 
-
+# %% tags=["hide-input"]
 def segment_deviation(res, verts):
     """Largest distance of a trajectory point from the segment [x_i^0, v_sigma(i)]."""
     k = len(verts)
@@ -628,20 +628,25 @@ def segment_deviation(res, verts):
 
 glue("ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42)), display=False)
 
-v0, h0 = geo.sample_vertices(6, 0, enforce_bijection=True)
+# %%
+v0, h0 = geo.sample_vertices(6, rng=0, enforce_bijection=True)
 v0 = v0[h0]
 X0 = np.random.default_rng(seeds_4c[3]).dirichlet(np.ones(6), size=10) @ v0
-run_no = cv.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
+run_no = vl.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
+fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **page.data_only)
+page.figure(fig_no, "vertex-not-owning-cell",
+            statement="Theorem 4.2, genericity condition",
+            caption="A vertex that does not own its cell moves, and the"
+                    " hull shrinks")
+
+# %% tags=["hide-input"]
 glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)
 glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False)
 glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
-fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **save_kw_4c)
-glue("fig-ch4c-not-owning", fig_no, display=False)
-plt.close(fig_no)
 
 # %% [markdown]
-# ```{glue:figure} fig-ch4c-lines
-# :name: fig-ch4c-lines
+# ```{glue:figure} fig-vertex-straight-lines
+# :name: fig-vertex-straight-lines
 #
 # (SA∞) with a constant step over the exact cells $\mathcal C_i(v)$ (coloured). Open circles:
 # initial tokens; dots: the layers. Every token moves along a straight segment to the vertex of
@@ -650,8 +655,8 @@ plt.close(fig_no)
 # (b) unequal norms, where they are not.
 # ```
 #
-# ```{glue:figure} fig-ch4c-not-owning
-# :name: fig-ch4c-not-owning
+# ```{glue:figure} fig-vertex-not-owning-cell
+# :name: fig-vertex-not-owning-cell
 #
 # A polygon (authors' sampler, seed 0) with vertices that do not own their cells (red). (a) Cells
 # of the initial hull, paths, and the final hull (dashed): the red vertices travel towards
@@ -663,9 +668,9 @@ plt.close(fig_no)
 #
 # The paper states without proof (it cites {cite:t}`yurtsever2022cccp`; the proof sits in a commented-out
 # appendix) a bound on the Frank–Wolfe gap of the concave problem. Its number is not confirmed
-# (label `prop: trash`, plausibly Proposition 4.1).
+# (plausibly Proposition 4.1).
 #
-# :::{admonition} Duality-gap proposition (as transcribed; number unverified)
+# :::{admonition} Duality-gap proposition (as transcribed) {unconfirmed}`Its number could not be confirmed: plausibly Proposition 4.1.`
 # Let $B^t=\beta^tB$ with $B\succeq0$, $\beta^t/\beta^{t+1}=\gamma^t/\gamma^{t+1}$, and
 # $J^\tau(y)=-\tfrac12\langle B^\tau y,y\rangle$. Then (SA∞) satisfies, for every $i$ and $t\ge1$,
 #
@@ -691,9 +696,16 @@ rng_dg = np.random.default_rng(seeds_4c[4])
 x_dg = rng_dg.normal(size=(pc.dg_systems, pc.dg_tokens, 2))
 M = rng_dg.normal(size=(2, 2))
 B_dg = M @ M.T + 0.1 * np.eye(2)
-dg_runs = {label: cv.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
+dg_runs = {label: vl.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
            for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
                                 ("$2^{-t-1}$", "halving")]}
+fig_dg = cvp.fig_duality_gap(dg_runs, **page.data_only)
+page.figure(fig_dg, "duality-gap-prop",
+            statement="Duality-gap proposition (number unconfirmed)",
+            caption="Both sides of the duality-gap proposition along "
+                    "trajectories, and their ratio")
+
+# %% tags=["hide-input"]
 slack = min(float((r["rhs"] - r["lhs"]).min()) for r in dg_runs.values())
 ratio = max(float(np.max(np.where(r["rhs"] > 1e-13, r["lhs"] / np.where(r["rhs"] > 1e-13, r["rhs"], 1.0), 0.0)))
             for r in dg_runs.values())
@@ -702,13 +714,10 @@ glue("ch4c-dg-tokens", pc.dg_tokens, display=False)
 glue("ch4c-dg-steps", pc.dg_steps, display=False)
 glue("ch4c-dg-slack", slack, display=False)
 glue("ch4c-dg-ratio", ratio, display=False)
-fig_dg = cvp.fig_duality_gap(dg_runs, **save_kw_4c)
-glue("fig-ch4c-dg", fig_dg, display=False)
-plt.close(fig_dg)
 
 # %% [markdown]
-# ```{glue:figure} fig-ch4c-dg
-# :name: fig-ch4c-dg
+# ```{glue:figure} fig-duality-gap-prop
+# :name: fig-duality-gap-prop
 #
 # The duality-gap proposition along (SA∞) trajectories. (a) Left side (dotted: the smallest gap so
 # far) and right side (solid: decays like $1/t$) for two schedules, medians over tokens and
@@ -738,12 +747,12 @@ plt.close(fig_dg)
 
 # %%
 dims_4c = np.unique(np.round(np.geomspace(1, pc.mc_max_dim, pc.mc_dims)).astype(int))
-mc = [cv.owns_cell_probability(dims_4c, k, pc.mc_samples, seed=np.random.default_rng(s))
+mc = [vl.owns_cell_probability(dims_4c, k, pc.mc_samples, rng=np.random.default_rng(s))
       for k, s in zip((3, 5, 10), seeds_4c[5].spawn(3))]
-mc_b = cv.owns_cell_probability(dims_4c, 5, pc.mc_samples, seed=np.random.default_rng(seeds_4c[6]),
+mc_b = vl.owns_cell_probability(dims_4c, 5, pc.mc_samples, rng=np.random.default_rng(seeds_4c[6]),
                                 B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
 
-
+# %% tags=["hide-input"]
 def first_dim(res, level):
     """Smallest sampled d whose estimate reaches the level (NaN if none)."""
     hit = np.nonzero(res["p"] >= level)[0]
@@ -754,13 +763,17 @@ glue("ch4c-mc-samples", pc.mc_samples, display=False)
 for res in mc:
     glue(f"ch4c-d50-{res['kappa']}", first_dim(res, 0.5), display=False)
     glue(f"ch4c-d99-{res['kappa']}", first_dim(res, 0.99), display=False)
-fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b), **save_kw_4c)
-glue("fig-ch4c-mc", fig_mc, display=False)
-plt.close(fig_mc)
+
+# %%
+fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b), **page.data_only)
+page.figure(fig_mc, "remark46-owns-cell",
+            statement="Remark 4.6",
+            caption="Probability that all Gaussian vertices own their "
+                    "cells, against the dimension")
 
 # %% [markdown]
-# ```{glue:figure} fig-ch4c-mc
-# :name: fig-ch4c-mc
+# ```{glue:figure} fig-remark46-owns-cell
+# :name: fig-remark46-owns-cell
 #
 # Monte Carlo probability that all $\kappa$ Gaussian vertices own their cells, against the
 # dimension (log axis), with 95% Wilson bands (shaded; narrow at this sample size) and the union
@@ -769,7 +782,7 @@ plt.close(fig_mc)
 #
 # ### Theorem 4.8: the ODE limit
 #
-# :::{admonition} Theorem 4.8 (`thm: ode`; the number is not confirmed by any source)
+# :::{admonition} Theorem 4.8 {unconfirmed}`The number 4.8 is not confirmed by any source.`
 # Let $B\succ0$, $T>0$, and let the initial data satisfy the genericity conditions of Theorem 4.2.
 # Then the Cauchy problem for the hardmax ODE
 # $\dot x_i=\arg\max_{y\in\{x_j\}}\langle Bx_i,y\rangle-x_i$, $x_i(0)=x_i^0$, has a unique solution
@@ -804,44 +817,54 @@ plt.close(fig_mc)
 hexa = np.c_[np.cos(2 * np.pi * np.arange(6) / 6), np.sin(2 * np.pi * np.arange(6) / 6)]
 x_ode = np.concatenate([hexa, np.random.default_rng(seeds_4c[7]).dirichlet(np.ones(6), size=8) @ hexa])
 I2 = np.eye(2)
-eu = cv.euler_error(x_ode, I2, 1 / 2 ** np.arange(1, pc.euler_levels + 1), T=1.0)
+eu = vl.euler_error(x_ode, I2, 1 / 2 ** np.arange(1, pc.euler_levels + 1), T=1.0)
 tt = np.linspace(0, 4, 200)
-paths_ode = dict(t=tt, exact=cv.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
+paths_ode = dict(t=tt, exact=vl.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
 for h in (0.5, 0.25, 0.1):
-    sim = dyn.simulate(x_ode, dyn.Hardmax(I2, h), int(round(4 / h)), trajectory=True)
+    sim = dyn.simulate(x_ode, dyn.Hardmax(h, I2), int(round(4 / h)), trajectory=True)
     paths_ode["euler"][h] = (sim.times * h, sim.trajectory[:, 6, 0])
-fig_eu, eu_slope = cvp.fig_ode_euler(eu, paths_ode, **save_kw_4c)
-glue("fig-ch4c-euler", fig_eu, display=False)
-plt.close(fig_eu)
+fig_eu = cvp.fig_ode_euler(eu, paths_ode, **page.data_only)
+eu_slope = eu.slope
+page.figure(fig_eu, "ode-euler-error",
+            statement="Theorem 4.8 (number unconfirmed)",
+            caption="(SA∞) with γ = Δt is the Euler scheme of the "
+                    "hardmax ODE: first-order convergence")
+
+# %% tags=["hide-input"]
 glue("ch4c-euler-slope", eu_slope, display=False)
 glue("ch4c-euler-const", float(eu["err_T"][-1] / eu["dt"][-1]), display=False)
 glue("ch4c-euler-pred", float(eu["leading_T"]), display=False)
 dt_e = 0.01
-sim_e = dyn.simulate(x_ode, dyn.Hardmax(I2, float(-np.expm1(-dt_e))), 300, trajectory=True)
-glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - cv.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
+sim_e = dyn.simulate(x_ode, dyn.Hardmax(float(-np.expm1(-dt_e)), I2), 300, trajectory=True)
+glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - vl.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
      display=False)
 
+# %%
 deltas = np.geomspace(1e-6, 1e-2, pc.cont_points)
-gen = cv.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, seed=1)
+gen = vl.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, rng=1)
 eta = 1e-3
 nrm = (hexa[0] - hexa[1]) / np.linalg.norm(hexa[0] - hexa[1])
 x_b = np.concatenate([x_ode, (0.3 * (hexa[0] + hexa[1]) + eta * nrm)[None]])  # in the cell of hexa[0]
 u = np.random.default_rng(2).normal(size=x_b.shape)
 u /= 1.0001 * np.linalg.norm(u, axis=-1).max()
 u[-1] = -nrm                                           # push the last token across the boundary
-bnd = cv.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
+bnd = vl.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
+fig_cont = cvp.fig_ode_continuity(gen, bnd, eta, **page.data_only)
+page.figure(fig_cont, "ode-continuity",
+            statement="Theorem 4.8 (number unconfirmed)",
+            caption="Continuous dependence of the ODE solution on "
+                    "generic data, and the jump across a cell boundary")
+
+# %% tags=["hide-input"]
 assert gen["same_cells"].all()
 glue("ch4c-lip-min", float((gen["sup_dist"] / deltas).min()), display=False)
 glue("ch4c-lip-max", float((gen["sup_dist"] / deltas).max()), display=False)
 glue("ch4c-eta", eta, display=False)
 glue("ch4c-jump", float(bnd["sup_dist"][~bnd["same_cells"]].min()), display=False)
-fig_cont = cvp.fig_ode_continuity(gen, bnd, eta, **save_kw_4c)
-glue("fig-ch4c-cont", fig_cont, display=False)
-plt.close(fig_cont)
 
 # %% [markdown]
-# ```{glue:figure} fig-ch4c-euler
-# :name: fig-ch4c-euler
+# ```{glue:figure} fig-ode-euler-error
+# :name: fig-ode-euler-error
 #
 # (SA∞) with $\gamma=\Delta t$ is the Euler scheme of the hardmax ODE. (a) Error against the exact
 # solution at $t=1$ (dots) and over the whole grid in $[0,1]$ (squares), with the leading term
@@ -849,8 +872,8 @@ plt.close(fig_cont)
 # one token for three step sizes against the exact exponential.
 # ```
 #
-# ```{glue:figure} fig-ch4c-cont
-# :name: fig-ch4c-cont
+# ```{glue:figure} fig-ode-continuity
+# :name: fig-ode-continuity
 #
 # Continuous dependence on the initial data (Theorem 4.8), measured with Euler steps
 # $\Delta t=0.01$ up to $T=3$: the largest distance between the two solutions against the size of

@@ -4,8 +4,9 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -121,9 +122,11 @@ display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirement
 # | figure | one command | writes |
 # | --- | --- | --- |
 # | Figure 2 with $\kappa = 6$ | `make figure ARGS="figure2 --kappas 6"` | `figures/custom/figure2.*` |
+# | Figure 2 for an ICML paper | `make figure ARGS="figure2 --style icml --usetex"` | `figures/custom/figure2-icml-tex.*` |
 # | any paper figure, other parameters | `make figure ARGS="--help"` lists figures and options | `figures/custom/` |
 # | any chapter's figures, own parameters | `make notebook NB=<chapter> ARGS="-p <name> <value>"` | `_build/custom/<chapter>.ipynb`, `figures/custom/` |
 # | the whole book, quick | `make book PRESET=quick` | `book/*.ipynb`, `figures/`, `_build/html` |
 #
 # The accepted parameter names of a chapter are those assigned in its first code cell (tagged
-# `parameters`); each defaults to `None`, meaning "the value of the preset".
+# `parameters`); each defaults to `None`, meaning "the value of the preset". The
+# {ref}`figure gallery <gallery>` gives the exact command behind every figure of the book.

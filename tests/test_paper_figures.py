@@ -117,7 +117,7 @@ def test_figure3_polygon_needs_B_diag_1_2_E17(kappa):
     assert pub["hull_residual"] < 1e-6
     np.testing.assert_allclose(panel["J_vertices"], 0.5, rtol=1e-13)
     # the committed script's B = diag(1, 1) gives a different polygon
-    u, hull = g.sample_vertices(kappa, 42, equal_norm=True)
+    u, hull = g.sample_vertices(kappa, rng=42, equal_norm=True)
     wrong = g.level_set_vertices(u, np.eye(2))[hull]
     assert pf.published_geometry(_published(f"quadratic_{kappa}"), wrong)["hull_residual"] > 1e-2
 

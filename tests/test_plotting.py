@@ -22,7 +22,9 @@ def test_save_writes_all_formats_and_data(tmp_path):
     assert (tmp_path / "demo.pdf").read_bytes().startswith(b"%PDF")
     assert (tmp_path / "demo.png").read_bytes().startswith(b"\x89PNG")
     assert b"<svg" in (tmp_path / "demo.svg").read_bytes()
-    assert json.loads((tmp_path / "data" / "demo.json").read_text()) == {"x": [0, 1, 2], "y": 0.5}
+    record = json.loads((tmp_path / "data" / "demo.json").read_text())
+    assert set(record.pop("meta")) == {"size_in", "font_pt", "panels", "panel_widths_in"}  # the layout
+    assert record == {"x": [0, 1, 2], "y": 0.5}
     assert not [p for p in tmp_path.rglob(".*tmp*")], "temporary files left behind"
 
 

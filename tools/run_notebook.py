@@ -198,7 +198,8 @@ def main(argv=None) -> int:
         "figures": figures,
     }
     (times_dir / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {out.relative_to(root) if out.is_relative_to(root) else out}")
+    shown = out.relative_to(root) if out.is_relative_to(root) else out
+    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {shown}")
     return 0
 
 

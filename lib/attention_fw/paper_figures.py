@@ -5,7 +5,7 @@ Each figure function returns ``(fig, data)``: a matplotlib figure drawn from exa
 the numbers behind it. :func:`make` saves both through :func:`attention_fw.plotting.save`
 (``figures/<name>.{pdf,png,svg}`` and ``figures/data/<name>.json``).
 
-Figures (NOTES, "Figures" and errata E16-E18)
+Figures (the recipes of the authors' figure scripts, and the book's errata E16-E18)
 --------------------------------------------
 figure1             cells for unequal-norm vertices, kappa = 5, 7, 9, 10, AS PUBLISHED: the
                     authors' "unit" labelling argmax_j <x, v_j/|v_j|>, which is not C_i(v) (E18)
@@ -22,11 +22,15 @@ Command line
 Regenerate one figure, or all of them::
 
     python -m attention_fw.paper_figures figure2 --kappas 6 --seed 7
+    python -m attention_fw.paper_figures figure2 --style icml [--usetex]
     python -m attention_fw.paper_figures all
 
 Without parameters the canonical files in ``figures/`` are (re)written. With any non-default
 parameter the output goes to ``figures/custom/`` unless ``--outdir`` is given, so the canonical
-figures are never overwritten silently.
+figures are never overwritten silently (:func:`attention_fw.plotting.output_dir`). ``--style``
+sets the width and fonts of a venue (:data:`attention_fw.plotting.VENUES`) and names the files
+``<name>-<style>``; ``--usetex`` sets the text with LaTeX (``-tex`` in the name) and stops with
+a clear message when no TeX installation is found.
 
 JSON data (``figures/data/<name>.json``)
 ---------------------------------------
@@ -36,7 +40,9 @@ sampling order, so v_j is ``vertices[j-1]``), ``hull`` ([x, y] pairs, counter-cl
 ``hull_labels`` (j of each hull corner), ``hull_area``, and ``cells`` aligned with ``hull``, each
 with ``vertex`` (j), ``polygon`` ([x, y] pairs, CCW), ``area`` and ``colour`` (RGB). Figure 4
 has ``hull``, ``cells``, ``target`` (0-based hull index), ``eta``, ``delta``, ``cone`` and
-``eroded_cone`` (each ``polygon`` and ``area``).
+``eroded_cone`` (each ``polygon`` and ``area``). Every data file also has ``meta``: the layout
+of the saved figure (:func:`attention_fw.plotting.layout`) and :data:`INFO` (chapter, statement,
+one-line caption) with the command that regenerates it (:func:`command`).
 
 The module also holds the helpers that compare a figure with the authors' published PDF
 (:func:`read_pdf_paths`, :func:`pdf_shapes`, :func:`published_geometry`, :func:`rasterise_pdf`)
@@ -47,8 +53,8 @@ so that no comparison needs the PDFs themselves.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
-import logging
 import re
 import shutil
 import subprocess
@@ -57,9 +63,11 @@ import tempfile
 import zlib
 from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import hsv_to_rgb
+from matplotlib.image import imread
 from matplotlib.patches import Polygon as MplPolygon
 
 from . import _validate as V
@@ -67,7 +75,8 @@ from . import geometry as G
 from . import paths, plotting
 
 __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
-           "FIGURES", "DEFAULTS", "make", "make_all", "render", "is_default", "main", "cell_panel", "hue_colours",
+           "FIGURES", "DEFAULTS", "INFO", "make", "make_all", "render", "is_default", "command", "main",
+           "cell_panel", "hue_colours",
            "read_pdf_paths", "pdf_shapes", "published_shapes", "published_geometry", "fit_similarity",
            "rasterise_pdf"]
 
@@ -119,7 +128,7 @@ def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, la
     if labelling not in ("exact", "unit"):
         raise ValueError(f"labelling must be 'exact' or 'unit', got {labelling!r}")
     if points is None:
-        pts, hull = G.sample_vertices(kappa, seed, equal_norm=equal_norm,
+        pts, hull = G.sample_vertices(kappa, rng=seed, equal_norm=equal_norm,
                                       enforce_bijection=enforce_bijection)
     else:
         pts = V.as_float_array("points", points, ndim=2, last_dim=2)
@@ -237,7 +246,7 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
-    Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
+    Vertices from ``sample_vertices(kappa, rng=seed, equal_norm=False, enforce_bijection=True)``;
     each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
     (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
     ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
@@ -270,7 +279,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
             ncols=None, n_levels=25):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
-    Directions come from ``sample_vertices(kappa, seed, equal_norm=True)`` (no bijection flag)
+    Directions come from ``sample_vertices(kappa, rng=seed, equal_norm=True)`` (no bijection flag)
     and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
     (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
     from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
@@ -286,7 +295,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
     n_levels = V.positive_int("n_levels", n_levels, minimum=2)
     panels = []
     for k in kappas:
-        u, _ = G.sample_vertices(k, seed, equal_norm=True, enforce_bijection=False)
+        u, _ = G.sample_vertices(k, rng=seed, equal_norm=True, enforce_bijection=False)
         pts = G.level_set_vertices(u, Bm, c)
         p = cell_panel(k, seed, labelling="exact", B=Bm, points=pts)
         p["c"] = c
@@ -386,12 +395,85 @@ FIGURES = {
 
 
 def _defaults(fn):
-    import inspect
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
 
 
 DEFAULTS = {name: _defaults(fn) for name, fn in FIGURES.items()}
 """Default parameters of every figure (the published ones)."""
+
+CHAPTER = "04-positive-definite"
+"""The book chapter that shows and discusses the paper's figures."""
+
+INFO = {
+    "figure1": dict(statement="Figure 1, cells lemma (erratum E18)",
+                    caption="Figure 1, most likely variant: unit-direction regions of unequal-norm vertices"),
+    "figure1-corrected": dict(statement="Figure 1, cells lemma (erratum E18)",
+                              caption="Figure 1 corrected: the true cells C_i(v) of the same polygons"),
+    "figure2": dict(statement="Figure 2, Proposition 4.5 (erratum E13)",
+                    caption="Equal norms: the cells are the Voronoi cells of the vertices, clipped to the hull"),
+    "figure3": dict(statement="Figure 3 (erratum E17)",
+                    caption="The quadratic ½⟨Bx, x⟩ over the hull, B = diag(1, 2), vertices on a level set"),
+    "figure4": dict(statement="Figure 4, hypotheses of Theorem 5.2 (erratum E16)",
+                    caption="A cone I_i(η) in its cell and its erosion by δ = 0.03, as in the published file"),
+    "figure4-delta002": dict(statement="Figure 4, hypotheses of Theorem 5.2 (erratum E16)",
+                             caption="Figure 4 with the captioned erosion δ = 0.02"),
+}
+"""Statement and one-line caption of each paper figure, recorded in its data file."""
+
+
+_FLAGS = ("kappas", "kappa", "seed", "target", "eta", "delta", "B", "width")
+
+
+def _cli_number(v):
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+def command(name, params=None, style=None, usetex=False):
+    """The command that regenerates figure ``name`` with ``params`` (all parameters spelled out).
+
+    The same figure gives the same command however its parameters were passed (defaults are
+    filled in), so the recorded metadata, and the file's bytes, do not depend on the caller.
+    """
+    if name not in FIGURES:
+        raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
+    full = {**DEFAULTS[name], **(params or {})}
+    words = [name]
+    extra = []
+    for key, value in full.items():
+        if value is None:
+            continue
+        if key == "width" and is_default(name, {"width": value}):
+            continue
+        if key in ("kappas", "kappa"):
+            ks = [value] if np.ndim(value) == 0 else list(value)
+            words += ["--kappas", *(str(int(k)) for k in ks)]
+        elif key == "B":
+            words += ["--B", *(_cli_number(b) for b in np.asarray(value, dtype=float).ravel())]
+        elif key in _FLAGS:
+            words += [f"--{key}", _cli_number(value)]
+        elif not is_default(name, {key: value}):
+            extra.append(f"{key}={value!r}")
+    if style is not None:
+        words += ["--style", style]
+    if usetex:
+        words.append("--usetex")
+    cmd = f'make figure ARGS="{" ".join(words)}"'
+    return cmd + (f"  (Python API only: {', '.join(extra)})" if extra else "")
+
+
+def _styled_width(name, params, style):
+    """Venue width: one column for a single panel (half the text in a one-column layout),
+    the full text width for several panels."""
+    v = plotting.VENUES[style]
+    if "kappas" in DEFAULTS[name]:
+        kappas = params.get("kappas", DEFAULTS[name]["kappas"])
+        n = 1 if np.ndim(kappas) == 0 else len(kappas)
+    else:
+        n = 2  # figure 4: the cone and its erosion
+    if n > 1:
+        return v["text"]
+    return v["column"] if v["column"] < v["text"] else v["text"] / 2
 
 
 def make(name, outdir=None, **params):
@@ -421,7 +503,11 @@ def make(name, outdir=None, **params):
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for {name}; "
                          f"accepted: {sorted(DEFAULTS[name])}")
     fig, data = FIGURES[name](**params)
-    return plotting.save(fig, name, data, outdir=outdir)
+    return plotting.save(fig, name, data, outdir=outdir, meta=_meta(name, params))
+
+
+def _meta(name, params, style=None, usetex=False):
+    return {"chapter": CHAPTER, **INFO[name], "command": command(name, params, style, usetex)}
 
 
 def make_all(outdir=None):
@@ -442,6 +528,7 @@ examples:
   python -m attention_fw.paper_figures all
   python -m attention_fw.paper_figures figure2 --kappas 6
   python -m attention_fw.paper_figures figure4 --kappas 9 --target 0 --delta 0.05
+  python -m attention_fw.paper_figures figure2 --style icml --usetex
 """
 
 
@@ -460,6 +547,10 @@ def _parser():
     ap.add_argument("--B", type=float, nargs=4, metavar=("B11", "B12", "B21", "B22"),
                     help="figure3: the matrix B, row by row (published 1 0 0 2)")
     ap.add_argument("--width", type=float, help="figure width in inches (one column 3.4, two 7.0)")
+    ap.add_argument("--style", choices=sorted(plotting.VENUES),
+                    help="a venue's column width and font sizes (files named <name>-<style>)")
+    ap.add_argument("--usetex", action="store_true",
+                    help="set the text with LaTeX (needs a TeX installation; files named <name>-tex)")
     ap.add_argument("--outdir", help="output folder (default figures/, or figures/custom/ "
                                      "when parameters are changed)")
     return ap
@@ -504,22 +595,59 @@ def is_default(name, params):
     return True
 
 
-def render(name, outdir=None, close=True, **params):
+def render(name, outdir=None, close=True, style=None, usetex=False, **params):
     """Draw and save figure ``name``, protecting the canonical files.
 
-    With the published parameters the files go to ``figures/``; with any other parameter to
-    ``figures/custom/``, unless ``outdir`` is given. Used by the command line and the notebooks.
+    With the published parameters the files go to ``figures/``; with any other parameter, a
+    ``style`` or ``usetex``, to ``figures/custom/`` (:func:`attention_fw.plotting.output_dir`),
+    unless ``outdir`` is given. Used by the command line and the notebooks.
+
+    Parameters
+    ----------
+    style : str, optional
+        A venue of :data:`attention_fw.plotting.VENUES`: its column or text width (unless
+        ``width`` is given) and font sizes; the files are named ``<name>-<style>``.
+    usetex : bool
+        Text set by LaTeX; the files are named ``<name>[-<style>]-tex``.
 
     Returns
     -------
     (fig, data, written): the figure (closed unless ``close=False``), its data and the paths.
+
+    Raises
+    ------
+    ValueError
+        Unknown name, parameter or style.
+    RuntimeError
+        ``usetex`` without a TeX installation.
     """
     default = is_default(name, params)  # validates the name and the parameter names
+    rc = plotting.venue_rc(style, usetex)  # validates the style, checks for TeX
     if outdir is None:
-        outdir = paths.figures_dir() if default else paths.figures_dir() / "custom"
-    fig, data = FIGURES[name](**params)
-    written = plotting.save(fig, name, data, outdir=outdir, close=close)
+        outdir = plotting.output_dir(canonical=default and not rc)
+    stem = name + (f"-{style}" if style else "") + ("-tex" if usetex else "")
+    with matplotlib.rc_context(rc):
+        if style is not None and params.get("width") is None:
+            fig, data = _fit_width(name, params, _styled_width(name, params, style))
+        else:
+            fig, data = FIGURES[name](**params)
+        written = plotting.save(fig, stem, data, outdir=outdir, close=close,
+                                meta=_meta(name, params, style, usetex))
     return fig, data, written
+
+
+def _fit_width(name, params, target):
+    """Draw with a width such that the saved (tightly cropped) figure is at most ``target``
+    inches wide: labels placed outside the panels would otherwise widen it."""
+    width = target
+    for _ in range(4):
+        fig, data = FIGURES[name](**params, width=width)
+        saved = plotting.layout(fig)["size_in"][0]
+        if saved <= target:
+            break
+        plt.close(fig)
+        width *= (target - 0.01) / saved
+    return fig, data
 
 
 def main(argv=None):
@@ -529,8 +657,8 @@ def main(argv=None):
     for name in names:
         params = _params_for(name, args)
         try:
-            _, _, written = render(name, outdir=args.outdir, **params)
-        except (ValueError, TypeError) as exc:
+            _, _, written = render(name, outdir=args.outdir, style=args.style, usetex=args.usetex, **params)
+        except (ValueError, TypeError, RuntimeError) as exc:
             print(f"{name}: {exc}", file=sys.stderr)
             return 2
         for path in written.values():
@@ -756,7 +884,6 @@ def rasterise_pdf(pdf, dpi=60):
     if exe is None:
         raise RuntimeError("pdftoppm not found: install it with `apt-get install poppler-utils`")
     dpi = V.positive_int("dpi", dpi)
-    from matplotlib.image import imread
     with tempfile.TemporaryDirectory() as tmp:
         stem = Path(tmp) / "page"
         subprocess.run([exe, "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile",

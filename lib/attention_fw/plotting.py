@@ -10,7 +10,14 @@ plus the numbers behind it as JSON, with three guarantees:
 * byte-reproducible: dates and tool versions are stripped from the metadata
   and the SVG ids are salted with a fixed string, so regenerating a figure
   from the same numbers gives identical bytes;
-* opaque: white background, so figures read in dark mode too.
+* opaque: white background, so figures read in dark mode too;
+* described: the data JSON carries a ``meta`` entry with the figure's layout as saved
+  (:func:`layout`: size in inches, smallest and largest font size, number and widths of
+  panels), merged with what the caller passes as ``meta`` (chapter, statement, caption,
+  command; see :mod:`attention_fw.notebook`). The book checks legibility on the page from it.
+
+Where files go is decided in one place, :func:`output_dir`. Venue layouts for papers (column
+widths and font sizes of ICML, NeurIPS, arXiv) are in :data:`VENUES`.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -45,6 +53,10 @@ if not _in_ipython_kernel():
 logging.getLogger("fontTools").setLevel(logging.ERROR)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.spines import Spine  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from . import paths  # noqa: E402
 
@@ -54,6 +66,24 @@ PNG_DPI = 200
 # Widths in inches for a one-column and a two-column paper layout.
 ONE_COLUMN = 3.4
 TWO_COLUMN = 7.0
+
+# Column and text widths (inches) and font sizes (points) of paper venues, for
+# ``make figure ARGS="... --style <venue>"`` (:func:`venue_rc`). Sources:
+#  * icml: icml2025.sty sets \textwidth 6.75in and \columnsep 0.25in on US letter, two columns,
+#    so \columnwidth = 3.25in; body 10pt Times (captions \small = 9pt).
+#  * neurips: neurips_2025.sty: one column, textwidth=5.5in (geometry), body 10pt Times.
+#  * arxiv-1col / arxiv-2col: LaTeX's standard article class at 10pt on US letter (size10.clo),
+#    the layout of a preprint without a venue style: one column 345pt = 4.77in; with the
+#    twocolumn option \textwidth 469pt = 6.49in, \columnsep 10pt, \columnwidth 229.5pt = 3.17in;
+#    Computer Modern.
+# In every 10pt class \small is 9pt and \footnotesize 8pt: labels and titles are set at 9pt,
+# tick labels and legends at 8pt, so the figure's text matches the captions around it.
+VENUES = {
+    "icml": dict(column=3.25, text=6.75, font=10, serif="Times"),
+    "neurips": dict(column=5.5, text=5.5, font=10, serif="Times"),
+    "arxiv-1col": dict(column=4.77, text=4.77, font=10, serif="Computer Modern"),
+    "arxiv-2col": dict(column=3.17, text=6.49, font=10, serif="Computer Modern"),
+}
 
 STYLE = {
     "font.family": "serif",
@@ -96,6 +126,70 @@ def use_style() -> None:
 
 
 use_style()
+
+TEX_PROGRAMS = ("latex", "dvipng", "kpsewhich")
+"""What matplotlib's ``text.usetex`` needs on PATH (``latex`` for the text, ``dvipng`` for PNG)."""
+
+
+def tex_missing() -> list[str]:
+    """The programs of :data:`TEX_PROGRAMS` that are not on PATH (empty: TeX is usable)."""
+    return [p for p in TEX_PROGRAMS if shutil.which(p) is None]
+
+
+def venue_rc(style: str | None = None, usetex: bool = False) -> dict:
+    """rcParams for a venue's fonts (see :data:`VENUES`) and optionally LaTeX text.
+
+    ``style=None`` and ``usetex=False`` give ``{}``: the book's own style, unchanged.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``style``.
+    RuntimeError
+        ``usetex`` without a TeX installation (the message names the missing programs and
+        how to install them).
+    """
+    rc: dict = {}
+    if style is not None:
+        if style not in VENUES:
+            raise ValueError(f"style must be one of {sorted(VENUES)}, got {style!r}")
+        v = VENUES[style]
+        small, footnote = v["font"] - 1, v["font"] - 2
+        rc.update({"font.size": small, "axes.titlesize": small, "axes.labelsize": small,
+                   "legend.fontsize": footnote, "xtick.labelsize": footnote,
+                   "ytick.labelsize": footnote})
+        if v["serif"] == "Times":  # STIX is matplotlib's bundled Times-like font (text and math)
+            rc.update({"font.serif": ["STIXGeneral", "DejaVu Serif"], "mathtext.fontset": "stix"})
+    if usetex:
+        missing = tex_missing()
+        if missing:
+            raise RuntimeError(
+                "--usetex needs a TeX installation, and " + ", ".join(missing) + " "
+                + ("is" if len(missing) == 1 else "are") + " not on PATH. Install one (Debian/Ubuntu: "
+                "sudo apt-get install texlive-latex-extra texlive-fonts-recommended cm-super dvipng) "
+                "or leave out --usetex: without it the text is drawn by matplotlib's mathtext, "
+                "which needs no TeX.")
+        times = style is not None and VENUES[style]["serif"] == "Times"
+        rc.update({"text.usetex": True, "font.family": "serif",
+                   "text.latex.preamble": r"\usepackage{amsmath,amssymb,mathrsfs}"
+                   + (r"\usepackage{mathptmx}" if times else "")})
+    return rc
+
+
+def output_dir(canonical: bool = True) -> Path:
+    """The one rule for where figure files go.
+
+    ``canonical``: the published parameters (a paper figure with its defaults, or a chapter run
+    in the ``paper`` preset without overrides) go to :func:`attention_fw.paths.figures_dir`
+    (``figures/``, or ``$ATTENTION_FW_FIGURES``); anything else goes to its ``custom/``
+    subfolder, so the canonical files are never overwritten by an experiment. When the figure
+    folder is itself a ``custom`` folder (``make notebook`` sets
+    ``ATTENTION_FW_FIGURES=figures/custom``), everything goes there: never ``custom/custom``.
+    """
+    base = paths.figures_dir()
+    if canonical or base.name == "custom":
+        return base
+    return base / "custom"
 
 
 def _jsonable(obj):
@@ -162,6 +256,54 @@ def write_bytes_atomic(path: Path, payload: bytes) -> Path:
     return path
 
 
+def _drawn_texts(artist):
+    """The non-empty Text artists that a draw of ``artist`` paints (invisible subtrees, and the
+    axis decorations of an Axes drawn with ``axis("off")``, are skipped)."""
+    if not artist.get_visible():
+        return
+    if isinstance(artist, Text):
+        if artist.get_text().strip():
+            yield artist
+        return
+    children = artist.get_children()
+    if isinstance(artist, Axes) and not artist.axison:
+        children = [c for c in children if not isinstance(c, (Axis, Spine))]
+    for child in children:
+        yield from _drawn_texts(child)
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI) -> dict:
+    """How ``fig`` is laid out once saved; call it after the figure has been drawn (saved).
+
+    Returns
+    -------
+    dict with ``size_in`` ([width, height] of the saved, tightly cropped figure in inches: from
+    the PNG when ``png`` is given, else from the tight bounding box), ``font_pt`` ([smallest,
+    largest] font size in points of the text artists drawn), ``panels`` (number of visible
+    axes, colour bars excepted) and ``panel_widths_in`` (their widths in inches, in
+    ``fig.axes`` order). Displayed at ``w`` CSS px, a text of ``s`` pt is
+    ``s / 72 * w / size_in[0]`` px high and a panel ``width * w / size_in[0]`` px wide.
+    """
+    if png is not None:
+        w, h = _png_size(png)
+        size = [w / dpi, h / dpi]
+    else:
+        renderer = fig.canvas.get_renderer()
+        box = fig.get_tightbbox(renderer).padded(matplotlib.rcParams["savefig.pad_inches"])
+        size = [box.width, box.height]
+    sizes = [float(t.get_fontsize()) for t in _drawn_texts(fig)]
+    panels = [ax for ax in fig.axes if ax.get_visible() and getattr(ax, "_colorbar", None) is None]
+    width = fig.get_figwidth()
+    return {"size_in": [round(float(x), 4) for x in size],
+            "font_pt": [round(min(sizes), 3), round(max(sizes), 3)] if sizes else [],
+            "panels": len(panels),
+            "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels]}
+
+
 def _log_written(path: Path) -> None:
     """Append ``path`` to the file named by ``ATTENTION_FW_WRITE_LOG``, if set.
 
@@ -185,7 +327,7 @@ def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI) -> bytes:
 
 
 def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int = PNG_DPI,
-         outdir: str | Path | None = None, close: bool = True) -> dict[str, Path]:
+         outdir: str | Path | None = None, close: bool = True, meta: dict | None = None) -> dict[str, Path]:
     """Write ``fig`` as ``<outdir>/<name>.{pdf,png,svg}`` and ``data`` as ``<outdir>/data/<name>.json``.
 
     Parameters
@@ -200,6 +342,11 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
         Resolution of the PNG.
     outdir : path, optional
         Defaults to :func:`attention_fw.paths.figures_dir`.
+    meta : dict, optional
+        Description of the figure (chapter, statement, caption, command, ...). When a data
+        file is written together with at least one image, the JSON gets a ``meta`` entry:
+        these keys plus the :func:`layout` of the saved figure. A JSON is written when
+        ``data`` or ``meta`` is given.
 
     Returns
     -------
@@ -224,8 +371,15 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
     written: dict[str, Path] = {}
     # Render everything first, so a failure in one format writes nothing at all.
     payloads = {fmt: figure_bytes(fig, fmt, dpi) for fmt in formats}
-    if data is not None:
-        text = json.dumps(_jsonable(data), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    if data is not None or meta is not None:
+        record = dict(data or {})
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
+        if payloads:  # described once drawn, so that the image bytes are those of a plain save
+            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi)}
+        elif meta is not None:
+            record["meta"] = dict(meta)
+        text = json.dumps(_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"
         payloads["json"] = text.encode()
     for fmt, payload in payloads.items():
         target = (out / "data" / f"{name}.json") if fmt == "json" else (out / f"{name}.{fmt}")

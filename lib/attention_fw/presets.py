@@ -61,6 +61,11 @@ def resolve(presets: dict, preset, **overrides) -> SimpleNamespace:
     **overrides
         Values from the notebook's ``parameters`` cell; ``None`` keeps the preset's value.
 
+    Returns
+    -------
+    SimpleNamespace with every parameter of the preset, ``preset`` (its name) and
+    ``overrides`` (the non-``None`` overrides, by name, as given).
+
     Raises
     ------
     ValueError
@@ -84,4 +89,5 @@ def resolve(presets: dict, preset, **overrides) -> SimpleNamespace:
             value = float(value)
         base[key] = value
     base["preset"] = preset
+    base["overrides"] = {k: v for k, v in overrides.items() if v is not None}
     return SimpleNamespace(**base)

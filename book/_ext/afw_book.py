@@ -1,0 +1,315 @@
+"""Sphinx side of the book's figures and statement badges (the other side: attention_fw.notebook).
+
+* **Figures glued by** ``attention_fw.notebook.Page``: in a numbered figure, the glued
+  ``<div data-afw-figure=...>`` makes the figure full-width when it needs it (class
+  ``afw-wide``), and the caption gets one more line: the figure's file name, download links
+  (PDF, SVG, PNG, data) and a link to its entry in the gallery.
+* ``{figure-gallery}``: the gallery page (``book/gallery.md``), generated at build time from
+  the figures the executed notebooks glued and the metadata in their data files: thumbnail
+  (a link to the SVG), one-line caption, chapter and figure number, statement, downloads and
+  the command that regenerates the figure. A new figure appears there without editing.
+* **Files**: when the build finishes, every figure file a page links to is copied into
+  ``_build/html/figures/`` (all links are relative: the book reads offline, from ``file://``
+  and under any sub-path); a missing file fails the build.
+* ``{unconfirmed}`what is uncertain```: the badge of a statement whose number or printed form
+  could not be confirmed; the text is its tooltip (explained once in the introduction).
+"""
+from __future__ import annotations
+
+import html
+import json
+import posixpath
+import re
+import shutil
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.errors import ExtensionError
+from sphinx.util.docutils import SphinxDirective
+
+from attention_fw import notebook as nbh
+from attention_fw import paths
+
+GALLERY = "book/gallery"
+FORMATS = (("pdf", "PDF"), ("svg", "SVG"), ("png", "PNG"))
+_ATTR = re.compile(r'data-afw-figure="([^"]+)" data-afw-path="([^"]+)"')
+_LINK = re.compile(r'(?:href|src)="((?:\.\./)*)' + nbh.HTML_FIGURES + r'/([^"#?]+)"')
+
+
+# ------------------------------------------------------------------------------ the badge
+class unconfirmed(nodes.Inline, nodes.TextElement):
+    """The "unconfirmed" badge; ``tip`` says what is uncertain."""
+
+
+def unconfirmed_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    tip = " ".join(text.split())
+    if not tip:
+        msg = inliner.reporter.error("{unconfirmed} needs the text of its tooltip", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    return [unconfirmed(rawtext, "unconfirmed", tip=tip)], []
+
+
+def _visit_unconfirmed_html(self, node):
+    tip = html.escape(node["tip"], quote=True)
+    self.body.append(f'<span class="afw-unconfirmed" tabindex="0" role="note" data-tip="{tip}" '
+                     f'aria-label="unconfirmed: {tip}">')
+
+
+def _depart_unconfirmed_html(self, node):
+    self.body.append("</span>")
+
+
+def _visit_unconfirmed_latex(self, node):
+    self.body.append(r"\textit{(unconfirmed: " + self.encode(node["tip"]) + ")}")
+    raise nodes.SkipNode
+
+
+def _visit_unconfirmed_text(self, node):
+    self.add_text(f"(unconfirmed: {node['tip']})")
+    raise nodes.SkipNode
+
+
+# ------------------------------------------------------------------------------ figures
+def _figure_prefix(docname: str) -> str:
+    return "../" * docname.count("/") + nbh.HTML_FIGURES + "/"
+
+
+def _json_rel(rel: str) -> str:
+    return posixpath.join(posixpath.dirname(rel), "data", posixpath.basename(rel)) + ".json"
+
+
+def _glued_records(path: Path) -> list[dict]:
+    """The figure records glued in an executed notebook, in order (names unique)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return []
+    out, seen = [], set()
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []):
+            for key, value in output.get("data", {}).items():
+                if not key.endswith("text/html"):
+                    continue
+                text = "".join(value) if isinstance(value, list) else str(value)
+                for name, rel in _ATTR.findall(text):
+                    name, rel = html.unescape(name), html.unescape(rel)
+                    if name not in seen:
+                        seen.add(name)
+                        out.append({"name": name, "path": rel})
+    return out
+
+
+def _links(docname: str, name: str, rel: str, gallery_uri: str) -> nodes.inline:
+    prefix = _figure_prefix(docname)
+    line = nodes.inline(classes=["afw-files"])
+    line += nodes.Text("File ")
+    line += nodes.literal(text=name)
+    line += nodes.Text(": ")
+    for ext, label in FORMATS:
+        line += nodes.reference("", label, refuri=f"{prefix}{rel}.{ext}", classes=["afw-download"])
+        line += nodes.Text(" · ")
+    line += nodes.reference("", "data (JSON)", refuri=prefix + _json_rel(rel), classes=["afw-download"])
+    line += nodes.Text(" · ")
+    line += nodes.reference("", "gallery entry", refuri=f"{gallery_uri}#gallery-{name}",
+                            classes=["afw-gallery-link"])
+    return line
+
+
+def collect_figures(app, doctree):
+    """Record the glued figures of this page; decorate the numbered ones."""
+    env = app.env
+    docname = env.docname
+    records = _glued_records(Path(env.doc2path(docname)))
+    shown = {}
+    gallery_uri = app.builder.get_relative_uri(docname, GALLERY)
+    for raw in list(doctree.findall(nodes.raw)):
+        m = _ATTR.search(raw.astext())
+        if not m:
+            continue
+        name, rel = html.unescape(m.group(1)), html.unescape(m.group(2))
+        figure = raw.parent
+        while figure is not None and not isinstance(figure, nodes.figure):
+            figure = figure.parent
+        if figure is None:
+            continue
+        figure["classes"] += ["afw-figure-block"] + (["afw-wide"] if "afw-wide" in raw.astext() else [])
+        captions = [c for c in figure.children if isinstance(c, nodes.caption)]
+        if captions:
+            captions[0] += nodes.Text(" ")
+            captions[0] += _links(docname, name, rel, gallery_uri)
+        shown.setdefault(name, figure["ids"][0] if figure["ids"] else None)
+    for rec in records:
+        rec["label"] = shown.get(rec["name"])
+        rec["docname"] = docname
+    if not hasattr(env, "afw_figures"):
+        env.afw_figures = {}
+    env.afw_figures[docname] = records
+
+
+def purge_figures(app, env, docname):
+    getattr(env, "afw_figures", {}).pop(docname, None)
+
+
+def merge_figures(app, env, docnames, other):
+    if not hasattr(env, "afw_figures"):
+        env.afw_figures = {}
+    for d in docnames:
+        if d in getattr(other, "afw_figures", {}):
+            env.afw_figures[d] = other.afw_figures[d]
+
+
+# ------------------------------------------------------------------------------ the gallery
+class gallery_placeholder(nodes.General, nodes.Element):
+    pass
+
+
+class GalleryDirective(SphinxDirective):
+    has_content = False
+
+    def run(self):
+        return [gallery_placeholder()]
+
+
+def _toc_order(env, root):
+    seen, order = set(), []
+
+    def walk(doc):
+        for child in env.toctree_includes.get(doc, []):
+            if child not in seen:
+                seen.add(child)
+                order.append(child)
+                walk(child)
+    walk(root)
+    return order
+
+
+def _meta(rel: str) -> dict:
+    path = paths.figures_dir() / _json_rel(rel)
+    try:
+        return json.loads(path.read_text())["meta"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise ExtensionError(f"figure gallery: no metadata for {rel!r} ({path}): {exc}") from exc
+
+
+def _title_html(env, docname) -> str:
+    """A page title as HTML, its math left to MathJax (as Sphinx writes inline math)."""
+    if docname not in env.titles:
+        return html.escape(docname)
+    out = []
+    for node in env.titles[docname].findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
+        if isinstance(node, nodes.math):
+            out.append(f'<span class="math notranslate nohighlight">\\({html.escape(node.astext())}\\)</span>')
+        elif not isinstance(node.parent, nodes.math):
+            out.append(html.escape(node.astext()))
+    return "".join(out)
+
+
+def _figure_number(env, docname, label):
+    num = env.toc_fignumbers.get(docname, {}).get("figure", {}).get(label) if label else None
+    return "Figure " + ".".join(map(str, num)) if num else None
+
+
+def _entry_html(app, entries) -> str:
+    env, builder = app.env, app.builder
+    first = entries[0]
+    name, rel = first["name"], first["path"]
+    meta = _meta(rel)
+    prefix = _figure_prefix(GALLERY)
+    e = html.escape
+    shown = []
+    for rec in entries:
+        uri = builder.get_relative_uri(GALLERY, rec["docname"])
+        number = _figure_number(env, rec["docname"], rec["label"])
+        target = f'{uri}#{rec["label"]}' if rec["label"] else uri
+        shown.append(f'<a href="{e(target)}">{e(number + ", " if number else "")}'
+                     f'{_title_html(env, rec["docname"])}</a>')
+    downloads = " · ".join(f'<a href="{prefix}{e(rel)}.{ext}" download>{label}</a>' for ext, label in FORMATS)
+    downloads += f' · <a href="{prefix}{e(_json_rel(rel))}" download>data (JSON)</a>'
+    return f"""
+<div class="afw-gallery-entry" id="gallery-{e(name)}">
+ <a class="afw-thumb" href="{prefix}{e(rel)}.svg" title="Open the full-size SVG"><img src="{prefix}{e(rel)}.png" alt="{e(meta.get('caption', name))}" loading="lazy"></a>
+ <div class="afw-entry-text">
+  <p class="afw-entry-caption">{e(meta.get('caption', ''))}</p>
+  <p><span class="afw-key">Statement</span> {e(meta.get('statement', ''))}<br>
+     <span class="afw-key">In the book</span> {' · '.join(shown)}<br>
+     <span class="afw-key">File</span> <code>{e(name)}</code>: {downloads}</p>
+  <p class="afw-key">Regenerate (change the parameters to make your own)</p>
+  <div class="highlight"><pre>{e(meta.get('command', ''))}</pre></div>
+ </div>
+</div>"""
+
+
+def fill_gallery(app, doctree, docname):
+    placeholders = list(doctree.findall(gallery_placeholder))
+    if not placeholders:
+        return
+    env = app.env
+    figures = getattr(env, "afw_figures", {})
+    by_name: dict[str, list] = {}
+    chapters: list[tuple[str, list[str]]] = []
+    for doc in _toc_order(env, app.config.root_doc):
+        names = []
+        for rec in figures.get(doc, []):
+            if rec["name"] not in by_name:
+                names.append(rec["name"])
+            by_name.setdefault(rec["name"], []).append(rec)
+        if names:
+            chapters.append((doc, names))
+    parts = []
+    for doc, names in chapters:
+        num = env.toc_secnumbers.get(doc, {}).get("")
+        number = ".".join(map(str, num)) + ". " if num else ""
+        parts.append(f'<h2 class="afw-gallery-chapter">{number}{_title_html(env, doc)}</h2>')
+        parts += [_entry_html(app, by_name[n]) for n in names]
+    body = "\n".join(parts) or "<p>No figure has been generated yet.</p>"
+    for node in placeholders:
+        node.replace_self(nodes.raw("", f'<div class="afw-gallery">{body}</div>', format="html"))
+
+
+# ------------------------------------------------------------------------------ the files
+def copy_figure_files(app, exception):
+    """Copy every figure file a page links to into ``<outdir>/figures/``."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    source_root = paths.figures_dir()
+    missing = []
+    for page in out.rglob("*.html"):
+        for up, rel in set(_LINK.findall(page.read_text(encoding="utf8", errors="replace"))):
+            target = (page.parent / up / nbh.HTML_FIGURES / rel).resolve()
+            if not target.is_relative_to((out / nbh.HTML_FIGURES).resolve()):
+                continue
+            src = source_root / rel
+            if not src.is_file():
+                missing.append(f"{page.relative_to(out)} -> {rel}")
+                continue
+            if not target.exists() or target.stat().st_size != src.stat().st_size \
+                    or target.read_bytes() != src.read_bytes():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, target)
+    if missing:
+        raise ExtensionError("figure files linked from the pages but not found in "
+                             f"{source_root}: " + "; ".join(sorted(missing)[:20]))
+
+
+def gallery_outdated(app, env, added, changed, removed):
+    """The gallery shows every page's figures: rewrite it whenever a page changed."""
+    return [GALLERY] if (added or changed or removed) and GALLERY in env.found_docs else []
+
+
+def setup(app):
+    # MathJax on every page, not only on pages with math of their own: the navigation and the
+    # gallery's chapter titles hold math too (a title such as "Finite $\beta$").
+    app.set_html_assets_policy("always")
+    app.add_node(unconfirmed, html=(_visit_unconfirmed_html, _depart_unconfirmed_html),
+                 latex=(_visit_unconfirmed_latex, None), text=(_visit_unconfirmed_text, None))
+    app.add_role("unconfirmed", unconfirmed_role)
+    app.add_node(gallery_placeholder)
+    app.add_directive("figure-gallery", GalleryDirective)
+    app.connect("doctree-read", collect_figures)
+    app.connect("env-purge-doc", purge_figures)
+    app.connect("env-merge-info", merge_figures)
+    app.connect("env-get-outdated", gallery_outdated)
+    app.connect("doctree-resolved", fill_gallery)
+    app.connect("build-finished", copy_figure_files)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": False, "env_version": 1}

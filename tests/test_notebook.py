@@ -1,0 +1,233 @@
+"""The chapters' figure and number helper (attention_fw.notebook) and the figure layout record.
+
+* ``fmt`` writes numbers as prose: the printed text, read back, is the number to the precision
+  asked for; powers of ten as ``× 10ⁿ``; no negative zero;
+* ``plotting.layout`` reports what a reader sees: the saved size (that of the PNG), the font
+  sizes of the drawn text only, the panels (colour bars excepted) and their widths;
+* ``display_width`` shows every figure with text of at least 9 px and panels of at least 200 px;
+* ``Page`` follows the one output rule and records chapter, statement, caption and command;
+* ``plotting.output_dir``: ``make notebook``'s ``figures/custom`` never becomes ``custom/custom``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attention_fw import notebook as nbh
+from attention_fw import paper_figures as pf
+from attention_fw import plotting
+from attention_fw.presets import resolve
+
+_SUP = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
+
+
+def _read_back(text: str) -> float:
+    m = re.fullmatch(r"(-?[0-9.,]+)(?:\u00a0×\u00a010([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+))?", text)
+    assert m, f"not a number as prose: {text!r}"
+    mant = float(m.group(1).replace(",", ""))
+    return mant * 10.0 ** int(m.group(2).translate(_SUP)) if m.group(2) else mant
+
+
+@pytest.mark.parametrize("value,spec,digits", [
+    (6.8e-6, ".1e", 2), (1.234e-17, ".3e", 4), (123456.0, None, 3), (0.1234, ".3f", 3),
+    (-2.5e-8, ".2g", 2), (9.99e5, ".1e", 2), (3.0e12, None, 3), (0.5, None, 3)])
+def test_fmt_reads_back_as_the_number_to_the_precision_asked(value, spec, digits):
+    text = nbh.fmt(value, spec)
+    assert "e" not in text, text
+    back = _read_back(text)
+    if spec and spec.endswith("f"):
+        assert abs(back - value) <= 0.5 * 10.0 ** -int(spec[1:-1]) + 1e-15
+    else:
+        assert abs(back - value) <= 0.5 * 10.0 ** (np.floor(np.log10(abs(value))) - digits + 1) * 1.0001
+
+
+def test_fmt_integers_fractions_zero_and_strings():
+    assert nbh.fmt(575) == "575" and nbh.fmt(np.int64(9999)) == "9999"
+    assert nbh.fmt(10_000) == "10,000" and nbh.fmt(-1_234_567) == "-1,234,567"
+    assert nbh.fmt(Fraction(1, 18)) == "1/18" and nbh.fmt(Fraction(4, 2)) == "2"
+    assert nbh.fmt(0.0, ".1e") == "0" and nbh.fmt(np.float64(0.0), ".2e") == "0"
+    assert nbh.fmt(-0.001, ".2f") == "0.00" and nbh.fmt(-0.02, ".2f") == "-0.02"
+    assert nbh.fmt("(5/3, 1/3)") == "(5/3, 1/3)" and nbh.fmt(True) == "True"
+    assert nbh.fmt(float("inf")) == "∞"
+    with pytest.raises(ValueError, match="NaN"):
+        nbh.fmt(float("nan"))
+    with pytest.raises(TypeError, match="value"):
+        nbh.fmt([1, 2])
+
+
+# ------------------------------------------------------------------------------ layout record
+def _figure():
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(7.0, 2.5), gridspec_kw=dict(width_ratios=[2, 1, 1]))
+    a.plot([1, 2, 3], label="line")
+    a.legend(fontsize=6.5)
+    a.set_xlabel("x", fontsize=11)
+    b.axis("off")
+    b.set_title("a title", fontsize=8)          # visible although the axis is off
+    b.set_xticks([0.5])
+    b.set_xticklabels(["hidden"], fontsize=4)    # not drawn: the axis is off
+    c.text(0.5, 0.5, "", fontsize=3)             # empty: not drawn
+    im = c.imshow(np.eye(3))
+    fig.colorbar(im, ax=c)
+    c.tick_params(labelsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def test_layout_records_the_drawn_text_panels_and_saved_size(tmp_path):
+    fig = _figure()
+    written = plotting.save(fig, "demo", {"x": 1}, outdir=tmp_path, meta={"chapter": "c"})
+    meta = json.loads(written["json"].read_text())["meta"]
+    assert meta["chapter"] == "c"
+    assert meta["font_pt"] == [6.5, 11.0]
+    png = written["png"].read_bytes()
+    w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert meta["size_in"] == pytest.approx([w / plotting.PNG_DPI, h / plotting.PNG_DPI], abs=1e-4)
+    assert meta["panels"] == 3                   # the colour bar is not a panel
+    axes = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
+    assert meta["panel_widths_in"] == pytest.approx([ax.get_position().width * 7.0 for ax in axes], abs=1e-3)
+    assert meta["panel_widths_in"][0] > 1.5 * meta["panel_widths_in"][1]
+
+
+def test_the_record_does_not_change_the_image_bytes(tmp_path):
+    a = plotting.save(_figure(), "a", {"x": 1}, outdir=tmp_path / "1")
+    b = plotting.save(_figure(), "a", {"x": 1}, outdir=tmp_path / "2", meta={"caption": "c"})
+    for fmt in plotting.FORMATS:
+        assert a[fmt].read_bytes() == b[fmt].read_bytes(), fmt
+
+
+def test_a_data_only_save_records_no_layout(tmp_path):
+    written = plotting.save(_figure(), "d", {"x": 1}, outdir=tmp_path, formats=())
+    assert set(written) == {"json"}
+    assert "meta" not in json.loads(written["json"].read_text())
+
+
+@pytest.mark.parametrize("size,font,panels", [((7.0, 2.5), 6.0, [1.5, 3.0]), ((3.4, 3.0), 9.0, [3.2]),
+                                              ((6.5, 2.2), 7.0, [0.9, 2.6, 2.6]), ((4.9, 2.7), 6.0, [4.0])])
+def test_display_width_gives_legible_text_and_panels(size, font, panels):
+    meta = {"size_in": list(size), "font_pt": [font, 9.0], "panel_widths_in": panels}
+    width, wide = nbh.display_width(meta)
+    assert font / 72 * width / size[0] >= nbh.MIN_TEXT_PX - 1e-9
+    assert min(panels) * width / size[0] >= nbh.MIN_PANEL_PX - 1e-9
+    assert wide == (width > nbh.COLUMN_PX)     # full width only when the column is too narrow
+    assert width >= min(size[0] * nbh.CSS_PX_PER_IN, nbh.COLUMN_PX)
+
+
+# ------------------------------------------------------------------------------ output rule
+def test_output_dir_rule(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figs"))
+    assert plotting.output_dir(True) == tmp_path / "figs"
+    assert plotting.output_dir(False) == tmp_path / "figs" / "custom"
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figs" / "custom"))   # make notebook
+    assert plotting.output_dir(True) == plotting.output_dir(False) == tmp_path / "figs" / "custom"
+
+
+def test_render_under_make_notebook_never_writes_custom_custom(tmp_path, monkeypatch):
+    """The reported bug: render('figure4', delta=0.05) with ATTENTION_FW_FIGURES=.../custom."""
+    custom = tmp_path / "figures" / "custom"
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(custom))
+    _, _, written = pf.render("figure4", delta=0.05)
+    assert written["png"] == custom / "figure4.png" and written["png"].is_file()
+    assert not (custom / "custom").exists()
+
+
+# ------------------------------------------------------------------------------ the page
+P = {"paper": dict(steps=100, gamma=0.3), "quick": dict(steps=10, gamma=0.3)}
+
+
+def test_page_canonical_folder_and_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path))
+    page = nbh.Page("03-negative-definite", resolve(P, "paper"))
+    assert page.canonical and page.outdir == tmp_path
+    assert page.command() == "make notebook NB=03-negative-definite"
+    page = nbh.Page("03-negative-definite", resolve(P, "paper"), resolve(P, "paper", gamma=0.5))
+    assert not page.canonical and page.outdir == tmp_path / "custom"
+    assert page.command() == 'make notebook NB=03-negative-definite ARGS="-p gamma 0.5"'
+    page = nbh.Page("x", resolve(P, "quick", steps=7))
+    assert page.command() == 'make notebook NB=x PRESET=quick ARGS="-p steps 7"'
+    with pytest.raises(ValueError, match="preset"):
+        nbh.Page("x", resolve(P, "quick"), resolve(P, "paper"))
+    with pytest.raises(ValueError, match="chapter"):
+        nbh.Page("../x", resolve(P, "quick"))
+    with pytest.raises(TypeError, match="resolve"):
+        nbh.Page("x")
+
+
+@pytest.fixture
+def glued(monkeypatch):
+    store = {}
+    monkeypatch.setattr(nbh, "_glue", lambda key, value, display=True: store.__setitem__(key, value))
+    return store
+
+
+def test_page_figure_saves_describes_and_glues(tmp_path, monkeypatch, glued):
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path))
+    page = nbh.Page("03-negative-definite", resolve(P, "quick"))
+    fig = _figure()
+    # a library plot function writes the data only; the page completes it
+    plotting.save(fig, "demo", {"numbers": [1, 2]}, **page.data_only)
+    assert page.figure(fig, "demo", statement="Theorem 3.1", caption="One line") is None
+    record = json.loads((tmp_path / "custom" / "data" / "demo.json").read_text())
+    assert record["numbers"] == [1, 2]
+    assert {k: record["meta"][k] for k in ("chapter", "statement", "caption", "command")} == {
+        "chapter": "03-negative-definite", "statement": "Theorem 3.1", "caption": "One line",
+        "command": "make notebook NB=03-negative-definite PRESET=quick"}
+    assert all((tmp_path / "custom" / f"demo.{ext}").is_file() for ext in plotting.FORMATS)
+    assert not plt.fignum_exists(fig.number)
+    html = glued["fig-demo"]._repr_mimebundle_()["text/html"]
+    assert 'data-afw-figure="demo" data-afw-path="custom/demo"' in html
+    assert 'href="../figures/custom/demo.svg"' in html and 'src="../figures/custom/demo.png"' in html
+    assert 'data-afw-json="../figures/custom/data/demo.json"' in html
+    with pytest.raises(ValueError, match="caption"):
+        page.figure(_figure(), "demo", {"x": 1}, statement="s", caption="two\nlines")
+    with pytest.raises(FileNotFoundError, match="data_only"):
+        page.figure(_figure(), "never-saved", statement="s", caption="c")
+
+
+def test_page_glue_formats_numbers(glued):
+    page = nbh.Page("x", resolve(P, "quick"))
+    page.glue(n=10_000, r=(0.12345, ".3f"), z=(0.0, ".1e"), s="(5/3, 1/3)")
+    assert glued == {"n": "10,000", "r": "0.123", "z": "0", "s": "(5/3, 1/3)"}
+    with pytest.raises(TypeError, match="spec"):
+        page.glue(bad=(1, 2, 3))
+
+
+def test_paper_figure_files_do_not_depend_on_the_caller(tmp_path, monkeypatch, glued):
+    """Two chapters draw Figure 4 (one passing the defaults explicitly): same bytes."""
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "a"))
+    nbh.Page("04-positive-definite", resolve(P, "quick")).paper_figure("figure4", seed=42, eta=0.05)
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "b"))
+    pf.render("figure4")
+    for rel in ("figure4.pdf", "figure4.png", "figure4.svg", "data/figure4.json"):
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+    meta = json.loads((tmp_path / "a" / "data" / "figure4.json").read_text())["meta"]
+    assert meta["chapter"] == pf.CHAPTER and meta["statement"] == pf.INFO["figure4"]["statement"]
+    assert meta["command"] == 'make figure ARGS="figure4 --kappas 7 --seed 42 --target 2 --eta 0.05 --delta 0.03"'
+
+
+def test_resolve_reports_the_overrides():
+    assert resolve(P, "paper").overrides == {}
+    assert resolve(P, "paper", steps=None, gamma=0.5).overrides == {"gamma": 0.5}
+
+
+def test_streams_depend_on_seed_and_name_only():
+    """Named streams: a function of (seed, name); distinct names give independent draws."""
+    from attention_fw.notebook import stream
+
+    a = stream("cells", 7).standard_normal(1000)
+    assert np.array_equal(a, stream("cells", 7).standard_normal(1000))
+    b = stream("chain", 7).standard_normal(1000)
+    c = stream("cells", 8).standard_normal(1000)
+    # independent standard normals: the sample correlation of 1000 pairs has sd 1/sqrt(1000);
+    # |r| < 0.15 fails with probability about 2e-6 for independent streams
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.15 and abs(np.corrcoef(a, c)[0, 1]) < 0.15
+    for bad in ("", None):
+        with pytest.raises(ValueError, match="name"):
+            stream(bad, 0)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            stream("x", bad)
