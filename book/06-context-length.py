@@ -173,9 +173,13 @@ gl("own_tokens", p.own_tokens)
 gl("own_points", len(own))
 gl("own_zmax", float(np.max(np.abs(z))))
 gl("own_nmax", n_max)
-for n in p.own_ns:
-    gl(f"d_half_{n}", CL.half_dimension(n))
-    gl(f"two_log_{n}", 2 * np.log(n))
+n_lo, n_hi = min(p.own_ns), max(p.own_ns)
+gl("n_lo", f"{n_lo:,}")
+gl("n_hi", f"{n_hi:,}")
+gl("d_half_lo", CL.half_dimension(n_lo))
+gl("d_half_hi", CL.half_dimension(n_hi))
+gl("two_log_lo", 2 * np.log(n_lo))
+gl("two_log_hi", 2 * np.log(n_hi))
 gl("head_owners", top["owners"])
 gl("head_tokens", top["tokens"])
 gl("head_d", top["d"])
@@ -198,9 +202,9 @@ show(CP.fig_ownership(own, head_d=HEAD_D, **save_kw), "fig-ctx-ownership")
 #
 # The sampled fractions agree with the integral at all {glue:text}`own_points` points, within
 # {glue:text}`own_zmax:.1f` binomial standard errors. The probability is $1/2$ at
-# $d\approx${glue:text}`d_half_1024:.1f` for $n=1{,}024$ and at $d\approx${glue:text}`d_half_65536:.1f`
-# for $n=65{,}536$. The rough rule $2\ln n$ gives {glue:text}`two_log_1024:.1f` and
-# {glue:text}`two_log_65536:.1f`: it overestimates a little, but it has the right growth.
+# $d\approx${glue:text}`d_half_lo:.1f` for $n=${glue:text}`n_lo` and at $d\approx${glue:text}`d_half_hi:.1f`
+# for $n=${glue:text}`n_hi`. The rough rule $2\ln n$ gives {glue:text}`two_log_lo:.1f` and
+# {glue:text}`two_log_hi:.1f`: it overestimates a little, but it has the right growth.
 # In $d=${glue:text}`head_d` all {glue:text}`head_owners:,` of the {glue:text}`head_tokens:,`
 # tokens own their cells. The expected number of tokens that do not is
 # {glue:text}`head_expected_non_owners:.2f`.

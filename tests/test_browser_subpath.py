@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlparse
 import pytest
 
 import bookbuild
-from cdp import evaluate as _evaluate
+from cdp import evaluate
 from test_browser import browser, check_page  # noqa: F401  (browser: the Chromium fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -126,11 +126,11 @@ def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(subp
         browser.send("Page.navigate", {"url": base}, session)
         deadline, where = time.monotonic() + 30, ""
         while time.monotonic() < deadline:
-            where = _evaluate(browser, session, "location.href") or ""
-            if where.endswith("book/intro.html") and _evaluate(browser, session, "document.readyState") == "complete":
+            where = evaluate(browser, session, "location.href") or ""
+            if where.endswith("book/intro.html") and evaluate(browser, session, "document.readyState") == "complete":
                 break
             time.sleep(0.2)
         assert where == urljoin(base, "book/intro.html"), where
-        assert "Frank" in (_evaluate(browser, session, "document.title") or "")
+        assert "Frank" in (evaluate(browser, session, "document.title") or "")
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
