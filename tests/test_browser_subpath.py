@@ -3,11 +3,11 @@
 A project's pages live at ``https://<owner>.github.io/<repository>/``, so every link of the
 book must be relative. Here ``python -m http.server`` (the server ``make serve`` uses) serves a
 folder whose only entry is ``<sub-path>/ -> _build/html`` of the quick build, and headless
-Chromium (the DevTools-pipe client of ``test_browser.py``) opens every HTML page: each page,
-image, stylesheet, script and font must load with no 404 and no request outside the sub-path
-(anything addressed from the server's root is a 404 here), and MathJax must typeset the math.
-Every link of every page (other pages, the downloads of the executed notebooks and page
-sources) must stay under the sub-path and answer 200.
+Chromium (the DevTools client of ``cdp.py``, with ``test_browser.py``'s page check) opens every
+HTML page: each page, image, stylesheet, script and font must load with no 404 and no request
+outside the sub-path (anything addressed from the server's root is a 404 here), and MathJax must
+typeset the math. Every link of every page (other pages, the downloads of the executed notebooks
+and page sources) must stay under the sub-path and answer 200.
 """
 from __future__ import annotations
 
