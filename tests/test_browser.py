@@ -42,7 +42,7 @@ from urllib.parse import unquote, urljoin, urlparse
 import pytest
 
 import bookbuild
-from cdp import INSTALL_HINT, PAGE_TIMEOUT, Browser, chromium_executable, evaluate
+from cdp import INSTALL_HINT, PAGE_TIMEOUT, chromium_executable, evaluate
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
@@ -213,17 +213,6 @@ def served_book(tmp_path_factory):
     server.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    exe = chromium_executable()
-    if exe is None:
-        pytest.fail(INSTALL_HINT)
-    b = Browser(exe, tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        b.send("Browser.getVersion", timeout=60)
-        yield b
-    finally:
-        b.close()
 
 
 def book_pages(html: Path) -> list[str]:

@@ -25,7 +25,7 @@ import pytest
 
 import bookbuild
 from cdp import evaluate
-from test_browser import browser, check_page  # noqa: F401  (browser: the Chromium fixture)
+from test_browser import check_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 SUBPATH = "attention-fw"
@@ -79,7 +79,7 @@ def _page_links(html_file, url: str) -> list[tuple[str, str]]:
             if not ref.startswith(("#", "mailto:", "data:", "javascript:"))]
 
 
-def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser):  # noqa: F811
+def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser):
     html, root, base = subpath_server
     assert _status(root + "book/intro.html") == 404, "the server must not serve the book from its root"
     pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
@@ -117,7 +117,7 @@ def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser)
     assert missing == {}, json.dumps(missing, indent=1)
 
 
-def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(subpath_server, browser):  # noqa: F811
+def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(subpath_server, browser):
     html, _, base = subpath_server
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
