@@ -85,6 +85,9 @@ def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser)
     pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
                    if not p.relative_to(html).parts[0].startswith("_"))
     assert "index.html" in pages and "book/intro.html" in pages
+    # index.html only redirects (a meta refresh): loading it races the redirect, so it is checked by
+    # test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path instead
+    pages.remove("index.html")
     failures, math_pages, requests = {}, 0, 0
     links: dict[str, set[str]] = {}
     for page in pages:
