@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper
+.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -20,6 +20,7 @@ venv: $(STAMP)
 # Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
+	$(VENV)/bin/ruff check lib tools tests book
 	$(PY) -m pytest
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
@@ -83,11 +84,18 @@ book/%.ipynb: book/%.py $(LIB_SRC) requirements.txt tools/run_notebook.py $(PRES
 # The execution report reads the times of every other notebook, so it runs last.
 $(REPORT_NB): $(EXECUTED)
 
+# Chapter 4 compares Figure 3 with the shapes read from the authors' PDFs.
+book/04-positive-definite.ipynb: book/data/published-figures.json
+
 figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
 	$(PY) tools/figure_manifest.py figures
 
+# A figure listed in the manifest that is missing or whose bytes differ is restored by
+# re-executing the notebook that wrote it (tools/figure_manifest.py heal: make's -W options).
 figures: $(STAMP)
-	@$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET)
+	@heal=$$($(PY) tools/figure_manifest.py heal figures --preset $(PRESET) \
+	    --notebooks $(notdir $(basename $(EXECUTED)))) || exit 1; \
+	$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET) $$heal
 
 # --all: Sphinx's incremental mode keeps stale citations and cross-references in pages that
 # did not change themselves (e.g. after an edit of references.bib); a full render is seconds.
@@ -109,3 +117,32 @@ notebook: $(STAMP)
 figure: $(STAMP)
 	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
 	$(PY) -m attention_fw.paper_figures $(ARGS)
+
+# ---------------------------------------------------------------------------------------
+# make lab [PORT=8888] [NO_BROWSER=1]: JupyterLab from .venv on the repository root. Each
+# book/NN-name.py opens as a notebook and saves back to itself (jupytext.toml, tools/lab/);
+# the kernel is .venv's Python, so attention_fw imports and the explorers are live widgets;
+# figures of runs in the lab go to figures/custom/. NO_BROWSER=1 only prints the URL (on a
+# remote machine, forward the port first: ssh -L 8888:localhost:8888 <host>).
+.PHONY: lab
+PORT ?= 8888
+lab: $(STAMP)
+	@echo "lab: JupyterLab on http://localhost:$(PORT); the URL to open, with its token, is printed below. Ctrl-C stops it."
+	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
+	    --config=$(CURDIR)/tools/lab/jupyter_lab_config.py --port=$(PORT)$(if $(filter-out 0 no false,$(NO_BROWSER)), --no-browser)
+
+# Preview the built book (building it first when needed) as GitHub Pages serves a project:
+# under a sub-path, http://127.0.0.1:$(SERVE_PORT)/$(SUBPATH)/. Ctrl-C stops the server.
+# make serve PORT=... (default 8000; make lab's default port is 8888)
+SERVE_PORT  = $(if $(filter command line environment,$(origin PORT)),$(PORT),8000)
+SUBPATH    ?= $(notdir $(CURDIR))
+serve: book
+	@rm -rf _build/serve && mkdir -p _build/serve && ln -s ../html "_build/serve/$(SUBPATH)"
+	@echo "serve: http://127.0.0.1:$(SERVE_PORT)/$(SUBPATH)/ (as on https://<owner>.github.io/<repository>/); Ctrl-C stops"
+	$(PY) -m http.server $(SERVE_PORT) --bind 127.0.0.1 --directory _build/serve
+
+# Re-read the authors' published figure PDFs (a folder holding them, e.g. the figures/ folder of
+# their repository) into book/data/published-figures.json; `git diff` then shows any change.
+published-data: $(STAMP)
+	@test -n "$(PDFS)" || { echo "usage: make published-data PDFS=<folder with the authors' figure PDFs>"; exit 2; }
+	$(PY) tools/published_data.py "$(PDFS)"

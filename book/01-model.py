@@ -4,8 +4,9 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -103,7 +104,7 @@ Bm = rng.standard_normal((d, d))
 beta_check = 1.5
 A = dyn.attention(x, Bm, beta_check)
 r_form = np.linalg.solve(np.eye(d) + Vm, (x + (A @ x) @ Vm.T).T).T  # R-form
-p_form = dyn.layer_step(x, Bm, Vm, beta_check)                     # P-form
+p_form = dyn.layer_step(x, beta_check, Bm, Vm)                     # P-form
 glue("ch1-beta-check", beta_check, display=False)
 glue("ch1-R-vs-P", float(np.abs(r_form - p_form).max()), display=False)
 
@@ -173,9 +174,9 @@ def score_gap(x, t):
 X0 = rng.standard_normal((p.configs, p.n, d))
 I2 = np.eye(d)
 gaps = dyn.FunctionRecorder("gap", score_gap)
-hard = dyn.simulate(X0, dyn.Layer(I2, p.h * I2, np.inf), p.steps, recorders=[gaps]).x
+hard = dyn.simulate(X0, dyn.Layer(np.inf, I2, p.h * I2), p.steps, recorders=[gaps]).x
 Delta = gaps.result()[:-1].min(axis=0)                                           # (configs,), layers 0..t-1
-errors = np.array([np.linalg.norm(dyn.simulate(X0, dyn.Layer(I2, p.h * I2, b), p.steps).x - hard,
+errors = np.array([np.linalg.norm(dyn.simulate(X0, dyn.Layer(b, I2, p.h * I2), p.steps).x - hard,
                                   axis=-1).max(axis=-1) for b in p.betas])      # (len(betas), configs)
 floor = 1e-16
 med, worst = np.median(errors, axis=1), errors.max(axis=1)
@@ -256,13 +257,13 @@ glue("ch1-gap-min", float(Delta.min()), display=False)
 # %%
 x = rng.uniform(-1, 1, (p.n, d))
 sa_beta = dyn.softmax_step(x, p.gamma, p.beta_mc)
-with_V_gamma = dyn.layer_step(x, I2, p.gamma * I2, p.beta_mc)
+with_V_gamma = dyn.layer_step(x, p.beta_mc, I2, p.gamma * I2)
 glue("ch1-gamma", p.gamma, display=False)
 glue("ch1-E8-wrong", float(np.abs(with_V_gamma - sa_beta).max()), display=False)
 glue("ch1-E8-step", p.gamma / (1 + p.gamma), display=False)
 glue("ch1-E8-right", float(np.abs(with_V_gamma - dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)).max()),
      display=False)
-glue("ch1-E8-fix", float(np.abs(dyn.layer_step(x, I2, p.gamma / (1 - p.gamma) * I2, p.beta_mc) - sa_beta).max()),
+glue("ch1-E8-fix", float(np.abs(dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2) - sa_beta).max()),
      display=False)
 
 # %% [markdown]
@@ -297,7 +298,7 @@ sq = np.zeros_like(x)
 checkpoints, errs, done = [], [], 0
 while done < p.samples:                                  # batches double: checkpoints 1000, 2000, 4000, ...
     m = min(max(done, min(1000, p.samples)), p.samples - done, 100_000)
-    Y = dyn.sap_step(np.broadcast_to(x, (m,) + x.shape), p.gamma, p.beta_mc, chain_rng)  # (m, n, d)
+    Y = dyn.sap_step(np.broadcast_to(x, (m,) + x.shape), p.gamma, p.beta_mc, rng=chain_rng)  # (m, n, d)
     sums += Y.sum(0)
     sq += (Y ** 2).sum(0)
     done += m
@@ -372,7 +373,7 @@ _ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "
 
 # %%
 x0 = rng.uniform(-1, 1, (14, d))
-run = dyn.simulate(x0, dyn.Hardmax(None, schedule=0.25), 16, trajectory=True)
+run = dyn.simulate(x0, dyn.Hardmax(0.25), 16, trajectory=True)
 leader = dyn.leaders(run.x)
 colors = plt.get_cmap("tab10")(np.unique(leader, return_inverse=True)[1] % 10)
 display(HTML(trajectory_animation(run.trajectory, colors=colors, title=lambda k: f"(SA$\\infty$), layer t = {k}")))
@@ -390,7 +391,7 @@ display(HTML(trajectory_animation(run.trajectory, colors=colors, title=lambda k:
 
 # %% tags=["hide-input"]
 beta_grid = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
-paths = {b: dyn.simulate(x0, dyn.Softmax(b, schedule=0.1), 60, trajectory=True).trajectory for b in beta_grid}
+paths = {b: dyn.simulate(x0, dyn.Softmax(0.1, b), 60, trajectory=True).trajectory for b in beta_grid}
 
 
 def draw_paths(ax, traj, title):
@@ -422,7 +423,7 @@ import ipywidgets as widgets
 
 
 def live(beta=8.0, gamma=0.1, layers=60):
-    traj = dyn.simulate(x0, dyn.Softmax(beta, schedule=gamma), layers, trajectory=True).trajectory
+    traj = dyn.simulate(x0, dyn.Softmax(gamma, beta), layers, trajectory=True).trajectory
     fig, ax = plt.subplots(figsize=(4, 4))
     draw_paths(ax, traj, f"(SA$\\beta$), $\\beta$ = {beta:.3g}, $\\gamma$ = {gamma:.2g}, {layers} layers")
     plt.show()

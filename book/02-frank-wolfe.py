@@ -4,8 +4,9 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -68,7 +69,7 @@ from scipy.spatial import ConvexHull
 
 from attention_fw import dynamics as dyn
 from attention_fw import frank_wolfe as fw
-from attention_fw import plotting
+from attention_fw import plotting, polytope
 from attention_fw.animate import trajectory_animation
 
 # %matplotlib inline
@@ -170,7 +171,7 @@ _ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "
 def count_ties(B):
     X0 = rng.uniform(-1, 1, (p.tie_configs, 6, 2))
     rec = dyn.FunctionRecorder("ties", lambda x, t: (dyn.tie_counts(x, B) > 1).sum())
-    dyn.simulate(X0, dyn.Hardmax(B, schedule=p.gamma), p.tie_steps, recorders=[rec])
+    dyn.simulate(X0, dyn.Hardmax(p.gamma, B), p.tie_steps, recorders=[rec])
     return int(rec.result().sum())
 
 
@@ -187,8 +188,8 @@ count_centre = int(dyn.tie_counts(with_centre)[4])
 count_edge = int(dyn.tie_counts(with_edge)[4])
 glue("ch2-tie-centre", count_centre, display=False)
 glue("ch2-tie-edge", count_edge, display=False)
-run_a = dyn.simulate(with_centre, dyn.Hardmax(None, schedule=0.3), 12, trajectory=True).trajectory
-run_b = dyn.simulate(with_edge, dyn.Hardmax(None, schedule=0.3), 12, trajectory=True).trajectory
+run_a = dyn.simulate(with_centre, dyn.Hardmax(0.3), 12, trajectory=True).trajectory
+run_b = dyn.simulate(with_edge, dyn.Hardmax(0.3), 12, trajectory=True).trajectory
 glue("ch2-centre-moved", float(np.abs(run_a[:, 4] - run_a[0, 4]).max()), display=False)
 glue("ch2-edge-end-x", float(run_b[-1, 4, 0]), display=False)
 glue("ch2-edge-end-y", float(run_b[-1, 4, 1]), display=False)
@@ -247,7 +248,7 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 a = rng.uniform(0.01, 3.0, p.e7_pairs)
 b = -rng.uniform(0.01, 3.0, p.e7_pairs)
 pairs = np.stack([a, b], axis=-1)[..., None]                       # (pairs, n=2, d=1)
-after = dyn.layer_step(pairs, -np.eye(1), np.eye(1), np.inf)
+after = dyn.layer_step(pairs, np.inf, -np.eye(1), np.eye(1))
 merged = int((after[:, 0, 0] == after[:, 1, 0]).sum())
 glue("ch2-e7-pairs", p.e7_pairs, display=False)
 glue("ch2-e7-merged", merged, display=False)
@@ -276,7 +277,7 @@ Bs = (Bs + np.swapaxes(Bs, 1, 2)) / 2
 areas = np.empty((p.hull_steps + 1, p.hull_configs))
 outside = 0
 for t in range(p.hull_steps + 1):
-    areas[t] = fw.hull_area(X)
+    areas[t] = polytope.hull_area(X)
     if t == p.hull_steps:
         break
     S = np.einsum("rid,rde,rje->rij", X, Bs, X)                   # batched scores <B x_i, x_j>
@@ -335,7 +336,7 @@ _ = plotting.save(fig, "ch2-hull-area", {"relative_area": norm, "gamma": p.gamma
 # %%
 Bi = np.array([[1.0, 0.0], [0.0, -0.6]])
 x0 = rng.standard_normal((12, 2))
-run = dyn.simulate(x0, dyn.Hardmax(Bi, schedule=0.2), 30, trajectory=True)
+run = dyn.simulate(x0, dyn.Hardmax(0.2, Bi), 30, trajectory=True)
 display(HTML(trajectory_animation(run.trajectory, title=lambda k: f"(SA$\\infty$), B = diag(1, -0.6), t = {k}")))
 
 # %% [markdown]
@@ -357,7 +358,7 @@ Vd = np.diag([1.5, 7.0 / 3.0])
 Pd = dyn.preconditioner(Vd)
 tri = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
 Bswap = np.array([[0.0, 1.0], [1.0, 0.0]])
-new = dyn.layer_step(tri, Bswap, Vd, np.inf)
+new = dyn.layer_step(tri, np.inf, Bswap, Vd)
 old_poly, new_poly = Polygon(tri), Polygon(new[ConvexHull(new).vertices])
 glue("ch2-P1", float(Pd[0, 0]), display=False)
 glue("ch2-P2", float(Pd[1, 1]), display=False)

@@ -1,13 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -196,11 +195,11 @@ page.figure(fig, "fw-thm31-counterexample",
 # %%
 Bs = np.eye(2)
 sym_clouds = cv.symmetric_cloud(pc.n_symmetric, pc.m_symmetric, 2,
-                                seed=np.random.default_rng(seeds[0]))
+                                rng=np.random.default_rng(seeds[0]))
 sym = cv.thm31_ratio(sym_clouds, Bs, pc.bound_steps, symmetric=True)
 shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size,
                        pc.bound_steps, Bstar=Bs,
-                       seed=int(seeds[1].generate_state(1)[0]))
+                       rng=int(seeds[1].generate_state(1)[0]))
 viol = shf["first_violation"][shf["first_violation"] >= 0]
 lim = np.linalg.norm(shf["limit"], axis=-1) / shf["diam0"]
 page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
@@ -219,7 +218,7 @@ page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           shift_lim_med=(np.median(lim), ".3f"))
 
 example_cloud = cv.shifted_cloud(pc.rate_clouds, 6, 2,
-                                 seed=np.random.default_rng(seeds[2]))
+                                 rng=np.random.default_rng(seeds[2]))
 example = cv.section3_rates(example_cloud, Bs, pc.rate_steps)
 fig = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example,
                                          **page.data_only)
@@ -289,14 +288,15 @@ page.figure(fig, "fw-thm31-symmetric-vs-shifted",
 
 # %%
 shifted = cv.shifted_cloud(pc.rate_clouds, 5, 2,
-                           seed=np.random.default_rng(seeds[3]))
+                           rng=np.random.default_rng(seeds[3]))
 rs = cv.section3_rates(shifted, Bs, pc.rate_steps)
 Bsym = np.diag([1.0, 0.3])
 n_sym_rate, m_sym_rate = 2 * pc.rate_clouds, 10
 symmetric = cv.symmetric_cloud(n_sym_rate, m_sym_rate, 2,
-                               seed=np.random.default_rng(seeds[4]))
+                               rng=np.random.default_rng(seeds[4]))
 ry = cv.section3_rates(symmetric, Bsym, pc.sym_rate_steps, symmetric=True)
-fig, slopes = cvp.fig_rates_section3(rs, ry, **page.data_only)
+fig = cvp.fig_rates_section3(rs, ry, **page.data_only)
+slopes = {"shifted": cv.rate_slopes(rs), "symmetric": cv.rate_slopes(ry)}
 page.figure(fig, "fw-rates-section3",
             statement="Theorem 3.1, corrected proposition (erratum E1)",
             caption="Energy, Frank–Wolfe gap and primal gap of the token "
@@ -338,9 +338,10 @@ page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
 
 # %%
 same_clouds = cv.shifted_cloud(pc.rate_clouds, 5, 2,
-                               seed=np.random.default_rng(seeds[3]))
+                               rng=np.random.default_rng(seeds[3]))
 fx = cv.fixed_hull_fw(same_clouds, Bs, pc.rate_steps)
-fig, fslopes = cvp.fig_fixed_vs_current(fx, rs, **page.data_only)
+fig = cvp.fig_fixed_vs_current(fx, rs, **page.data_only)
+fslopes = cv.fixed_vs_current_slopes(fx, rs)
 page.figure(fig, "fw-fixed-vs-current-hull",
             statement="Theorem 3.1 (errata E1, E2)",
             caption="Classical Frank–Wolfe over the fixed hull against "
@@ -398,7 +399,8 @@ lb = cv.linear_rate_bound(hexagon, Bl)
 ls = cv.fixed_hull_fw(hexagon[None], Bl, pc.line_steps, rule="line-search",
                       times=np.arange(pc.line_steps + 1))
 ol = cv.fixed_hull_fw(hexagon[None], Bl, pc.rate_steps, rule="fw")
-fig, lin = cvp.fig_linear_contrast(ol, ls, lb, **page.data_only)
+fig = cvp.fig_linear_contrast(ol, ls, lb, **page.data_only)
+lin = cv.linear_contrast_rates(ol, ls)
 page.figure(fig, "fw-linear-contrast",
             statement="Section 3, the linear rate of the v1 abstract (E1)",
             caption="Frank–Wolfe over a fixed polygon: exact line search "

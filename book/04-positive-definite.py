@@ -1,13 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -65,7 +64,6 @@ from myst_nb import glue
 
 from attention_fw import geometry as geo
 from attention_fw import paper_figures as pf
-from attention_fw import paths
 from attention_fw.notebook import Page
 from attention_fw.presets import resolve
 
@@ -236,19 +234,16 @@ print(mis_eq, mis_B, mis_var)
 fig3 = page.paper_figure("figure3", seed=p.seed)
 J_dev = float(max(np.abs(np.asarray(pan["J_vertices"]) - 0.5).max() for pan in fig3["panels"]))
 glue("J_dev", J_dev, display=False)
-if paths.PUBLISHED.exists():
-    res_12, res_11 = [], []
-    for pan in fig3["panels"]:
-        pdf = paths.PUBLISHED / f"quadratic_{pan['kappa']}.pdf"
-        res_12.append(pf.published_geometry(pdf, pan["hull"])["hull_residual"])
-        u, hull = geo.sample_vertices(pan["kappa"], p.seed, equal_norm=True)
-        wrong = geo.level_set_vertices(u, np.eye(2))[hull]
-        res_11.append(pf.published_geometry(pdf, wrong)["hull_residual"])
-    glue("e17_12", f"{max(res_12):.1e}", display=False)
-    glue("e17_11", f"{min(res_11):.2f}", display=False)
-else:
-    glue("e17_12", "(published files not available)", display=False)
-    glue("e17_11", "(published files not available)", display=False)
+# The published polygons as read from the authors' PDFs (book/data/published-figures.json)
+res_12, res_11 = [], []
+for pan in fig3["panels"]:
+    published = pf.published_shapes(f"quadratic_{pan['kappa']}")
+    res_12.append(pf.published_geometry(published, pan["hull"])["hull_residual"])
+    u, hull = geo.sample_vertices(pan["kappa"], rng=p.seed, equal_norm=True)
+    wrong = geo.level_set_vertices(u, np.eye(2))[hull]
+    res_11.append(pf.published_geometry(published, wrong)["hull_residual"])
+glue("e17_12", f"{max(res_12):.1e}", display=False)
+glue("e17_11", f"{min(res_11):.2f}", display=False)
 
 # %% [markdown]
 # ```{glue:figure} fig-figure3
@@ -499,7 +494,7 @@ pc = resolve(PRESETS_4C, preset, const_gamma=const_gamma, to_one_a=to_one_a, n_i
 import numpy as np
 from myst_nb import glue
 
-from attention_fw import convergence as cv
+from attention_fw import vertex_limits as vl
 from attention_fw import convergence_plots as cvp
 from attention_fw import dynamics as dyn
 from attention_fw import geometry as geo
@@ -559,7 +554,7 @@ V6 = geo.level_set_vertices(np.c_[np.cos(th), np.sin(th)], B4)
 X6 = np.random.default_rng(seeds_4c[0]).dirichlet(np.ones(6), size=(1, pc.n_interior)) @ V6
 schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmonic(),
                 "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
-runs_4c = {kind: (s, cv.vertex_convergence(V6, X6, B4, s, steps))
+runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, B4, s, steps))
            for (kind, s), steps in zip(schedules_4c.items(), pc.schedule_steps)}
 for kind, (s, r) in runs_4c.items():
     glue(f"ch4c-dev-{kind}", float(np.abs(r["dist"] - r["closed"]).max()), display=False)
@@ -599,12 +594,12 @@ page.figure(fig_sched, "vertex-convergence-schedules",
 # hull, the cells and possibly the leaders change along the way.
 
 # %%
-v42, h42 = geo.sample_vertices(6, 42, enforce_bijection=True)
+v42, h42 = geo.sample_vertices(6, rng=42, enforce_bijection=True)
 v42 = v42[h42]
 X1 = np.random.default_rng(seeds_4c[1]).dirichlet(np.ones(6), size=(1, 14)) @ V6
 X2 = np.random.default_rng(seeds_4c[2]).dirichlet(np.ones(6), size=(1, 14)) @ v42
-pl1 = cv.vertex_convergence(V6, X1, B4, pc.line_gamma, pc.line_steps)
-pl2 = cv.vertex_convergence(v42, X2, np.eye(2), pc.line_gamma, pc.line_steps)
+pl1 = vl.vertex_convergence(V6, X1, B4, pc.line_gamma, pc.line_steps)
+pl2 = vl.vertex_convergence(v42, X2, np.eye(2), pc.line_gamma, pc.line_steps)
 fig_lines = cvp.fig_vertex_straight_lines(
     [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
      ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **page.data_only)
@@ -626,10 +621,10 @@ def segment_deviation(res, verts):
 
 glue("ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42)), display=False)
 
-v0, h0 = geo.sample_vertices(6, 0, enforce_bijection=True)
+v0, h0 = geo.sample_vertices(6, rng=0, enforce_bijection=True)
 v0 = v0[h0]
 X0 = np.random.default_rng(seeds_4c[3]).dirichlet(np.ones(6), size=10) @ v0
-run_no = cv.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
+run_no = vl.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
 glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)
 glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False)
 glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
@@ -691,7 +686,7 @@ rng_dg = np.random.default_rng(seeds_4c[4])
 x_dg = rng_dg.normal(size=(pc.dg_systems, pc.dg_tokens, 2))
 M = rng_dg.normal(size=(2, 2))
 B_dg = M @ M.T + 0.1 * np.eye(2)
-dg_runs = {label: cv.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
+dg_runs = {label: vl.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
            for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
                                 ("$2^{-t-1}$", "halving")]}
 slack = min(float((r["rhs"] - r["lhs"]).min()) for r in dg_runs.values())
@@ -740,9 +735,9 @@ page.figure(fig_dg, "duality-gap-prop",
 
 # %%
 dims_4c = np.unique(np.round(np.geomspace(1, pc.mc_max_dim, pc.mc_dims)).astype(int))
-mc = [cv.owns_cell_probability(dims_4c, k, pc.mc_samples, seed=np.random.default_rng(s))
+mc = [vl.owns_cell_probability(dims_4c, k, pc.mc_samples, rng=np.random.default_rng(s))
       for k, s in zip((3, 5, 10), seeds_4c[5].spawn(3))]
-mc_b = cv.owns_cell_probability(dims_4c, 5, pc.mc_samples, seed=np.random.default_rng(seeds_4c[6]),
+mc_b = vl.owns_cell_probability(dims_4c, 5, pc.mc_samples, rng=np.random.default_rng(seeds_4c[6]),
                                 B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
 
 
@@ -808,13 +803,14 @@ page.figure(fig_mc, "remark46-owns-cell",
 hexa = np.c_[np.cos(2 * np.pi * np.arange(6) / 6), np.sin(2 * np.pi * np.arange(6) / 6)]
 x_ode = np.concatenate([hexa, np.random.default_rng(seeds_4c[7]).dirichlet(np.ones(6), size=8) @ hexa])
 I2 = np.eye(2)
-eu = cv.euler_error(x_ode, I2, 1 / 2 ** np.arange(1, pc.euler_levels + 1), T=1.0)
+eu = vl.euler_error(x_ode, I2, 1 / 2 ** np.arange(1, pc.euler_levels + 1), T=1.0)
 tt = np.linspace(0, 4, 200)
-paths_ode = dict(t=tt, exact=cv.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
+paths_ode = dict(t=tt, exact=vl.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
 for h in (0.5, 0.25, 0.1):
-    sim = dyn.simulate(x_ode, dyn.Hardmax(I2, h), int(round(4 / h)), trajectory=True)
+    sim = dyn.simulate(x_ode, dyn.Hardmax(h, I2), int(round(4 / h)), trajectory=True)
     paths_ode["euler"][h] = (sim.times * h, sim.trajectory[:, 6, 0])
-fig_eu, eu_slope = cvp.fig_ode_euler(eu, paths_ode, **page.data_only)
+fig_eu = cvp.fig_ode_euler(eu, paths_ode, **page.data_only)
+eu_slope = eu.slope
 page.figure(fig_eu, "ode-euler-error",
             statement="Theorem 4.8 (number unconfirmed)",
             caption="(SA∞) with γ = Δt is the Euler scheme of the "
@@ -823,19 +819,19 @@ glue("ch4c-euler-slope", eu_slope, display=False)
 glue("ch4c-euler-const", float(eu["err_T"][-1] / eu["dt"][-1]), display=False)
 glue("ch4c-euler-pred", float(eu["leading_T"]), display=False)
 dt_e = 0.01
-sim_e = dyn.simulate(x_ode, dyn.Hardmax(I2, float(-np.expm1(-dt_e))), 300, trajectory=True)
-glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - cv.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
+sim_e = dyn.simulate(x_ode, dyn.Hardmax(float(-np.expm1(-dt_e)), I2), 300, trajectory=True)
+glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - vl.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
      display=False)
 
 deltas = np.geomspace(1e-6, 1e-2, pc.cont_points)
-gen = cv.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, seed=1)
+gen = vl.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, rng=1)
 eta = 1e-3
 nrm = (hexa[0] - hexa[1]) / np.linalg.norm(hexa[0] - hexa[1])
 x_b = np.concatenate([x_ode, (0.3 * (hexa[0] + hexa[1]) + eta * nrm)[None]])  # in the cell of hexa[0]
 u = np.random.default_rng(2).normal(size=x_b.shape)
 u /= 1.0001 * np.linalg.norm(u, axis=-1).max()
 u[-1] = -nrm                                           # push the last token across the boundary
-bnd = cv.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
+bnd = vl.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
 assert gen["same_cells"].all()
 glue("ch4c-lip-min", float((gen["sup_dist"] / deltas).min()), display=False)
 glue("ch4c-lip-max", float((gen["sup_dist"] / deltas).max()), display=False)

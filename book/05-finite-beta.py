@@ -1,13 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -79,10 +78,13 @@ from myst_nb import glue
 from scipy import stats
 
 from attention_fw import dynamics
+from attention_fw import exit_times as ET
 from attention_fw import geometry as geo
 from attention_fw import metastability as M
 from attention_fw import paper_figures as pf
 from attention_fw import plotting, sweeps
+from attention_fw import polytope as P
+from attention_fw import survival as SV
 from attention_fw.presets import resolve
 
 PRESETS = {
@@ -114,8 +116,8 @@ p = resolve(PRESETS, preset, executor=executor, phase1_betas=phase1_betas, phase
             collapse_max_steps=collapse_max_steps)
 RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
 GAMMA = 0.1
-TRI = M.triangle_on_circle()                      # equilateral triangle on S^1
-C0_TRI, D_TRI = M.c0(TRI), M.diameter(TRI)
+TRI = P.points_on_circle()                      # equilateral triangle on S^1
+C0_TRI, D_TRI = P.c0(TRI), P.diameter(TRI)
 
 
 def gl(name, value):
@@ -177,23 +179,23 @@ glue("fig-figure4-s5", Image(data=fig4_files["png"].read_bytes(), format="png"),
 
 # %%
 def regular(k):
-    return sweeps.regular_polygon(k)
+    return P.regular_polygon(k)
 
 
 shapes = {
     "equilateral triangle": TRI,
-    "acute triangle (90, 200, 330 deg)": M.triangle_on_circle((90, 200, 330)),
-    "obtuse triangle (0, 30, 150 deg)": M.triangle_on_circle((0, 30, 150)),
+    "acute triangle (90, 200, 330 deg)": P.points_on_circle((90, 200, 330)),
+    "obtuse triangle (0, 30, 150 deg)": P.points_on_circle((0, 30, 150)),
     "square": regular(4), "regular pentagon": regular(5), "regular heptagon (Fig. 4)": regular(7),
-    "regular simplex, d = 3": M.regular_simplex(3), "regular simplex, d = 5": M.regular_simplex(5),
+    "regular simplex, d = 3": P.regular_simplex(3), "regular simplex, d = 5": P.regular_simplex(5),
     "cross-polytope, d = 3": np.vstack([np.eye(3), -np.eye(3)]),
 }
 print(f"{'polytope':36s} {'largest vertex angle':>21s} {'(5.1)':>6s} {'c0':>7s}")
 angles = {}
 for name, v in shapes.items():
-    a = np.rad2deg(M.vertex_angles(v).max())
+    a = np.rad2deg(P.vertex_angles(v).max())
     angles[name] = a
-    print(f"{name:36s} {a:19.2f} deg {str(M.satisfies_51(v)):>6s} {M.c0(v):7.3f}")
+    print(f"{name:36s} {a:19.2f} deg {str(P.satisfies_51(v)):>6s} {P.c0(v):7.3f}")
 gl("ang_square", angles["square"])
 gl("ang_hept", angles["regular heptagon (Fig. 4)"])
 gl("ang_simplex", angles["regular simplex, d = 3"])
@@ -236,19 +238,19 @@ gl("beta_hyp", beta_hyp)
 # hypotheses hold.
 
 # %%
-PH1 = dict(gamma=0.05, config_beta=1e4, per_vertex=3, min_dist=0.55, config_seed=3)
-x0_p1, sig_p1 = M.phase1_configuration(TRI, PH1["per_vertex"], PH1["config_beta"], PH1["config_seed"],
+PH1 = dict(gamma=0.05, config_beta=1e4, per_vertex=3, min_dist=0.55, config_rng=3)
+x0_p1, sig_p1 = M.phase1_configuration(TRI, PH1["per_vertex"], PH1["config_beta"], rng=PH1["config_rng"],
                                        min_dist=PH1["min_dist"])
 k1 = M.phase1_constants(x0_p1, TRI, sig_p1, PH1["gamma"])
 beta_cfg = M.configuration_beta_min(x0_p1, TRI, sig_p1)
 horizon = 4 * k1["T1"]
-ph1 = sweeps.run(sweeps.phase1_task, sweeps.grid(beta=p.phase1_betas, seed=11, runs=p.phase1_runs,
+ph1 = sweeps.run(M.phase1_task, sweeps.grid(beta=p.phase1_betas, rng=11, runs=p.phase1_runs,
                                                  horizon=horizon, **PH1), **RUN)
 # the same experiment with the regular simplex in R^3 (interior tokens at distance >= 0.5)
-ph1_3d = sweeps.run(sweeps.phase1_task, sweeps.grid(beta=p.phase1_betas, seed=12, runs=p.phase1_runs,
+ph1_3d = sweeps.run(M.phase1_task, sweeps.grid(beta=p.phase1_betas, rng=12, runs=p.phase1_runs,
                                                     **{**PH1, "min_dist": 0.5, "d": 3}), **RUN)
 frac3 = np.array([r["fraction"] for r in ph1_3d])
-gl("beta_hyp3", M.hypothesis_beta_min(M.regular_simplex(3)))
+gl("beta_hyp3", M.hypothesis_beta_min(P.regular_simplex(3)))
 gl("p1_T1_3d", ph1_3d[0]["T1"])
 frac = np.array([r["fraction"] for r in ph1])
 bound1 = np.array([r["bound"] for r in ph1])
@@ -438,13 +440,13 @@ show(fig, "metastability-admissible", dict(region=region, r_star=hyp["r_star"], 
 # feasible, and against the closed form:
 
 # %%
-x0_c, sig_c = M.cluster_configuration(TRI, np.array([2, 2, 2]))
+x0_c, sig_c = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
 rows, stepped = [], {}
 for beta in p.check_betas:
-    a = M.engine_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, seed=1)
-    b = M.stepping_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, seed=2, cap=10**6)
+    a = ET.engine_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=1)
+    b = ET.stepping_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=2, cap=10**6)
     stepped[beta] = b
-    exact = 1 / -math.expm1(-M.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta))
+    exact = 1 / -math.expm1(-ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta))
     rows.append((beta, exact, a.times.mean(), b.times.mean(), stats.ks_2samp(a.times, b.times).pvalue))
     print(f"beta={beta:4.1f}  exact E[T2]={exact:9.2f}  engine mean={a.times.mean():9.2f}  "
           f"stepping mean={b.times.mean():9.2f}  two-sample KS p={rows[-1][-1]:.2f}")
@@ -463,16 +465,16 @@ gl("check_runs", p.check_runs)
 # runs over $(\beta,\text{seed},n,\kappa)$; the histograms use $\kappa=3$, $n=6$.
 
 # %%
-grid_jump = sweeps.grid(beta=p.jump_betas, seed=p.seeds, n=[6], kappa=p.kappas, runs=p.jump_runs, eps=0.05)
-grid_jump += sweeps.grid(beta=p.jump_betas, seed=p.seeds, n=[n for n in p.ns if n != 6], kappa=[3],
+grid_jump = sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[6], kappa=p.kappas, runs=p.jump_runs, eps=0.05)
+grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[n for n in p.ns if n != 6], kappa=[3],
                          runs=p.jump_runs, eps=0.05)
-res_jump = sweeps.run(sweeps.exit_time_task, grid_jump, **RUN)
+res_jump = sweeps.run(ET.exit_time_task, grid_jump, **RUN)
 
 
 def merged(results, **key):
     """Merge the seeds of one parameter set into one ExitSample."""
     rs = [r for r in results if all(r[k] == v for k, v in key.items())]
-    return M.ExitSample(np.concatenate([r["times"] for r in rs]), np.concatenate([r["censored"] for r in rs])), rs[0]
+    return ET.ExitSample(np.concatenate([r["times"] for r in rs]), np.concatenate([r["censored"] for r in rs])), rs[0]
 
 
 fits = {}
@@ -480,7 +482,7 @@ for kappa in p.kappas:
     for n in sorted(set([6] + (list(p.ns) if kappa == 3 else []))):
         for beta in p.jump_betas:
             es, r0 = merged(res_jump, beta=beta, kappa=kappa, n=n)
-            fits[kappa, n, beta] = (M.fit_geometric_censored(es.times, es.censored), es, r0)
+            fits[kappa, n, beta] = (SV.fit_geometric_censored(es.times, es.censored), es, r0)
 n_exits_total = sum(f.n for f, _, _ in fits.values())
 gl("jump_exits_total", n_exits_total)
 gl("jump_censored_total", sum(f.n_censored for f, _, _ in fits.values()))
@@ -538,18 +540,18 @@ rate_rows = {}
 for kappa in p.kappas:
     for n in sorted(set([6] + (list(p.ns) if kappa == 3 else []))):
         fl = [fits[kappa, n, b][0] for b in p.jump_betas]
-        rate_rows[kappa, n] = M.fit_log_mean_slope(p.jump_betas, fl)
+        rate_rows[kappa, n] = SV.fit_log_mean_slope(p.jump_betas, fl)
 # the exact mean 1/(1-q) of the same geometric law, fitted on the same grid with the same weights,
 # and on the lower and upper halves of the grid (finite-beta bias against Monte Carlo noise)
 L = len(p.jump_betas)
 halves = (list(p.jump_betas[:L // 2 + 1]), list(p.jump_betas[L // 2:]))
-geom = {k: (sweeps.regular_polygon(k[0]), sweeps.tokens_per_vertex(k[1], k[0])) for k in rate_rows}
-exact_slope = {k: M.frozen_mean_slope(*geom[k], p.jump_betas, weights=rate_rows[k]["weights"]) for k in rate_rows}
-half_fits = {(k, h): M.fit_log_mean_slope(bs, [fits[k[0], k[1], b][0] for b in bs])
+geom = {k: (P.regular_polygon(k[0]), ET.tokens_per_vertex(k[1], k[0])) for k in rate_rows}
+exact_slope = {k: ET.frozen_mean_slope(*geom[k], p.jump_betas, weights=rate_rows[k]["weights"]) for k in rate_rows}
+half_fits = {(k, h): SV.fit_log_mean_slope(bs, [fits[k[0], k[1], b][0] for b in bs])
              for k in rate_rows for h, bs in enumerate(halves)}
-half_exact = {(k, h): M.frozen_mean_slope(*geom[k], halves[h], weights=half_fits[k, h]["weights"])
+half_exact = {(k, h): ET.frozen_mean_slope(*geom[k], halves[h], weights=half_fits[k, h]["weights"])
               for k in rate_rows for h in range(2)}
-c0_of = {k: M.c0(geom[k][0]) for k in rate_rows}
+c0_of = {k: P.c0(geom[k][0]) for k in rate_rows}
 excl = [k for k in sorted(rate_rows) if not rate_rows[k]["slope_ci"][0] <= c0_of[k] <= rate_rows[k]["slope_ci"][1]]
 gl("rate_excl", ", ".join(f"({k[0]}, {k[1]})" for k in excl) or "none")
 gl("rate_z_max", max(abs(rate_rows[k]["slope"] - exact_slope[k]) / rate_rows[k]["slope_se"] for k in rate_rows))
@@ -563,7 +565,7 @@ gl("rate_exact_hi", half_exact[k6, 1])
 gl("rate_half_lo", f"{halves[0][0]:g} to {halves[0][-1]:g}")
 gl("rate_half_hi", f"{halves[1][0]:g} to {halves[1][-1]:g}")
 win_starts = np.arange(2.0, 40.5, 0.5)
-win = {k: M.frozen_slope_windows(*geom[k], win_starts, 8.0) for k in rate_rows}
+win = {k: ET.frozen_slope_windows(*geom[k], win_starts, 8.0) for k in rate_rows}
 close = np.all([np.abs(win[k] / c0_of[k] - 1) < 1e-3 for k in win], axis=0)
 far_ok = np.flatnonzero(np.logical_and.accumulate(close[::-1])[::-1])   # from here on, every later window too
 gl("rate_win_beta", float(win_starts[far_ok[0]]) if far_ok.size else float("nan"))
@@ -573,19 +575,19 @@ gl("slope3_lo", s3["slope_ci"][0])
 gl("slope3_hi", s3["slope_ci"][1])
 
 # theorem regime, one token per vertex (engine), inside the admissible region
-grid_thm = sweeps.grid(beta=p.thm_betas, seed=p.seeds, n=[3], kappa=[3], runs=p.jump_runs, eps=EPS_THM,
+grid_thm = sweeps.grid(beta=p.thm_betas, rng=p.seeds, n=[3], kappa=[3], runs=p.jump_runs, eps=EPS_THM,
                        gamma=GAMMA_THM)
-res_thm = sweeps.run(sweeps.exit_time_task, grid_thm, **RUN)
-thm_fits = [M.fit_geometric_censored(*(lambda e: (e.times, e.censored))(merged(res_thm, beta=b)[0]))
+res_thm = sweeps.run(ET.exit_time_task, grid_thm, **RUN)
+thm_fits = [SV.fit_geometric_censored(*(lambda e: (e.times, e.censored))(merged(res_thm, beta=b)[0]))
             for b in p.thm_betas]
-s_thm = M.fit_log_mean_slope(p.thm_betas, thm_fits)
+s_thm = SV.fit_log_mean_slope(p.thm_betas, thm_fits)
 gl("slope_thm", s_thm["slope"])
 gl("slope_thm_lo", s_thm["slope_ci"][0])
 gl("slope_thm_hi", s_thm["slope_ci"][1])
 gl("slope_thm_ci_c0", "includes" if s_thm["slope_ci"][0] <= C0_TRI <= s_thm["slope_ci"][1] else "excludes")
 Lt = len(p.thm_betas)
-gl("slope_thm_low", M.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"])
-gl("slope_thm_top", M.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"])
+gl("slope_thm_low", SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"])
+gl("slope_thm_top", SV.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"])
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.6), gridspec_kw=dict(width_ratios=[1.3, 1, 1]))
@@ -600,7 +602,7 @@ for c, kappa in enumerate(p.kappas):
     ax.errorbar(bj, y, yerr=err, fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
     ax.plot(bj, (s["intercept"] + s["slope"] * bj) / math.log(10), "-", lw=0.7, color=f"C{c}")
     rate_data[f"kappa{kappa}_n6"] = dict(beta=bj, log10_mean=y, slope=s["slope"], slope_ci=s["slope_ci"],
-                                         c0=M.c0(sweeps.regular_polygon(kappa)))
+                                         c0=P.c0(P.regular_polygon(kappa)))
 yt = np.array([math.log10(f.mean) for f in thm_fits])
 ax.plot(p.thm_betas, yt, "k^", ms=4, label=r"theorem regime, $n=3$")
 rate_data["theorem_n3"] = dict(beta=p.thm_betas, log10_mean=yt, slope=s_thm["slope"], slope_ci=s_thm["slope_ci"])
@@ -610,7 +612,7 @@ ax.set_title(r"(a) mean exit time")
 ax = axs[1]
 labels, xs = [], []
 for j, ((kappa, n), s) in enumerate(sorted(rate_rows.items())):
-    c0k = M.c0(sweeps.regular_polygon(kappa))
+    c0k = P.c0(P.regular_polygon(kappa))
     ax.errorbar([j], [s["slope"]], yerr=[[s["slope"] - s["slope_ci"][0]], [s["slope_ci"][1] - s["slope"]]],
                 fmt="o", ms=3, color=f"C{p.kappas.index(kappa)}", label="Monte Carlo (95% CI)" if j == 0 else None)
     ax.plot([j + 0.2], [exact_slope[kappa, n]], "D", ms=3.5, mfc="none", mew=0.8, color="k",
@@ -700,9 +702,9 @@ show(fig, "metastability-rate", rate_data, "fig-rate")
 #   under the radius and disjointness conditions checked above.
 
 # %%
-grid_thm_step = sweeps.grid(beta=p.thm_step_betas, seed=5, n=[6], kappa=[3], runs=p.thm_step_runs,
+grid_thm_step = sweeps.grid(beta=p.thm_step_betas, rng=5, n=[6], kappa=[3], runs=p.thm_step_runs,
                             eps=EPS_THM, gamma=GAMMA_THM, method="stepping", cap=float(p.thm_cap))
-res_thm_step = sweeps.run(sweeps.exit_time_task, grid_thm_step, **RUN)
+res_thm_step = sweeps.run(ET.exit_time_task, grid_thm_step, **RUN)
 thm_step_cens = sum(int(r["censored"].sum()) for r in res_thm_step)
 gl("thm_step_cens", thm_step_cens)
 gl("thm_step_total", sum(len(r["times"]) for r in res_thm_step))
@@ -791,13 +793,13 @@ show(fig, "metastability-survival", surv_data, "fig-surv")
 # the group hulls $+B(0,\varepsilon)$.
 
 # %%
-res_e6 = sweeps.run(sweeps.e6_task, sweeps.grid(beta=p.e6_betas, seed=3, runs=p.e6_runs, cap=p.e6_cap), **RUN)
-e6_fit = [M.fit_exponential_censored(r["times"], r["censored"]) for r in res_e6]
+res_e6 = sweeps.run(ET.e6_task, sweeps.grid(beta=p.e6_betas, rng=3, runs=p.e6_runs, cap=p.e6_cap), **RUN)
+e6_fit = [SV.fit_exponential_censored(r["times"], r["censored"]) for r in res_e6]
 e6_det = [r["sabeta_T"] for r in res_e6]
 x0_e6, sig_e6 = res_e6[0]["x0"], res_e6[0]["sigma"]
 beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
-paths_ = M.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path), runs=6, seed=4)
+paths_ = ET.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path), runs=6, rng=4)
 ratio = [d / f.mean for d, f in zip(e6_det, e6_fit) if d is not None]
 gl("e6_ratio_lo", min(ratio))
 gl("e6_ratio_hi", max(ratio))
@@ -806,7 +808,7 @@ gl("e6_total", sum(f.n for f in e6_fit))
 gl("e6_beta_path", beta_path)
 if len(p.e6_betas) > 1:
     sl_det = np.polyfit(p.e6_betas, np.log([d for d in e6_det]), 1)[0]
-    sl_sap = M.fit_log_mean_slope(p.e6_betas, e6_fit)["slope"]
+    sl_sap = SV.fit_log_mean_slope(p.e6_betas, e6_fit)["slope"]
 else:
     sl_det = sl_sap = float("nan")
 gl("e6_slope_det", sl_det)
@@ -848,9 +850,9 @@ traj = np.array(traj)
 g_ = np.random.default_rng(4)
 xs_ = x0_e6.copy(); sap_tr = [xs_]
 for t in range(int(1.3 * T_det_path)):           # one SAP run, until its exit
-    xs_ = dynamics.sap_step(xs_, GAMMA, beta_path, g_)
+    xs_ = dynamics.sap_step(xs_, GAMMA, beta_path, rng=g_)
     sap_tr.append(xs_)
-    if M.exit_mask(xs_, x0_e6, sig_e6, 0.1)[0]:
+    if ET.exit_mask(xs_, x0_e6, sig_e6, 0.1)[0]:
         break
 sap_tr = np.array(sap_tr)
 jumper = int(np.argmax(np.linalg.norm(sap_tr[-1] - sap_tr[-2], axis=1)))
@@ -921,13 +923,13 @@ show(fig, "sap-vs-sabeta", dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=h
 # %%
 th = np.deg2rad(np.array([-50.0, -25.0, 0.0, 25.0, 50.0]))
 x0_col = np.vstack([np.c_[np.cos(th), np.sin(th)], [[0.7, 0.1], [0.8, -0.3]]])
-res_col = sweeps.run(sweeps.collapse_task, sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
+res_col = sweeps.run(M.collapse_task, sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
                                                        beta=p.collapse_betas, tol=1e-6,
                                                        max_steps=p.collapse_max_steps, record_every=50), **RUN)
 lim = np.array([r["limit"] for r in res_col])
 conv = np.array([r["converged"] for r in res_col])
 steps_col = np.array([r["steps"] for r in res_col])
-dist_hull = M.distance_to_hull(lim, x0_col)
+dist_hull = P.distance_to_hull(lim, x0_col)
 gl("col_min_norm", float(np.linalg.norm(lim, axis=1).min()))
 gl("col_max_hull", float(dist_hull.max()))
 gl("col_nconv", int(conv.sum()))
@@ -990,13 +992,14 @@ show(fig, "collapse-prop51", dict(x0=x0_col, beta=bc, limit=lim, steps=steps_col
 #
 # Every sweep above is a list of parameter dicts evaluated by `attention_fw.sweeps.run` through
 # a `concurrent.futures` executor and cached with `joblib.Memory` under `.cache/` (keyed by the
-# task's code and parameters, so editing a parameter recomputes only what changed). To run a
+# task's code, the library modules it imports and its parameters, so editing a parameter recomputes
+# only what changed). To run a
 # larger sweep on a Dask cluster, pass a scheduler address:
 #
 # ```python
-# from attention_fw import sweeps
-# params = sweeps.grid(beta=[10.0, 20.0, 40.0, 80.0], seed=range(8), n=[6, 12], kappa=[3, 4, 5])
-# results = sweeps.run(sweeps.exit_time_task, params, executor="tcp://scheduler:8786")
+# from attention_fw import exit_times, sweeps
+# params = sweeps.grid(beta=[10.0, 20.0, 40.0, 80.0], rng=range(8), n=[6, 12], kappa=[3, 4, 5])
+# results = sweeps.run(exit_times.exit_time_task, params, executor="tcp://scheduler:8786")
 # # or executor="local-dask" for a LocalCluster on this machine; progress bars via tqdm
 # ```
 #

@@ -4,8 +4,9 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -68,7 +69,7 @@ from scipy.spatial import ConvexHull, Delaunay
 from shapely.geometry import Polygon
 
 from attention_fw import dynamics as dyn
-from attention_fw import metastability
+from attention_fw import metastability, polytope
 from attention_fw import schedules as sch
 
 rng = np.random.default_rng(p.seed)
@@ -100,7 +101,7 @@ def in_hull(points, q):
 # %%
 x = rng.standard_normal((4, 2))
 rec = dyn.FunctionRecorder("J", lambda x, t: 0.5 * (x ** 2).sum(-1).max())
-dyn.simulate(np.vstack([x, -x]), dyn.Hardmax(-np.eye(2), schedule="fw"), 2000, recorders=[rec])
+dyn.simulate(np.vstack([x, -x]), dyn.Hardmax("fw", -np.eye(2)), 2000, recorders=[rec])
 J = rec.result()
 glue("e1-slope-a", float(np.log(J[1000] / J[100]) / np.log(10.0)), display=False)
 glue("e1-slope-b", float(np.log(J[2000] / J[1000]) / np.log(2.0)), display=False)
@@ -108,7 +109,7 @@ while True:                                   # a shifted cloud whose hull still
     X = rng.standard_normal((6, 2)) + [1.0, 0.4]
     if in_hull(X, np.zeros(2)):
         break
-out = dyn.simulate(X, dyn.Hardmax(-np.eye(2), schedule="fw"), p.e1_steps).x
+out = dyn.simulate(X, dyn.Hardmax("fw", -np.eye(2)), p.e1_steps).x
 glue("e1-steps", p.e1_steps, display=False)
 glue("e1-diam", float(np.ptp(out, axis=0).max()), display=False)
 glue("e1-dist", float(np.linalg.norm(out.mean(0))), display=False)
@@ -202,7 +203,7 @@ tri = np.array([[np.cos(a), np.sin(a)] for a in (np.pi / 2, np.pi / 2 + 2 * np.p
 x0 = np.vstack([tri, [[0.1, 0.5]]])             # the fourth token lies in the cell of the top vertex
 ratios, agree = {}, 0.0
 for name, s in [("const", sch.Constant(0.3)), ("harm", sch.Harmonic()), ("halv", sch.Halving())]:
-    xT = dyn.simulate(x0, dyn.Hardmax(None, schedule=s), 60).x
+    xT = dyn.simulate(x0, dyn.Hardmax(s), 60).x
     ratio = np.linalg.norm(xT[3] - tri[0]) / np.linalg.norm(x0[3] - tri[0])
     agree = max(agree, abs(ratio - s.product(60)))
     glue(f"e4-{name}", float(ratio), display=False)
@@ -221,7 +222,7 @@ glue("e4-agree", float(agree), display=False)
 
 # %%
 X = np.column_stack([rng.uniform(0.2, 1.0, 8), rng.uniform(-1, 1, 8)])
-out = dyn.simulate(X, dyn.Softmax(1.0, schedule=0.5), 3000).x
+out = dyn.simulate(X, dyn.Softmax(0.5, 1.0), 3000).x
 glue("e5-diam", float(np.ptp(out, axis=0).max()), display=False)
 glue("e5-dist", float(np.linalg.norm(out.mean(0))), display=False)
 glue("e5-inside", in_hull(X, out.mean(0)), display=False)
@@ -248,7 +249,7 @@ chains = np.broadcast_to(x, (p.e6_chains,) + x.shape).copy()
 y = x.copy()
 zs = {}
 for t in range(1, 6):
-    chains = dyn.sap_step(chains, 0.3, 3.0, rng)
+    chains = dyn.sap_step(chains, 0.3, 3.0, rng=rng)
     y = dyn.softmax_step(y, 0.3, 3.0)
     mean, se = chains.mean(0), chains.std(0) / np.sqrt(p.e6_chains)
     zs[t] = float(np.abs(mean - y).max() / se[np.unravel_index(np.abs(mean - y).argmax(), y.shape)])
@@ -268,7 +269,7 @@ glue("e6-z5", zs[5], display=False)
 # {doc}`02-frank-wolfe`.
 
 # %%
-after = dyn.layer_step(np.array([[2.0], [-0.5]]), -np.eye(1), np.eye(1), np.inf)
+after = dyn.layer_step(np.array([[2.0], [-0.5]]), np.inf, -np.eye(1), np.eye(1))
 glue("e7-a", float(after[0, 0]), display=False)
 glue("e7-b", float(after[1, 0]), display=False)
 
@@ -306,7 +307,7 @@ def smallest_C(m, M, gamma=0.1):
     tokens = np.vstack([tri, [(1 - m) * v, (1 - M) * v]])     # on the segment from v to the centre
     tau = min(c0 / (2 * diam), np.sqrt(2 * c0) / 2, (1 - gamma) * m)
     T1 = max(1, int(np.floor(np.log(tau / m) / np.log(1 - gamma) + 1e-9)))   # T1 >= 1 (rounding guard)
-    xT = dyn.simulate(tokens, dyn.Hardmax(None, schedule=gamma), T1).x
+    xT = dyn.simulate(tokens, dyn.Hardmax(gamma), T1).x
     return np.linalg.norm(xT[3:] - v, axis=1).max() / tau
 
 
@@ -348,7 +349,7 @@ glue("e10-rhs", float(1.0 - n_ * np.exp(-beta_ * tau_ / 4)), display=False)
 
 # %%
 eps_, gam_ = 0.15, 0.04
-hyp_ = metastability.theorem54_hypotheses(metastability.triangle_on_circle(), eps_, gam_)
+hyp_ = metastability.theorem54_hypotheses(polytope.points_on_circle(), eps_, gam_)
 assert hyp_["all"], hyp_
 glue("e11-printed", 1 + eps_ / gam_, display=False)
 glue("e11-M", hyp_["M"], display=False)
@@ -370,7 +371,7 @@ glue("e11-rstar", hyp_["r_star"], display=False)
 
 # %%
 rec = dyn.FunctionRecorder("diam", lambda x, t: np.ptp(x, axis=0).max())
-dyn.simulate(rng.uniform(-1, 1, (6, 2)), dyn.Softmax(2.0, schedule=1.0), 300, recorders=[rec])
+dyn.simulate(rng.uniform(-1, 1, (6, 2)), dyn.Softmax(1.0, 2.0), 300, recorders=[rec])
 diam = rec.result()
 glue("e12-first", float(diam[0]), display=False)
 glue("e12-grow", int((np.diff(diam) > 1e-15).sum()), display=False)

@@ -1,7 +1,7 @@
 """Build the book once per test session, in the quick preset, in a scratch copy of the repository.
 
-Used by ``test_book.py`` and ``test_browser.py``. The copy holds the book sources, the
-configuration, the Makefile, the tools and a copy of ``lib/`` (for make's dependency rules);
+Used by ``test_book.py``, ``test_browser.py`` and ``test_lab.py``. The copy holds the book
+sources, the configuration, the Makefile, the tools and a copy of ``lib/`` (for make's dependency rules);
 the virtual environment is a symlink to the real ``.venv``. Figures go to the copy's
 ``figures/`` through ``ATTENTION_FW_FIGURES``, so the working tree is never touched.
 """
@@ -43,7 +43,7 @@ def make_copy(dest: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.ipynb", ".ipynb_checkpoints", "*.egg-info")
     for name in ("book", "tools", "lib"):
         shutil.copytree(ROOT / name, dest / name, ignore=ignore, dirs_exist_ok=True)
-    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt"):
+    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt", "jupytext.toml"):
         shutil.copy2(ROOT / name, dest / name)
     if not (dest / ".venv").exists():
         (dest / ".venv").symlink_to(VENV, target_is_directory=True)

@@ -8,7 +8,6 @@ name the argument fails the row.
 """
 from __future__ import annotations
 
-import importlib
 import re
 
 import matplotlib
@@ -26,6 +25,10 @@ from attention_fw import geometry as G  # noqa: E402
 from attention_fw import paper_figures as PF  # noqa: E402
 from attention_fw import sweeps as SW  # noqa: E402
 from attention_fw import metastability as M  # noqa: E402
+from attention_fw import exit_times as ET  # noqa: E402
+from attention_fw import polytope as P  # noqa: E402
+from attention_fw import survival as SV  # noqa: E402
+from attention_fw import vertex_limits as VL  # noqa: E402
 from attention_fw import plotting, presets  # noqa: E402
 from attention_fw import schedules as S  # noqa: E402
 
@@ -95,15 +98,15 @@ CASES = [
     ("hardmax-gamma-negative", lambda: D.hardmax_step(X, -0.2), E, "gamma"),
     ("hardmax-gamma-bool", lambda: D.hardmax_step(X, True), T, "gamma"),
     ("hardmax-gamma-string", lambda: D.hardmax_step(X, "0.5"), T, "gamma"),
-    ("sap-rng-string", lambda: D.sap_step(X, 0.5, 1.0, "seed"), T, "rng"),
-    ("sap-gamma-inf", lambda: D.sap_step(X, np.inf, 1.0, RNG), E, "gamma"),
-    ("bernoulli-negative-t", lambda: D.bernoulli_from_neg_log(np.array([1.0, -0.5]), RNG), E, "t must"),
-    ("bernoulli-nan-t", lambda: D.bernoulli_from_neg_log(np.array([np.nan]), RNG), E, "t must"),
-    ("bernoulli-string-t", lambda: D.bernoulli_from_neg_log("1.0", RNG), T, "t must"),
-    ("layer-V-singular", lambda: D.layer_step(X, np.eye(2), -np.eye(2), 1.0), E, "V"),
-    ("layer-V-wrong-size", lambda: D.layer_step(X, np.eye(2), np.eye(3), 1.0), E, "V"),
-    ("layer-V-nan", lambda: D.layer_step(X, np.eye(2), np.full((2, 2), np.nan), 1.0), E, "V"),
-    ("Layer-V-shape-vs-B", lambda: D.Layer(np.eye(2), np.eye(3)), E, "V"),
+    ("sap-rng-string", lambda: D.sap_step(X, 0.5, 1.0, rng="seed"), T, "rng"),
+    ("sap-gamma-inf", lambda: D.sap_step(X, np.inf, 1.0, rng=RNG), E, "gamma"),
+    ("bernoulli-negative-t", lambda: D.bernoulli_from_neg_log(np.array([1.0, -0.5]), rng=RNG), E, "t must"),
+    ("bernoulli-nan-t", lambda: D.bernoulli_from_neg_log(np.array([np.nan]), rng=RNG), E, "t must"),
+    ("bernoulli-string-t", lambda: D.bernoulli_from_neg_log("1.0", rng=RNG), T, "t must"),
+    ("layer-V-singular", lambda: D.layer_step(X, 1.0, np.eye(2), -np.eye(2)), E, "V"),
+    ("layer-V-wrong-size", lambda: D.layer_step(X, 1.0, np.eye(2), np.eye(3)), E, "V"),
+    ("layer-V-nan", lambda: D.layer_step(X, 1.0, np.eye(2), np.full((2, 2), np.nan)), E, "V"),
+    ("Layer-V-shape-vs-B", lambda: D.Layer(1.0, np.eye(2), np.eye(3)), E, "V"),
     ("simulate-steps-negative", lambda: D.simulate(X, D.Hardmax(), -1), E, "steps"),
     ("simulate-steps-float", lambda: D.simulate(X, D.Hardmax(), 2.5), T, "steps"),
     ("simulate-every-zero", lambda: D.simulate(X, D.Hardmax(), 3, every=0), E, "every"),
@@ -113,8 +116,8 @@ CASES = [
     ("FunctionRecorder-fn", lambda: D.FunctionRecorder("r", 3), T, "fn"),
     ("Hardmax-schedule-unknown", lambda: D.Hardmax(schedule="cosine"), E, "schedule"),
     ("Hardmax-B-not-square", lambda: D.Hardmax(B=np.ones((2, 3))), E, "B"),
-    ("Softmax-beta-negative", lambda: D.Softmax(-1.0), E, "beta"),
-    ("MarkovChain-seed-float", lambda: D.MarkovChain(1.0, seed=1.5), T, "seed"),
+    ("Softmax-beta-negative", lambda: D.Softmax(0.5, -1.0), E, "beta"),
+    ("MarkovChain-rng-float", lambda: D.MarkovChain(0.5, 1.0, rng=1.5), T, "rng"),
     # ------------------------------------------------------------------ schedules
     ("schedule-unknown-name", lambda: S.get_schedule("cosine"), E, "schedule"),
     ("schedule-none", lambda: S.get_schedule(None), T, "schedule"),
@@ -140,8 +143,8 @@ CASES = [
     ("fw_gap-grad-shape", lambda: FW.fw_gap(X, np.ones((2, 2)), X), E, "grad"),
     ("min_energy-B-indefinite", lambda: FW.min_energy_over_hull(X, np.diag([1.0, -1.0])), E, "B"),
     ("min_energy-B-nonsymmetric", lambda: FW.min_energy_over_hull(X, B_NONSYM), E, "B"),
-    ("hull_area-points-3d", lambda: FW.hull_area(np.ones((4, 3))), E, "points"),
-    ("hull_diameter-points-1d", lambda: FW.hull_diameter(np.ones(4)), E, "points"),
+    ("hull_area-points-3d", lambda: P.hull_area(np.ones((4, 3))), E, "points"),
+    ("hull_diameter-points-1d", lambda: P.diameter(np.ones(4)), E, "points"),
     # ------------------------------------------------------------------ geometry
     ("cells-two-vertices", lambda: G.cells(SQUARE[:2]), E, "vertices"),
     ("cells-collinear", lambda: G.cells(COLLINEAR), E, "vertices"),
@@ -163,7 +166,7 @@ CASES = [
     ("erode-clockwise", lambda: G.erode(SQUARE[::-1], 0.1), E, "polygon"),
     ("sample-k-two", lambda: G.sample_vertices(2), E, "k"),
     ("sample-k-float", lambda: G.sample_vertices(4.5), T, "k"),
-    ("sample-seed-string", lambda: G.sample_vertices(5, "42"), T, "seed"),
+    ("sample-rng-string", lambda: G.sample_vertices(5, rng="42"), T, "rng"),
     ("raster-n-one", lambda: G.raster_cells(SQUARE, n=1), E, "n"),
     ("raster-duplicate", lambda: G.raster_cells(DUPLICATE, n=10), E, "vertices"),
     ("cell_labels-x-dim", lambda: G.cell_labels(np.ones((3, 3)), SQUARE), E, "x"),
@@ -171,42 +174,42 @@ CASES = [
     ("convex_hull-coincident", lambda: G.convex_hull(np.ones((4, 2))), E, "points"),
     ("level_set-B-nonsymmetric", lambda: G.level_set_vertices(SQUARE, B_NONSYM), E, "B"),
     # ------------------------------------------------------------------ metastability
-    ("c0-duplicate", lambda: M.c0(np.array([TRI[0], TRI[0], TRI[1]])), E, "vertices"),
-    ("c0-nan", lambda: M.c0(np.where(TRI > 0.5, np.nan, TRI)), E, "vertices"),
-    ("satisfies_51-collinear", lambda: M.satisfies_51(COLLINEAR[:3]), E, "vertices"),
-    ("engine-gamma-zero", lambda: M.engine_exit_times(X0, SIGMA, 0.0, 5.0, 0.05, 10), E, "gamma"),
-    ("engine-gamma-one", lambda: M.engine_exit_times(X0, SIGMA, 1.0, 5.0, 0.05, 10), E, "gamma"),
-    ("engine-beta-negative", lambda: M.engine_exit_times(X0, SIGMA, 0.1, -5.0, 0.05, 10), E, "beta"),
-    ("engine-beta-inf", lambda: M.engine_exit_times(X0, SIGMA, 0.1, np.inf, 0.05, 10), E, "beta"),
-    ("engine-eps-zero", lambda: M.engine_exit_times(X0, SIGMA, 0.1, 5.0, 0.0, 10), E, "eps"),
-    ("engine-sigma-length", lambda: M.engine_exit_times(X0, SIGMA[:3], 0.1, 5.0, 0.05, 10), E, "sigma"),
-    ("engine-sigma-float", lambda: M.engine_exit_times(X0, SIGMA + 0.5, 0.1, 5.0, 0.05, 10), E, "sigma"),
-    ("engine-runs-zero", lambda: M.engine_exit_times(X0, SIGMA, 0.1, 5.0, 0.05, 0), E, "runs"),
-    ("engine-x0-nan", lambda: M.engine_exit_times(np.full((6, 2), np.nan), SIGMA, 0.1, 5.0, 0.05, 10), E, "x0"),
-    ("stepping-cap-zero", lambda: M.stepping_exit_times(X0, SIGMA, 0.1, 5.0, 0.05, 10, cap=0), E, "cap"),
-    ("frozen-counts-zero", lambda: M.frozen_escape_rate(TRI, np.array([0, 1, 1]), 5.0), E, "counts"),
-    ("frozen-beta-nan", lambda: M.frozen_escape_rate(TRI, np.array([1, 1, 1]), float("nan")), E, "beta"),
-    ("fit-censored-shape", lambda: M.fit_geometric_censored(np.ones(3), np.zeros(2, bool)), E, "censored"),
-    ("fit-level", lambda: M.fit_geometric_censored(np.ones(3), np.zeros(3, bool), level=1.5), E, "level"),
+    ("c0-duplicate", lambda: P.c0(np.array([TRI[0], TRI[0], TRI[1]])), E, "vertices"),
+    ("c0-nan", lambda: P.c0(np.where(TRI > 0.5, np.nan, TRI)), E, "vertices"),
+    ("satisfies_51-collinear", lambda: P.satisfies_51(COLLINEAR[:3]), E, "vertices"),
+    ("engine-gamma-zero", lambda: ET.engine_exit_times(X0, SIGMA, 0.0, 5.0, 0.05, 10), E, "gamma"),
+    ("engine-gamma-one", lambda: ET.engine_exit_times(X0, SIGMA, 1.0, 5.0, 0.05, 10), E, "gamma"),
+    ("engine-beta-negative", lambda: ET.engine_exit_times(X0, SIGMA, 0.1, -5.0, 0.05, 10), E, "beta"),
+    ("engine-beta-inf", lambda: ET.engine_exit_times(X0, SIGMA, 0.1, np.inf, 0.05, 10), E, "beta"),
+    ("engine-eps-zero", lambda: ET.engine_exit_times(X0, SIGMA, 0.1, 5.0, 0.0, 10), E, "eps"),
+    ("engine-sigma-length", lambda: ET.engine_exit_times(X0, SIGMA[:3], 0.1, 5.0, 0.05, 10), E, "sigma"),
+    ("engine-sigma-float", lambda: ET.engine_exit_times(X0, SIGMA + 0.5, 0.1, 5.0, 0.05, 10), E, "sigma"),
+    ("engine-runs-zero", lambda: ET.engine_exit_times(X0, SIGMA, 0.1, 5.0, 0.05, 0), E, "runs"),
+    ("engine-x0-nan", lambda: ET.engine_exit_times(np.full((6, 2), np.nan), SIGMA, 0.1, 5.0, 0.05, 10), E, "x0"),
+    ("stepping-cap-zero", lambda: ET.stepping_exit_times(X0, SIGMA, 0.1, 5.0, 0.05, 10, cap=0), E, "cap"),
+    ("frozen-counts-zero", lambda: ET.frozen_escape_rate(TRI, np.array([0, 1, 1]), 5.0), E, "counts"),
+    ("frozen-beta-nan", lambda: ET.frozen_escape_rate(TRI, np.array([1, 1, 1]), float("nan")), E, "beta"),
+    ("fit-censored-shape", lambda: SV.fit_geometric_censored(np.ones(3), np.zeros(2, bool)), E, "censored"),
+    ("fit-level", lambda: SV.fit_geometric_censored(np.ones(3), np.zeros(3, bool), level=1.5), E, "level"),
     ("bound-gamma-zero", lambda: M.metastability_bound(10, 5.0, 6, 0.0, 0.1, 1.5), E, "gamma"),
     ("collapse-beta-negative", lambda: M.collapse_sabeta(X0, 0.1, -1.0), E, "beta"),
-    ("cluster-counts-length", lambda: M.cluster_configuration(TRI, np.array([1, 1])), E, "counts"),
-    ("simplex-d-zero", lambda: M.regular_simplex(0), E, "d"),
+    ("cluster-counts-length", lambda: ET.cluster_configuration(TRI, np.array([1, 1])), E, "counts"),
+    ("simplex-d-zero", lambda: P.regular_simplex(0), E, "d"),
     # ------------------------------------------------------------------ convergence, sweeps
     ("log_times-steps-zero", lambda: C.log_times(0), E, "steps"),
     ("symmetric_cloud-R-zero", lambda: C.symmetric_cloud(0, 3), E, "R"),
     ("shifted_cloud-concentration", lambda: C.shifted_cloud(2, 3, concentration=-1.0), E, "concentration"),
-    ("origin_in_hull-3d", lambda: C.origin_in_hull_2d(np.ones((2, 3, 3))), E, "x"),
+    ("origin_in_hull-3d", lambda: P.origin_in_hull_2d(np.ones((2, 3, 3))), E, "x"),
     ("thm31_ratio-Bstar-negative", lambda: C.thm31_ratio(X[None], -np.eye(2), 5), E, "Bstar"),
     ("section3-schedule-unknown", lambda: C.section3_rates(X[None], np.eye(2), 5, schedule="nope"), E, "schedule"),
-    ("vertex_convergence-B-size", lambda: C.vertex_convergence(X, 0.5 * X, np.eye(3), 0.5, 5), E, "B"),
-    ("wilson-trials-zero", lambda: C.wilson_interval(1, 0), E, "trials"),
-    ("owns_cell_probability-kappa", lambda: C.owns_cell_probability([2], 1, 10), E, "kappa"),
-    ("ode_solution-t-negative", lambda: C.ode_solution(X, np.eye(2), -1.0), E, "t"),
-    ("euler_error-dts-zero", lambda: C.euler_error(X, np.eye(2), [0.0]), E, "dts"),
+    ("vertex_convergence-B-size", lambda: VL.vertex_convergence(X, 0.5 * X, np.eye(3), 0.5, 5), E, "B"),
+    ("wilson-trials-zero", lambda: VL.wilson_interval(1, 0), E, "trials"),
+    ("owns_cell_probability-kappa", lambda: VL.owns_cell_probability([2], 1, 10), E, "kappa"),
+    ("ode_solution-t-negative", lambda: VL.ode_solution(X, np.eye(2), -1.0), E, "t"),
+    ("euler_error-dts-zero", lambda: VL.euler_error(X, np.eye(2), [0.0]), E, "dts"),
     ("sweeps-run-fn", lambda: SW.run(3, [{}]), T, "fn"),
-    ("sweeps-regular_polygon-kappa", lambda: SW.regular_polygon(2), E, "kappa"),
-    ("sweeps-tokens_per_vertex-n", lambda: SW.tokens_per_vertex(2, 3), E, "n"),
+    ("sweeps-regular_polygon-kappa", lambda: P.regular_polygon(2), E, "kappa"),
+    ("sweeps-tokens_per_vertex-n", lambda: ET.tokens_per_vertex(2, 3), E, "n"),
     # ------------------------------------------------------------------ paper figures, animations
     ("paper_figures-name", lambda: PF.make("figure9"), E, "name"),
     ("paper_figures-parameter", lambda: PF.make("figure2", zeta=3), E, "zeta"),

@@ -31,3 +31,23 @@ def test_bench_sections_run_and_report_every_target(tmp_path):
     assert "## Machine" in md and "## Targets" in md and "BLAS" in md
     softmax = {e["name"]: e for e in report["sections"]["softmax"]}
     assert softmax["softmax step / floor (preallocated outputs)"]["kernels"] == "numba"
+
+
+def test_bench_context_section_runs_and_reports_scaling(tmp_path):
+    """The context section at a small size (n <= 2048): ratios, memory, exponents, table and plot."""
+    out = tmp_path / "bench"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out),
+                          "--only", "context", "--context-max-n", "2048"],
+                         capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    entries = {e["name"]: e for e in report["sections"]["context"]}
+    for kind in ("softmax", "hardmax", "sap"):
+        ratio = entries[f"{kind} step / floor at n=2048, d=64, R=1"]
+        mem = entries[f"{kind} step peak memory growth at n=2048"]
+        assert ratio["value"] > 0 and isinstance(ratio["met"], bool)
+        assert 0 < mem["value"] < 1024 and mem["met"] is True
+        assert isinstance(entries[f"{kind}: fitted exponent of time against n"]["value"], float)
+    md = (out / "report.md").read_text()
+    assert "| n | softmax s |" in md and "context-scaling.png" in md
+    assert (out / "context-scaling.png").stat().st_size > 0

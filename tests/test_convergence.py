@@ -11,12 +11,13 @@ import pytest
 
 from attention_fw import convergence as C
 from attention_fw import frank_wolfe as F
+from attention_fw import polytope as P
 from attention_fw import schedules as S
+from attention_fw import vertex_limits as VL
 
 
-def polygon(k, r=1.0, phase=0.2):
-    th = phase + 2 * np.pi * np.arange(k) / k
-    return r * np.c_[np.cos(th), np.sin(th)]
+def polygon(k, phase=0.2):
+    return P.regular_polygon(k, phase=phase)
 
 
 # ============================================================== Theorem 3.1: the counterexample (E2)
@@ -67,7 +68,7 @@ def test_exact_trajectory_bad_input():
 # ============================================================== symmetric vs shifted clouds
 def test_symmetric_clouds_keep_origin_and_satisfy_bound():
     """Central symmetry keeps 0 in K^t; the printed ratio (t+1) J / (lambda d^2) stays <= 2."""
-    x = C.symmetric_cloud(40, 4, 2, seed=3)
+    x = C.symmetric_cloud(40, 4, 2, rng=3)
     Bs = np.diag([1.0, 0.3])
     r = C.thm31_ratio(x, Bs, 2000, symmetric=True)
     assert np.all(r["first_violation"] == -1)
@@ -80,7 +81,7 @@ def test_symmetric_clouds_keep_origin_and_satisfy_bound():
 @pytest.mark.parametrize("seed", [0, 2, 6])
 def test_symmetric_bookkeeping_matches_exact_arithmetic(seed):
     """The float simulation of symmetric clouds (mirror + exact zeros) follows the Fraction trajectory."""
-    x = np.round(C.symmetric_cloud(1, 6, 2, seed=seed)[0] * 100) / 100
+    x = np.round(C.symmetric_cloud(1, 6, 2, rng=seed)[0] * 100) / 100
     Bs = [[1, 0], [0, Fraction(3, 10)]]
     exact = C.exact_hardmax_trajectory(x.tolist(), 40, Bs)
     r = C.section3_rates(x, np.array(Bs, dtype=float), 40, times=np.arange(41), symmetric=True)
@@ -92,49 +93,60 @@ def test_symmetric_bookkeeping_matches_exact_arithmetic(seed):
 
 def test_shifted_clouds_violate_bound_and_converge_off_origin():
     """0 in K^0 but the bound fails; consensus at a point of K^0 at positive distance from 0."""
-    x = C.shifted_cloud(30, 5, 2, seed=2)
-    assert np.all(C.origin_in_hull_2d(x))
+    x = C.shifted_cloud(30, 5, 2, rng=2)
+    assert np.all(P.origin_in_hull_2d(x))
     r = C.thm31_ratio(x, np.eye(2), 5000)
     assert np.mean(r["first_violation"] >= 0) >= 0.9
     assert np.all(r["final_diameter"] <= 1e-5 * r["diam0"])
     lim = r["limit"]
     assert np.median(np.linalg.norm(lim, axis=-1) / r["diam0"]) >= 0.02
     # the limit lies in K^0: shift the cloud by -limit, the origin must be inside
-    assert np.all(C.origin_in_hull_2d(x - lim[:, None, :]))
+    assert np.all(P.origin_in_hull_2d(x - lim[:, None, :]))
     # and the hull moves away from the origin
     assert np.median(r["origin_dist"][-1]) > 0.01
 
 
-def test_min_energy_batch_matches_library_and_degenerate_hulls():
-    """The vectorised minimum over the hull agrees with frank_wolfe.min_energy_over_hull; a collapsed hull gives J(point)."""
+def test_min_energy_batch_matches_quadratic_programme_and_degenerate_hulls():
+    """The vectorised minimum over the hull agrees with a QP over the convex weights, system by system
+    (batched and single calls alike); a collapsed hull gives J(point)."""
+    from scipy import optimize
     rng = np.random.default_rng(4)
-    x = rng.normal(size=(30, 6, 2)) + rng.normal(size=(30, 1, 2)) * 2
+    x = rng.normal(size=(12, 6, 2)) + rng.normal(size=(12, 1, 2)) * 2
     Bs = np.array([[2.0, 0.3], [0.3, 0.5]])
-    ref = np.array([F.min_energy_over_hull(p, Bs) for p in x])
-    np.testing.assert_allclose(C._min_energy_batch(x, Bs), ref, rtol=1e-10, atol=1e-14)
+
+    def qp(p):
+        G = p @ Bs @ p.T
+        res = optimize.minimize(lambda w: 0.5 * w @ G @ w, np.full(6, 1 / 6), jac=lambda w: G @ w, method="SLSQP",
+                                bounds=[(0, 1)] * 6, constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+                                options={"ftol": 1e-15, "maxiter": 500})
+        return max(res.fun, 0.0)
+    ref = np.array([qp(p) for p in x])
+    got = F.min_energy_over_hull(x, Bs)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-10)
+    np.testing.assert_array_equal(got, [F.min_energy_over_hull(p, Bs) for p in x])
     pt = np.broadcast_to([[0.6, 0.3]], (1, 4, 2))
-    assert C._min_energy_batch(pt, np.eye(2))[0] == pytest.approx(0.5 * 0.45, rel=1e-14)
+    assert F.min_energy_over_hull(pt, np.eye(2))[0] == pytest.approx(0.5 * 0.45, rel=1e-14)
     seg = np.array([[[1.0, 1.0], [2.0, 2.0]]])  # on a line through 0, not containing it
-    assert C._min_energy_batch(seg, np.eye(2))[0] == pytest.approx(1.0, rel=1e-14)
+    assert F.min_energy_over_hull(seg, np.eye(2))[0] == pytest.approx(1.0, rel=1e-14)
 
 
 def test_thm31_shifted_pools_sizes():
-    r = C.thm31_shifted([3, 4], 5, 50, seed=1)
+    r = C.thm31_shifted([3, 4], 5, 50, rng=1)
     assert r["ratio"].shape[1] == 10 and r["limit"].shape == (10, 2) and list(r["n"]) == [3] * 5 + [4] * 5
 
 
 def test_origin_in_hull_and_distance():
     sq = np.array([[1.0, 1], [-1, 1], [-1, -1], [1, -1]])
-    assert C.origin_in_hull_2d(sq) and not C.origin_in_hull_2d(sq + 2)
-    assert C.origin_distance_2d(sq) == 0.0
-    assert C.origin_distance_2d(sq + [2.0, 0]) == pytest.approx(1.0, abs=1e-14)
-    assert C.origin_distance_2d(sq + [3.0, 3.0]) == pytest.approx(np.sqrt(8), abs=1e-14)
+    assert P.origin_in_hull_2d(sq) and not P.origin_in_hull_2d(sq + 2)
+    assert P.origin_distance_2d(sq) == 0.0
+    assert P.origin_distance_2d(sq + [2.0, 0]) == pytest.approx(1.0, abs=1e-14)
+    assert P.origin_distance_2d(sq + [3.0, 3.0]) == pytest.approx(np.sqrt(8), abs=1e-14)
 
 
 # ============================================================== Section 3 rates
 def test_section3_rates_current_hull():
     """Shifted clouds: J plateaus at J(x*) > 0; FW gap and primal gap on K^t decay like t^-2 (slope in [-2.3, -1.7])."""
-    x = C.shifted_cloud(10, 5, 2, seed=5)
+    x = C.shifted_cloud(10, 5, 2, rng=5)
     r = C.section3_rates(x, np.eye(2), 4000)
     t = r["t"]
     for key in ("fw_gap", "primal_current"):
@@ -150,11 +162,11 @@ def test_section3_rates_current_hull():
 
 def test_fixed_hull_frank_wolfe_converges_to_min():
     """Classical FW over the FIXED K^0 (0 in K^0): primal gap <= 2 L D^2/(t+2) (Jaggi) and -> 0."""
-    x = C.shifted_cloud(10, 5, 2, seed=5)
+    x = C.shifted_cloud(10, 5, 2, rng=5)
     Bs = np.diag([1.0, 0.5])
     r = C.fixed_hull_fw(x, Bs, 3000)
     assert np.allclose(r["min_energy"], 0.0)
-    D0 = F.hull_diameter(x)
+    D0 = P.diameter(x)
     t = r["t"]
     assert np.all(r["primal"] <= 2 * 1.0 * D0 ** 2 / (t[:, None] + 2) + 1e-14)
     assert np.all(r["primal"][-1] <= 1e-4 * D0 ** 2)
@@ -214,7 +226,7 @@ def test_theorem_42_closed_form_machine_precision(sched):
     Vt = polygon(6) @ np.diag([1.0, 1 / np.sqrt(2)])  # on the ellipse <Bv, v> = 1 of B = diag(1, 2)
     B = np.diag([1.0, 2.0])
     X = np.random.default_rng(0).dirichlet(np.ones(6), size=(4, 15)) @ Vt
-    r = C.vertex_convergence(np.broadcast_to(Vt, (4, 6, 2)), X, B, sched, 40)
+    r = VL.vertex_convergence(np.broadcast_to(Vt, (4, 6, 2)), X, B, sched, 40)
     assert np.all(r["labels_constant"])
     assert np.all(r["vertices_fixed"] <= 1e-12)
     err = np.abs(r["dist"] - r["closed"])
@@ -229,23 +241,23 @@ def test_theorem_42_rates():
     assert S.Constant(0.3).product(50) == pytest.approx(0.7 ** 50, rel=1e-13)
     t = np.arange(1, 2000)
     assert C.loglog_slope(t, S.Harmonic().product(t), 10) == pytest.approx(-1.0, abs=0.01)
-    assert S.Halving().product(80) == pytest.approx(C.HALVING_LIMIT, rel=1e-14)
-    assert S.Halving().product(10) > C.HALVING_LIMIT
+    assert S.Halving().product(80) == pytest.approx(VL.HALVING_LIMIT, rel=1e-14)
+    assert S.Halving().product(10) > VL.HALVING_LIMIT
     a = 0.4
     assert S.ToOne(a).product(12) == pytest.approx(np.exp(-a * 12 * 13 / 2), rel=1e-12)
     # measured through the dynamics: the halving schedule stalls at 0.2888 of the initial distance
     Vt = polygon(5)
     X = np.random.default_rng(1).dirichlet(np.ones(5), size=(1, 10)) @ Vt
-    r = C.vertex_convergence(Vt, X, np.eye(2), S.Halving(), 60)
+    r = VL.vertex_convergence(Vt, X, np.eye(2), S.Halving(), 60)
     ratio = r["dist"][-1, 0, 5:] / r["dist"][0, 0, 5:]
-    np.testing.assert_allclose(ratio, C.HALVING_LIMIT, rtol=1e-12)
+    np.testing.assert_allclose(ratio, VL.HALVING_LIMIT, rtol=1e-12)
 
 
 def test_non_owning_vertex_moves_and_hull_shrinks():
     """A vertex that does not own its cell moves; the hull area strictly decreases."""
     Vt = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.62, 0.62]])
     X = np.array([[0.1, 0.2], [-0.3, 0.1]])
-    r = C.non_owning_run(Vt, X, np.diag([1.0, 2.0]), 0.3, 30)
+    r = VL.non_owning_run(Vt, X, np.diag([1.0, 2.0]), 0.3, 30)
     assert not r["owner"].all()
     assert np.all(r["vertex_shift"][-1, ~r["owner"]] > 0.1)
     assert np.all(r["vertex_shift"][:, r["owner"]] == 0.0)
@@ -261,7 +273,7 @@ def test_duality_gap_inequality_along_trajectories(sched, c):
     x = rng.normal(size=(20, 9, 2))
     M = rng.normal(size=(2, 2))
     B = M @ M.T + 0.1 * np.eye(2)
-    g = C.duality_gap_check(x, B, sched, 300, c=c)
+    g = VL.duality_gap_check(x, B, sched, 300, c=c)
     scale = c * 0.5 * np.einsum("rnd,de,rne->r", x, B, x).max()
     assert np.all(g["lhs"] <= g["rhs"] + 1e-12 * scale)
     assert np.all(g["gap"] >= -1e-12 * scale)
@@ -282,7 +294,7 @@ def test_euler_error_is_first_order_with_leading_constant():
     """Error of SA-inf with gamma = dt at t = 1: slope in [0.9, 1.1]; error/dt -> e^{-1}/2 |x^0 - v|."""
     x0 = ode_data()
     dts = 1 / 2 ** np.arange(3, 12)
-    e = C.euler_error(x0, np.eye(2), dts, T=1.0)
+    e = VL.euler_error(x0, np.eye(2), dts, T=1.0)
     slope = C.loglog_slope(e["dt"], e["err_T"])
     assert 0.9 <= slope <= 1.1
     assert e["err_T"][-1] / e["dt"][-1] == pytest.approx(e["leading_T"], rel=2e-3)
@@ -294,20 +306,20 @@ def test_euler_error_is_first_order_with_leading_constant():
 def test_ode_solution_is_straight_line_in_hull_and_euler_limit():
     x0 = ode_data()
     t = np.linspace(0, 5, 11)
-    sol = C.ode_solution(x0, np.eye(2), t)
+    sol = VL.ode_solution(x0, np.eye(2), t)
     np.testing.assert_allclose(sol[0], x0, atol=1e-15)
     # the explicit solution satisfies the ODE x' = v - x (leaders are fixed)
     v = sol[-1] + (sol[-1] - x0) * np.exp(-5) / (1 - np.exp(-5))
     h = 1e-6
-    deriv = (C.ode_solution(x0, np.eye(2), 1 + h) - C.ode_solution(x0, np.eye(2), 1 - h)) / (2 * h)
-    np.testing.assert_allclose(deriv, v - C.ode_solution(x0, np.eye(2), 1.0), atol=1e-8)
+    deriv = (VL.ode_solution(x0, np.eye(2), 1 + h) - VL.ode_solution(x0, np.eye(2), 1 - h)) / (2 * h)
+    np.testing.assert_allclose(deriv, v - VL.ode_solution(x0, np.eye(2), 1.0), atol=1e-8)
 
 
 def test_ode_continuous_dependence():
     """Generic data: sup_t |x(t) - x~(t)| = delta (1-Lipschitz) while cells are unchanged."""
     x0 = ode_data()
     deltas = np.geomspace(1e-6, 1e-3, 4)
-    r = C.ode_continuity(x0, np.eye(2), deltas, T=2.0, dt=1e-2, seed=1)
+    r = VL.ode_continuity(x0, np.eye(2), deltas, T=2.0, dt=1e-2, rng=1)
     assert np.all(r["same_cells"])
     np.testing.assert_allclose(r["sup_dist"], deltas, rtol=1e-6)
 
@@ -315,53 +327,53 @@ def test_ode_continuous_dependence():
 def test_ode_rejects_non_generic_data():
     Vt = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.62, 0.62]])
     with pytest.raises(ValueError, match="genericity"):
-        C.ode_solution(Vt, np.diag([1.0, 2.0]), 1.0)
+        VL.ode_solution(Vt, np.diag([1.0, 2.0]), 1.0)
     with pytest.raises(ValueError, match="generic"):
-        C.ode_solution(np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]]), np.eye(2), 1.0)
+        VL.ode_solution(np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]]), np.eye(2), 1.0)
     with pytest.raises(ValueError, match="divide"):
-        C.euler_error(ode_data(), np.eye(2), [0.3])
+        VL.euler_error(ode_data(), np.eye(2), [0.3])
 
 
 # ============================================================== Remark 4.6 helpers
 def test_wilson_interval_covers_and_bad_input():
-    lo, hi = C.wilson_interval(np.array([0, 50, 100]), 100)
+    lo, hi = VL.wilson_interval(np.array([0, 50, 100]), 100)
     assert lo[0] == 0.0 and hi[-1] == pytest.approx(1.0, abs=1e-15) and lo[1] < 0.5 < hi[1]
     assert hi[0] == pytest.approx(1.96 ** 2 / (100 + 1.96 ** 2), rel=1e-12)
     with pytest.raises(ValueError, match="trials"):
-        C.wilson_interval(5, 3)
+        VL.wilson_interval(5, 3)
 
 
 def test_union_q_matches_adaptive_quadrature():
     from scipy import integrate, stats
     for d in (1, 2, 7, 40, 300):
         ref = integrate.quad(lambda r: stats.norm.sf(r) * stats.chi.pdf(r, d), 0, np.inf, epsabs=1e-14, limit=200)[0]
-        assert C._union_q([d])[0] == pytest.approx(ref, rel=1e-8, abs=1e-13)
+        assert VL._union_q([d])[0] == pytest.approx(ref, rel=1e-8, abs=1e-13)
     # d = 1: P(v w >= v^2) = P(w/v >= 1) for independent standard normals = 1/4 (Cauchy ratio)
-    assert C._union_q([1])[0] == pytest.approx(0.25, abs=1e-9)
+    assert VL._union_q([1])[0] == pytest.approx(0.25, abs=1e-9)
 
 
 def test_union_bound_increases_to_one():
-    b = C.owns_cell_union_bound(np.array([5, 10, 20, 40, 80]), 5)
+    b = VL.owns_cell_union_bound(np.array([5, 10, 20, 40, 80]), 5)
     assert np.all(np.diff(b) >= 0) and b[-1] > 1 - 1e-6
 
 
 def test_remark46_probability_increases_to_one():
     """P(all kappa Gaussian vertices own their cells) rises with d towards 1, above the union bound."""
     dims = [2, 6, 15, 40, 120]
-    r = C.owns_cell_probability(dims, 5, 4000, seed=11)
+    r = VL.owns_cell_probability(dims, 5, 4000, rng=11)
     assert np.all(np.diff(r["p"][:3]) > 0) and np.all(np.diff(r["p"]) >= 0)
     assert r["p"][0] < 0.2 and r["p"][-1] > 0.999
     # the union bound is a lower bound: the 99.9% Wilson upper limit is above it
-    lo, hi = C.wilson_interval(r["successes"], r["samples"], z=3.29)
-    assert np.all(hi >= C.owns_cell_union_bound(np.array(dims), 5))
+    lo, hi = VL.wilson_interval(r["successes"], r["samples"], z=3.29)
+    assert np.all(hi >= VL.owns_cell_union_bound(np.array(dims), 5))
     # bounded condition number (spectrum in [1, 4]): still tends to 1
-    r2 = C.owns_cell_probability([3, 120], 5, 2000, seed=12, B_spectrum=lambda d: np.linspace(1, 4, d))
+    r2 = VL.owns_cell_probability([3, 120], 5, 2000, rng=12, B_spectrum=lambda d: np.linspace(1, 4, d))
     assert r2["p"][1] > 0.99 > r2["p"][0]
 
 
 def test_remark46_kappa_two_exact():
     """kappa = 2, d = 1: both points own their cells iff they have opposite signs: probability 1/2."""
-    r = C.owns_cell_probability([1], 2, 20000, seed=13)
+    r = VL.owns_cell_probability([1], 2, 20000, rng=13)
     assert r["low"][0] <= 0.5 <= r["high"][0]
 
 
@@ -369,13 +381,13 @@ def test_remark46_kappa_two_exact():
 def test_bad_inputs_name_the_argument():
     Vt = polygon(5)
     with pytest.raises(ValueError, match="interior"):
-        C.vertex_convergence(Vt, np.zeros((2, 3, 2)), np.eye(2), 0.3, 5)
+        VL.vertex_convergence(Vt, np.zeros((2, 3, 2)), np.eye(2), 0.3, 5)
     with pytest.raises(ValueError, match="gamma"):
-        C.vertex_convergence(Vt, Vt[:2] * 0.5, np.eye(2), 1.5, 5)
+        VL.vertex_convergence(Vt, Vt[:2] * 0.5, np.eye(2), 1.5, 5)
     with pytest.raises(ValueError, match="kappa"):
-        C.owns_cell_probability([3], 1, 10)
+        VL.owns_cell_probability([3], 1, 10)
     with pytest.raises(ValueError, match="dts"):
-        C.euler_error(ode_data(), np.eye(2), [1.5])
+        VL.euler_error(ode_data(), np.eye(2), [1.5])
     with pytest.raises(ValueError, match="Bstar"):
         C.linear_rate_bound(polygon(6), np.diag([1.0, -1.0]))
     with pytest.raises(ValueError, match="Bstar"):
@@ -385,4 +397,4 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="ns"):
         C.thm31_shifted([], 3, 5)
     with pytest.raises(ValueError, match="c"):
-        C.duality_gap_check(np.ones((3, 2)), np.eye(2), 0.3, 5, c=-1.0)
+        VL.duality_gap_check(np.ones((3, 2)), np.eye(2), 0.3, 5, c=-1.0)

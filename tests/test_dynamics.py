@@ -6,11 +6,7 @@ from hypothesis.extra.numpy import arrays
 
 from attention_fw import dynamics as D
 from attention_fw import schedules as S
-
-
-def regular_polygon(k, r=1.0, phase=0.3):
-    th = phase + 2 * np.pi * np.arange(k) / k
-    return r * np.c_[np.cos(th), np.sin(th)]
+from attention_fw.polytope import regular_polygon
 
 
 # ----------------------------------------------------------------- SAP in expectation is SA-beta
@@ -21,29 +17,23 @@ def test_sap_step_mean_is_softmax_step():
     N = 40_000
     gamma, beta = 0.3, 1.7
     xs = np.broadcast_to(x, (N, 6, 3))
-    out = D.sap_step(xs, gamma, beta, rng)
+    out = D.sap_step(xs, gamma, beta, rng=rng)
     mean = out.mean(0)
     se = out.std(0, ddof=1) / np.sqrt(N)
     exact = D.softmax_step(x, gamma, beta)
     assert np.all(np.abs(mean - exact) <= 5 * se + 1e-15)
 
 
-def test_sap_coincident_tokens_add_their_probabilities():
-    """Two tokens at the same point a are picked together with probability 2e^{b<x,a>}/(2e^{b<x,a>}+e^{b<x,x>})."""
-    a, b = np.array([1.0, 0.0]), np.array([0.2, 0.9])
-    x = np.array([a, a, b])
-    beta, N = 1.3, 100_000
-    _, J = D.sap_step(np.broadcast_to(x, (N, 3, 2)), 0.5, beta, np.random.default_rng(2), return_choice=True)
-    p_exact = 2 * np.exp(beta * b @ a) / (2 * np.exp(beta * b @ a) + np.exp(beta * b @ b))
-    p_hat = np.isin(J[:, 2], [0, 1]).mean()
-    assert abs(p_hat - p_exact) <= 5 * np.sqrt(p_exact * (1 - p_exact) / N)
+def test_sap_coincident_tokens_add_their_probabilities(check_coincident_pick):
+    """Two tokens at the same point are picked together with the sum of their probabilities."""
+    check_coincident_pick(beta=1.3, N=100_000)
 
 
 def test_sap_reproducible_from_seed():
     x = np.random.default_rng(0).normal(size=(10, 4, 2))
-    a = D.simulate(x, D.MarkovChain(2.0, 0.2, seed=7), 20).x
-    b = D.simulate(x, D.MarkovChain(2.0, 0.2, seed=7), 20).x
-    c = D.simulate(x, D.MarkovChain(2.0, 0.2, seed=8), 20).x
+    a = D.simulate(x, D.MarkovChain(0.2, 2.0, rng=7), 20).x
+    b = D.simulate(x, D.MarkovChain(0.2, 2.0, rng=7), 20).x
+    c = D.simulate(x, D.MarkovChain(0.2, 2.0, rng=8), 20).x
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
@@ -51,7 +41,7 @@ def test_sap_moves_are_convex_steps_towards_tokens():
     """Every SAP move is (1-gamma) x_i + gamma x_J for the returned pick J."""
     rng = np.random.default_rng(3)
     x = rng.normal(size=(50, 7, 2))
-    out, J = D.sap_step(x, 0.25, 3.0, rng, return_choice=True)
+    out, J = D.sap_step(x, 0.25, 3.0, rng=rng, return_choice=True)
     target = np.take_along_axis(x, J[..., None], axis=-2)
     np.testing.assert_allclose(out, 0.75 * x + 0.25 * target, atol=1e-14)
 
@@ -63,12 +53,12 @@ def test_bernoulli_from_neg_log_law_through_several_pieces(monkeypatch):
     N = 1_000_000
     for t in (0.2, 3.0):
         p = np.exp(-t)
-        hit = D.bernoulli_from_neg_log(np.full(N, t), np.random.default_rng(int(10 * t)))
+        hit = D.bernoulli_from_neg_log(np.full(N, t), rng=np.random.default_rng(int(10 * t)))
         assert abs(hit.mean() - p) <= 5 * np.sqrt(p * (1 - p) / N)
     rng = np.random.default_rng(0)
-    assert D.bernoulli_from_neg_log(np.zeros(1000), rng).all()  # P(E > 0) = 1
-    assert not D.bernoulli_from_neg_log(np.full(1000, np.inf), rng).any()
-    assert not D.bernoulli_from_neg_log(np.full(1000, 1e5), rng).any()  # e^-1e5, and it terminates
+    assert D.bernoulli_from_neg_log(np.zeros(1000), rng=rng).all()  # P(E > 0) = 1
+    assert not D.bernoulli_from_neg_log(np.full(1000, np.inf), rng=rng).any()
+    assert not D.bernoulli_from_neg_log(np.full(1000, 1e5), rng=rng).any()  # e^-1e5, and it terminates
 
 
 def _cluster_triangle(beta_copies=2):
@@ -88,7 +78,7 @@ def test_sap_step_escape_law_from_coincident_clusters(monkeypatch, small_weight)
     x, beta, N = _cluster_triangle(), 5.0, 400_000
     s = 2 / (2 + 4 * np.exp(-1.5 * beta))
     p = 1 - s ** 6
-    y = D.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.1, beta, np.random.default_rng(5))
+    y = D.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.1, beta, rng=np.random.default_rng(5))
     moved = (y != x).any(axis=(1, 2)).mean()
     assert abs(moved - p) <= 5 * np.sqrt(p * (1 - p) / N)
 
@@ -101,13 +91,13 @@ def test_sap_step_represents_escape_probabilities_far_below_epsilon(monkeypatch)
     seen = []
     real = D.bernoulli_from_neg_log
 
-    def spy(t, rng):
+    def spy(t, *, rng):
         seen.append(np.array(t, copy=True))
-        return real(t, rng)
+        return real(t, rng=rng)
 
     monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)
     x, beta = _cluster_triangle(), 40.0
-    D.sap_step(x, 0.1, beta, np.random.default_rng(0))
+    D.sap_step(x, 0.1, beta, rng=np.random.default_rng(0))
     w = 4 * np.exp(-1.5 * beta)
     np.testing.assert_allclose(np.exp(-seen[0]), w / (2 + w), rtol=1e-12)
 
@@ -137,6 +127,18 @@ def test_softmax_finite_for_any_beta(x, beta):
     assert np.all(np.isfinite(A))
     np.testing.assert_allclose(A.sum(-1), 1.0, rtol=1e-12)
     assert np.all(D.softmax_step(x, 0.5, beta) == D.softmax_step(x, 0.5, beta))  # no NaN
+
+
+def test_subnormal_tokens_give_finite_weights_and_steps():
+    """Tokens below 2^-1022 (found by the property above): the rescaling by a power of two stays finite.
+
+    All scores are ~1e-622, so every softmax weight is 1/n (uniform) and coincident tokens stay put."""
+    x = np.full((5, 2), 2.22507386e-311)
+    x[0, 0] = 4.4501477e-311
+    for beta in (0.0, 1.0, 1e6):
+        np.testing.assert_allclose(D.attention(x, beta=beta), 0.2, rtol=1e-12)
+    assert np.all(D.hardmax_step(x, 1.0) == x[0])       # every leader is token 0 (largest scores)
+    np.testing.assert_array_equal(D.softmax_step(x[1:], 0.5, 3.0), x[1:])
 
 
 def test_beta_1e6_equals_hardmax_for_generic_data():
@@ -188,8 +190,8 @@ def test_layer_with_scalar_value_is_the_frank_wolfe_step():
     h = 0.7
     g = h / (1 + h)
     np.testing.assert_allclose(D.preconditioner(h * np.eye(2)), g * np.eye(2), atol=1e-15)
-    np.testing.assert_allclose(D.layer_step(x, np.eye(2), h * np.eye(2), np.inf), D.hardmax_step(x, g), atol=1e-14)
-    np.testing.assert_allclose(D.layer_step(x, np.eye(2), h * np.eye(2), 2.5), D.softmax_step(x, g, 2.5), atol=1e-14)
+    np.testing.assert_allclose(D.layer_step(x, np.inf, np.eye(2), h * np.eye(2)), D.hardmax_step(x, g), atol=1e-14)
+    np.testing.assert_allclose(D.layer_step(x, 2.5, np.eye(2), h * np.eye(2)), D.softmax_step(x, g, 2.5), atol=1e-14)
     assert S.FromValue(h)(3) == pytest.approx(g)
 
 
@@ -201,7 +203,7 @@ def test_layer_equals_its_renormalised_form():
     B = rng.normal(size=(3, 3))
     A = D.attention(x, B, 1.3)
     rhs = np.linalg.solve(np.eye(3) + Vm, (x + (A @ x) @ Vm.T).T).T
-    np.testing.assert_allclose(D.layer_step(x, B, Vm, 1.3), rhs, atol=1e-12)
+    np.testing.assert_allclose(D.layer_step(x, 1.3, B, Vm), rhs, atol=1e-12)
 
 
 # ----------------------------------------------------------------- hull shrinking and growing
@@ -258,7 +260,7 @@ def test_diagonal_value_matrix_can_grow_the_hull():
     x = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     Vm = np.diag([1.5, 7 / 3])
     np.testing.assert_allclose(D.preconditioner(Vm), np.diag([0.6, 0.7]), atol=1e-15)
-    new = D.layer_step(x, np.array([[0.0, 1.0], [1.0, 0.0]]), Vm, np.inf)
+    new = D.layer_step(x, np.inf, np.array([[0.0, 1.0], [1.0, 0.0]]), Vm)
     np.testing.assert_allclose(new[1], [0.4, 0.7], atol=1e-15)
     assert new[1].sum() > 1 and not _inside(x, new[1:2])[0]
 
@@ -267,7 +269,7 @@ def test_diagonal_value_matrix_can_grow_the_hull():
 def test_vertex_owning_its_cell_is_fixed_and_other_moves():
     """A vertex v with <Bv,v> > <Bv,w> for all other tokens w is its own leader and stays put;
     a vertex that does not own its cell moves towards its leader."""
-    pent = regular_polygon(5)
+    pent = regular_polygon(5, phase=0.3)
     x = np.vstack([pent, [[0.1, 0.05]]])
     new = D.hardmax_step(x, 0.5)
     np.testing.assert_array_equal(new[:5], pent)
@@ -281,7 +283,7 @@ def test_vertex_owning_its_cell_is_fixed_and_other_moves():
 @pytest.mark.parametrize("B", [np.eye(2), np.diag([1.0, 2.0])])
 def test_theorem_4_2_closed_form(schedule, B):
     """x_i^t = prod(1-g) x_i^0 + (1 - prod(1-g)) v_sigma(i), to machine precision (Theorem 4.2)."""
-    circle = regular_polygon(7)
+    circle = regular_polygon(7, phase=0.3)
     verts = circle @ np.linalg.inv(np.linalg.cholesky(B)).T  # on the level set <Bv,v> = 1
     rng = np.random.default_rng(10)
     w = rng.dirichlet(np.ones(7), size=(64, 20))
@@ -289,7 +291,7 @@ def test_theorem_4_2_closed_form(schedule, B):
     x0 = np.concatenate([np.broadcast_to(verts, (64, 7, 2)), interior], axis=1)
     sigma = (interior @ B @ verts.T).argmax(-1)
     T = 40
-    res = D.simulate(x0, D.Hardmax(B, schedule), T, trajectory=True)
+    res = D.simulate(x0, D.Hardmax(schedule, B), T, trajectory=True)
     for t in [1, 5, 17, T]:
         p = schedule.product(t)
         expected = p * interior + (1 - p) * verts[sigma]
@@ -301,7 +303,7 @@ def test_theorem_4_2_closed_form(schedule, B):
 def test_recorders_give_summaries_without_trajectory():
     x = np.random.default_rng(11).normal(size=(30, 5, 2))
     rec = D.FunctionRecorder("spread", lambda x, t: x.std(axis=-2).sum(-1), every=3)
-    res = D.simulate(x, D.Softmax(1.0, 0.2), 10, [rec])
+    res = D.simulate(x, D.Softmax(0.2, 1.0), 10, [rec])
     assert res.trajectory is None
     np.testing.assert_array_equal(res.record_times["spread"], [0, 3, 6, 9, 10])
     assert res.records["spread"].shape == (5, 30)
@@ -328,7 +330,7 @@ def test_bad_input_names_the_argument(call, match):
 
 def test_near_tie_is_not_a_tie():
     """A token 1e-12 away from a vertex that owns its cell: the vertex stays its own unique leader."""
-    pent = regular_polygon(5)
+    pent = regular_polygon(5, phase=0.3)
     x = np.vstack([pent, pent[:1] * (1 - 1e-12)])
     assert D.tie_counts(x)[0] == 1
     np.testing.assert_array_equal(D.hardmax_step(x, 0.5)[:5], pent)

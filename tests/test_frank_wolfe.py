@@ -6,6 +6,7 @@ from scipy.optimize import minimize
 
 from attention_fw import dynamics as D
 from attention_fw import frank_wolfe as F
+from attention_fw import polytope as P
 
 
 def test_token_argmax_equals_linprog_oracle():
@@ -81,10 +82,10 @@ def test_min_energy_is_zero_when_origin_inside():
 
 def test_hull_diameter_and_area_of_known_shapes():
     sq = np.array([[0.0, 0.0], [2.0, 0.0], [2.0, 2.0], [0.0, 2.0], [1.0, 1.0]])
-    assert F.hull_area(sq) == pytest.approx(4.0)
-    assert F.hull_diameter(sq) == pytest.approx(np.sqrt(8.0))
-    assert F.hull_area(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])) == 0.0  # collinear
-    np.testing.assert_allclose(F.hull_area(np.stack([sq, 2 * sq])), [4.0, 16.0])
+    assert P.hull_area(sq) == pytest.approx(4.0)
+    assert P.diameter(sq) == pytest.approx(np.sqrt(8.0))
+    assert P.hull_area(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])) == 0.0  # collinear
+    np.testing.assert_allclose(P.hull_area(np.stack([sq, 2 * sq])), [4.0, 16.0])
 
 
 def test_energy_rejects_non_symmetric_B():

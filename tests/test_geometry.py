@@ -18,7 +18,7 @@ def _configs():
     out = []
     for k in (3, 5, 7, 9, 10, 12):
         for eq in ((False, True) if k <= 10 else (True,)):
-            pts, hull = g.sample_vertices(k, 42, equal_norm=eq, enforce_bijection=True)
+            pts, hull = g.sample_vertices(k, rng=42, equal_norm=eq, enforce_bijection=True)
             out.append((pts[hull], None))
     rng = np.random.default_rng(0)
     for _ in range(12):
@@ -36,7 +36,7 @@ CONFIGS = _configs()
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("k", [5, 7, 9, 10])
 def test_sampling_follows_the_authors_recipe_with_resampling_in_one_stream(k):
-    pts, hull = g.sample_vertices(k, 42, equal_norm=False, enforce_bijection=True)
+    pts, hull = g.sample_vertices(k, rng=42, equal_norm=False, enforce_bijection=True)
     rng = np.random.default_rng(42)
     for tries in range(500):  # the recipe, restated: angles then radii, same stream
         theta = rng.uniform(0, 2 * np.pi, k)
@@ -49,7 +49,7 @@ def test_sampling_follows_the_authors_recipe_with_resampling_in_one_stream(k):
 
 
 def test_equal_norm_sampling_is_on_the_circle_and_hull_is_ccw():
-    pts, hull = g.sample_vertices(7, 42, equal_norm=True)
+    pts, hull = g.sample_vertices(7, rng=42, equal_norm=True)
     np.testing.assert_allclose(np.hypot(*pts.T), 1.0, rtol=0, atol=1e-15)
     K = pts[hull]
     x, y = K.T
@@ -105,7 +105,7 @@ def test_cells_agree_with_pointwise_argmax_away_from_boundaries(K, B):
 
 
 def test_raster_cells_agree_with_exact_cells_except_near_boundaries():
-    pts, hull = g.sample_vertices(7, 42, enforce_bijection=True)
+    pts, hull = g.sample_vertices(7, rng=42, enforce_bijection=True)
     K = pts[hull]
     r = g.raster_cells(K, n=200)
     xx, yy = np.meshgrid(r.xs, r.ys)
@@ -134,7 +134,7 @@ def test_cell_labels_any_dimension_and_batched():
 
 
 def test_unit_direction_labelling_is_argmax_of_normalised_vertices_and_differs_from_cells():
-    pts, hull = g.sample_vertices(7, 42, enforce_bijection=True)
+    pts, hull = g.sample_vertices(7, rng=42, enforce_bijection=True)
     K = pts[hull]
     unit = g.unit_direction_cells(K)
     exact = g.cells(K)
@@ -154,7 +154,7 @@ def test_unit_direction_labelling_is_argmax_of_normalised_vertices_and_differs_f
 
 
 def test_equal_norms_unit_labelling_equals_cells():
-    pts, hull = g.sample_vertices(9, 42, equal_norm=True, enforce_bijection=True)
+    pts, hull = g.sample_vertices(9, rng=42, equal_norm=True, enforce_bijection=True)
     K = pts[hull]
     for a, b in zip(g.unit_direction_cells(K), g.cells(K)):
         assert g.symmetric_difference_area(a, b) < 1e-13
@@ -185,11 +185,11 @@ def test_voronoi_coincides_with_cells_on_a_level_set(seed):
 
 
 def test_voronoi_differs_from_cells_when_norms_differ():
-    pts, hull = g.sample_vertices(5, 42, enforce_bijection=True)
+    pts, hull = g.sample_vertices(5, rng=42, enforce_bijection=True)
     K = pts[hull]
     assert g.voronoi_mismatch(K) > 1e-2
     # and with a B for which the norms are unequal although |v_i| = 1
-    pts, hull = g.sample_vertices(7, 42, equal_norm=True)
+    pts, hull = g.sample_vertices(7, rng=42, equal_norm=True)
     assert g.voronoi_mismatch(pts[hull]) < 1e-12
     assert g.voronoi_mismatch(pts[hull], np.diag([1.0, 3.0])) > 1e-3
 
@@ -253,7 +253,7 @@ def test_owns_cell_batched_and_high_dimension():
 # Cones and erosion (section 5, Figure 4)
 # --------------------------------------------------------------------------------------------
 def _fig4_cone(eta=0.05):
-    pts, hull = g.sample_vertices(7, 42, equal_norm=True)
+    pts, hull = g.sample_vertices(7, rng=42, equal_norm=True)
     K = pts[hull]
     return K, g.cone(K, 2, eta)
 
@@ -331,7 +331,7 @@ def test_two_clip_cells_equal_clipping_by_every_half_plane():
     rng = np.random.default_rng(31)
     for k in [3, 5, 9, 25]:
         for _ in range(5):
-            pts, hull = g.sample_vertices(k, int(rng.integers(1 << 30)), equal_norm=k > 9, enforce_bijection=True)
+            pts, hull = g.sample_vertices(k, rng=int(rng.integers(1 << 30)), equal_norm=k > 9, enforce_bijection=True)
             K = pts[hull]
             M = rng.normal(size=(2, 2))
             B = M @ M.T + 0.2 * np.eye(2)

@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from attention_fw import exit_times as ET
 from attention_fw import metastability as M
+from attention_fw import polytope as P
+from attention_fw import survival as SV
 
-TRI = M.triangle_on_circle()
+TRI = P.points_on_circle()
 
 
 # ---------------------------------------------------------------------------------------
@@ -21,41 +24,39 @@ TRI = M.triangle_on_circle()
 
 @pytest.mark.parametrize("k", [3, 4, 5, 6, 7])
 def test_c0_regular_polygon_closed_form(k):
-    th = 2 * np.pi * np.arange(k) / k
-    v = np.stack([np.cos(th), np.sin(th)], 1)
-    assert M.c0(v) == pytest.approx(1 - math.cos(2 * math.pi / k), abs=1e-12)
+    v = P.regular_polygon(k, phase=0.0)
+    assert P.c0(v) == pytest.approx(1 - math.cos(2 * math.pi / k), abs=1e-12)
 
 
 @pytest.mark.parametrize("d", [2, 3, 5])
 def test_regular_simplex_inner_products_and_c0(d):
-    v = M.regular_simplex(d)
+    v = P.regular_simplex(d)
     G = v @ v.T
     assert np.allclose(np.diag(G), 1.0)
     off = G[~np.eye(d + 1, dtype=bool)]
     assert np.allclose(off, -1.0 / d)
-    assert M.c0(v) == pytest.approx(1 + 1 / d)
-    assert np.allclose(M.vertex_angles(v), np.pi / 3)          # 60-degree edge angles
-    assert M.satisfies_51(v)
+    assert P.c0(v) == pytest.approx(1 + 1 / d)
+    assert np.allclose(P.vertex_angles(v), np.pi / 3)          # 60-degree edge angles
+    assert P.satisfies_51(v)
 
 
 def test_condition_51_forces_acute_triangle_in_2d():
     # interior angles of a triangle sum to pi
     rng = np.random.default_rng(0)
     for _ in range(20):
-        v = M.triangle_on_circle(np.sort(rng.uniform(0, 360, 3)))
-        a = M.vertex_angles(v)
+        v = P.points_on_circle(np.sort(rng.uniform(0, 360, 3)))
+        a = P.vertex_angles(v)
         assert a.sum() == pytest.approx(np.pi, abs=1e-9)
-        assert M.satisfies_51(v) == bool(a.max() < np.pi / 2)
-    assert not M.satisfies_51(M.triangle_on_circle((0, 30, 150)))     # obtuse (105 degrees)
-    assert not M.satisfies_51(M.triangle_on_circle((0, 10, 180)))     # right angle (Thales)
+        assert P.satisfies_51(v) == bool(a.max() < np.pi / 2)
+    assert not P.satisfies_51(P.points_on_circle((0, 30, 150)))     # obtuse (105 degrees)
+    assert not P.satisfies_51(P.points_on_circle((0, 10, 180)))     # right angle (Thales)
     for k in (4, 5, 7):                                              # regular k-gons fail
-        th = 2 * np.pi * np.arange(k) / k
-        v = np.stack([np.cos(th), np.sin(th)], 1)
-        assert np.allclose(M.vertex_angles(v), np.pi - 2 * np.pi / k)
-        assert not M.satisfies_51(v)
+        v = P.regular_polygon(k, phase=0.0)
+        assert np.allclose(P.vertex_angles(v), np.pi - 2 * np.pi / k)
+        assert not P.satisfies_51(v)
     cross = np.vstack([np.eye(3), -np.eye(3)])                        # cross-polytope: 90 degrees
-    assert np.allclose(M.vertex_angles(cross), np.pi / 2)
-    assert not M.satisfies_51(cross)
+    assert np.allclose(P.vertex_angles(cross), np.pi / 2)
+    assert not P.satisfies_51(cross)
 
 
 def test_eroded_cone_matches_definition():
@@ -65,7 +66,7 @@ def test_eroded_cone_matches_definition():
     eta, delta = 0.2, 0.1
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, size=(4000, 2))
-    mask = M.eroded_cone_mask(x, TRI, 0, eta, delta)
+    mask = P.eroded_cone_mask(x, TRI, 0, eta, delta)
     ang = np.linspace(0, 2 * np.pi, 720, endpoint=False)
     disc = x[:, None, :] + delta * np.stack([np.cos(ang), np.sin(ang)], 1)[None]
     diff = TRI[0] - TRI[1:]
@@ -89,10 +90,10 @@ def test_hypothesis_beta_min_is_threshold():
         rng = np.random.default_rng(2)
         pts = rng.uniform(-1, 1, size=(200_000, 2))
         # just above the threshold the set is tiny; check with the LP slack instead of sampling
-        slack = min(M._eroded_slack(TRI, i, beta) for i in range(3))
+        slack = min(P.eroded_slack(TRI, i, beta ** (-1 / 8), beta ** (-1 / 4)) for i in range(3))
         assert (slack >= 0) == nonempty
         if not nonempty:
-            assert not M.eroded_cone_mask(pts, TRI, 0, beta ** (-1 / 8), beta ** (-1 / 4)).any()
+            assert not P.eroded_cone_mask(pts, TRI, 0, beta ** (-1 / 8), beta ** (-1 / 4)).any()
 
 
 def test_phase1_configuration_satisfies_hypotheses():
@@ -101,7 +102,7 @@ def test_phase1_configuration_satisfies_hypotheses():
     assert np.array_equal(x0[:3], TRI)
     for j in range(3, len(x0)):
         i = sig[j]
-        assert M.eroded_cone_mask(x0[j], TRI, i, beta0 ** (-1 / 8), beta0 ** (-1 / 4))
+        assert P.eroded_cone_mask(x0[j], TRI, i, beta0 ** (-1 / 8), beta0 ** (-1 / 4))
         # every token lies in the cell C_sigma(j)(v): sigma(j) is the nearest vertex
         assert np.argmin(np.linalg.norm(TRI - x0[j], axis=1)) == i
     bmin = M.configuration_beta_min(x0, TRI, sig)
@@ -161,32 +162,32 @@ def _brute_stay_log_q(points, counts, beta):
 
 @pytest.mark.parametrize("beta", [0.0, 0.5, 2.0, 5.0])
 def test_frozen_escape_rate_closed_form(beta):
-    v = M.triangle_on_circle((80, 200, 320))
+    v = P.points_on_circle((80, 200, 320))
     counts = np.array([1, 3, 2])
-    assert M.frozen_escape_rate(v, counts, beta) == pytest.approx(_brute_stay_log_q(v, counts, beta), rel=1e-12)
-    x0, sig = M.cluster_configuration(v, counts)
-    d, _, _ = M.move_log_odds(x0[None], beta)
-    assert np.sum(np.logaddexp(0, d)) == pytest.approx(M.frozen_escape_rate(v, counts, beta), rel=1e-12)
+    assert ET.frozen_escape_rate(v, counts, beta) == pytest.approx(_brute_stay_log_q(v, counts, beta), rel=1e-12)
+    x0, sig = ET.cluster_configuration(v, counts)
+    d, _, _ = ET.move_log_odds(x0[None], beta)
+    assert np.sum(np.logaddexp(0, d)) == pytest.approx(ET.frozen_escape_rate(v, counts, beta), rel=1e-12)
 
 
 def test_frozen_escape_rate_large_beta_asymptotics():
     # equilateral triangle, m tokens per vertex: -log q = n log(1 + 2 e^{-beta c0}) ~ 2 n e^{-1.5 beta}
     for beta in (20.0, 100.0, 400.0):
-        lam = M.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta)
+        lam = ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta)
         assert lam > 0 and np.isfinite(lam)
         assert lam == pytest.approx(12 * math.exp(-1.5 * beta), rel=1e-6)
     # beta = 1e6: the escape probability underflows to exactly 0, never NaN
-    assert M.frozen_escape_rate(TRI, np.array([2, 2, 2]), 1e6) == 0.0
+    assert ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), 1e6) == 0.0
 
 
 def test_engine_single_jump_is_geometric_small_mean():
     """beta = 1: E[T2] = 1/(1 - q) ~ 1.3; chi-square goodness of fit of T2 against Geom(1 - q)."""
     counts = np.array([2, 2, 2])
-    x0, sig = M.cluster_configuration(TRI, counts)
+    x0, sig = ET.cluster_configuration(TRI, counts)
     beta, gamma, eps = 1.0, 0.1, 0.05                       # eps < gamma sqrt(3): single jump
-    es = M.engine_exit_times(x0, sig, gamma, beta, eps, 20_000, seed=11)
+    es = ET.engine_exit_times(x0, sig, gamma, beta, eps, 20_000, rng=11)
     assert es.n_censored == 0 and np.all(es.events == 1)
-    q = math.exp(-M.frozen_escape_rate(TRI, counts, beta))
+    q = math.exp(-ET.frozen_escape_rate(TRI, counts, beta))
     ks = np.arange(1, 6)
     obs = np.array([np.sum(es.times == k) for k in ks] + [np.sum(es.times > ks[-1])])
     pk = np.array([q ** (k - 1) * (1 - q) for k in ks] + [q ** ks[-1]])
@@ -198,9 +199,9 @@ def test_engine_single_jump_is_geometric_small_mean():
 def test_engine_single_jump_exponential_scaling_large_beta(beta):
     """(1 - q) T2 is asymptotically Exp(1) when q -> 1: KS test (p > 1e-3) and mean within 4 SE."""
     counts = np.array([1, 2, 3])
-    x0, sig = M.cluster_configuration(TRI, counts)
-    lam = M.frozen_escape_rate(TRI, counts, beta)
-    es = M.engine_exit_times(x0, sig, 0.1, beta, 0.05, 5000, seed=12)
+    x0, sig = ET.cluster_configuration(TRI, counts)
+    lam = ET.frozen_escape_rate(TRI, counts, beta)
+    es = ET.engine_exit_times(x0, sig, 0.1, beta, 0.05, 5000, rng=12)
     assert es.n_censored == 0
     z = es.times * -math.expm1(-lam)
     assert stats.kstest(z, "expon").pvalue > 1e-3
@@ -209,11 +210,11 @@ def test_engine_single_jump_exponential_scaling_large_beta(beta):
 
 def test_engine_censoring_at_cap_keeps_every_run():
     counts = np.array([2, 2, 2])
-    x0, sig = M.cluster_configuration(TRI, counts)
+    x0, sig = ET.cluster_configuration(TRI, counts)
     beta = 6.0
-    lam = M.frozen_escape_rate(TRI, counts, beta)
+    lam = ET.frozen_escape_rate(TRI, counts, beta)
     cap = 300.0
-    es = M.engine_exit_times(x0, sig, 0.1, beta, 0.05, 20_000, seed=13, cap=cap)
+    es = ET.engine_exit_times(x0, sig, 0.1, beta, 0.05, 20_000, rng=13, cap=cap)
     assert len(es.times) == 20_000 and np.all(es.times[es.censored] == cap)
     assert np.all(es.times[~es.censored] <= cap)
     p_cens = math.exp(-lam * cap)                              # P(T2 > cap) = q^cap
@@ -222,11 +223,11 @@ def test_engine_censoring_at_cap_keeps_every_run():
 
 
 def test_engine_huge_beta_is_censored_not_nan():
-    x0, sig = M.cluster_configuration(TRI, np.array([2, 2, 2]))
-    es = M.engine_exit_times(x0, sig, 0.1, 1e6, 0.05, 100, seed=0, cap=1e15)
+    x0, sig = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
+    es = ET.engine_exit_times(x0, sig, 0.1, 1e6, 0.05, 100, rng=0, cap=1e15)
     assert np.all(es.censored) and np.all(es.times == 1e15)
     # all tokens at one point: nothing can ever move
-    es = M.engine_exit_times(np.zeros((4, 2)), np.zeros(4, int), 0.1, 1.0, 0.05, 10, seed=0, cap=50)
+    es = ET.engine_exit_times(np.zeros((4, 2)), np.zeros(4, int), 0.1, 1.0, 0.05, 10, rng=0, cap=50)
     assert np.all(es.censored) and np.all(np.isfinite(es.times))
 
 
@@ -234,14 +235,14 @@ def test_event_step_conditional_law():
     """At the event step from a frozen configuration, P(token i jumps to point b | event) =
     w_ib / (1 - q) (independent tokens conditioned on 'at least one moves'); each
     frequency within 4.5 binomial standard errors."""
-    v = M.triangle_on_circle((80, 200, 320))
+    v = P.points_on_circle((80, 200, 320))
     counts = np.array([1, 2, 3])
     beta = 1.5
-    x0, sig = M.cluster_configuration(v, counts)
+    x0, sig = ET.cluster_configuration(v, counts)
     R = 60_000
     x = np.broadcast_to(x0, (R,) + x0.shape).copy()
-    d, L, same = M.move_log_odds(x, beta)
-    xn, move = M._event_step(x, d, L, same, 0.1, np.random.default_rng(14))
+    d, L, same = ET.move_log_odds(x, beta)
+    xn, move = ET._event_step(x, d, L, same, 0.1, np.random.default_rng(14))
     assert np.all(move.any(1))
     # closed form
     W = np.exp(beta * v @ v.T) * counts[None]
@@ -269,19 +270,19 @@ def test_event_step_conditional_law():
 
 def test_distance_to_hull_against_quadratic_programme():
     rng = np.random.default_rng(5)
-    P = rng.normal(size=(5, 2))
+    Q = rng.normal(size=(5, 2))
     x = rng.normal(scale=2, size=(40, 2))
-    dist = M.distance_to_hull(x, P)
+    dist = P.distance_to_hull(x, Q)
 
     def qp(y):
-        res = optimize.minimize(lambda w: np.sum((w @ P - y) ** 2), np.full(5, 0.2),
+        res = optimize.minimize(lambda w: np.sum((w @ Q - y) ** 2), np.full(5, 0.2),
                                 bounds=[(0, 1)] * 5, constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
                                 method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
         return math.sqrt(max(res.fun, 0))
     ref = np.array([qp(y) for y in x])
     assert np.allclose(dist, ref, atol=1e-6)
     w = rng.dirichlet(np.ones(5), size=30)
-    assert np.allclose(M.distance_to_hull(w @ P, P), 0, atol=1e-12)
+    assert np.allclose(P.distance_to_hull(w @ Q, Q), 0, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,7 +299,7 @@ def test_geometric_censored_mle_unbiased_and_covers():
     T = rng.geometric(p, size=(reps, n)).astype(float)
     cens = T > cap
     T = np.where(cens, cap, T)
-    fits = [M.fit_geometric_censored(T[r], cens[r]) for r in range(reps)]
+    fits = [SV.fit_geometric_censored(T[r], cens[r]) for r in range(reps)]
     phat = np.array([f.rate for f in fits])
     assert all(f.n_censored == cens[r].sum() for r, f in enumerate(fits))
     assert abs(phat.mean() / p - 1) < 0.01
@@ -315,13 +316,13 @@ def test_exponential_censored_mle():
     T = rng.exponential(1 / lam, size=(reps, n))
     cens = T > cap
     T = np.where(cens, cap, T)
-    est = np.array([M.fit_exponential_censored(T[r], cens[r]).rate for r in range(reps)])
+    est = np.array([SV.fit_exponential_censored(T[r], cens[r]).rate for r in range(reps)])
     # relative standard error of one estimate ~ 1/sqrt(D) ~ 0.03; of the mean ~ 0.002
     assert abs(est.mean() / lam - 1) < 0.01
 
 
 def test_fit_without_exits_gives_one_sided_interval():
-    f = M.fit_geometric_censored(np.full(10, 1000.0), np.ones(10, bool))
+    f = SV.fit_geometric_censored(np.full(10, 1000.0), np.ones(10, bool))
     assert f.mean == math.inf and f.n_censored == 10
     assert f.log_mean_ci[0] == pytest.approx(math.log(10_000 / -math.log(0.05)))
 
@@ -332,10 +333,10 @@ def test_slope_fit_recovers_c0_on_exact_geometric_data():
     rng = np.random.default_rng(8)
     fits = []
     for b in betas:
-        p = -math.expm1(-M.frozen_escape_rate(TRI, counts, b))
+        p = -math.expm1(-ET.frozen_escape_rate(TRI, counts, b))
         T = rng.geometric(p, size=4000).astype(float)
-        fits.append(M.fit_geometric_censored(T, np.zeros(len(T), bool)))
-    s = M.fit_log_mean_slope(betas, fits)
+        fits.append(SV.fit_geometric_censored(T, np.zeros(len(T), bool)))
+    s = SV.fit_log_mean_slope(betas, fits)
     # exact log E[T2] = -log(1 - q) has slope -> 1.5 (difference < 1e-3 at these beta)
     assert s["slope_ci"][0] < 1.5 < s["slope_ci"][1]
     assert s["slope_se"] < 0.02
@@ -378,9 +379,9 @@ def test_corrected_bound_one_bad_step_closed_form():
 def test_corrected_bound_below_engine_survival_one_token_per_vertex():
     """Theorem regime (eps/gamma = 3.5 >= 2 d(K)) with one token per vertex: the engine's
     survival must lie above the (corrected) lower bound, up to 4 binomial standard errors."""
-    x0, sig = M.cluster_configuration(TRI, np.array([1, 1, 1]))
+    x0, sig = ET.cluster_configuration(TRI, np.array([1, 1, 1]))
     beta, gamma, eps = 24.0, 0.1, 0.35
-    es = M.engine_exit_times(x0, sig, gamma, beta, eps, 4000, seed=9, max_events=2000)
+    es = ET.engine_exit_times(x0, sig, gamma, beta, eps, 4000, rng=9, max_events=2000)
     assert es.n_censored == 0
     t = np.logspace(0.5, 8, 30)
     surv = es.survival(t)
@@ -393,7 +394,7 @@ def test_corrected_bound_below_engine_survival_one_token_per_vertex():
 def test_survival_kaplan_meier_equals_fraction_with_common_cap():
     T = np.array([1.0, 3.0, 3.0, 5.0, 10.0, 10.0])
     c = np.array([False, False, False, False, True, True])
-    es = M.ExitSample(T, c)
+    es = ET.ExitSample(T, c)
     for t in (1, 2, 3, 4, 5, 6, 10):
         assert es.survival(t)[0] == pytest.approx(np.mean(T >= t))
 
@@ -403,21 +404,21 @@ def test_survival_kaplan_meier_equals_fraction_with_common_cap():
 # ---------------------------------------------------------------------------------------
 
 def test_bad_inputs_name_the_argument():
-    x0, sig = M.cluster_configuration(TRI, np.array([1, 1, 1]))
+    x0, sig = ET.cluster_configuration(TRI, np.array([1, 1, 1]))
     with pytest.raises(ValueError, match="gamma"):
-        M.engine_exit_times(x0, sig, 1.5, 1.0, 0.1, 10)
+        ET.engine_exit_times(x0, sig, 1.5, 1.0, 0.1, 10)
     with pytest.raises(ValueError, match="eps"):
-        M.engine_exit_times(x0, sig, 0.1, 1.0, 0.0, 10)
+        ET.engine_exit_times(x0, sig, 0.1, 1.0, 0.0, 10)
     with pytest.raises(TypeError, match="runs"):
-        M.engine_exit_times(x0, sig, 0.1, 1.0, 0.1, 10.5)
+        ET.engine_exit_times(x0, sig, 0.1, 1.0, 0.1, 10.5)
     with pytest.raises(ValueError, match="sigma"):
-        M.engine_exit_times(x0, sig[:2], 0.1, 1.0, 0.1, 10)
+        ET.engine_exit_times(x0, sig[:2], 0.1, 1.0, 0.1, 10)
     with pytest.raises(ValueError, match="counts"):
-        M.cluster_configuration(TRI, np.array([1, 0, 1]))
+        ET.cluster_configuration(TRI, np.array([1, 0, 1]))
     with pytest.raises(ValueError, match="form"):
         M.metastability_bound(2.0, 1.0, 3, 0.1, 0.1, 1.5, form="nope")
     with pytest.raises(ValueError, match="censored"):
-        M.fit_geometric_censored([1.0, 2.0], [0, 1])
+        SV.fit_geometric_censored([1.0, 2.0], [0, 1])
 
 
 # ---------------------------------------------------------------------------------------
@@ -458,9 +459,9 @@ def test_sweep_cache_hit_recomputes_nothing(tmp_path, executor):
 def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
     """The same seeded tasks give identical exit times through a Dask LocalCluster and in-process."""
     from attention_fw import sweeps
-    params = sweeps.grid(beta=[2.0, 4.0], seed=[0, 1], n=[4, 8], kappa=[3, 4], runs=200)
-    a = sweeps.run(sweeps.exit_time_task, params, executor="local-dask", cache=False, progress=False)
-    b = sweeps.run(sweeps.exit_time_task, params, executor="serial", cache=False, progress=False)
+    params = sweeps.grid(beta=[2.0, 4.0], rng=[0, 1], n=[4, 8], kappa=[3, 4], runs=200)
+    a = sweeps.run(ET.exit_time_task, params, executor="local-dask", cache=False, progress=False)
+    b = sweeps.run(ET.exit_time_task, params, executor="serial", cache=False, progress=False)
     for ra, rb, p in zip(a, b, params):
         assert ra["beta"] == p["beta"] and ra["kappa"] == p["kappa"]
         assert np.array_equal(ra["times"], rb["times"]) and np.array_equal(ra["censored"], rb["censored"])
@@ -488,7 +489,7 @@ def test_sweep_rejects_bad_arguments():
         sweeps.run(_counted_square, [{"x": 1, "counter": "/dev/null"}], executor="nonsense", cache=False,
                    progress=False)
     with pytest.raises(ValueError, match="n must be"):
-        sweeps.tokens_per_vertex(2, 3)
+        ET.tokens_per_vertex(2, 3)
 
 
 # ---------------------------------------------------------------------------------------
@@ -499,14 +500,14 @@ def test_engine_matches_stepping_single_jump_regime():
     """beta = 3, clusters of 2 at the triangle's vertices, eps = 0.05 < gamma sqrt(3): exit
     times from both simulators agree (two-sample KS p > 1e-3; means within 4.5 combined SE)
     and both agree with the closed-form mean 1 / (1 - q)."""
-    x0, sig = M.cluster_configuration(TRI, np.array([2, 2, 2]))
-    a = M.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 4000, seed=21)
-    b = M.stepping_exit_times(x0, sig, 0.1, 3.0, 0.05, 4000, seed=22, cap=5000)
+    x0, sig = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
+    a = ET.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 4000, rng=21)
+    b = ET.stepping_exit_times(x0, sig, 0.1, 3.0, 0.05, 4000, rng=22, cap=5000)
     assert a.n_censored == 0 and b.n_censored == 0
     assert stats.ks_2samp(a.times, b.times).pvalue > 1e-3
     se = math.sqrt(a.times.var() / 4000 + b.times.var() / 4000)
     assert abs(a.times.mean() - b.times.mean()) < 4.5 * se
-    mean = 1 / -math.expm1(-M.frozen_escape_rate(TRI, np.array([2, 2, 2]), 3.0))
+    mean = 1 / -math.expm1(-ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), 3.0))
     assert abs(b.times.mean() - mean) < 4.5 * b.times.std() / math.sqrt(4000)
 
 
@@ -514,9 +515,9 @@ def test_engine_matches_stepping_single_jump_regime():
 def test_engine_matches_stepping_theorem_regime(counts, beta):
     """eps / gamma = 3.5 >= 2 d(K): several jumps per exit and non-frozen states in between
     (the general event-driven mode). KS p > 1e-3 and means within 4.5 combined SE."""
-    x0, sig = M.cluster_configuration(TRI, np.array(counts))
-    a = M.engine_exit_times(x0, sig, 0.1, beta, 0.35, 3000, seed=23, max_events=100_000)
-    b = M.stepping_exit_times(x0, sig, 0.1, beta, 0.35, 3000, seed=24, cap=200_000)
+    x0, sig = ET.cluster_configuration(TRI, np.array(counts))
+    a = ET.engine_exit_times(x0, sig, 0.1, beta, 0.35, 3000, rng=23, max_events=100_000)
+    b = ET.stepping_exit_times(x0, sig, 0.1, beta, 0.35, 3000, rng=24, cap=200_000)
     assert a.n_censored == 0 and b.n_censored == 0
     assert stats.ks_2samp(a.times, b.times).pvalue > 1e-3
     se = math.sqrt(a.times.var() / 3000 + b.times.var() / 3000)
@@ -530,32 +531,32 @@ def test_engine_state_matches_stepping_in_general_position():
     rng = np.random.default_rng(25)
     x0 = rng.normal(size=(5, 2))
     R = 4000
-    a = M.engine_state_at(x0, 0.2, 1.5, 6, R, seed=26)
+    a = ET.engine_state_at(x0, 0.2, 1.5, 6, R, rng=26)
     g = np.random.default_rng(27)
     b = np.broadcast_to(x0, (R, 5, 2)).copy()
     for _ in range(6):
-        b = dynamics.sap_step(b, 0.2, 1.5, g)
+        b = dynamics.sap_step(b, 0.2, 1.5, rng=g)
     for tok in (0, 3):
         # the law is atomic; both simulators compute x + gamma (x_J - x), so atoms coincide
         assert stats.ks_2samp(a[:, tok, 0], b[:, tok, 0]).pvalue > 1e-3
     # the hull never grows (both simulators), a property of every convex-combination step
-    assert np.all(M.distance_to_hull(a.reshape(-1, 2), x0) < 1e-12)
+    assert np.all(P.distance_to_hull(a.reshape(-1, 2), x0) < 1e-12)
 
 
 def test_engine_watch_vertex_tokens_only():
-    x0, sig = M.cluster_configuration(TRI, np.array([1, 1, 1]))
+    x0, sig = ET.cluster_configuration(TRI, np.array([1, 1, 1]))
     watch = np.array([True, False, False])
-    es = M.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, seed=28, watch=watch)
-    st = M.stepping_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, seed=29, watch=watch, cap=100_000)
+    es = ET.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, rng=28, watch=watch)
+    st = ET.stepping_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, rng=29, watch=watch, cap=100_000)
     assert stats.ks_2samp(es.times, st.times).pvalue > 1e-3
     # token 0 alone is watched: before anything else moves its escape probability is 1 - s_0,
     # so P(T2 = 1) = 1 - s_0 exactly (binomial, 4.5 SE)
-    d, _, _ = M.move_log_odds(x0[None], 3.0)
+    d, _, _ = ET.move_log_odds(x0[None], 3.0)
     p0 = -math.expm1(-np.logaddexp(0, d[0, 0]))
     f1 = np.mean(es.times == 1)
     assert abs(f1 - p0) < 4.5 * math.sqrt(p0 * (1 - p0) / 3000)
     # watching all tokens exits earlier (stochastically smaller)
-    es_all = M.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, seed=30)
+    es_all = ET.engine_exit_times(x0, sig, 0.1, 3.0, 0.05, 3000, rng=30)
     assert es_all.times.mean() < es.times.mean()
 
 
@@ -569,7 +570,7 @@ def test_phase1_event_holds_above_bound_at_large_beta():
     x0, sig = M.phase1_configuration(TRI, 2, 1e4, rng=31, min_dist=0.55)
     beta = 1e4
     assert M.configuration_beta_min(x0, TRI, sig) <= beta
-    r = M.run_phase1(x0, TRI, sig, 0.05, beta, 2000, seed=32)
+    r = M.run_phase1(x0, TRI, sig, 0.05, beta, 2000, rng=32)
     assert r["fraction"] >= r["bound"]
     assert r["fraction_by_time"][r["T1"]] == r["fraction"]
     assert r["vertex_drift_max"] < beta ** (-1 / 4)
@@ -583,7 +584,7 @@ def test_prop51_collapse_inside_hull_not_origin():
     for beta in (0.5, 2.0):
         r = M.collapse_sabeta(x0, 0.2, beta, tol=1e-10, max_steps=200_000)
         assert r["converged"]
-        assert M.distance_to_hull(r["limit"], x0) < 1e-9
+        assert P.distance_to_hull(r["limit"], x0) < 1e-9
         assert np.linalg.norm(r["limit"]) > 0.5
         assert np.all(np.diff(r["diameters"]) <= 1e-12)        # hull shrinks, so the diameter too
     # beta = 0 is plain averaging: the mean is invariant, so x* is the initial mean exactly
@@ -595,13 +596,13 @@ def test_eroded_cone_mask_matches_exact_polygons_of_geometry():
     """The linear-inequality erosion agrees with geometry.erode(geometry.cone(...)) (exact
     polygon clipping, another module) on random points away from the boundary (1e-9)."""
     from attention_fw import geometry as geo
-    v = M.triangle_on_circle((90, 200, 330))
+    v = P.points_on_circle((90, 200, 330))
     rng = np.random.default_rng(40)
     x = rng.uniform(-1, 1, size=(20_000, 2))
     for i in range(3):
         for eta, delta in ((0.05, 0.03), (0.3, 0.1), (0.0, 0.2)):
             poly = geo.erode(geo.cone(v, i, eta), delta)
-            mask = M.eroded_cone_mask(x, v, i, eta, delta)
+            mask = P.eroded_cone_mask(x, v, i, eta, delta)
             if len(poly) == 0:
                 assert not mask.any()
                 continue
@@ -631,43 +632,47 @@ def test_sweep_accepts_executor_instance_and_keeps_output_clean(tmp_path, capsys
 
 
 def test_sweep_cache_folder_follows_library_source(tmp_path, monkeypatch):
-    """The cache lives in a folder named after the hash of the library modules the tasks call,
-    so an edit of the engine cannot serve stale results."""
+    """The cache lives in a folder named after the hash of the task's module and every library
+    module it imports (read from the imports, no hand-kept list), so an edit of the engine, or
+    of anything the engine imports, cannot serve stale results; an unrelated module can change."""
+    import shutil
+
     from attention_fw import sweeps
-    v1 = sweeps.code_version()
-    assert sweeps.memory(tmp_path).location.endswith(v1)
+    deps = sweeps.library_imports("exit_times")
+    assert {"exit_times", "dynamics", "_kernels", "polytope", "survival", "_validate", "schedules"} <= set(deps)
+    assert "plotting" not in deps and "paper_figures" not in deps
+    v1 = sweeps.code_version(ET.exit_time_task)
+    assert sweeps.memory(tmp_path, ET.exit_time_task).location.endswith(v1)
     fake = tmp_path / "src"
-    fake.mkdir()
-    import attention_fw
-    from pathlib import Path
-    src = Path(attention_fw.__file__).parent
-    for name in sweeps.CODE_MODULES:
-        (fake / f"{name}.py").write_bytes((src / f"{name}.py").read_bytes())
-    (fake / "metastability.py").write_bytes((src / "metastability.py").read_bytes() + b"\n# edit\n")
-    monkeypatch.setattr(sweeps, "__file__", str(fake / "sweeps.py"))
-    assert sweeps.code_version() != v1
+    shutil.copytree(sweeps._PACKAGE, fake, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(sweeps, "_PACKAGE", fake)
+    assert sweeps.code_version(ET.exit_time_task) == v1
+    (fake / "plotting.py").write_bytes((fake / "plotting.py").read_bytes() + b"\n# edit\n")
+    assert sweeps.code_version(ET.exit_time_task) == v1          # not a dependency of the task
+    (fake / "_kernels.py").write_bytes((fake / "_kernels.py").read_bytes() + b"\n# edit\n")
+    assert sweeps.code_version(ET.exit_time_task) != v1         # imported through dynamics
 
 
 # --------------------------------------------------------------------------------------------
-# Theorem 5.4: the admissible (eps, gamma) of its proof; exact single-jump slopes (issue 12)
+# Theorem 5.4: the admissible (eps, gamma) of its proof; exact single-jump slopes
 # --------------------------------------------------------------------------------------------
 
 def test_theorem54_radius_solves_the_radius_condition():
     """r* is the positive root of 2 r^2 + 4 R r - c0/2 = 0: equality at r*, strict on either side."""
-    for v in (M.triangle_on_circle(), M.regular_simplex(3), 2.0 * M.triangle_on_circle()):
-        R, c = np.linalg.norm(v, axis=1).max(), M.c0(v)
+    for v in (P.points_on_circle(), P.regular_simplex(3), 2.0 * P.points_on_circle()):
+        R, c = np.linalg.norm(v, axis=1).max(), P.c0(v)
         r = M.theorem54_radius(v)
         assert r > 0
         assert abs(4 * R * r + 2 * r * r - c / 2) < 1e-14 * c
         assert 4 * R * r * 1.001 + 2 * (r * 1.001) ** 2 > c / 2 > 4 * R * r * 0.999 + 2 * (r * 0.999) ** 2
     # triangle on S^1: R = 1, c0 = 3/2, r* = sqrt(11/8) - 1
-    assert abs(M.theorem54_radius(M.triangle_on_circle()) - (math.sqrt(11 / 8) - 1)) < 1e-15
+    assert abs(M.theorem54_radius(P.points_on_circle()) - (math.sqrt(11 / 8) - 1)) < 1e-15
     # scaling K by s scales R by s and c0 by s^2, hence r* by s
-    assert abs(M.theorem54_radius(3 * M.triangle_on_circle()) - 3 * M.theorem54_radius(M.triangle_on_circle())) < 1e-14
+    assert abs(M.theorem54_radius(3 * P.points_on_circle()) - 3 * M.theorem54_radius(P.points_on_circle())) < 1e-14
 
 
 def test_theorem54_hypotheses_on_the_triangle():
-    T = M.triangle_on_circle()
+    T = P.points_on_circle()
     d, r = math.sqrt(3), math.sqrt(11 / 8) - 1
     inside = M.theorem54_hypotheses(T, 0.9 * r, 0.9 * r / (2 * d))
     assert inside["all"] and inside["M"] == 2            # eps / (gamma d) = 2 exactly
@@ -686,16 +691,16 @@ def test_theorem54_hypotheses_on_the_triangle():
 
 def test_theorem54_region_is_the_admissible_set():
     """Points of the polygon pass theorem54_hypotheses, points outside fail it."""
-    T = M.triangle_on_circle()
-    P = M.theorem54_region(T)
+    T = P.points_on_circle()
+    region = M.theorem54_region(T)
     rng = np.random.default_rng(0)
     pts = rng.uniform([1e-4, 1e-5], [0.3, 0.12], size=(2000, 2))
     from attention_fw import geometry as g
-    inside = g.point_in_polygon(pts, P, tol=0.0)
+    inside = g.point_in_polygon(pts, region, tol=0.0)
     ok = np.array([M.theorem54_hypotheses(T, e, gm)["all"] for e, gm in pts])
     assert inside.any() and (~inside).any()
     # points within 1e-9 of the boundary may go either way
-    e_max, d = P[1, 0], math.sqrt(3)
+    e_max, d = region[1, 0], math.sqrt(3)
     margin = np.minimum(np.abs(pts[:, 0] - e_max), np.abs(pts[:, 1] - pts[:, 0] / (2 * d)))
     assert np.array_equal(inside[margin > 1e-9], ok[margin > 1e-9])
     assert M.theorem54_region(T, rho=1.0).shape == (0, 2)
@@ -704,68 +709,65 @@ def test_theorem54_region_is_the_admissible_set():
 @pytest.mark.parametrize("m", [1, 2, 3])
 def test_frozen_log_mean_exit_closed_forms(m):
     """Triangle: q = (1 + 2 e^{-1.5 beta})^{-3m}; square: q = (1 + e^{-beta})^{-8m}; log E = -log(1 - q)."""
-    T, S = M.triangle_on_circle(), np.array([[1, 0], [0, 1], [-1, 0], [0, -1.0]])
+    T, S = P.points_on_circle(), np.array([[1, 0], [0, 1], [-1, 0], [0, -1.0]])
     for beta in (0.0, 0.5, 3.0, 12.0):
         one_minus_qT = -math.expm1(-3 * m * math.log1p(2 * math.exp(-1.5 * beta)))
         one_minus_qS = -math.expm1(-8 * m * math.log1p(math.exp(-beta)))
-        assert abs(M.frozen_log_mean_exit(T, [m] * 3, beta) + math.log(one_minus_qT)) < 1e-12
-        assert abs(M.frozen_log_mean_exit(S, [m] * 4, beta) + math.log(one_minus_qS)) < 1e-12
+        assert abs(ET.frozen_log_mean_exit(T, [m] * 3, beta) + math.log(one_minus_qT)) < 1e-12
+        assert abs(ET.frozen_log_mean_exit(S, [m] * 4, beta) + math.log(one_minus_qS)) < 1e-12
     # consistent with frozen_escape_rate wherever that one is representable
-    v = M.triangle_on_circle((90, 200, 330))
+    v = P.points_on_circle((90, 200, 330))
     for beta in (1.0, 7.0, 30.0):
-        lam = M.frozen_escape_rate(v, [2, 1, 3], beta)
-        assert abs(M.frozen_log_mean_exit(v, [2, 1, 3], beta) + math.log(-math.expm1(-lam))) < 1e-10
+        lam = ET.frozen_escape_rate(v, [2, 1, 3], beta)
+        assert abs(ET.frozen_log_mean_exit(v, [2, 1, 3], beta) + math.log(-math.expm1(-lam))) < 1e-10
 
 
 def test_frozen_log_mean_exit_large_beta_limit():
     """log E[T] = beta c0 - log(n N) + o(1) (N nearest neighbours), finite even when lambda underflows."""
-    from attention_fw import sweeps
     for k, N in ((3, 2), (4, 2), (5, 2), (6, 2)):
-        v = sweeps.regular_polygon(k)
-        counts = sweeps.tokens_per_vertex(6, k)
+        v = P.regular_polygon(k)
+        counts = ET.tokens_per_vertex(6, k)
         for beta in (200.0, 1e6):
-            val = M.frozen_log_mean_exit(v, counts, beta)
+            val = ET.frozen_log_mean_exit(v, counts, beta)
             assert math.isfinite(val)
-            assert abs(val - (beta * M.c0(v) - math.log(6 * N))) < 1e-9 * max(1.0, beta)
-    T = M.regular_simplex(3)
-    assert abs(M.frozen_log_mean_exit(T, [1] * 4, 1e3) - (1e3 * M.c0(T) - math.log(4 * 3))) < 1e-9
+            assert abs(val - (beta * P.c0(v) - math.log(6 * N))) < 1e-9 * max(1.0, beta)
+    T = P.regular_simplex(3)
+    assert abs(ET.frozen_log_mean_exit(T, [1] * 4, 1e3) - (1e3 * P.c0(T) - math.log(4 * 3))) < 1e-9
 
 
 def test_frozen_mean_slope_properties():
-    from attention_fw import sweeps
-    v, c = sweeps.regular_polygon(6), sweeps.tokens_per_vertex(6, 6)
+    v, c = P.regular_polygon(6), ET.tokens_per_vertex(6, 6)
     b = np.array([4.0, 9.0])
     # two points: the difference quotient
-    q = (M.frozen_log_mean_exit(v, c, 9.0) - M.frozen_log_mean_exit(v, c, 4.0)) / 5.0
-    assert abs(M.frozen_mean_slope(v, c, b) - q) < 1e-12
+    q = (ET.frozen_log_mean_exit(v, c, 9.0) - ET.frozen_log_mean_exit(v, c, 4.0)) / 5.0
+    assert abs(ET.frozen_mean_slope(v, c, b) - q) < 1e-12
     grid = np.linspace(4, 30, 9)
     w = np.random.default_rng(1).uniform(0.5, 2, 9)
-    assert abs(M.frozen_mean_slope(v, c, grid, weights=w) - M.frozen_mean_slope(v, c, grid, weights=7 * w)) < 1e-12
+    assert abs(ET.frozen_mean_slope(v, c, grid, weights=w) - ET.frozen_mean_slope(v, c, grid, weights=7 * w)) < 1e-12
     # finite-beta bias: below c0 on a low window, the gap shrinks as the window moves up, -> c0
     starts = np.arange(2.0, 44.0, 2.0)
     for k in (3, 4, 5, 6):
-        vk, ck = sweeps.regular_polygon(k), sweeps.tokens_per_vertex(6, k)
-        gap = M.c0(vk) - M.frozen_slope_windows(vk, ck, starts, 8.0)
+        vk, ck = P.regular_polygon(k), ET.tokens_per_vertex(6, k)
+        gap = P.c0(vk) - ET.frozen_slope_windows(vk, ck, starts, 8.0)
         assert gap[0] > 1e-3
         assert np.all(gap > -1e-9) and np.all(np.diff(gap) <= 1e-9)
         assert gap[-1] < 1e-7
     with pytest.raises(ValueError, match="betas"):
-        M.frozen_mean_slope(v, c, [3.0, 3.0])
+        ET.frozen_mean_slope(v, c, [3.0, 3.0])
     with pytest.raises(ValueError, match="weights"):
-        M.frozen_mean_slope(v, c, grid, weights=np.ones(3))
+        ET.frozen_mean_slope(v, c, grid, weights=np.ones(3))
 
 
 def test_monte_carlo_slope_agrees_with_exact_mean_slope_not_with_c0():
     """The single-jump exit is geometric with mean 1/(1-q): on a low beta window the fitted slope
     of Monte Carlo exits estimates the exact-mean slope (within 4 standard errors), which is
     below c0 (hexagon, n = 6)."""
-    from attention_fw import sweeps
     betas = [2.0, 3.0, 4.0, 5.0]
-    v, c = sweeps.regular_polygon(6), sweeps.tokens_per_vertex(6, 6)
-    x0, sig = M.cluster_configuration(v, np.asarray(c))
-    fits = [M.fit_geometric_censored(*(lambda e: (e.times, e.censored))(
-        M.engine_exit_times(x0, sig, 0.1, b, 0.05, 4000, seed=int(b)))) for b in betas]
-    mc = M.fit_log_mean_slope(betas, fits)
-    exact = M.frozen_mean_slope(v, c, betas, weights=mc["weights"])
+    v, c = P.regular_polygon(6), ET.tokens_per_vertex(6, 6)
+    x0, sig = ET.cluster_configuration(v, np.asarray(c))
+    fits = [SV.fit_geometric_censored(*(lambda e: (e.times, e.censored))(
+        ET.engine_exit_times(x0, sig, 0.1, b, 0.05, 4000, rng=int(b)))) for b in betas]
+    mc = SV.fit_log_mean_slope(betas, fits)
+    exact = ET.frozen_mean_slope(v, c, betas, weights=mc["weights"])
     assert abs(mc["slope"] - exact) < 4 * mc["slope_se"]
-    assert M.c0(v) - exact > 8 * mc["slope_se"]
+    assert P.c0(v) - exact > 8 * mc["slope_se"]

@@ -212,3 +212,22 @@ def test_paper_figure_files_do_not_depend_on_the_caller(tmp_path, monkeypatch, g
 def test_resolve_reports_the_overrides():
     assert resolve(P, "paper").overrides == {}
     assert resolve(P, "paper", steps=None, gamma=0.5).overrides == {"gamma": 0.5}
+
+
+def test_streams_depend_on_seed_and_name_only():
+    """Named streams: a function of (seed, name); distinct names give independent draws."""
+    from attention_fw.notebook import stream
+
+    a = stream("cells", 7).standard_normal(1000)
+    assert np.array_equal(a, stream("cells", 7).standard_normal(1000))
+    b = stream("chain", 7).standard_normal(1000)
+    c = stream("cells", 8).standard_normal(1000)
+    # independent standard normals: the sample correlation of 1000 pairs has sd 1/sqrt(1000);
+    # |r| < 0.15 fails with probability about 2e-6 for independent streams
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.15 and abs(np.corrcoef(a, c)[0, 1]) < 0.15
+    for bad in ("", None):
+        with pytest.raises(ValueError, match="name"):
+            stream(bad, 0)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            stream("x", bad)

@@ -1,9 +1,11 @@
 """The regenerated Figures 1-4: fidelity to the published PDFs, reproducibility, data.
 
-The published PDFs (``attention_fw.paths.PUBLISHED``, i.e. ../shared/paper/published beside the
-repository) are read in two independent ways: their vector paths (hull corners and the filled
-cell polygons, mapped back to data coordinates) and their rasterisation by pdftoppm
-(install with ``apt-get install poppler-utils``).
+The authors' published PDFs are compared through the data read from them and committed with
+the book (``book/data/published-figures.json``, :func:`attention_fw.paper_figures.published_shapes`;
+``make published-data PDFS=dir`` rewrites it from the PDFs, see ``tests/test_published_data.py``),
+in two independent ways: their vector paths (hull corners and the filled cell polygons, mapped
+back to data coordinates) and the pixel counts of their rendering by pdftoppm. Our own figures
+are rendered by pdftoppm here (install with ``apt-get install poppler-utils``).
 """
 import json
 
@@ -12,15 +14,11 @@ import pytest
 
 from attention_fw import geometry as g
 from attention_fw import paper_figures as pf
-from attention_fw import paths
-
-PUB = paths.PUBLISHED
 
 
 def _published(name):
-    path = PUB / f"{name}.pdf"
-    assert path.exists(), f"published figure missing: {path} (expected ../shared/paper/published)"
-    return path
+    """Shapes of the authors' file ``name`` (from the committed data, not from the PDF)."""
+    return pf.published_shapes(name)
 
 
 def _seg_dist(X, P):
@@ -119,7 +117,7 @@ def test_figure3_polygon_needs_B_diag_1_2_E17(kappa):
     assert pub["hull_residual"] < 1e-6
     np.testing.assert_allclose(panel["J_vertices"], 0.5, rtol=1e-13)
     # the committed script's B = diag(1, 1) gives a different polygon
-    u, hull = g.sample_vertices(kappa, 42, equal_norm=True)
+    u, hull = g.sample_vertices(kappa, rng=42, equal_norm=True)
     wrong = g.level_set_vertices(u, np.eye(2))[hull]
     assert pf.published_geometry(_published(f"quadratic_{kappa}"), wrong)["hull_residual"] > 1e-2
 
@@ -159,12 +157,14 @@ def _colour_fractions(img, colours, tol=40):
 
 @pytest.mark.parametrize("kappa", [5, 7, 9, 10])
 def test_rasterised_figure1_has_the_published_colour_partition(kappa, tmp_path):
+    raster = _published(f"cells-k{kappa}-var-bij-unit-noself")["raster"]
+    colours = pf.hue_colours(kappa)
+    assert (raster["dpi"], raster["tolerance"]) == (60, 40)
+    np.testing.assert_allclose(raster["colours"], colours, atol=1e-12)
+    theirs = np.array(raster["pixels"]) / sum(raster["pixels"])
     fig, _ = pf.figure1(kappas=(kappa,), width=4.0)
     out = pf.plotting.save(fig, "f1", outdir=tmp_path, formats=("pdf",))
-    colours = pf.hue_colours(kappa)
     ours = _colour_fractions(pf.rasterise_pdf(out["pdf"], dpi=60), colours)
-    theirs = _colour_fractions(pf.rasterise_pdf(_published(f"cells-k{kappa}-var-bij-unit-noself"),
-                                                dpi=60), colours)
     assert np.abs(ours - theirs).max() < 0.008, (ours, theirs)
     # and the corrected figure (true C_i(v), same polygons) visibly differs (E18)
     fig, _ = pf.figure1_corrected(kappas=(kappa,), width=4.0)
@@ -180,8 +180,10 @@ def test_rasterised_figure4_erosion_ratio_matches_delta_003(tmp_path):
         return int((np.abs(img.astype(int) - np.round(255 * np.array(colour))).max(-1) <= 20).sum())
 
     # pixel-area ratio eroded cone / cone: independent of dpi, figure size and fonts
-    pub_ratio = (count(pf.rasterise_pdf(_published("erosion_k7"), 100), magenta)
-                 / count(pf.rasterise_pdf(_published("dominance_cells_k7"), 100), green))
+    ero, dom = _published("erosion_k7")["raster"], _published("dominance_cells_k7")["raster"]
+    assert (ero["dpi"], ero["tolerance"], ero["colours"]) == (100, 20, [list(magenta)])
+    assert (dom["dpi"], dom["tolerance"], dom["colours"]) == (100, 20, [list(green)])
+    pub_ratio = ero["pixels"][0] / dom["pixels"][0]
     res = {}
     for name in ("figure4", "figure4-delta002"):
         out = pf.make(name, outdir=tmp_path)
@@ -193,10 +195,11 @@ def test_rasterised_figure4_erosion_ratio_matches_delta_003(tmp_path):
     assert res["figure4-delta002"] - pub_ratio > 0.08
 
 
-def test_rasterise_names_the_missing_tool(monkeypatch):
+def test_rasterise_names_the_missing_tool(monkeypatch, tmp_path):
+    out = pf.make("figure4", outdir=tmp_path)
     monkeypatch.setattr(pf.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="apt-get install poppler-utils"):
-        pf.rasterise_pdf(_published("erosion_k7"))
+        pf.rasterise_pdf(out["pdf"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -225,8 +225,8 @@ def test_steps_never_nan_and_stay_in_the_hull_box(x, beta, gamma):
     outs = {
         "softmax": D.softmax_step(x, gamma, beta),
         "hardmax": D.hardmax_step(x, gamma),
-        "sap": D.sap_step(x, gamma, beta, np.random.default_rng(1)),
-        "layer": D.layer_step(x, np.eye(x.shape[-1]), np.eye(x.shape[-1]), beta),
+        "sap": D.sap_step(x, gamma, beta, rng=np.random.default_rng(1)),
+        "layer": D.layer_step(x, beta, np.eye(x.shape[-1]), np.eye(x.shape[-1])),
     }
     for name, y in outs.items():
         assert y.shape == x.shape, name

@@ -15,6 +15,10 @@ cells        exact polygons (geometry.cells) vs the published 1000 x 1000 raster
 softmax      softmax_step (R=1024, n=32, d=16, float64) vs its floor: the two batched products
              and the exp, timed alone on the same arrays; GFLOP/s vs a 2048 x 2048 GEMM
 loops        hardmax_step / softmax_step vs per-token Python loops (one system, n = 64, d = 2)
+context      attention_fw.tiled at n = 65,536, d = 64, R = 1: one softmax, hardmax and SAP step against
+             its floor (the same tiles' products and exponentials timed alone) and its peak memory
+             growth (fresh subprocess); time and memory against n = 1,024 ... 65,536 in tiles of 256
+             keys, fitted log-log exponents, a plot (context-scaling.png). --only context runs it alone
 engine       rejection-free SAP engine: exits/s across beta, reach where E[T2] > 1e9 steps,
              against plain step-by-step (SAP) stepping
 build        cold `make book` (paper preset) in a scratch copy, a no-op rebuild, per-notebook
@@ -29,7 +33,6 @@ import math
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +123,7 @@ def bench_cells(quick: bool) -> list:
     for kappa in (7, 25):
         # kappa = 7: the Figure 1 recipe (unequal norms, exactly kappa hull vertices, seed 42);
         # kappa = 25: on the circle (25 random radii almost never give 25 hull vertices).
-        pts, hull = G.sample_vertices(kappa, 42, equal_norm=(kappa == 25), enforce_bijection=True)
+        pts, hull = G.sample_vertices(kappa, rng=42, equal_norm=(kappa == 25), enforce_bijection=True)
         K = pts[hull]
         exact_cells = G.cells(K)
         t = interleaved({"exact": lambda: G.cells(K),
@@ -201,7 +204,7 @@ def bench_softmax(quick: bool) -> list:
     # here), each timed alone on preallocated arrays, to show where the time above the floor goes.
     xts, Zs, ys, tot = np.empty((R, d, n)), np.exp(np.matmul(x, xt)), np.empty((R, n, d)), np.empty((R, n))
     passes = {
-        "validation": lambda: D.V.tokens("x", x, finite=False),
+        "validation": lambda: D.chk.tokens("x", x, finite=False),
         "scaled transpose x^T beta (+ max |x_k|^2, finiteness)": lambda: K.scaled_transpose(x, beta, xts),
         "row sums + diagonal shift": lambda: K.row_sums_shift(Zs, 0.0, tot),
         "normalise rows": lambda: K.scale_rows(ys, 1.0, tot),
@@ -389,12 +392,194 @@ def bench_loops(quick: bool) -> list:
     return out
 
 
+# ----------------------------------------------------------------------------- context (tiled steps)
+CONTEXT_D, CONTEXT_KEY_TILE = 64, 256
+CONTEXT_KINDS = ("softmax", "hardmax", "sap")
+
+
+def _context_case(kind: str, n: int, key_tile=None, beta: float = 1.0):
+    """One tiled step on n tokens in d = 64 (N(0, I/d): |x_i| ~ 1) and its floor on the same tiles.
+
+    The floor is what a tile cannot avoid: softmax the product Q K^T, its exp and the product
+    E [x, 1]; hardmax the product Q K^T; SAP the product and its exp -- each into preallocated
+    arrays, looping over the step's own plan (tiled.plan: same query blocks, same key tiles).
+    """
+    from attention_fw import tiled as T
+
+    d, gamma = CONTEXT_D, 0.1
+    x = np.random.default_rng(0).standard_normal((n, d)) / math.sqrt(d)
+    p = T.plan(x.shape, key_tile=key_tile)
+    Q = beta * x
+    KT = np.ascontiguousarray(x.T)
+    Va = np.concatenate([x, np.ones((n, 1))], axis=1)
+    Z = np.empty(p.queries * p.keys)
+    Y = np.empty((p.queries, d + 1))
+    rng = np.random.default_rng(1)
+
+    def floor():
+        for q0 in range(0, n, p.queries):
+            q1 = min(n, q0 + p.queries)
+            for k0 in range(0, n, p.keys):
+                k1 = min(n, k0 + p.keys)
+                S = Z[: (q1 - q0) * (k1 - k0)].reshape(q1 - q0, k1 - k0)
+                np.matmul(Q[q0:q1], KT[:, k0:k1], out=S)
+                if kind != "hardmax":
+                    np.exp(S, out=S)
+                if kind == "softmax":
+                    np.matmul(S, Va[k0:k1], out=Y[: q1 - q0])
+
+    steps = {"softmax": lambda: T.softmax_step(x, gamma, beta, key_tile=key_tile),
+             "hardmax": lambda: T.hardmax_step(x, gamma, key_tile=key_tile),
+             "sap": lambda: T.sap_step(x, gamma, beta, rng=rng, key_tile=key_tile)}
+    return types.SimpleNamespace(x=x, plan=p, step=steps[kind], floor=floor, kind=kind, n=n, beta=beta)
+
+
+def _warm_up_tiles():
+    """Compile the tile passes (numba caches them on disk; the first run on a checkout compiles)."""
+    from attention_fw import tiled as T
+
+    x = np.random.default_rng(2).standard_normal((130, 4))
+    T.softmax_step(x, 0.1, 1.0, key_tile=64), T.softmax_step(x * 40, 0.1, 1.0, key_tile=64)
+    T.hardmax_step(x, 0.1, key_tile=64), T.sap_step(x, 0.1, 1.0, rng=0, key_tile=64)
+    T.sap_step(x * 40, 0.1, 1.0, rng=0, key_tile=64)
+
+
+def _peak_rss_kb():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def probe_context(kind: str, n: int, key_tile) -> dict:
+    """In a fresh process: one step's time and its peak resident-memory growth over the process
+    before the step (arrays of the case built, kernels compiled; peak counter reset through
+    /proc/self/clear_refs)."""
+    import gc
+
+    case = _context_case(kind, n, key_tile)
+    _warm_up_tiles()
+    gc.collect()
+    rss0 = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current resident size
+    t0 = time.perf_counter()
+    case.step()
+    dt = time.perf_counter() - t0
+    peak = _peak_rss_kb()
+    return {"kind": kind, "n": n, "seconds": dt, "rss_before_mb": rss0 / 1024,
+            "peak_growth_mb": (peak - rss0) / 1024, "plan": vars(case.plan)}
+
+
+def _run_probe(kind, n, key_tile):
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-context", kind, str(n), str(key_tile or 0)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"probe {kind} n={n} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _fit_exponent(ns, values) -> float:
+    """Least-squares slope of log(value) against log(n)."""
+    return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
+
+
+def bench_context(quick: bool, max_n: int = 65536) -> list:
+    from attention_fw import plotting
+    from attention_fw import tiled as T
+
+    _warm_up_tiles()
+    out = []
+    reps = 1 if quick else 3
+    n = max_n
+    for kind in CONTEXT_KINDS:
+        case = _context_case(kind, n)
+        t = interleaved({"step": case.step, "floor": case.floor}, reps=reps, warmup=0)
+        r = ratio_median(t["step"], t["floor"])
+        p = case.plan
+        out.append(entry(
+            f"{kind} step / floor at n={n}, d={CONTEXT_D}, R=1", r, "x floor", target="<= 2x", met=bool(r <= 2.0),
+            how=(f"tiled.{kind}_step, default budget {T.memory_budget() / 2 ** 20:.0f} MiB: tiles of {p.queries} "
+                 f"queries x {p.keys} keys ({p.tile_bytes / 2 ** 20:.0f} MiB); step {med(t['step']):.2f} s, floor "
+                 f"{med(t['floor']):.2f} s (the same tiles' products"
+                 + ("" if kind == "hardmax" else " and exponentials") + " alone, preallocated); "
+                 f"median of {reps} interleaved reps"),
+            step_s=med(t["step"]), floor_s=med(t["floor"]), plan=vars(p)))
+    case = _context_case("softmax", n, beta=400.0)
+    t = interleaved({"step": case.step, "floor": case.floor}, reps=1, warmup=0)
+    out.append(entry(f"softmax step with the running maximum (beta=400) / floor at n={n}",
+                     ratio_median(t["step"], t["floor"]), "x floor",
+                     how=(f"beta |x|^2 > 200, so every tile is shifted by the running row maximum (one more pass); "
+                          f"step {med(t['step']):.2f} s, floor {med(t['floor']):.2f} s, one rep")))
+    # Scaling: each (kind, n) in a fresh process, tiles of CONTEXT_KEY_TILE keys at every n (all queries).
+    ns = [m for m in (1024, 2048, 4096, 8192, 16384, 32768, 65536) if m <= max_n]
+    rows = {kind: [_run_probe(kind, m, CONTEXT_KEY_TILE) for m in ns] for kind in CONTEXT_KINDS}
+    for kind in CONTEXT_KINDS:
+        top = rows[kind][-1]
+        out.append(entry(f"{kind} step peak memory growth at n={top['n']}", top["peak_growth_mb"], "MB",
+                         target="< 1024 MB", met=bool(top["peak_growth_mb"] < 1024),
+                         how=(f"fresh process, peak resident size (VmHWM, reset before the step) minus the resident "
+                              f"size before it; tiles of {top['plan']['queries']} x {top['plan']['keys']}; the "
+                              f"untiled step would hold {8 * top['n'] ** 2 / 2 ** 20:,.0f} MiB of scores")))
+    fits = {}
+    for kind in CONTEXT_KINDS:
+        secs = [r["seconds"] for r in rows[kind]]
+        mem = [max(r["peak_growth_mb"], 1e-3) for r in rows[kind]]
+        big = [k for k, m in enumerate(ns) if m >= 4096]
+        fits[kind] = {"time": _fit_exponent(ns, secs), "memory": _fit_exponent(ns, mem),
+                      "time_large_n": (_fit_exponent([ns[k] for k in big], [secs[k] for k in big])
+                                       if len(big) >= 3 else None)}
+        et, em = fits[kind]["time"], fits[kind]["memory"]
+        out.append(entry(f"{kind}: fitted exponent of time against n", et, "", target="~ 2 (1.8 to 2.2)",
+                         met=bool(1.8 <= et <= 2.2) if len(ns) > 2 else None,
+                         how=(f"least squares of log time on log n over n = {ns[0]} ... {ns[-1]}, one fresh process "
+                              f"per n, tiles of {CONTEXT_KEY_TILE} keys"
+                              + (f"; over n >= 4096 only: {fits[kind]['time_large_n']:.3f}"
+                                 if fits[kind]["time_large_n"] is not None else ""))))
+        out.append(entry(f"{kind}: fitted exponent of peak memory growth against n", em, "", target="~ 1 (0.8 to 1.2)",
+                         met=bool(0.8 <= em <= 1.2) if len(ns) > 2 else None,
+                         how="same runs: O(n (d + tile)) state and tiles, no n^2 array"))
+    table = {"columns": ["n"] + [f"{k} {q}" for k in CONTEXT_KINDS for q in ("s", "MB")],
+             "rows": [[m] + [v for k in CONTEXT_KINDS for v in (round(rows[k][i]["seconds"], 3),
+                                                                round(rows[k][i]["peak_growth_mb"], 1))]
+                      for i, m in enumerate(ns)]}
+    fig = _context_figure(ns, rows, fits)
+    plotting.save(fig, "context-scaling", {"n": ns, "rows": rows, "fits": fits}, outdir=OUT, formats=("png", "svg"))
+    out.append(entry("time and peak memory growth against n (tiles of 256 keys, one fresh process each)", None, "",
+                     how="table below; plot context-scaling.png (data in data/context-scaling.json)",
+                     table=table, image="context-scaling.png"))
+    return out
+
+
+def _context_figure(ns, rows, fits):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.8))
+    ns_a = np.asarray(ns, float)
+    for kind, marker in zip(CONTEXT_KINDS, "osd"):
+        secs = np.array([r["seconds"] for r in rows[kind]])
+        mem = np.array([r["peak_growth_mb"] for r in rows[kind]])
+        axes[0].loglog(ns_a, secs, marker + "-", label=f"{kind} (slope {fits[kind]['time']:.2f})")
+        axes[1].loglog(ns_a, np.maximum(mem, 1e-3), marker + "-", label=f"{kind} (slope {fits[kind]['memory']:.2f})")
+    for ax, power, ref, unit in ((axes[0], 2, rows["softmax"][-1]["seconds"], "time of one step (s)"),
+                                 (axes[1], 1, rows["softmax"][-1]["peak_growth_mb"], "peak memory growth (MB)")):
+        ax.loglog(ns_a, ref * (ns_a / ns_a[-1]) ** power, "k:", lw=0.8, label=f"$\\propto n^{power}$")
+        ax.set_xlabel("tokens $n$ ($d=64$, one system)")
+        ax.set_ylabel(unit)
+        ax.legend(frameon=False, fontsize=7)
+    axes[1].axhline(8 * ns_a[-1] ** 2 / 2 ** 20, color="0.6", lw=0.8)
+    axes[1].annotate("untiled scores at the largest $n$", (ns_a[0], 8 * ns_a[-1] ** 2 / 2 ** 20 * 0.5),
+                     fontsize=7, color="0.4")
+    fig.tight_layout()
+    return fig
+
+
 # ----------------------------------------------------------------------------- 3 + 5. engine
 def bench_engine(quick: bool) -> list:
     from attention_fw import dynamics as D
-    from attention_fw import metastability as M
+    from attention_fw import exit_times as M
+    from attention_fw.polytope import points_on_circle
 
-    v = M.triangle_on_circle()
+    v = points_on_circle()
     counts = np.array([2, 2, 2])
     x0, sigma = M.cluster_configuration(v, counts)
     gamma, eps = 0.1, 0.05          # single-jump regime: eps < gamma * |v_a - v_b| = 0.1 sqrt(3)
@@ -411,7 +596,7 @@ def bench_engine(quick: bool) -> list:
 
         def eng():
             samples.append(M.engine_exit_times(x0, sigma, gamma, beta, eps, exits,
-                                                 seed=int(beta * 1000) + len(samples)))
+                                                 rng=int(beta * 1000) + len(samples)))
 
         xs = np.broadcast_to(x0, (step_runs,) + x0.shape).copy()
         g = np.random.default_rng(0)
@@ -419,7 +604,7 @@ def bench_engine(quick: bool) -> list:
         def plain():
             y = xs
             for _ in range(step_steps):
-                y = D.sap_step(y, gamma, beta, g)
+                y = D.sap_step(y, gamma, beta, rng=g)
 
         t = interleaved({"engine": eng, "plain": plain}, reps=reps, warmup=0)
         es = samples[-1]
@@ -433,7 +618,7 @@ def bench_engine(quick: bool) -> list:
                "speedup": (exits / eng_s) / (sps / ET)}
         if ET < 200:  # plain stepping is feasible: measure its exits/s directly too
             t0 = time.perf_counter()
-            st = M.stepping_exit_times(x0, sigma, gamma, beta, eps, 2000, seed=1, cap=100_000)
+            st = M.stepping_exit_times(x0, sigma, gamma, beta, eps, 2000, rng=1, cap=100_000)
             dt = time.perf_counter() - t0
             row["plain_exits_per_s_measured"] = int((~st.censored).sum()) / dt
             row["plain_mean_T2_over_exact"] = float(np.mean(st.times[~st.censored])) / ET
@@ -471,7 +656,7 @@ def bench_engine(quick: bool) -> list:
                               f"{r['plain_exits_per_s']:.3g} exits/s")))
     out.append(entry("setting", None, "", how=(
         f"equilateral triangle on the unit circle, {counts.tolist()} coincident tokens per vertex, gamma={gamma}, "
-        f"eps={eps} (single-jump regime, T2 = first event); engine = metastability.engine_exit_times "
+        f"eps={eps} (single-jump regime, T2 = first event); engine = exit_times.engine_exit_times "
         f"({exits} chains); plain = dynamics.sap_step on {step_runs} chains for {step_steps} steps, exits/s = "
         f"chain-steps/s / E[T2]; median of {reps} interleaved reps")))
     return out
@@ -573,6 +758,13 @@ def write_report(report: dict) -> None:
                 for nb in e["notebooks"]:
                     lines.append(f"  - {nb['notebook']}: {nb['seconds']} s ({nb['preset']})")
         lines.append("")
+        for e in entries:
+            if "table" in e:
+                cols = e["table"]["columns"]
+                lines += ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+                lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in e["table"]["rows"]] + [""]
+            if "image" in e:
+                lines += [f"![{e['name']}]({e['image']})", ""]
     summary = [(sec, e) for sec, es in report["sections"].items() if isinstance(es, list)
                for e in es if e["met"] is not None]
     lines += ["## Targets", "", "| section | measurement | met |", "| --- | --- | --- |"]
@@ -588,19 +780,28 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions; the build uses PRESET=quick")
     ap.add_argument("--skip-build", action="store_true", help="leave out the book build and make test")
     ap.add_argument("--skip-test", action="store_true", help="leave out the timing of make test")
-    ap.add_argument("--only", nargs="*", default=None, help="sections to run (cells softmax loops engine build)")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="sections to run (cells softmax loops context engine build)")
+    ap.add_argument("--context-max-n", type=int, default=65536,
+                    help="largest n of the context section (default 65536; smaller for a smoke run)")
     ap.add_argument("--out", type=Path, default=OUT, help="report directory (default _build/bench)")
     ap.add_argument("--probe-mixed", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--probe-context", nargs=3, metavar=("KIND", "N", "KEY_TILE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     OUT = args.out
     if args.probe_mixed:
         print(json.dumps(probe_mixed(args.quick)))
+        return 0
+    if args.probe_context:
+        kind, n, key_tile = args.probe_context
+        print(json.dumps(probe_context(kind, int(n), int(key_tile) or None)))
         return 0
     t0 = time.perf_counter()
     sections = {
         "cells": lambda: bench_cells(args.quick),
         "softmax": lambda: bench_softmax(args.quick),
         "loops": lambda: bench_loops(args.quick),
+        "context": lambda: bench_context(args.quick, args.context_max_n),
         "engine": lambda: bench_engine(args.quick),
         "build": lambda: bench_build(args.quick, with_test=not args.skip_test),
     }

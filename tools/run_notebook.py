@@ -11,7 +11,9 @@
 * executes with papermill (working directory: the notebook's folder), writing the result
   atomically: the output file exists only if every cell ran without error, so ``make``
   never mistakes a failed run for an up-to-date one;
-* records the wall time in ``<times-dir>/<name>.json`` for the execution report;
+* records the wall time in ``<times-dir>/<name>.json`` for the execution report, with the
+  figure files the notebook wrote (``figures``, relative to the figure folder), which
+  ``make figures`` uses to re-execute the writer of a missing or altered figure;
 * on failure prints the notebook name, the failing cell and its traceback, keeps the
   partially executed notebook in ``_build/failed/<name>.ipynb`` and exits with status 1.
 
@@ -126,6 +128,9 @@ def main(argv=None) -> int:
     env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
     os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
     socket_dir = tempfile.mkdtemp(prefix="afw-kernel-")
+    write_log = Path(socket_dir) / "written.log"       # attention_fw.plotting appends to it
+    log_backup = os.environ.get("ATTENTION_FW_WRITE_LOG")
+    os.environ["ATTENTION_FW_WRITE_LOG"] = str(write_log)
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(nb, str(tmp), parameters=params, kernel_name="python3",
@@ -152,7 +157,12 @@ def main(argv=None) -> int:
             tmp.unlink()
         raise
     finally:
+        written = write_log.read_text().splitlines() if write_log.exists() else []
         shutil.rmtree(socket_dir, ignore_errors=True)
+        if log_backup is None:
+            os.environ.pop("ATTENTION_FW_WRITE_LOG", None)
+        else:
+            os.environ["ATTENTION_FW_WRITE_LOG"] = log_backup
         if env_backup is None:
             os.environ.pop("ATTENTION_FW_EXEC_TIMES", None)
         else:
@@ -171,6 +181,9 @@ def main(argv=None) -> int:
     nbformat.write(executed, tmp)
     os.replace(tmp, out)
 
+    figures_dir = Path(os.environ.get("ATTENTION_FW_FIGURES") or root / "figures").resolve()
+    figures = sorted({Path(w).relative_to(figures_dir).as_posix() for w in written
+                      if Path(w).is_relative_to(figures_dir)})
     times_dir.mkdir(parents=True, exist_ok=True)
     record = {
         "notebook": name,
@@ -182,9 +195,11 @@ def main(argv=None) -> int:
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "figures": figures,
     }
     (times_dir / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {out.relative_to(root) if out.is_relative_to(root) else out}")
+    shown = out.relative_to(root) if out.is_relative_to(root) else out
+    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {shown}")
     return 0
 
 

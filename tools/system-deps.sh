@@ -6,7 +6,10 @@
 set -uo pipefail
 
 missing=()
-command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
+# (GitHub's Ubuntu runners ship Google Chrome, which the browser tests use as well; there the apt
+# package chromium is only a stub for a snap.)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+    || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium)
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 ((${#missing[@]})) || exit 0
 

@@ -18,7 +18,6 @@ C-contiguous where it writes.
 """
 from __future__ import annotations
 
-import math
 import os
 import types
 

@@ -71,6 +71,21 @@ def square_matrix(name: str, m, d: int | None = None, *, symmetric: bool = False
     return arr
 
 
+def psd_matrix(name: str, m, d: int | None = None) -> np.ndarray:
+    """A symmetric positive semidefinite d x d matrix (eigenvalues >= -1e-12 relative)."""
+    arr = square_matrix(name, m, d, symmetric=True)
+    w = np.linalg.eigvalsh(arr)
+    if w.min() < -1e-12 * max(1.0, abs(w).max()):
+        raise ValueError(f"{name} must be positive semidefinite, got eigenvalue {w.min():.3g}")
+    return arr
+
+
+def batch(name: str, x) -> tuple[np.ndarray, bool]:
+    """Tokens as a batch (R, n, d), and whether a single system (n, d) was given."""
+    arr = tokens(name, x)
+    return (arr[None], True) if arr.ndim == 2 else (arr, False)
+
+
 def real_scalar(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
                 finite: bool = True) -> float:
     """A real number in [low, high] (ends open where asked)."""

@@ -1,11 +1,14 @@
-"""Figures for the convergence experiments of :mod:`attention_fw.convergence`.
+"""What do the convergence experiments look like? Figures of Sections 3 and 4.
+
+The experiments are :mod:`attention_fw.convergence` and :mod:`attention_fw.vertex_limits`.
 
 Each ``fig_*`` function takes the result dicts of the experiments, draws one figure
 (measured curves with the theoretical rate or bound on the same axes, ``t`` = layer
 index), writes it through :func:`attention_fw.plotting.save` (PDF + PNG + SVG and the
 numbers as JSON in ``figures/data/``) and returns the open figure, so that notebooks can
-display it; the functions that fit rates (``fig_rates_section3``, ``fig_fixed_vs_current``,
-``fig_linear_contrast``, ``fig_ode_euler``) return ``(figure, fitted numbers)``. Figure names are fixed (``fw-thm31-counterexample``, ...), ``outdir``
+display it; the fitted numbers they print come from :mod:`attention_fw.convergence`
+(:func:`~attention_fw.convergence.rate_slopes` and friends), so a chapter can quote them
+without the figure. Figure names are fixed (``fw-thm31-counterexample``, ...), ``outdir``
 redirects them.
 """
 from __future__ import annotations
@@ -15,7 +18,9 @@ import numpy as np
 from matplotlib.patches import Polygon as MplPolygon
 
 from . import convergence as C
+from .polytope import hull_area
 from . import geometry as G
+from . import vertex_limits as VL
 from .plotting import ONE_COLUMN, TWO_COLUMN, save
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -44,7 +49,6 @@ def _band(ax, t, Y, color, label, lw=1.3, q=(10, 90)):
 
 def _pick_example(x0, limits, diam0):
     """Index of an illustrative cloud: a round hull (area / d^2) and a limit far from 0 (|x*| / d)."""
-    from .frank_wolfe import hull_area
     return int(np.argmax(np.linalg.norm(limits, axis=-1) / diam0 * hull_area(x0) / diam0 ** 2))
 
 
@@ -161,6 +165,7 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
     """Energy, FW gap and primal gap on the current hull vs t (log-log), with fitted slopes and O(1/t)."""
     fig, axes = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), sharey=False)
     slopes = {}
+
     def _alive(res):
         """Drop the clouds that collapse to one point in finitely many steps (their gaps are exactly 0)."""
         keep = res["diameter"][-1] > 0
@@ -180,20 +185,13 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
         t = res["t"]
         tt = np.maximum(t, 1)
         keep = t >= 1
-        lo, hi = window
-        hi = t[-1] if hi is None else hi
+        fitted = C.rate_slopes(shf if kind == "shifted" else sym, window)
         sl = {}
         for key, col, lab in (("J", COLORS[0], r"$\max_i J(x_i^t)$"),
                               ("fw_gap", COLORS[1], r"FW gap on $\mathcal{K}^t$"),
                               ("primal_current", COLORS[2], r"primal gap on $\mathcal{K}^t$")):
-            med = np.median(res[key], axis=1)
-            try:
-                s = C.loglog_slope(t, med, lo, hi)
-                sl[key] = s
-                lab = lab + f" (slope {s:.2f})"
-            except ValueError:
-                sl[key] = None
-                lab = lab + " (reaches 0)"
+            sl[key] = fitted[key]
+            lab = lab + (" (reaches 0)" if sl[key] is None else f" (slope {sl[key]:.2f})")
             _band(ax, tt[keep], res[key][keep], col, lab)
         ref = 2 * res["lam"] * np.median(res["diam0"]) ** 2 / (t[keep] + 2)
         ax.plot(tt[keep], ref, "k--", lw=1, label=r"$O(1/t)$ bound on the gap: $2\lambda_{\max}\mathsf{d}^2/(t+2)$")
@@ -210,8 +208,7 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
                 exact_collapse_counts=counts,
                 **{f"{k}_shifted": shf[k] for k in ("J", "fw_gap", "primal_current", "primal_initial")},
                 **{f"{k}_symmetric": np.where(sym[k] > 0, sym[k], 0.0) for k in ("J", "fw_gap", "primal_current")})
-    _save(fig, name, data, outdir, formats)
-    return fig, slopes
+    return _save(fig, name, data, outdir, formats)
 
 
 def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, name: str = "fw-fixed-vs-current-hull"):
@@ -229,8 +226,8 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
           r"classical FW, fixed $\mathcal{K}^0$: $J-\min_{\mathcal{K}^0}J$")
     a.plot(t[keep], 2 * current["lam"] * diam ** 2 / (t[keep] + 2), "k--", lw=1,
            label=r"classical FW bound $2L\mathsf{d}^2/(t+2)$")
-    s_fixed = C.loglog_slope(fixed["t"], np.median(fixed["primal"], axis=1), 100)
-    s_cur = C.loglog_slope(t, np.median(current["primal_current"][:, alive], axis=1), 100)
+    fitted = C.fixed_vs_current_slopes(fixed, current)
+    s_fixed, s_cur = fitted.fixed, fitted.current
     a.text(0.98, 0.97, f"fitted slopes ($t\\geq 100$): fixed hull {s_fixed:.2f},\ncurrent hull {s_cur:.2f}"
            f" ({int((~alive).sum())} of {len(alive)} clouds that\ncollapse in finitely many steps not drawn)",
            transform=a.transAxes, fontsize=6.3, ha="right", va="top")
@@ -260,8 +257,7 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
                 primal_fixed_fw=fixed["primal"], slope_fixed=s_fixed, slope_current=s_cur, example_index=r,
                 collapsed_in_finite_time=~alive,
                 positions_tokens=current["positions"][:, r], positions_fixed=fixed["positions"][:, r])
-    _save(fig, name, data, outdir, formats)
-    return fig, dict(fixed=s_fixed, current=s_cur)
+    return _save(fig, name, data, outdir, formats)
 
 
 def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, formats=None, name: str = "fw-linear-contrast"):
@@ -272,9 +268,8 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     h_ol = open_loop["primal"][:, 0]
     h0 = h_ls[0]
     rho = bound["rho"]
-    ok = h_ls > 1e-14 * h0
-    rate = np.exp(np.polyfit(t[ok][3:], np.log(h_ls[ok][3:]), 1)[0])
-    s_ol = C.loglog_slope(open_loop["t"], h_ol, 10)
+    fitted = C.linear_contrast_rates(open_loop, line)
+    rate, s_ol = fitted.rate, fitted.slope_open_loop
     for ax in (a, b):
         ax.plot(t, _pos(h_ls), ".", ms=3, color=COLORS[0], label=f"exact line search (measured factor {rate:.3f})")
         tb = np.arange(0, int(open_loop["t"][-1]) + 1)
@@ -297,8 +292,7 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     fig.tight_layout()
     data = dict(t=t, primal_line_search=h_ls, primal_open_loop=h_ol, t_open_loop=open_loop["t"], rho=rho,
                 measured_factor=rate, slope_open_loop=s_ol, r=bound["r"], D=bound["D"], mu=bound["mu"], L=bound["L"])
-    _save(fig, name, data, outdir, formats)
-    return fig, dict(rate=rate, rho=rho, slope_open_loop=s_ol)
+    return _save(fig, name, data, outdir, formats)
 
 
 # ============================================================================ Section 4
@@ -334,7 +328,7 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
         ax.plot(tt, _pos(ratio.min(axis=1)), "s", ms=2, mfc="none", color=COLORS[2], label="measured, min over tokens")
         ax.plot(tt, prod, "-", color="k", lw=0.9, label=r"Thm 4.2: $\prod_{\tau<t}(1-\gamma^\tau)$")
         if kind == "halving":
-            ax.axhline(C.HALVING_LIMIT, color="C3", ls=":", lw=1, label="limit 0.288788")
+            ax.axhline(VL.HALVING_LIMIT, color="C3", ls=":", lw=1, label="limit 0.288788")
             ax.set_ylim(0.2, 1.05)
         if kind == "harmonic":
             ax.set_xscale("log")
@@ -349,7 +343,8 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
         if kind != "halving":
             ax.set_ylim(max(1e-17, np.nanmin(_pos(ratio))) / 3, 2)
         data[kind] = dict(schedule=sched.name, t=res["t"], ratio_max=(res["dist"][:, mov] / d0[mov]).max(axis=1),
-                          ratio_min=(res["dist"][:, mov] / d0[mov]).min(axis=1), product=res["product"], max_deviation=dev, labels_constant=res["labels_constant"],
+                          ratio_min=(res["dist"][:, mov] / d0[mov]).min(axis=1), product=res["product"], max_deviation=dev,
+                          labels_constant=res["labels_constant"],
                           vertex_displacement=res["vertices_fixed"])
     fig.tight_layout()
     return _save(fig, name, data, outdir, formats)
@@ -441,7 +436,7 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
 
 
 def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duality-gap-prop"):
-    """Both sides of the duality-gap proposition (NOTES 4.1) along trajectories, and their ratio.
+    """Both sides of the duality-gap proposition of Section 4.1 along trajectories, and their ratio.
 
     ``results``: ``{label: duality_gap_check result}``.
     """
@@ -466,7 +461,8 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     a.set_yscale("log")
     a.set_xlabel(r"$t$ (layer index)")
     a.set_ylabel("median over tokens and systems")
-    a.set_title(r"(a) LHS $=\min_{\tau\leq t}$ FW gap, RHS $=\frac{1}{t}\left(\frac{J^1(x^1)}{\gamma^1}-\inf_{\mathcal{K}^t}\frac{J^t}{\gamma^t}\right)$", fontsize=8)
+    a.set_title(r"(a) LHS $=\min_{\tau\leq t}$ FW gap, "
+                r"RHS $=\frac{1}{t}\left(\frac{J^1(x^1)}{\gamma^1}-\inf_{\mathcal{K}^t}\frac{J^t}{\gamma^t}\right)$", fontsize=8)
     a.legend(fontsize=6.2, loc="lower left")
     b.axhline(1, color="k", ls="--", lw=1, label="equality")
     b.set_xscale("log")
@@ -496,7 +492,7 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, forma
         ax.plot(res["d"], res["p"], "o-", ms=2.5, color=col, label=f"$\\kappa={k}$, Monte Carlo ({res['samples']} draws)")
         dd = np.unique(np.round(np.geomspace(res["d"].min(), res["d"].max(), 60)).astype(int)) if dims_theory is None \
             else dims_theory
-        ub = C.owns_cell_union_bound(dd, k)
+        ub = VL.owns_cell_union_bound(dd, k)
         ax.plot(dd, ub, "--", color=col, lw=0.9)
         data[f"kappa{k}"] = dict(d=res["d"], p=res["p"], low=res["low"], high=res["high"],
                                  successes=res["successes"], samples=res["samples"], union_bound_d=dd, union_bound=ub)
@@ -523,7 +519,7 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str =
     """
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.6))
     dt = err["dt"]
-    slope = C.loglog_slope(dt, err["err_T"])
+    slope = err["slope"]
     a.loglog(dt, err["err_T"], "o", ms=4, color=COLORS[0], label=f"error at $t={err['T']:g}$ (slope {slope:.3f})")
     a.loglog(dt, err["err_sup"], "s", ms=3, mfc="none", color=COLORS[1], label=r"$\sup_{k\Delta t\leq T}$ error")
     a.loglog(dt, err["leading_T"] * dt, "k-", lw=0.9,
@@ -543,8 +539,7 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str =
     data = dict(dt=dt, err_T=err["err_T"], err_sup=err["err_sup"], leading_T=err["leading_T"], T=err["T"],
                 slope=slope, path_t=paths["t"], path_exact=paths["exact"],
                 euler={str(h): dict(t=tt, x=vals) for h, (tt, vals) in paths["euler"].items()})
-    _save(fig, name, data, outdir, formats)
-    return fig, slope
+    return _save(fig, name, data, outdir, formats)
 
 
 def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, formats=None, name: str = "ode-continuity"):

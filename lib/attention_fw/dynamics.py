@@ -1,18 +1,43 @@
-"""Self-attention as a discrete-time particle system (Section 1 of the paper).
+"""How do tokens move? Self-attention as a discrete-time particle system (Section 1 of the paper).
 
-All functions take tokens ``x`` of shape ``(n, d)`` or ``(R, n, d)``: ``R``
-independent systems of ``n`` tokens in ``R^d``, advanced together with no Python
-loop over tokens or systems. ``B`` is the key-query matrix (``None`` = identity),
-``beta`` the inverse temperature.
+This docstring is the one place where the library's vocabulary is defined; every other
+module uses it.
 
-Equations (numbers as in the paper; see NOTES "Numbering confidence"):
+Vocabulary
+----------
+x : array (n, d) or (R, n, d)
+    Tokens: ``R`` independent systems of ``n`` tokens in ``R^d``, advanced together with no
+    Python loop over tokens or systems.
+gamma : float in (0, 1], or a schedule ``gamma^t`` (:mod:`attention_fw.schedules`)
+    The step size; ``t = 0`` is the first step.
+beta : float in [0, inf]
+    Inverse temperature of the softmax (``inf``: hardmax).
+B : array (d, d), (R, d, d) or None
+    Key-query matrix (``None`` = identity); the steps also accept one ``B`` per system.
+V : array (d, d)
+    Value matrix of the layer (1.3).
+rng : int, numpy.random.SeedSequence or numpy.random.Generator, keyword-only
+    Source of randomness. The same seed gives the same result however it is passed
+    (``rng=7``, ``rng=np.random.SeedSequence(7)`` and ``rng=np.random.default_rng(7)`` agree);
+    a Generator passed in is advanced, so successive calls continue its stream.
 
-* scores               S_ij = <B x_i, x_j>
-* attention (Sec. 1.1) A_ij = exp(beta S_ij) / sum_k exp(beta S_ik), the sum includes k = i
-* layer (1.3)          x_i <- x_i + P (sum_j A_ij x_j - x_i),  P = (I + V)^{-1} V
-* (SA-inf)             x_i <- x_i + gamma^t (argmax_{y in K^t} <B x_i, y> - x_i)
-* (SA-beta)            x_i <- (1 - gamma) x_i + gamma sum_j A_ij x_j          (B = I in Sec. 5)
-* (SAP)                x_i <- (1 - gamma) x_i + gamma x_J,  P(J = j) = A_ij, independently over i
+Arguments come in that order, ``(x, gamma, beta, B, *, rng)``, a function without one of
+them skipping it (``hardmax_step(x, gamma, B)``). Experiments return one result object with
+attributes (:class:`attention_fw.results.Result`, a dict whose keys are also attributes, or
+a dataclass), and plot functions take that result and return the figure.
+
+Equations (numbers as in the paper)
+-----------------------------------
+* scores                 S_ij = <B x_i, x_j>
+* attention (Sec. 1.1)   A_ij = exp(beta S_ij) / sum_k exp(beta S_ik), the sum includes k = i
+* layer (1.3)            x_i <- x_i + P (sum_j A_ij x_j - x_i),  P = (I + V)^{-1} V
+* (SA-inf)               x_i <- x_i + gamma^t (argmax_{y in K^t} <B x_i, y> - x_i)
+* (SA-beta)              x_i <- (1 - gamma) x_i + gamma sum_j A_ij x_j          (B = I in Sec. 5)
+* (SAP)                  x_i <- (1 - gamma) x_i + gamma x_J,  P(J = j) = A_ij, independently over i
+
+One driver, :func:`simulate`, runs a :class:`Rule` (one of the steps with its schedule) for a
+number of steps, with recorders at chosen times and an optional stop condition; every
+step-by-step experiment of the library is built on it.
 
 Tie rule of the hardmax. The leader set C_i^t of Section 1.5 may contain several
 tokens. We average over the tied *indices* (coincident tokens count with
@@ -23,6 +48,28 @@ of a length-d dot product (``tie_rtol = 8 d eps`` relative to the row's largest
 |score|, unless given), so that exact ties spoilt by floating-point rounding are
 still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
 are not. ``tie_rtol=0`` asks for exact equality.
+
+Memory. The batched steps hold the ``(R, n, n)`` scores. When those would exceed the memory
+budget of :mod:`attention_fw.tiled` (256 MiB unless set), ``softmax_step``, ``hardmax_step``,
+``sap_step``, ``layer_step``, ``leaders`` and ``tie_counts`` hand the work to the tiled versions
+there (same numbers to rounding, same leader sets, same law), which need ``O(R n (d + tile))``.
+``attention`` returns the matrix itself and is never tiled (``tiled.attention_apply`` gives
+``A @ values``).
+
+Examples
+--------
+>>> import numpy as np
+>>> from attention_fw import dynamics as dyn
+>>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+>>> dyn.hardmax_step(x, 0.5)          # each token moves half-way to its leader
+array([[0.  , 1.  ],
+       [1.  , 0.  ],
+       [0.1 , 0.65]])
+>>> run = dyn.simulate(x, dyn.Hardmax(0.5), 30)
+>>> np.round(run.x, 6) + 0.0          # the interior token reached its vertex
+array([[0., 1.],
+       [1., 0.],
+       [0., 1.]])
 """
 from __future__ import annotations
 
@@ -33,7 +80,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _kernels
-from . import _validate as V
+from . import _validate as chk
 from .schedules import Schedule, get_schedule
 
 TIE_RTOL = None  # None: 8 * d * machine epsilon (see the module docstring)
@@ -42,18 +89,54 @@ TIE_RTOL = None  # None: 8 * d * machine epsilon (see the module docstring)
 def _tie_tol(tie_rtol, d):
     if tie_rtol is None:
         return 8.0 * d * np.finfo(float).eps
-    return V.real_scalar("tie_rtol", tie_rtol, low=0.0)
+    return chk.real_scalar("tie_rtol", tie_rtol, low=0.0)
+
+
+def _tiled_for(x, *, hardmax=False):
+    """:mod:`attention_fw.tiled` when this step's (R, n, n) arrays would exceed its memory budget, else None.
+
+    The hardmax of tokens in d <= 2 never holds the score matrix (its numba pass makes the scores
+    row by row), so it stays on its own path at any n.
+    """
+    shape = np.shape(x)
+    if len(shape) < 2 or (hardmax and shape[-1] <= 2):
+        return None
+    from . import tiled
+    return None if tiled.fits(shape) else tiled
 
 
 # ----------------------------------------------------------------------------- checks
 def _tokens(x):
-    return V.tokens("x", x)
+    return chk.tokens("x", x)
 
 
-def _key_query(B, d):
+def _key_query(B, x):
+    """``B`` checked against the tokens ``x``: (d, d), or (R, d, d) for a batch of R systems."""
     if B is None:
         return None
-    return V.square_matrix("B", B, d)
+    d = x.shape[-1]
+    arr = chk.as_float_array("B", B, min_ndim=2, max_ndim=3)
+    if arr.ndim == 2:
+        return chk.square_matrix("B", arr, d)
+    if x.ndim != 3 or arr.shape != (x.shape[0], d, d):
+        want = f"({x.shape[0]}, {d}, {d})" if x.ndim == 3 else "a batch of tokens (R, n, d)"
+        raise ValueError(f"B must be {d} x {d} or one matrix per system, {want}; got shape {arr.shape}")
+    return arr
+
+
+def _rule_key_query(B):
+    """``B`` of a :class:`Rule`: None, (d, d) or (R, d, d); checked against the tokens at each step."""
+    if B is None:
+        return None
+    arr = chk.as_float_array("B", B, min_ndim=2, max_ndim=3)
+    if arr.shape[-1] != arr.shape[-2]:
+        raise ValueError(f"B must be square (d, d) or (R, d, d), got shape {arr.shape}")
+    return arr
+
+
+def _t(B):
+    """Transpose of a matrix or of each matrix of a stack."""
+    return np.swapaxes(B, -1, -2)
 
 
 def _beta(beta, allow_inf=True):
@@ -67,7 +150,7 @@ def _beta(beta, allow_inf=True):
 
 
 def _gamma(gamma):
-    return V.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
+    return chk.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
 
 
 # ----------------------------------------------------------------------------- scores and weights
@@ -84,12 +167,12 @@ def scores(x, B=None) -> np.ndarray:
     array (..., n, n)
     """
     x = _tokens(x)
-    return _scores(x, _key_query(B, x.shape[-1]))
+    return _scores(x, _key_query(B, x))
 
 
 def _scores(x, B):
     """:func:`scores` of already checked tokens and key-query matrix."""
-    bx = x if B is None else x @ B.T
+    bx = x if B is None else x @ _t(B)
     # A contiguous transposed copy keeps a batched product in BLAS (2-3x faster than the view).
     return bx @ np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
@@ -124,7 +207,7 @@ def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarr
     """
     beta = _beta(beta)
     x = _tokens(x)
-    B = _key_query(B, x.shape[-1])
+    B = _key_query(B, x)
     if np.isinf(beta):
         return _hardmax_from_scores(_leader_scores(x, B), _tie_tol(tie_rtol, x.shape[-1]))
     xs, b, _ = _fit_scores(x, B, beta)  # scores that neither overflow nor all underflow
@@ -142,14 +225,18 @@ def _leader_scores(x, B):
 
 def leaders(x, B=None) -> np.ndarray:
     """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.leaders(x, B)
     x = _tokens(x)
-    return _leader_scores(x, _key_query(B, x.shape[-1])).argmax(axis=-1)
+    return _leader_scores(x, _key_query(B, x)).argmax(axis=-1)
 
 
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.tie_counts(x, B, tie_rtol=tie_rtol)
     x = _tokens(x)
-    S = _leader_scores(x, _key_query(B, x.shape[-1]))
+    S = _leader_scores(x, _key_query(B, x))
     tol = _tie_tol(tie_rtol, x.shape[-1])
     top = S.max(axis=-1, keepdims=True)
     scale = np.abs(S).max(axis=-1, keepdims=True)
@@ -157,34 +244,49 @@ def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- one step of each rule
-def preconditioner(Vmat) -> np.ndarray:
+def preconditioner(V) -> np.ndarray:
     """``P = (I + V)^{-1} V`` of equation (1.3).
 
     Raises
     ------
     ValueError
         ``V`` not square, not finite, or ``I + V`` singular (the standing assumption of (1.3)).
+
+    Examples
+    --------
+    >>> preconditioner(np.eye(2))            # V = I: P = I / 2
+    array([[0.5, 0. ],
+           [0. , 0.5]])
     """
-    Vm = V.square_matrix("V", Vmat)
+    Vm = chk.square_matrix("V", V)
     M = np.eye(Vm.shape[0]) + Vm
     if np.linalg.cond(M) > 1e12:
         raise ValueError("V must make I + V invertible (equation (1.3) divides by it)")
     return np.linalg.solve(M, Vm)
 
 
-def layer_step(x, B, Vmat, beta) -> np.ndarray:
+def layer_step(x, beta, B, V) -> np.ndarray:
     """One renormalised self-attention layer, equation (1.3).
 
     ``x_i <- x_i + P (sum_j A_ij x_j - x_i)`` with ``P = (I+V)^{-1} V``, equivalently
     ``x_i <- (I+V)^{-1} (x_i + V sum_j A_ij x_j)``. ``beta = inf`` gives the hardmax
     limit of Section 1.5 (ties averaged).
+
+    Examples
+    --------
+    With ``V = gamma / (1 - gamma) I`` the layer is the (SA-beta) step with step ``gamma``:
+
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    >>> bool(np.allclose(layer_step(x, 2.0, None, 0.25 / 0.75 * np.eye(2)), softmax_step(x, 0.25, 2.0)))
+    True
     """
     x = _tokens(x)
-    P = preconditioner(Vmat)
+    P = preconditioner(V)
     if P.shape[0] != x.shape[-1]:
         raise ValueError(f"V must be {x.shape[-1]} x {x.shape[-1]} to match x, got {P.shape}")
-    A = attention(x, B, beta)
-    return x + (A @ x - x) @ P.T
+    T = _tiled_for(x)
+    Ax = attention(x, B, beta) @ x if T is None else T.attention_apply(x, x, B, beta)
+    return x + (Ax - x) @ P.T
 
 
 def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
@@ -192,11 +294,26 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
     at a token, so the oracle scans tokens; ties are averaged (module docstring).
+    ``B`` may hold one matrix per system, shape (R, d, d).
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> hardmax_step(x, 0.5)
+    array([[0.  , 1.  ],
+           [1.  , 0.  ],
+           [0.1 , 0.65]])
+    >>> B = np.stack([np.eye(2), np.diag([1.0, -1.0])])       # one B per system
+    >>> hardmax_step(np.stack([x, x]), 0.5, B)[:, 2]
+    array([[0.1 , 0.65],
+           [0.6 , 0.15]])
     """
+    if (T := _tiled_for(x, hardmax=True)) is not None:
+        return T.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
     gamma = _gamma(gamma)
-    x = V.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
+    x = chk.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
     d = x.shape[-1]
-    B = _key_query(B, d)
+    B = _key_query(B, x)
     tol = _tie_tol(tie_rtol, d)
     # The same leader set as attention(x, B, inf) (_hardmax_from_scores), in one pass over each
     # row of scores: max_j |S_ij| = max(max_j S_ij, -min_j S_ij), and the tied tokens (usually
@@ -204,15 +321,15 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     # scores are computed inside that pass; for larger d they come from one BLAS product.
     K = _kernels.impl()
     x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    bx = x3 if B is None else np.ascontiguousarray(x3 @ B.T)
+    bx = x3 if B is None else np.ascontiguousarray(x3 @ _t(B))
     out = np.empty(x3.shape)
     small = d <= 2 or (d <= 8 and x3.shape[0] * x3.shape[1] ** 2 <= 65536)  # measured crossover
     if small:
         top, total_sq = K.hardmax_small(bx, x3, gamma, tol, out)
         if not math.isfinite(total_sq):
-            V.require_finite("x", x)  # raises unless only the squares overflowed
+            chk.require_finite("x", x)  # raises unless only the squares overflowed
     else:
-        V.require_finite("x", x)
+        chk.require_finite("x", x)
         top = _max_sq_norm(x3)
     xs, _, c = _fit_scores(x, B, 0.0, top)
     if c != 1.0:
@@ -258,19 +375,30 @@ def _rescaled(x):
     m = float(np.abs(x).max())
     if m == 0.0 or 0.5 <= m < 1.0:
         return None
-    return math.ldexp(1.0, -math.frexp(m)[1])
+    # Subnormal tokens would need c > 2^1023 (not a double): stop at 2^1000, which already puts
+    # the scores in range (|c x|^2 >= 2^-148 > 1e-200).
+    return math.ldexp(1.0, min(-math.frexp(m)[1], 1000))
 
 
 def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
     """One step of (SA-beta): ``(1-gamma) x_i + gamma sum_j A_ij x_j``.
 
-    ``gamma`` is the convex weight of the displayed formula of Section 5 (E8:
-    the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)).
+    ``gamma`` is the convex weight of the displayed formula of Section 5 (erratum E8 of the
+    book: the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> softmax_step(x, 0.5, 0.0)                  # beta = 0: half-way to the mean
+    array([[ 0.5,  0. ],
+           [-0.5,  0. ]])
     """
+    if (T := _tiled_for(x)) is not None:
+        return T.softmax_step(x, gamma, beta, B)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
-    x = V.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
-    B = _key_query(B, x.shape[-1])
+    x = chk.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
+    B = _key_query(B, x)
     return _softmax_mean(x, B, beta, gamma, checked=False)
 
 
@@ -309,7 +437,7 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     n, d = x.shape[-2], x.shape[-1]
     if beta == 0.0:  # uniform weights: the mean of the tokens, exactly
         if not checked:
-            V.require_finite("x", x)
+            chk.require_finite("x", x)
         y = np.repeat(x.mean(axis=-2, keepdims=True), n, axis=-2)
         return x + gamma * (y - x)
     K = _kernels.impl()
@@ -319,7 +447,7 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     xt = _scratch("xt", (R, d, n))
     top, total_sq = K.scaled_transpose(x, beta, xt)
     if not checked and not math.isfinite(total_sq):
-        V.require_finite("x", x)  # raises unless only the squares overflowed
+        chk.require_finite("x", x)  # raises unless only the squares overflowed
     xs, b, c = _fit_scores(x, B, beta, top)
     if c != 1.0 or b != beta:
         # The scores would overflow or underflow. With c a power of two, beta <B x_i, x_j> =
@@ -331,7 +459,7 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     if B is None:
         np.matmul(x, xt, out=Z)
     else:
-        np.matmul(x @ B.T, xt, out=Z)
+        np.matmul(x @ _t(B), xt, out=Z)
     # Stabilising shift by the row maximum, needed only when exp could overflow or a whole row
     # underflow: with |beta S_ij| <= 200 every exp lies in [e^-200, e^200] and the shift would
     # change nothing but rounding.
@@ -355,7 +483,7 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     return y.reshape(shape)
 
 
-def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
+def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False):
     """One step of the Markov chain (SAP).
 
     Each token ``i`` independently picks ``J_i = j`` with probability ``A_ij`` and
@@ -377,15 +505,25 @@ def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
     x : array (n, d) or (R, n, d)
     gamma : float in (0, 1]
     beta : float in [0, inf)
-    rng : numpy.random.Generator (or an int seed)
+    B : array (d, d), (R, d, d) or None
+    rng : int, SeedSequence or Generator (keyword-only)
     return_choice : bool
         Also return the picks ``J`` of shape (..., n).
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> y, J = sap_step(x, 0.5, 1.0, rng=0, return_choice=True)
+    >>> bool(np.allclose(y, x + 0.5 * (x[J] - x)))
+    True
     """
+    if (T := _tiled_for(x)) is not None:
+        return T.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
-    rng = V.rng("rng", rng)
+    rng = chk.rng("rng", rng)
     x = _tokens(x)
-    B = _key_query(B, x.shape[-1])
+    B = _key_query(B, x)
     xs, b, _ = _fit_scores(x, B, beta)
     L = _scores(xs, B)
     L *= b
@@ -396,7 +534,7 @@ def sap_step(x, gamma, beta, rng, B=None, *, return_choice: bool = False):
     s_small, s_big = np.empty(W.shape[:-1]), np.empty(W.shape[:-1])  # s_big >= 1 (the largest weight)
     K.weight_split(W, SMALL_WEIGHT, s_small, s_big)
     with np.errstate(divide="ignore", over="ignore"):  # no small weights: -log P = inf, never
-        pick_small = bernoulli_from_neg_log(np.log1p(s_big / s_small), rng)
+        pick_small = bernoulli_from_neg_log(np.log1p(s_big / s_small), rng=rng)
     J = np.empty(W.shape[:-1], dtype=np.intp)
     K.group_pick(W, SMALL_WEIGHT, pick_small, 1.0 - rng.random(J.shape), J)  # uniforms in (0, 1]
     J = J.reshape(L.shape[:-1])
@@ -409,18 +547,23 @@ SMALL_WEIGHT = 2.0 ** -26  # sap_step: weights below this (relative to the large
 TAIL_CHUNK = 30.0  # -log-probability handled by one exponential draw (numpy's Exp(1) reaches ~44)
 
 
-def bernoulli_from_neg_log(t, rng) -> np.ndarray:
+def bernoulli_from_neg_log(t, *, rng) -> np.ndarray:
     """Independent Bernoulli(``exp(-t)``) draws for an array ``t >= 0``, exact however small ``exp(-t)``.
 
     ``P(E > t) = exp(-t)`` for ``E ~ Exp(1)``, but a double-precision exponential variate never
     exceeds about 44, so ``t`` is cut into pieces of at most ``TAIL_CHUNK``: by memorylessness
     the event is that independent ``E_1 > t_1, E_2 > t_2, ...``, and the later draws are made
     only for the (rare) entries that passed the earlier ones. ``t = inf`` gives False.
+
+    Examples
+    --------
+    >>> bernoulli_from_neg_log(np.array([0.0, np.inf]), rng=0)
+    array([ True, False])
     """
-    t = V.as_float_array("t", t, finite=False, allow_empty=True)
+    t = chk.as_float_array("t", t, finite=False, allow_empty=True)
     if np.isnan(t).any() or (t < 0).any():
         raise ValueError("t must hold -log-probabilities: numbers >= 0 or inf, no NaN")
-    rng = V.rng("rng", rng)
+    rng = chk.rng("rng", rng)
     step = np.minimum(t, TAIL_CHUNK)
     hit = rng.standard_exponential(t.shape) > step
     rest = np.where(np.isinf(t), 0.0, t - step)
@@ -458,86 +601,210 @@ def _fit_scores(x, B, beta, top=None):
 
 # ----------------------------------------------------------------------------- rules and the driver
 class Rule:
-    """A dynamics: ``step(x, t)`` maps layer ``t`` to layer ``t + 1``."""
+    """A dynamics: ``step(x, t)`` maps layer ``t`` to layer ``t + 1``.
 
-    def step(self, x, t):  # pragma: no cover - abstract
+    ``systems`` (indices into the batch the rule was built for) is passed by :func:`simulate`
+    when it steps only the systems that have not stopped yet, so that a rule holding one
+    ``B`` per system uses the matching ones.
+    """
+
+    B = None
+
+    def step(self, x, t, systems=None):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _B(self, systems):
+        if systems is None or self.B is None or self.B.ndim == 2:
+            return self.B
+        return self.B[systems]
 
 
 class Hardmax(Rule):
-    """(SA-inf) with key-query ``B`` and step-size schedule (``Schedule``, number or name)."""
+    """(SA-inf) with step-size schedule (``Schedule``, number or name) and key-query ``B``.
 
-    def __init__(self, B=None, schedule=0.5, **schedule_params):
-        self.B = None if B is None else V.square_matrix("B", B)
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> simulate(x, Hardmax("fw"), 1).x[2]            # gamma^0 = 1: straight to the leader
+    array([0., 1.])
+    """
+
+    def __init__(self, schedule=0.5, B=None, *, tie_rtol: float = TIE_RTOL, **schedule_params):
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
+        self.B = _rule_key_query(B)
+        self.tie_rtol = tie_rtol
 
-    def step(self, x, t):
-        return hardmax_step(x, self.schedule(t), self.B)
+    def step(self, x, t, systems=None):
+        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol)
 
 
 class Softmax(Rule):
-    """(SA-beta) at inverse temperature ``beta``."""
+    """(SA-beta) with step-size schedule ``schedule`` at inverse temperature ``beta``.
 
-    def __init__(self, beta, schedule=0.1, B=None, **schedule_params):
-        self.beta = _beta(beta, allow_inf=False)
-        self.B = None if B is None else V.square_matrix("B", B)
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> simulate(x, Softmax(0.5, 0.0), 1).x          # beta = 0: half-way to the mean
+    array([[ 0.5,  0. ],
+           [-0.5,  0. ]])
+    """
+
+    def __init__(self, schedule, beta, B=None, **schedule_params):
         self.schedule = get_schedule(schedule, **schedule_params)
+        self.beta = _beta(beta, allow_inf=False)
+        self.B = _rule_key_query(B)
 
-    def step(self, x, t):
-        return softmax_step(x, self.schedule(t), self.beta, self.B)
+    def step(self, x, t, systems=None):
+        return softmax_step(x, self.schedule(t), self.beta, self._B(systems))
 
 
 class MarkovChain(Rule):
-    """(SAP) at inverse temperature ``beta``; reproducible from ``seed``."""
+    """(SAP) with step-size schedule ``schedule`` at inverse temperature ``beta``, random stream ``rng``.
 
-    def __init__(self, beta, schedule=0.1, B=None, seed=None, **schedule_params):
-        self.beta = _beta(beta, allow_inf=False)
-        self.B = None if B is None else V.square_matrix("B", B)
+    Examples
+    --------
+    >>> x = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> a = simulate(np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=3), 5).x
+    >>> b = simulate(np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=np.random.default_rng(3)), 5).x
+    >>> bool(np.array_equal(a, b))
+    True
+    """
+
+    def __init__(self, schedule, beta, B=None, *, rng, **schedule_params):
         self.schedule = get_schedule(schedule, **schedule_params)
-        self.rng = V.rng("seed", seed)
+        self.beta = _beta(beta, allow_inf=False)
+        self.B = _rule_key_query(B)
+        self.rng = chk.rng("rng", rng)
 
-    def step(self, x, t):
-        return sap_step(x, self.schedule(t), self.beta, self.rng, self.B)
+    def step(self, x, t, systems=None):
+        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng)
 
 
 class Layer(Rule):
-    """The general layer (1.3) with fixed ``B``, ``V`` and ``beta`` (``inf`` allowed)."""
+    """The general layer (1.3) at inverse temperature ``beta`` (``inf`` allowed) with fixed ``B`` and ``V``.
 
-    def __init__(self, B, Vmat, beta=np.inf):
-        self.B = V.square_matrix("B", B)
-        self.P = preconditioner(Vmat)
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> simulate(x, Layer(0.0, np.eye(2), np.eye(2)), 1).x   # P = I/2, A uniform
+    array([[ 0.5,  0. ],
+           [-0.5,  0. ]])
+    """
+
+    def __init__(self, beta, B, V):
+        self.beta = _beta(beta)
+        self.B = chk.square_matrix("B", B)
+        self.P = preconditioner(V)
         if self.P.shape != self.B.shape:
             raise ValueError(f"V must have the shape of B {self.B.shape}, got {self.P.shape}")
-        self.beta = _beta(beta)
 
-    def step(self, x, t):
-        A = attention(x, self.B, self.beta)
-        return x + (A @ x - x) @ self.P.T
+    def step(self, x, t, systems=None):
+        T = _tiled_for(x)
+        Ax = attention(x, self.B, self.beta) @ x if T is None else T.attention_apply(x, x, self.B, self.beta)
+        return x + (Ax - x) @ self.P.T
 
 
-class FunctionRecorder:
-    """Record ``fn(x, t)`` at ``t = 0, every, 2 every, ...`` and at the last step."""
+class Recorder:
+    """Something :func:`simulate` calls as ``recorder(x, t)`` at the times it is ``due``."""
 
-    def __init__(self, name: str, fn, every: int = 1):
+    name: str = "record"
+
+    def due(self, t: int, first: int, last: bool) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, x, t):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def result(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class FunctionRecorder(Recorder):
+    """Record ``fn(x, t)`` at ``t = t0, t0 + every, ...`` and at the last step, or exactly at ``times``.
+
+    ``fn`` returns an array or a dict of arrays; :meth:`result` stacks them over the recorded
+    times (a dict of stacks for dicts).
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> rec = FunctionRecorder("x3", lambda x, t: x[2, 1], times=[0, 2])
+    >>> simulate(x, Hardmax(0.5), 4, [rec]).records["x3"]     # 1 - 0.7 / 2^t
+    array([0.3  , 0.825])
+    """
+
+    def __init__(self, name: str, fn, every: int = 1, *, times=None):
         if not callable(fn):
             raise TypeError("fn must be callable as fn(x, t)")
         self.name = name
         self.fn = fn
-        self.every = V.positive_int("every", every)
+        self.every = chk.positive_int("every", every)
+        self.wanted = None if times is None else frozenset(int(t) for t in np.ravel(list(times)))
         self.times: list[int] = []
         self.values: list = []
 
+    def due(self, t, first, last):
+        if self.wanted is not None:
+            return t in self.wanted
+        return (t - first) % self.every == 0 or last
+
     def __call__(self, x, t):
         self.times.append(t)
-        self.values.append(np.asarray(self.fn(x, t)))
+        v = self.fn(x, t)
+        self.values.append({k: np.asarray(a) for k, a in v.items()} if isinstance(v, dict) else np.asarray(v))
 
     def result(self):
-        return np.stack(self.values)
+        if self.values and isinstance(self.values[0], dict):
+            return {k: np.stack([v[k] for v in self.values]) for k in self.values[0]}
+        return np.stack(self.values) if self.values else np.zeros(0)
+
+
+class FirstTime(Recorder):
+    """Per system, the first step ``t`` at which ``predicate(x, t)`` holds (``-1`` if never); checked at every step.
+
+    ``predicate`` returns a bool array of shape (R,) for tokens (R, n, d) (a bool for (n, d)).
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> near = FirstTime("near", lambda x, t: np.linalg.norm(x[2] - x[0]) < 0.1)
+    >>> int(simulate(x, Hardmax(0.5), 10, [near]).records["near"])
+    3
+    """
+
+    def __init__(self, name: str, predicate):
+        if not callable(predicate):
+            raise TypeError("predicate must be callable as predicate(x, t)")
+        self.name = name
+        self.predicate = predicate
+        self.first = None
+        self.times: list[int] = []
+
+    def due(self, t, first, last):
+        return True
+
+    def __call__(self, x, t):
+        hit = np.asarray(self.predicate(x, t), dtype=bool)
+        if self.first is None:
+            self.first = np.full(hit.shape, -1)
+        self.first[(self.first < 0) & hit] = t
+
+    def result(self):
+        return self.first
 
 
 @dataclass
 class SimulationResult:
-    """Output of :func:`simulate`: final tokens, optional trajectory, recorded summaries."""
+    """Output of :func:`simulate`.
+
+    Attributes
+    ----------
+    x : final tokens (the tokens of a stopped system stay at its stopping step)
+    steps : number of steps run
+    times, trajectory : the recorded states (``trajectory=True``), shape (T,) and (T, ...)
+    records, record_times : per recorder name, its result and the steps it recorded
+    stopped : (R,) int (or int for one system), the step at which ``stop`` first held, -1 if never
+    """
 
     x: np.ndarray
     steps: int
@@ -545,45 +812,85 @@ class SimulationResult:
     trajectory: np.ndarray | None = None
     records: dict = field(default_factory=dict)
     record_times: dict = field(default_factory=dict)
+    stopped: np.ndarray | int | None = None
 
 
 def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = False,
-             every: int = 1) -> SimulationResult:
-    """Run ``rule`` for ``steps`` steps from ``x0``.
+             every: int = 1, stop=None, t0: int = 0) -> SimulationResult:
+    """Run ``rule`` for at most ``steps`` steps from the tokens ``x0`` at layer ``t0``.
 
     Memory stays ``O(R n d)`` unless ``trajectory=True`` (then the states at
-    ``t = 0, every, ..., steps`` are kept). Recorders see ``(x, t)`` at their own
-    cadence and return summaries, so a run of 10^6 steps over 10^3 systems needs
-    no ``T x R x n x d`` array.
+    ``t = t0, t0 + every, ...`` and at the last step are kept). Recorders see ``(x, t)``
+    at their own times and return summaries, so a run of 10^6 steps over 10^3 systems
+    needs no ``T x R x n x d`` array.
+
+    ``stop(x, t)``, checked after every step, ends the run: for one system (tokens (n, d))
+    it returns a bool; for a batch (R, n, d) it returns a bool array (R,), a system that
+    stops keeps its tokens from then on and only the others are stepped, and the run ends
+    when every system has stopped. The step at which each system stopped is
+    ``result.stopped``; the stopping step counts as the last step for the recorders.
 
     Raises
     ------
     TypeError, ValueError
-        Bad ``rule``, ``steps`` or ``every``, or bad tokens.
+        Bad ``rule``, ``steps``, ``every``, ``t0``, recorders or ``stop``, or bad tokens.
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> far = lambda x, t: np.linalg.norm(x[2] - x[0]) < 1e-3
+    >>> run = simulate(x, Hardmax(0.5), 100, stop=far)
+    >>> run.stopped, run.steps                   # 0.73 / 2^t < 1e-3 from t = 10 on
+    (10, 10)
     """
     if not isinstance(rule, Rule):
         raise TypeError(f"rule must be a dynamics Rule (Hardmax, Softmax, MarkovChain, Layer), got {type(rule).__name__}")
     x = _tokens(x0).copy()
-    steps = V.positive_int("steps", steps, minimum=0)
-    every = V.positive_int("every", every)
+    steps = chk.positive_int("steps", steps, minimum=0)
+    every = chk.positive_int("every", every)
+    t0 = chk.positive_int("t0", t0, minimum=0)
+    if stop is not None and not callable(stop):
+        raise TypeError("stop must be callable as stop(x, t)")
     recorders = list(recorders)
     for r in recorders:
-        if not isinstance(r, FunctionRecorder):
-            raise TypeError("recorders must be FunctionRecorder objects")
+        if not isinstance(r, Recorder):
+            raise TypeError("recorders must be Recorder objects (FunctionRecorder, FirstTime)")
+    batched = x.ndim == 3
+    stopped = np.full(x.shape[0] if batched else (), -1)
+    act = np.arange(x.shape[0]) if batched else None
     traj, ttimes = [], []
-    for t in range(steps + 1):
-        if trajectory and (t % every == 0 or t == steps):
+    t_end = t0 + steps
+    t = t0
+    while True:
+        last = t == t_end or not bool(np.any(stopped < 0))
+        if trajectory and ((t - t0) % every == 0 or last):
             traj.append(x.copy())
             ttimes.append(t)
         for r in recorders:
-            if t % r.every == 0 or t == steps:
+            if r.due(t, t0, last):
                 r(x, t)
-        if t < steps:
+        if last:
+            break
+        if stop is None:
             x = rule.step(x, t)
+        elif batched:
+            xa = rule.step(x[act], t, act)
+            x[act] = xa
+            hit = np.asarray(stop(xa, t + 1), dtype=bool)
+            if hit.shape != act.shape:
+                raise ValueError(f"stop must return one bool per system, shape {act.shape}, got {hit.shape}")
+            stopped[act[hit]] = t + 1
+            act = act[~hit]
+        else:
+            x = rule.step(x, t)
+            if bool(stop(x, t + 1)):
+                stopped[()] = t + 1
+        t += 1
     return SimulationResult(
-        x=x, steps=steps,
+        x=x, steps=t - t0,
         times=np.array(ttimes) if trajectory else None,
         trajectory=np.stack(traj) if trajectory else None,
         records={r.name: r.result() for r in recorders},
         record_times={r.name: np.array(r.times) for r in recorders},
+        stopped=stopped if batched else int(stopped),
     )

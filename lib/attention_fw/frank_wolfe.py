@@ -1,4 +1,4 @@
-"""The Frank-Wolfe reading of (SA-inf) (Section 2.2) and its convergence quantities.
+"""Is one (SA-inf) step one Frank-Wolfe step? The Frank-Wolfe reading (Section 2.2) and its quantities.
 
 With ``B`` symmetric and ``J(x) = 1/2 <Bx, x>``, one (SA-inf) step of token ``i`` is one
 Frank-Wolfe step on the *current* hull ``K^t = conv{x_1^t, ..., x_n^t}``:
@@ -21,12 +21,20 @@ from scipy.optimize import linprog, minimize
 from scipy.spatial import ConvexHull, QhullError
 
 from . import _validate as V
+from .polytope import origin_in_hull_2d
+
+__all__ = ["energy", "lmo", "lmo_linprog", "fw_gap", "min_energy_over_hull", "primal_gap"]
 
 
 def energy(x, B) -> np.ndarray:
     """``J(x) = 1/2 <B x, x>`` over the last axis (Section 2.2). ``B`` symmetric ``d x d``.
 
     Raises ValueError for a non-symmetric ``B`` (the Frank-Wolfe reading needs symmetry).
+
+    Examples
+    --------
+    >>> energy([[1.0, 2.0], [0.0, 1.0]], np.diag([2.0, 1.0]))
+    array([3. , 0.5])
     """
     x = V.as_float_array("x", x, min_ndim=1)
     B = V.square_matrix("B", B, x.shape[-1], symmetric=True)
@@ -48,6 +56,12 @@ def lmo(points, direction, *, return_index: bool = False):
     Returns
     -------
     (k, d) or (R, k, d) array of minimisers (and their indices (..., k) if ``return_index``).
+
+    Examples
+    --------
+    >>> lmo([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [[-1.0, 0.0], [1.0, 1.0]], return_index=True)
+    (array([[1., 0.],
+           [0., 0.]]), array([1, 0]))
     """
     P = V.tokens("points", points)
     D = V.as_float_array("direction", direction, min_ndim=2, max_ndim=3, last_dim=P.shape[-1])
@@ -62,6 +76,11 @@ def lmo_linprog(points, direction) -> np.ndarray:
 
     ``min_w <direction, P^T w>`` subject to ``w >= 0, sum w = 1``; returns ``P^T w*``
     for one point set (m, d) and directions (k, d).
+
+    Examples
+    --------
+    >>> lmo_linprog([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [[-1.0, 0.0]])
+    array([[1., 0.]])
     """
     P = V.tokens("points", points, batched_ok=False)
     D = V.as_float_array("direction", direction, ndim=2, last_dim=P.shape[-1])
@@ -80,6 +99,12 @@ def fw_gap(x, grad, points) -> np.ndarray:
 
     Non-negative whenever ``x`` lies in the hull; zero exactly at a stationary point
     of the constrained problem. Shapes: x and grad (..., k, d), points (..., m, d).
+
+    Examples
+    --------
+    >>> P = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> fw_gap(P, P, P)            # J = |x|^2 / 2: the gap vanishes only at the minimiser 0
+    array([0., 1., 1.])
     """
     x = V.tokens("x", x)
     G = V.as_float_array("grad", grad)
@@ -90,54 +115,71 @@ def fw_gap(x, grad, points) -> np.ndarray:
     return np.einsum("...d,...d->...", G, x) - best
 
 
-def _check_psd(M, name="B"):
-    w = np.linalg.eigvalsh(M)
-    if w.min() < -1e-12 * max(1.0, abs(w).max()):
-        raise ValueError(f"{name} must be positive semidefinite for a convex energy, got eigenvalue {w.min():.3g}")
+def min_energy_over_hull(points, B):
+    """``min_{y in conv(points)} 1/2 <B y, y>`` for a symmetric positive semidefinite ``B``; batched.
 
+    ``points`` (m, d) gives a float, (R, m, d) an array (R,). Exact in dimensions 1 and 2. For
+    planar points and ``B`` positive definite (vectorised over the batch, degenerate hulls
+    included) the minimum is 0 if ``0 in K``; otherwise it is attained on an edge of ``K``,
+    and every edge is a segment between two points while every such segment lies in ``K``,
+    so the minimum over all pairs of the 1-D minimum on ``[p_i, p_j]`` is exact. For a
+    singular planar ``B`` the polygon is met against the null space of ``B``; in higher
+    dimensions a convex QP over the simplex of weights (SLSQP, tolerance 1e-14).
 
-def min_energy_over_hull(points, B) -> float:
-    """``min_{y in conv(points)} 1/2 <B y, y>`` for a symmetric positive semidefinite ``B``.
-
-    Exact in dimensions 1 and 2 (the minimum of a convex quadratic over a polygon
-    is 0 if the polygon meets the null space of ``B``, otherwise it is attained on
-    an edge, where it is a 1-D quadratic); a convex QP over the simplex of weights
-    in higher dimensions (SLSQP, tolerance 1e-14).
+    Examples
+    --------
+    >>> min_energy_over_hull([[1.0, -1.0], [1.0, 1.0], [3.0, 0.0]], np.eye(2))   # nearest point (1, 0)
+    0.5
+    >>> min_energy_over_hull([[[-1.0, 0.0], [1.0, 0.0], [0.0, 1.0]],
+    ...                       [[1.0, 1.0], [2.0, 1.0], [1.0, 2.0]]], np.eye(2))
+    array([0., 1.])
     """
-    P = V.tokens("points", points, batched_ok=False)
+    P = V.tokens("points", points)
+    d = P.shape[-1]
+    B = V.psd_matrix("B", B, d)
+    if d == 2 and np.linalg.eigvalsh(B).min() > 0:
+        out = _min_energy_pairs(P[None] if P.ndim == 2 else P, B)
+        return float(out[0]) if P.ndim == 2 else out
+    if P.ndim == 3:
+        return np.array([_min_energy_one(p, B) for p in P])
+    return _min_energy_one(P, B)
+
+
+def _min_energy_pairs(x, B):
+    """:func:`min_energy_over_hull` of planar point sets (R, m, 2), ``B`` positive definite, over all pairs."""
+    a = x[:, :, None, :]
+    e = x[:, None, :, :] - a
+    Be = e @ B
+    den = np.einsum("...d,...d->...", Be, e)
+    num = -np.einsum("...d,...d->...", a @ B, e)
+    s = np.clip(np.divide(num, den, out=np.zeros_like(num), where=den > 0), 0.0, 1.0)
+    y = a + s[..., None] * e
+    m = energy(y, B).min(axis=(-1, -2))
+    return np.where(origin_in_hull_2d(x), 0.0, m)
+
+
+def _min_energy_one(P, B) -> float:
+    """:func:`min_energy_over_hull` of one point set (m, d) in the cases the pairs cannot serve."""
     d = P.shape[1]
-    B = V.square_matrix("B", B, d, symmetric=True)
-    _check_psd(B)
     if d == 1:
         lo, hi = P.min(), P.max()
         if lo <= 0.0 <= hi or B[0, 0] == 0.0:
             return 0.0
         return 0.5 * B[0, 0] * min(lo * lo, hi * hi)
-    if d == 2:
-        degenerate = False
+    if d == 2:  # B singular (the positive definite case goes through the pairs)
         try:
-            hull = ConvexHull(P)
-            verts = P[hull.vertices]
+            verts = P[ConvexHull(P).vertices]
         except QhullError:  # degenerate: coincident or collinear points, the hull is a segment
-            degenerate = True
             u = P - P.mean(0)
             axis = np.linalg.svd(u)[2][0]
             proj = u @ axis
             verts = np.array([P[proj.argmin()], P[proj.argmax()]])
-        # A segment (or a point) has no interior: the edge minimisation below is exact.
-        # Otherwise an interior critical point (B y = 0 inside the polygon) gives J = 0.
-        if degenerate:
-            pass
-        elif np.linalg.matrix_rank(B) == 2:
-            if _inside_convex(verts, np.zeros(2)):
-                return 0.0
-        else:
-            null = np.linalg.eigh(B)[1][:, 0]
-            # the line {s * null} meets the polygon iff vertices lie on both sides of it (or on it)
-            normal = np.array([-null[1], null[0]])
-            side = verts @ normal
-            if side.min() <= 0.0 <= side.max():
-                return 0.0
+        null = np.linalg.eigh(B)[1][:, 0]
+        # the line {s * null} meets the polygon iff vertices lie on both sides of it (or on it)
+        normal = np.array([-null[1], null[0]])
+        side = verts @ normal
+        if side.min() <= 0.0 <= side.max():
+            return 0.0
         a = verts
         b = np.roll(verts, -1, axis=0)
         e = b - a
@@ -157,44 +199,14 @@ def min_energy_over_hull(points, B) -> float:
     return float(max(res.fun, 0.0))
 
 
-def _inside_convex(verts, q, tol=1e-14):
-    a = verts
-    b = np.roll(verts, -1, axis=0)
-    cross = (b[:, 0] - a[:, 0]) * (q[1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (q[0] - a[:, 0])
-    return bool(np.all(cross >= -tol) or np.all(cross <= tol))
-
-
 def primal_gap(x, points, B) -> np.ndarray:
     """Primal gap ``J(x_i) - min_{y in conv(points)} J(y)`` against the given (current) hull.
 
     ``x`` (k, d), ``points`` (m, d); ``B`` symmetric positive semidefinite.
+
+    Examples
+    --------
+    >>> primal_gap([[1.0, 0.0], [0.0, 0.0]], [[-1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.eye(2))
+    array([0.5, 0. ])
     """
     return energy(x, B) - min_energy_over_hull(points, B)
-
-
-def hull_diameter(points) -> np.ndarray:
-    """Diameter ``d(K) = max_{i,j} |p_i - p_j|`` of ``conv(points)`` (batched). Shape (...)."""
-    P = V.tokens("points", points)
-    sq = np.einsum("...id,...id->...i", P, P)
-    D2 = sq[..., :, None] + sq[..., None, :] - 2.0 * P @ np.swapaxes(P, -1, -2)
-    return np.sqrt(np.maximum(D2.max(axis=(-1, -2)), 0.0))
-
-
-def hull_area(points) -> np.ndarray:
-    """Area of ``conv(points)`` for planar point sets (length of the hull for d = 1). Batched.
-
-    Degenerate (collinear) planar sets have area 0.
-    """
-    P = V.tokens("points", points)
-    if P.shape[-1] == 1:
-        return P[..., 0].max(axis=-1) - P[..., 0].min(axis=-1)
-    if P.shape[-1] != 2:
-        raise ValueError(f"points must be planar (d = 2) for an area, got d = {P.shape[-1]}")
-    flat = P.reshape(-1, P.shape[-2], 2)
-    out = np.empty(flat.shape[0])
-    for r, Q in enumerate(flat):
-        try:
-            out[r] = ConvexHull(Q).volume
-        except QhullError:
-            out[r] = 0.0
-    return out.reshape(P.shape[:-2]) if P.ndim == 3 else float(out[0])

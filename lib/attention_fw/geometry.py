@@ -1,10 +1,10 @@
-"""Exact geometry of the cells C_i(v), their Voronoi special case, and the cones of section 5.
+"""Which token leads where? Exact planar cells C_i(v), their Voronoi special case, and the cones of section 5.
 
 Everything planar here is exact up to floating point: a cell is the polygon K cut by
 half-planes, never a raster. The dimension-free helpers (:func:`cell_labels`,
 :func:`owns_cell`) work for points in any R^d and are vectorised over batches.
 
-Notation (paper, section 4; see NOTES "Cells"): K = conv{v_1, ..., v_kappa} and
+Notation (paper, section 4, equation (cells)): K = conv{v_1, ..., v_kappa} and
 
     C_i(v) = {x in K : <Bx, v_i> >= <Bx, v_j> for all j}                (eq: cells)
            = K  cap  {x : <x, B^T (v_i - v_j)> >= 0 for all j},
@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from matplotlib.path import Path
 from scipy.spatial import ConvexHull
 
 from . import _validate as V
@@ -49,22 +50,22 @@ _EMPTY = np.zeros((0, 2))
 # ---------------------------------------------------------------------------------------------
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
-def sample_vertices(k, seed=42, *, equal_norm=False, enforce_bijection=False, radius=1.0,
+def sample_vertices(k, *, rng=42, equal_norm=False, enforce_bijection=False, radius=1.0,
                     radial_range=(0.4, 1.0), max_tries=500):
     """Random planar vertices exactly as the authors' figure scripts draw them.
 
-    ``rng = numpy.random.default_rng(seed)``; per try ``theta = rng.uniform(0, 2 pi, k)``, then
+    ``rng = numpy.random.default_rng(rng)``; per try ``theta = rng.uniform(0, 2 pi, k)``, then
     ``r = radius`` (``equal_norm``) or ``r = rng.uniform(*radial_range, k)``, and
     ``v = r (cos theta, sin theta)``. With ``enforce_bijection`` the draw is repeated in the same
     random stream (at most ``max_tries`` times) until all k points are hull vertices. With the
-    defaults and ``seed=42`` this reproduces the polygons of the published Figures 1-4
-    (NOTES, "Figures").
+    defaults and ``rng=42`` this reproduces the polygons of the published Figures 1-4
+    (the authors' scripts use seed 42).
 
     Parameters
     ----------
     k : int
         Number of points, k >= 3.
-    seed : int, SeedSequence or numpy Generator
+    rng : int, SeedSequence or numpy Generator (keyword-only)
     equal_norm : bool
         All points on the circle of radius ``radius`` (Figure 2 / Proposition 4.5 setting).
     enforce_bijection : bool
@@ -88,11 +89,17 @@ def sample_vertices(k, seed=42, *, equal_norm=False, enforce_bijection=False, ra
         For k < 3, a bad radius or radial range, or when no draw satisfies the bijection in
         ``max_tries`` tries.
     TypeError
-        For non-integer k or max_tries, or a bad seed.
+        For non-integer k or max_tries, or a bad rng.
+
+    Examples
+    --------
+    >>> pts, hull = sample_vertices(7, rng=42, enforce_bijection=True)
+    >>> pts.shape, sorted(hull.tolist()) == list(range(7))
+    ((7, 2), True)
     """
     k = V.positive_int("k", k, minimum=3)
     max_tries = V.positive_int("max_tries", max_tries)
-    rng = V.rng("seed", seed)
+    rng = V.rng("rng", rng)
     radius = V.real_scalar("radius", radius, low=0.0, low_open=True)
     if not isinstance(radial_range, (tuple, list)) or len(radial_range) != 2:
         raise ValueError(f"radial_range must be a pair (low, high), got {radial_range!r}")
@@ -688,8 +695,6 @@ def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
     -------
     RasterCells
     """
-    from matplotlib.path import Path
-
     v = _vertices_2d(vertices)
     n = V.positive_int("n", n, minimum=2)
     pad = V.real_scalar("pad", pad, low=0.0)

@@ -5,7 +5,7 @@ Each figure function returns ``(fig, data)``: a matplotlib figure drawn from exa
 the numbers behind it. :func:`make` saves both through :func:`attention_fw.plotting.save`
 (``figures/<name>.{pdf,png,svg}`` and ``figures/data/<name>.json``).
 
-Figures (NOTES, "Figures" and errata E16-E18)
+Figures (the recipes of the authors' figure scripts, and the book's errata E16-E18)
 --------------------------------------------
 figure1             cells for unequal-norm vertices, kappa = 5, 7, 9, 10, AS PUBLISHED: the
                     authors' "unit" labelling argmax_j <x, v_j/|v_j|>, which is not C_i(v) (E18)
@@ -45,12 +45,16 @@ of the saved figure (:func:`attention_fw.plotting.layout`) and :data:`INFO` (cha
 one-line caption) with the command that regenerates it (:func:`command`).
 
 The module also holds the helpers that compare a figure with the authors' published PDF
-(:func:`read_pdf_paths`, :func:`published_geometry`, :func:`rasterise_pdf`).
+(:func:`read_pdf_paths`, :func:`pdf_shapes`, :func:`published_geometry`, :func:`rasterise_pdf`)
+and :func:`published_shapes`, which reads the shapes of those PDFs from the data committed with
+the book (``book/data/published-figures.json``, written by ``make published-data PDFS=dir``),
+so that no comparison needs the PDFs themselves.
 """
 from __future__ import annotations
 
 import argparse
-import logging
+import inspect
+import json
 import re
 import shutil
 import subprocess
@@ -63,16 +67,18 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import hsv_to_rgb
+from matplotlib.image import imread
 from matplotlib.patches import Polygon as MplPolygon
 
 from . import _validate as V
 from . import geometry as G
-from . import plotting
+from . import paths, plotting
 
 __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
            "FIGURES", "DEFAULTS", "INFO", "make", "make_all", "render", "is_default", "command", "main",
            "cell_panel", "hue_colours",
-           "read_pdf_paths", "published_geometry", "fit_similarity", "rasterise_pdf"]
+           "read_pdf_paths", "pdf_shapes", "published_shapes", "published_geometry", "fit_similarity",
+           "rasterise_pdf"]
 
 
 SEED = 42
@@ -122,7 +128,7 @@ def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, la
     if labelling not in ("exact", "unit"):
         raise ValueError(f"labelling must be 'exact' or 'unit', got {labelling!r}")
     if points is None:
-        pts, hull = G.sample_vertices(kappa, seed, equal_norm=equal_norm,
+        pts, hull = G.sample_vertices(kappa, rng=seed, equal_norm=equal_norm,
                                       enforce_bijection=enforce_bijection)
     else:
         pts = V.as_float_array("points", points, ndim=2, last_dim=2)
@@ -240,7 +246,7 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
-    Vertices from ``sample_vertices(kappa, seed, equal_norm=False, enforce_bijection=True)``;
+    Vertices from ``sample_vertices(kappa, rng=seed, equal_norm=False, enforce_bijection=True)``;
     each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
     (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
     ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
@@ -273,7 +279,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
             ncols=None, n_levels=25):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
-    Directions come from ``sample_vertices(kappa, seed, equal_norm=True)`` (no bijection flag)
+    Directions come from ``sample_vertices(kappa, rng=seed, equal_norm=True)`` (no bijection flag)
     and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
     (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
     from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
@@ -289,7 +295,7 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
     n_levels = V.positive_int("n_levels", n_levels, minimum=2)
     panels = []
     for k in kappas:
-        u, _ = G.sample_vertices(k, seed, equal_norm=True, enforce_bijection=False)
+        u, _ = G.sample_vertices(k, rng=seed, equal_norm=True, enforce_bijection=False)
         pts = G.level_set_vertices(u, Bm, c)
         p = cell_panel(k, seed, labelling="exact", B=Bm, points=pts)
         p["c"] = c
@@ -389,7 +395,6 @@ FIGURES = {
 
 
 def _defaults(fn):
-    import inspect
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
 
 
@@ -750,6 +755,65 @@ def read_pdf_paths(pdf):
     return {"paths": out, "markers": np.array(markers).reshape(-1, 2)}
 
 
+def pdf_shapes(pdf):
+    """The shapes of a single-page matplotlib PDF that the comparisons use, in PDF points.
+
+    Returns
+    -------
+    dict with ``outlines`` (list of (m, 2) arrays: closed, stroked, unfilled single paths, the
+    first point repeated at the end; hull outlines are among them), ``fills`` (list of
+    (RGB array, (m, 2) polygon): filled single paths of at least 3 points, in drawing order) and
+    ``markers`` ((q, 2) array of marker positions).
+    """
+    info = read_pdf_paths(pdf)
+    outlines, fills = [], []
+    for p in info["paths"]:
+        if len(p["subpaths"]) != 1:
+            continue
+        pts = p["subpaths"][0]
+        if p["fill"] is None:
+            if len(pts) >= 4 and np.allclose(pts[0], pts[-1]):
+                outlines.append(pts)
+        elif len(pts) >= 3:
+            fills.append((np.array(p["fill"], dtype=float), pts))
+    return {"outlines": outlines, "fills": fills, "markers": info["markers"]}
+
+
+def published_shapes(name, data=None):
+    """Shapes of the authors' published figure ``name`` (e.g. ``"quadratic_5"``), as
+    :func:`pdf_shapes` returned them from the PDF, read from the committed data file.
+
+    Parameters
+    ----------
+    name : str
+        File name with or without ``.pdf``.
+    data : path, optional
+        Defaults to :data:`attention_fw.paths.PUBLISHED_DATA`.
+
+    Returns
+    -------
+    dict with ``outlines``, ``fills``, ``markers`` (as :func:`pdf_shapes`), ``sha256`` of the
+    PDF the shapes were read from, and ``raster`` (pixel counts of its pdftoppm rendering, or
+    None). Shapes the data file leaves out (``omitted``) come back as empty lists.
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not in the data file (the message lists the names it holds).
+    """
+    path = Path(data) if data is not None else paths.PUBLISHED_DATA
+    files = json.loads(path.read_text())["files"]
+    key = name if name.endswith(".pdf") else f"{name}.pdf"
+    if key not in files:
+        raise KeyError(f"{key!r} is not in {path}; it holds {sorted(files)}")
+    e = files[key]
+    return {"outlines": [np.array(P, dtype=float) for P in e.get("outlines", [])],
+            "fills": [(np.array(f["rgb"], dtype=float), np.array(f["polygon"], dtype=float))
+                      for f in e.get("fills", [])],
+            "markers": np.array(e.get("markers", []), dtype=float).reshape(-1, 2),
+            "sha256": e["sha256"], "raster": e.get("raster")}
+
+
 def fit_similarity(src, dst):
     """Least-squares scale s and shift t with dst ~ s * src + t; returns (s, t, max residual)."""
     src = _pairs(src)
@@ -772,7 +836,7 @@ def _cyclic_match(A, B):
     return best
 
 
-def published_geometry(pdf, hull):
+def published_geometry(source, hull):
     """Recover the polygons of a published cell/cone figure in data coordinates.
 
     The hull outline (the stroked closed path with as many corners as ``hull``) fixes the map
@@ -781,7 +845,7 @@ def published_geometry(pdf, hull):
 
     Parameters
     ----------
-    pdf : path of a published PDF
+    source : path of a PDF, or its shapes (:func:`pdf_shapes`, :func:`published_shapes`)
     hull : array (k, 2), our hull polygon (CCW), used to find and align the outline
 
     Returns
@@ -792,26 +856,20 @@ def published_geometry(pdf, hull):
     (marker positions in data units).
     """
     K = _pairs(hull)
-    info = read_pdf_paths(pdf)
+    shapes = source if isinstance(source, dict) else pdf_shapes(source)
     best = None
-    for p in info["paths"]:
-        if p["fill"] is not None or len(p["subpaths"]) != 1:
-            continue
-        pts = p["subpaths"][0]
-        if len(pts) == len(K) + 1 and np.allclose(pts[0], pts[-1]):
+    for pts in shapes["outlines"]:
+        if len(pts) == len(K) + 1:
             Br, fit = _cyclic_match(K, pts[:-1])
             if best is None or fit[2] < best[1][2]:
                 best = (Br, fit)
     if best is None:
-        raise ValueError(f"no hull outline with {len(K)} corners in {pdf}")
+        where = "the given shapes" if isinstance(source, dict) else source
+        raise ValueError(f"no hull outline with {len(K)} corners in {where}")
     Br, (s, t, res) = best
-    fills = []
-    for p in info["paths"]:
-        if p["fill"] is None or len(p["subpaths"]) != 1 or len(p["subpaths"][0]) < 3:
-            continue
-        fills.append((np.array(p["fill"]), (p["subpaths"][0] - t) / s))
+    fills = [(rgb, (P - t) / s) for rgb, P in shapes["fills"]]
     return {"scale": s, "shift": t, "hull_residual": res / s, "hull": (Br - t) / s,
-            "fills": fills, "markers": (info["markers"] - t) / s}
+            "fills": fills, "markers": (shapes["markers"] - t) / s}
 
 
 def rasterise_pdf(pdf, dpi=60):
@@ -826,7 +884,6 @@ def rasterise_pdf(pdf, dpi=60):
     if exe is None:
         raise RuntimeError("pdftoppm not found: install it with `apt-get install poppler-utils`")
     dpi = V.positive_int("dpi", dpi)
-    from matplotlib.image import imread
     with tempfile.TemporaryDirectory() as tmp:
         stem = Path(tmp) / "page"
         subprocess.run([exe, "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile",

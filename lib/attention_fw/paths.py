@@ -16,8 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 BUILD = ROOT / "_build"
 CACHE = ROOT / ".cache"
-PUBLISHED = ROOT.parent / "shared" / "paper" / "published"
-"""The authors' committed figure PDFs, for visual comparison only (may be absent)."""
+PUBLISHED_DATA = BOOK / "data" / "published-figures.json"
+"""Geometry read from the authors' published figure PDFs, with provenance (each file's SHA-256).
+
+Committed with the book, so the comparison with the published figures needs nothing outside
+the repository; ``make published-data PDFS=dir`` rewrites it from a folder holding the PDFs
+(``tools/published_data.py``).
+"""
 
 
 def figures_dir() -> Path:

@@ -252,6 +252,7 @@ def write_bytes_atomic(path: Path, payload: bytes) -> Path:
         finally:
             if tmp.exists():
                 tmp.unlink()
+    _log_written(path)
     return path
 
 
@@ -301,6 +302,18 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI) -> dict:
             "font_pt": [round(min(sizes), 3), round(max(sizes), 3)] if sizes else [],
             "panels": len(panels),
             "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels]}
+
+
+def _log_written(path: Path) -> None:
+    """Append ``path`` to the file named by ``ATTENTION_FW_WRITE_LOG``, if set.
+
+    ``tools/run_notebook.py`` sets it, so that each notebook's execution record lists the
+    figure files it wrote (``make figures`` re-executes the writer of a missing or altered file).
+    """
+    log = os.environ.get("ATTENTION_FW_WRITE_LOG")
+    if log:
+        with open(log, "a") as fh:
+            fh.write(f"{Path(path).resolve()}\n")
 
 
 def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI) -> bytes:

@@ -1,0 +1,294 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Real context lengths: who stays put among 65,536 tokens
+#
+# The paper's statements hold for any number of tokens $n$, but the experiments of the other
+# chapters use a few hundred at most. A transformer reads tens of thousands of tokens, and one
+# attention head works in dimension $d=64$. This chapter runs one statement of the paper at that
+# scale: which tokens *own their cells*, and therefore never move, under the hardmax dynamics
+# (SA∞). It is the genericity condition of Theorem 4.2 and the event of Remark 4.6, asked here
+# for every one of $n$ random tokens at once rather than for a fixed number $\kappa$ of vertices.
+# The answer depends on $n$ and $d$ together. At the size of one head, Gaussian tokens essentially
+# all own their cells, and a hardmax layer with $B=I$ leaves them where they are.
+#
+# **Memory.** A step of the library holds the whole $n\times n$ matrix of scores
+# $\langle Bx_i,x_j\rangle$. At $n=65{,}536$ that is tens of gigabytes, more than many machines have. The
+# module `attention_fw.tiled` computes the same steps with the keys in tiles, in memory
+# $O(n(d+k))$ for tiles of $k$ keys:
+#
+# * the softmax step (SAβ) keeps a running maximum and a running sum for each query, as
+#   attention kernels on accelerators do;
+# * the hardmax step (SA∞) keeps a running leader set, with the library's tie rule (ties between
+#   tiles included);
+# * the Markov chain (SAP) uses an exact streaming sampler. Each token keeps one pick and
+#   replaces it by a draw from a new tile with probability (weight of the tile)/(weight seen so
+#   far). The final pick then has exactly the softmax law.
+#
+# The tile width comes from a memory budget: 256 MiB unless it is changed with
+# `tiled.set_memory_budget` or `ATTENTION_FW_MEMORY_BUDGET`. The functions of
+# `attention_fw.dynamics` switch to the tiles by themselves when their own arrays would not fit,
+# so no code changes when $n$ grows. The tests check that the tiled steps agree with the untiled
+# ones: softmax to $10^{-12}$ relative, identical leader sets, and the chain's law by chi-square
+# tests and by an exact escape probability. `make bench` measures time and memory at $n=65{,}536$.
+
+# %% tags=["parameters"]
+preset = "paper"     # "paper": n up to 65,536 (minutes); "quick": n up to 1,024 (seconds), for tests
+executor = None      # "serial", "processes", "local-dask" or a Dask scheduler address
+own_ns = None        # numbers of tokens n of the ownership sweep
+own_dims = None      # dimensions d of the ownership sweep
+own_tokens = None    # tokens per (n, d): own_tokens // n independent systems of n tokens
+run_n = None         # tokens of the hardmax run
+run_d = None         # dimension of the hardmax run
+run_gamma = None     # constant step of the hardmax run
+run_steps = None     # layers of the hardmax run
+check_n = None       # tokens of the check of the tiled steps against the untiled ones, in dimension 64
+seed = None          # seed of every random draw
+
+# %%
+from attention_fw.presets import resolve
+
+PRESETS = {
+    "paper": dict(executor="processes", own_ns=[1024, 8192, 65536], own_dims=[10, 15, 20, 25, 32, 64],
+                  own_tokens=65536, run_n=65536, run_d=20, run_gamma=0.5, run_steps=5, check_n=4096, seed=0),
+    "quick": dict(executor="serial", own_ns=[256, 1024], own_dims=[4, 8, 16, 64],
+                  own_tokens=2048, run_n=1024, run_d=12, run_gamma=0.5, run_steps=4, check_n=512, seed=0),
+}
+p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns, own_dims=own_dims, own_tokens=own_tokens,
+            run_n=run_n, run_d=run_d, run_gamma=run_gamma, run_steps=run_steps, check_n=check_n, seed=seed)
+
+# %%
+import numpy as np
+import matplotlib.pyplot as plt
+from myst_nb import glue
+
+from attention_fw import context_length as CL
+from attention_fw import context_plots as CP
+from attention_fw import dynamics, paths, sweeps, tiled
+
+RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
+HEAD_D = 64
+overridden = any(v is not None for v in (own_ns, own_dims, own_tokens, run_n, run_d, run_gamma, run_steps,
+                                         check_n, seed))
+# Figures of the default paper run go to figures/; any other run to figures/custom/ (quick: data only).
+save_kw = ({} if p.preset == "paper" and not overridden else
+           dict(outdir=paths.figures_dir() / "custom", formats=() if p.preset == "quick" else None))
+
+
+def gl(name, value):
+    """Glue a number for the prose as a plain Python scalar (myst-nb formats its text/plain form)."""
+    glue(name, value.item() if isinstance(value, np.generic) else value, display=False)
+
+
+def show(fig, label):
+    """Glue an open figure for a numbered {glue:figure} and close it (shown once)."""
+    glue(label, fig, display=False)
+    plt.close(fig)
+
+
+# %% [markdown]
+# ## The tiled steps, checked and sized
+#
+# Before the experiment, one comparison at a size where both versions run:
+# {glue:text}`check_n:,` tokens in $d=64$, with tiles of 256 keys.
+
+# %%
+x_check = np.random.default_rng(p.seed).standard_normal((p.check_n, HEAD_D)) / np.sqrt(HEAD_D)
+soft_err = np.abs(tiled.softmax_step(x_check, 0.1, 4.0, key_tile=256)
+                  - dynamics.softmax_step(x_check, 0.1, 4.0)).max() / np.abs(x_check).max()
+same_leaders = np.array_equal(tiled.leaders(x_check, key_tile=256), dynamics.leaders(x_check))
+plan_big = tiled.plan((p.run_n, HEAD_D))
+gl("check_n", p.check_n)
+gl("check_soft", float(soft_err))
+gl("check_leaders", "the same" if same_leaders else "NOT the same")
+gl("big_n", p.run_n)
+gl("big_untiled_gib", 8 * p.run_n ** 2 / 2 ** 30)
+gl("big_tile_mib", plan_big.tile_bytes / 2 ** 20)
+gl("big_tile_keys", plan_big.keys)
+gl("budget_mib", tiled.memory_budget() / 2 ** 20)
+print(f"softmax step, tiled vs untiled: {soft_err:.1e} (relative); leaders identical: {same_leaders}")
+print(f"n = {p.run_n}: untiled scores {8 * p.run_n ** 2 / 2 ** 30:.1f} GiB, tiles {plan_big}")
+
+# %% [markdown]
+# The two softmax steps differ by {glue:text}`check_soft:.1e` relative to the size of the tokens
+# (rounding), and the leaders are {glue:text}`check_leaders`. For the
+# {glue:text}`big_n:,` tokens below, the untiled score matrix would take
+# {glue:text}`big_untiled_gib:.1f` GiB. With the default budget of
+# {glue:text}`budget_mib:.0f` MiB, the tiled steps compare every token with
+# {glue:text}`big_tile_keys:,` keys at a time, in tiles of {glue:text}`big_tile_mib:.0f` MiB.
+#
+# ## Which tokens own their cells?
+#
+# Take $B=I_d$ and $n$ tokens drawn independently from $\mathcal N(0,I_d)$. Token $i$ owns its
+# cell when it is its own unique leader:
+#
+# $$
+# \langle x_i,x_i\rangle>\langle x_i,x_j\rangle\qquad\text{for every }j\ne i .
+# $$
+#
+# This is the genericity condition of Theorem 4.2 (`eq: vertices.own.cell`). It forces $x_i$ to be
+# a vertex of the hull. Remark 4.6 (`prop: d.to.infty`) says that $\kappa$ Gaussian vertices all
+# own their cells with probability tending to 1 as $d\to\infty$, for $\kappa$ fixed. In a
+# transformer, $\kappa$ is replaced by the context length $n$, which is large too.
+#
+# For one token the probability is exact. Given $x_i$ with $\|x_i\|=r$, the scores
+# $\langle x_i,x_j\rangle$, $j\ne i$, are independent $\mathcal N(0,r^2)$ variables, and each one
+# is below $r^2$ with probability $\Phi(r)$. Hence
+#
+# $$
+# \mathbb P(\text{token $i$ owns its cell})=\mathbb E\big[\Phi(R)^{\,n-1}\big],\qquad R\sim\chi_d ,
+# $$
+#
+# a one-dimensional integral (`context_length.own_cell_probability`). It is also the expected
+# fraction of tokens that own their cells. Since $R\approx\sqrt d$ and the largest of $n$
+# standard normal variables is about $\sqrt{2\ln n}$, the fraction drops from near 1 to near 0
+# around $d\approx2\ln n$. That threshold grows with the context length.
+#
+# The sweep below draws {glue:text}`own_tokens:,` tokens for every $n$ and $d$ (as
+# `own_tokens`$/n$ independent sequences), finds every leader with the tiled steps, and compares
+# the fraction of owners with the integral.
+
+# %%
+grid = sweeps.grid(n=p.own_ns, d=p.own_dims, seed=p.seed)
+for g in grid:
+    g["systems"] = max(1, p.own_tokens // g["n"])
+own = sweeps.run(CL.ownership_task, grid, **RUN)
+z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
+                                                  / r["tokens"]) for r in own]
+top = max(own, key=lambda r: (r["n"], r["d"]))
+n_max = top["n"]
+gl("own_tokens", p.own_tokens)
+gl("own_points", len(own))
+gl("own_zmax", float(np.max(np.abs(z))))
+gl("own_nmax", n_max)
+for n in p.own_ns:
+    gl(f"d_half_{n}", CL.half_dimension(n))
+    gl(f"two_log_{n}", 2 * np.log(n))
+gl("head_owners", top["owners"])
+gl("head_tokens", top["tokens"])
+gl("head_d", top["d"])
+gl("head_expected_non_owners", top["tokens"] * (1 - top["probability"]))
+gl("head_pairs", float(top["n"] * (top["n"] - 1)))
+for r in own:
+    print(f"n = {r['n']:6d}, d = {r['d']:3d}: {r['owners']:6d} / {r['tokens']} own their cells "
+          f"(fraction {r['fraction']:.4f}, exact probability {r['probability']:.4f})")
+show(CP.fig_ownership(own, head_d=HEAD_D, **save_kw), "fig-ctx-ownership")
+
+# %% [markdown]
+# ```{glue:figure} fig-ctx-ownership
+# :name: fig-ctx-ownership
+#
+# Fraction of $n$ Gaussian tokens that own their cells under the hardmax with $B=I_d$, against
+# the dimension. Lines: the exact probability $\mathbb E[\Phi(R)^{n-1}]$, $R\sim\chi_d$. Dots:
+# the tiled steps on sampled tokens (bars: two standard errors). Dotted: the dimension where the
+# probability is $1/2$. Grey: $d=64$, the dimension of one attention head.
+# ```
+#
+# The sampled fractions agree with the integral at all {glue:text}`own_points` points, within
+# {glue:text}`own_zmax:.1f` binomial standard errors. The probability is $1/2$ at
+# $d\approx${glue:text}`d_half_1024:.1f` for $n=1{,}024$ and at $d\approx${glue:text}`d_half_65536:.1f`
+# for $n=65{,}536$. The rough rule $2\ln n$ gives {glue:text}`two_log_1024:.1f` and
+# {glue:text}`two_log_65536:.1f`: it overestimates a little, but it has the right growth.
+# In $d=${glue:text}`head_d` all {glue:text}`head_owners:,` of the {glue:text}`head_tokens:,`
+# tokens own their cells. The expected number of tokens that do not is
+# {glue:text}`head_expected_non_owners:.2f`.
+#
+# So Remark 4.6 holds in a stronger form at the size of one head. With $\kappa$ fixed, its union
+# bound needs $\kappa(\kappa-1)$ pairs to be in order. Here all {glue:text}`head_pairs:.1e`
+# ordered pairs are in order at once, because each token beats its $n-1$ rivals by a margin of order $\sqrt d$ standard
+# deviations.
+#
+# ## Owners never move; the others run straight to an owner
+#
+# A token that owns its cell is its own leader, so a hardmax step leaves it exactly in place.
+# It keeps owning its cell at every later layer. Indeed, every other token moves to a convex
+# combination of current tokens, so the largest value of $\langle x_i,\cdot\rangle$ over the new
+# hull is still $\|x_i\|^2$, attained at $x_i$ alone. **The tokens that never move are exactly
+# the owners at $t=0$.**
+#
+# A token whose leader $v$ owns its cell moves on the segment towards $v$. Since cells are
+# convex, it stays in the cell of $v$, so $v$ remains its leader. Theorem 4.2's closed form then
+# holds exactly:
+#
+# $$
+# x_i^t=v+(1-\gamma)^t\,(x_i^0-v) .
+# $$
+#
+# We check both statements at full size: {glue:text}`run_n:,` tokens in $d=${glue:text}`run_d`,
+# where a token owns its cell with probability {glue:text}`run_p:.2f`, for
+# {glue:text}`run_steps` layers with $\gamma=${glue:text}`run_gamma`.
+
+# %%
+run = sweeps.run(CL.hardmax_run_task, sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps,
+                                                  seed=p.seed), **RUN)[0]
+for key in ("owners", "led_by_owner", "others", "never_moved"):
+    gl(f"run_{key}", run[key])
+gl("run_n", run["n"])
+gl("run_d", run["d"])
+gl("run_steps", run["steps"])
+gl("run_gamma", run["gamma"])
+gl("run_moved_min", min(run["moved"]))
+gl("run_moved_max", max(run["moved"]))
+gl("run_exact", "exactly" if run["never_moved_are_owners"] else "NOT exactly")
+gl("run_cf_err", max(run["closed_form_error"]))
+gl("run_expected_owners", run["n"] * run["probability"])
+gl("run_p", run["probability"])
+print({k: run[k] for k in ("owners", "led_by_owner", "others", "moved", "never_moved", "never_moved_are_owners")})
+print("largest relative deviation from the closed form:", max(run["closed_form_error"]))
+show(CP.fig_stay_put(run, **save_kw), "fig-ctx-stay-put")
+
+# %% [markdown]
+# ```{glue:figure} fig-ctx-stay-put
+# :name: fig-ctx-stay-put
+#
+# (SA∞) with $B=I_d$ on $n$ Gaussian tokens, through the tiled steps. (a) At each layer the same
+# number of tokens moves: those that do not own their cells. (b) Tokens led by a token that owns
+# its cell: distance to that leader relative to the start, against $(1-\gamma)^t$, and the
+# deviation from Theorem 4.2's closed form (squares, at the level of rounding).
+# ```
+#
+# Of the {glue:text}`run_n:,` tokens, {glue:text}`run_owners:,` own their cells (the integral
+# predicts {glue:text}`run_expected_owners:,.0f`), and {glue:text}`run_never_moved:,` never moved:
+# {glue:text}`run_exact` the owners. At each layer between {glue:text}`run_moved_min:,` and
+# {glue:text}`run_moved_max:,` tokens moved. {glue:text}`run_led_by_owner:,` tokens are led by an
+# owner. They follow Theorem 4.2's closed form to a relative deviation of
+# {glue:text}`run_cf_err:.1e`, i.e. to rounding. The remaining {glue:text}`run_others:,` tokens
+# are led by a token that moves itself, so they follow a chain of moving leaders.
+#
+# **What this means for the paper.** The stationary set of the hardmax dynamics with $B=I$ is
+# decided at $t=0$ by one comparison per token, and at realistic sizes that comparison is all
+# about $d$ against $\ln n$. Below $d\approx2\ln n$ most tokens are pulled to a few large-norm
+# tokens, and the picture of Theorem 4.2 (tokens running to the vertices of a fixed hull) is the
+# typical behaviour. In $d=64$, Gaussian tokens are almost all vertices that own their cells:
+# the hardmax layer with $B=I$ does nothing. Real keys and queries are not isotropic Gaussians,
+# and a general $B\succ0$ changes the effective dimension. The same computation with those
+# inputs is one call of `context_length.ownership_task` (or of `tiled.leaders` with a matrix `B`).
+#
+# ## Running it yourself
+#
+# Every sweep of this chapter is a list of parameter dicts evaluated by
+# `attention_fw.sweeps.run`, on the local process pool or on a Dask cluster
+# (`executor="tcp://scheduler:8786"`), and cached on disk. For example:
+#
+# ```python
+# from attention_fw import context_length as CL, sweeps, tiled
+# tiled.set_memory_budget(2 * 2**30)    # allow 2 GiB of scores per step
+# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], seed=[0, 1], systems=1)
+# results = sweeps.run(CL.ownership_task, params, executor="local-dask")
+# ```
+#
+# On a cluster, set `ATTENTION_FW_MEMORY_BUDGET` (bytes) in the environment of the workers. Any
+# step of `attention_fw.dynamics` called on more tokens than the budget allows runs in tiles by
+# itself.

@@ -1,0 +1,23 @@
+"""Fixtures shared by the test files (regular polygons come from attention_fw.polytope.regular_polygon)."""
+import numpy as np
+import pytest
+
+from attention_fw import dynamics as D
+
+
+@pytest.fixture
+def check_coincident_pick():
+    """Check the law of one (SAP) step with two coincident tokens, as a function of (beta, N).
+
+    Tokens ``[a, a, b]``: token 2 picks one of the two copies of ``a`` with probability
+    ``2 e^{beta <b, a>} / (2 e^{beta <b, a>} + e^{beta <b, b>})`` (coincident indices add their
+    weights); the frequency over ``N`` independent chains must lie within 5 binomial standard errors.
+    """
+    def check(beta: float, N: int, seed: int = 2):
+        a, b = np.array([1.0, 0.0]), np.array([0.2, 0.9])
+        x = np.array([a, a, b])
+        _, J = D.sap_step(np.broadcast_to(x, (N, 3, 2)), 0.5, beta, rng=seed, return_choice=True)
+        p_exact = 2 * np.exp(beta * b @ a) / (2 * np.exp(beta * b @ a) + np.exp(beta * b @ b))
+        p_hat = np.isin(J[:, 2], [0, 1]).mean()
+        assert abs(p_hat - p_exact) <= 5 * np.sqrt(p_exact * (1 - p_exact) / N)
+    return check

@@ -1,0 +1,72 @@
+"""Chapter 6: the probability that a Gaussian token owns its cell among n, and the hardmax runs at scale."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from attention_fw import context_length as CL
+from attention_fw import dynamics as D
+from attention_fw import tiled as T
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 10, 1000])
+def test_probability_in_dimension_one_is_a_uniform_moment(n):
+    """d = 1: Phi(|Z|) is uniform on (1/2, 1), so E[Phi(|Z|)^(n-1)] = (2/n)(1 - 2^-n)."""
+    assert CL.own_cell_probability(n, 1) == pytest.approx(2 / n * (1 - 2.0 ** -n), rel=1e-10)
+
+
+@pytest.mark.parametrize("n, d", [(5, 3), (1024, 12), (65536, 20), (65536, 64)])
+def test_probability_agrees_with_adaptive_quadrature(n, d):
+    def f(r):
+        return np.exp((n - 1) * special.log_ndtr(r)) * stats.chi.pdf(r, d)
+    ref = integrate.quad(f, 0, np.inf, limit=200, epsabs=1e-14, epsrel=1e-12)[0]
+    assert CL.own_cell_probability(n, d) == pytest.approx(ref, rel=1e-10, abs=1e-14)
+
+
+def test_probability_grows_with_d_falls_with_n_and_half_dimension_solves_it():
+    p = CL.own_cell_probability(1000, np.arange(1, 80))
+    assert (np.diff(p) > 0).all() and p[-1] > 1 - 1e-9
+    assert (np.diff(CL.own_cell_probability([10, 100, 1000, 10_000], 12)) < 0).all()
+    halves = [CL.half_dimension(n) for n in (16, 1024, 65536)]
+    assert np.all(np.diff(halves) > 0)
+    for n, dh in zip((16, 1024, 65536), halves):
+        assert CL.own_cell_probability(n, dh) == pytest.approx(0.5, abs=1e-6)
+        assert dh < 2 * np.log(n)  # the crude rule 2 ln n overshoots
+    with pytest.raises(ValueError, match="n must be >= 4"):
+        CL.half_dimension(3)
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        CL.own_cell_probability(10, 0.5)
+
+
+def test_sampled_ownership_matches_the_probability():
+    """400 systems of 64 tokens in d = 6: the per-system fractions of owners (independent across
+    systems) average to the exact probability within 5 standard errors."""
+    n, d, R = 64, 6, 400
+    x = np.random.default_rng(0).standard_normal((R, n, d))
+    first, count = T.leaders(x, return_counts=True, key_tile=16)
+    frac = ((first == np.arange(n)) & (count == 1)).mean(axis=1)
+    se = frac.std(ddof=1) / np.sqrt(R)
+    assert abs(frac.mean() - CL.own_cell_probability(n, d)) <= 5 * se
+    r = CL.ownership_task(n=n, d=d, systems=R, seed=1)
+    assert r["tokens"] == n * R and 0 < r["owners"] < r["tokens"]
+    assert abs(r["fraction"] - r["probability"]) <= 5 * se
+
+
+def test_owners_never_move_and_the_led_follow_the_closed_form():
+    r = CL.hardmax_run_task(n=600, d=8, gamma=0.4, steps=6, seed=2)
+    assert r["never_moved_are_owners"] and r["never_moved"] == r["owners"]
+    assert r["moved"] == [r["n"] - r["owners"]] * r["steps"]
+    assert 0 < r["owners"] < r["n"] and r["led_by_owner"] > 0
+    assert max(r["closed_form_error"]) < 1e-13
+    np.testing.assert_allclose(r["ratio_max"], 0.6 ** np.arange(1, 7), rtol=1e-12)
+
+
+def test_tasks_use_the_same_tokens_as_a_direct_run():
+    """The run's owners are the ownership sweep's owners for the same (n, d, seed), and the tiled
+    hardmax step moves exactly the non-owners, as the untiled step does."""
+    r_own = CL.ownership_task(n=300, d=7, systems=1, seed=5)
+    r_run = CL.hardmax_run_task(n=300, d=7, gamma=0.5, steps=1, seed=5)
+    assert r_own["owners"] == r_run["owners"]
+    x = np.random.default_rng(np.random.SeedSequence([5, 300, 7])).standard_normal((300, 7))
+    assert ((D.hardmax_step(x, 0.5) != x).any(axis=1).sum()) == r_run["moved"][0]

@@ -1,0 +1,150 @@
+"""``make figures`` heals the figures folder (in the quick build's scratch copy, see bookbuild.py).
+
+* every file of the manifest has the notebook that wrote it on record
+  (``_build/figures-state.json``, from the execution records of ``tools/run_notebook.py``);
+* a deleted figure and a hand-edited one are restored, byte for byte, by re-executing only
+  their writers, and ``make figures`` names them;
+* after ``rm -rf figures``, ``make figures`` restores every file with the manifest's hashes.
+
+Each test leaves the folder as it found it (that is what it checks), so the other tests that
+share the build are not disturbed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+import bookbuild
+import figrun
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    b = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+    assert b.returncode == 0, f"the quick book did not build:\n{b.log[-4000:]}"
+    return b
+
+
+def _manifest(figures):
+    return dict(reversed(line.split("  ", 1)) for line in (figures / "MANIFEST.sha256").read_text().splitlines())
+
+
+def _executed(proc):
+    return sorted(set(re.findall(r"run_notebook\.py book/([\w-]+)\.py", proc.stdout)))
+
+
+def test_every_figure_has_its_writer_on_record(build):
+    repo = build.repo
+    state = json.loads((repo / "_build" / "figures-state.json").read_text())
+    manifest = _manifest(repo / "figures")
+    assert state["preset"] == "quick"
+    assert {rel: item["sha256"] for rel, item in state["files"].items()} == manifest
+    sources = {p.stem: p.read_text() for p in bookbuild.chapter_sources(repo)}
+    for rel, item in state["files"].items():
+        assert item["notebooks"] and set(item["notebooks"]) <= set(sources), rel
+        # where a figure's name is written in exactly one notebook, that notebook is its writer
+        stem = rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        naming = [nb for nb, text in sources.items() if re.search(rf"[\"']{re.escape(stem)}[\"']", text)]
+        if len(naming) == 1:
+            assert naming[0] in item["notebooks"], (rel, naming, item["notebooks"])
+
+
+def test_a_deleted_and_an_edited_figure_are_restored_and_named(build):
+    repo, figures = build.repo, build.repo / "figures"
+    before = figrun.files(figures)
+    state = json.loads((repo / "_build" / "figures-state.json").read_text())["files"]
+    single = sorted(rel for rel, item in state.items() if len(item["notebooks"]) == 1)
+    deleted = next(rel for rel in single if rel.endswith(".pdf"))
+    writer = state[deleted]["notebooks"][0]
+    edited = next(rel for rel in single if rel.endswith(".json") and state[rel]["notebooks"][0] != writer)
+    (figures / deleted).unlink()
+    with open(figures / edited, "a") as fh:
+        fh.write("hand edit\n")
+    proc = bookbuild.make(repo, "figures", "PRESET=quick")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"restored figures/{deleted} (missing; re-executed {writer})" in proc.stderr, proc.stderr
+    assert f"restored figures/{edited} (altered; re-executed {state[edited]['notebooks'][0]})" in proc.stderr
+    # only the two writers ran (and the execution report, which reads their times)
+    assert _executed(proc) == sorted({writer, state[edited]["notebooks"][0], "reproducibility"})
+    assert figrun.files(figures) == before
+    # healed: the next run has nothing to do
+    again = bookbuild.make(repo, "figures", "PRESET=quick")
+    assert again.returncode == 0 and _executed(again) == [] and "restored" not in again.stderr
+
+
+def test_rm_rf_figures_then_make_figures_restores_every_file(build):
+    repo, figures = build.repo, build.repo / "figures"
+    manifest_text = (figures / "MANIFEST.sha256").read_text()
+    before = {rel: data for rel, data in figrun.files(figures).items() if not rel.startswith("custom/")}
+    shutil.rmtree(figures)
+    proc = bookbuild.make(repo, "figures", "PRESET=quick")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (figures / "MANIFEST.sha256").read_text() == manifest_text
+    after = {rel: data for rel, data in figrun.files(figures).items() if not rel.startswith("custom/")}
+    assert after == before
+    restored = re.findall(r"^make figures: restored figures/(\S+) \(missing", proc.stderr, re.M)
+    assert sorted(restored) == sorted(_manifest(figures))
+
+
+def _manifest_tool(root):
+    """tools/figure_manifest.py loaded from a copy under ``root`` (its _build/ is then root's)."""
+    import importlib.util
+
+    (root / "tools").mkdir(parents=True)
+    shutil.copy(bookbuild.ROOT / "tools" / "figure_manifest.py", root / "tools")
+    spec = importlib.util.spec_from_file_location("figure_manifest_copy", root / "tools" / "figure_manifest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_heal_plan_names_each_damaged_file_and_only_its_writer(tmp_path, capsys):
+    """Without make or notebooks: records of two notebooks, then a deletion, an edit, a file no
+    notebook writes any more, and a preset change."""
+    fm = _manifest_tool(tmp_path)
+    fig = tmp_path / "figures"
+    (fig / "data").mkdir(parents=True)
+    for rel in ("a.pdf", "b.pdf", "data/a.json", "old.pdf", "README.md"):
+        (fig / rel).write_text(rel)
+    fm.TIMES.mkdir(parents=True)
+    fm.PRESET_TAG.write_text("paper\n")
+    for nb, files in (("01-x", ["a.pdf", "data/a.json"]), ("02-y", ["b.pdf"])):
+        (fm.TIMES / f"{nb}.json").write_text(json.dumps({"notebook": nb, "preset": "paper", "figures": files}))
+    fm.write(fig)
+    assert "README.md" not in (fig / "MANIFEST.sha256").read_text()
+    capsys.readouterr()
+    assert fm.heal(fig, "paper", ["01-x", "02-y"]) == 0
+    assert capsys.readouterr().out.strip() == ""                       # nothing damaged
+    (fig / "a.pdf").unlink()
+    (fig / "b.pdf").write_text("edited")
+    (fig / "old.pdf").unlink()
+    fm.heal(fig, "paper", ["01-x", "02-y"])
+    out, err = capsys.readouterr()
+    assert out.split() == ["-W", "book/01-x.py", "-W", "book/02-y.py"]
+    assert "figures/a.pdf is missing: re-executing 01-x" in err
+    assert "figures/b.pdf is altered: re-executing 02-y" in err
+    assert "figures/old.pdf is missing, but no notebook writes it any more" in err
+    # the writers run again: the manifest step names what they restored
+    (fig / "a.pdf").write_text("a.pdf")
+    (fig / "b.pdf").write_text("b.pdf")
+    fm.write(fig)
+    err = capsys.readouterr().err
+    assert "restored figures/a.pdf (missing; re-executed 01-x)" in err
+    assert "restored figures/b.pdf (altered; re-executed 02-y)" in err
+    assert not fm.HEAL.exists()
+    # another preset: make re-executes everything anyway, nothing to plan
+    (fig / "a.pdf").unlink()
+    fm.heal(fig, "quick", ["01-x", "02-y"])
+    assert capsys.readouterr().out.strip() == ""
+    # no record beyond the manifest: a damaged file of unknown origin re-executes every notebook
+    fm.STATE.unlink()
+    for rec in fm.TIMES.glob("*.json"):
+        rec.unlink()
+    fm.heal(fig, "paper", ["01-x", "02-y"])
+    out, err = capsys.readouterr()
+    assert out.split() == ["-W", "book/01-x.py", "-W", "book/02-y.py"] and "every notebook" in err

@@ -1,0 +1,366 @@
+"""The tiled steps (attention_fw.tiled) compute the same dynamics as the untiled ones.
+
+Softmax: the same numbers to 1e-12 relative (relative to the largest |x|). Hardmax: the same
+leader sets -- first maximisers and tie counts identical, ties across tile boundaries included.
+The chain (SAP): the same transition law, by chi-square tests (a false-alarm rate of 1e-3 each,
+fixed seeds, so a run either passes or fails deterministically) and by the exact escape
+probability of a frozen configuration, read off the sampler's own Bernoulli draws.
+
+Every test with the ``kernels`` fixture runs with the numba tile passes and with their numpy versions.
+"""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from attention_fw import _kernels as KN
+from attention_fw import _tile_kernels as TK
+from attention_fw import dynamics as D
+from attention_fw import tiled as T
+
+ALPHA = 1e-3  # false-alarm rate of each chi-square test below
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def kernels(request, monkeypatch):
+    monkeypatch.setattr(KN, "_IMPL", None)
+    monkeypatch.setenv("ATTENTION_FW_KERNELS", request.param)
+    assert TK.impl().name == request.param
+    return request.param
+
+
+def rel_err(a, b, x):
+    return float(np.abs(a - b).max() / np.abs(x).max())
+
+
+def regular_polygon(k, phase=np.pi / 2):
+    th = phase + 2 * np.pi * np.arange(k) / k
+    return np.c_[np.cos(th), np.sin(th)]
+
+
+# ----------------------------------------------------------------- softmax
+@pytest.mark.parametrize("shape", [(37, 5), (3, 50, 4), (2, 130, 16)])
+@pytest.mark.parametrize("beta", [0.0, 1e-3, 1.0, 25.0, 1e3, 1e6])
+def test_softmax_step_equals_the_untiled_step(kernels, shape, beta):
+    """Tiles of 1, 7 and 64 keys (last tile shorter), and a budget so small that queries are split too."""
+    x = np.random.default_rng(1).standard_normal(shape)
+    ref = D.softmax_step(x, 0.3, beta)
+    for kw in (dict(key_tile=1), dict(key_tile=7), dict(key_tile=64), dict(budget=8 * 2 * 64 * 9)):
+        assert rel_err(T.softmax_step(x, 0.3, beta, **kw), ref, x) <= 1e-12, kw
+
+
+def test_query_blocks_and_system_chunks_are_planned_from_the_budget():
+    p = T.plan((70, 5), budget=8 * 2 * 64 * 9)
+    assert (p.systems, p.queries, p.keys) == (1, 9, 64)
+    p = T.plan((100, 30, 4), budget=8 * 2 * 6080)  # 6080 scores: six systems of 30 x 30
+    assert (p.systems, p.queries, p.keys) == (6, 30, 30)
+    p = T.plan((65536, 64), budget=256 * 2 ** 20)  # the default: all queries against 256 keys
+    assert (p.systems, p.queries, p.keys) == (1, 65536, 256) and p.tile_bytes == 128 * 2 ** 20
+    assert not T.fits((65536, 64)) and T.fits((1000, 64, 8)) and T.fits((2, 2800, 64)) and not T.fits((2, 2900, 64))
+
+
+@pytest.mark.parametrize("beta", [0.5, 40.0])
+def test_softmax_with_a_key_query_matrix_and_one_per_system(kernels, beta):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 33, 3))
+    B = rng.standard_normal((3, 3))
+    assert rel_err(T.softmax_step(x, 0.4, beta, B, key_tile=5), D.softmax_step(x, 0.4, beta, B), x) <= 1e-12
+    Bs = rng.standard_normal((4, 3, 3))
+    ref = np.stack([D.softmax_step(s, 0.4, beta, b) for s, b in zip(x, Bs)])
+    assert rel_err(T.softmax_step(x, 0.4, beta, Bs, key_tile=5), ref, x) <= 1e-12
+
+
+def test_attention_apply_is_attention_times_values(kernels):
+    rng = np.random.default_rng(3)
+    x, v = rng.standard_normal((2, 40, 3)), rng.standard_normal((2, 40, 5))
+    for beta in (0.0, 2.0, 300.0):
+        ref = D.attention(x, None, beta) @ v
+        assert rel_err(T.attention_apply(x, v, None, beta, key_tile=6), ref, v) <= 1e-12
+    np.testing.assert_allclose(T.attention_apply(x, v, key_tile=6), D.attention(x) @ v, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("e", [-170, 160])
+def test_extreme_token_scales_behave_as_today(kernels, e):
+    """Tokens of size 2^-170 or 2^160 (scores that would underflow or overflow): the same step."""
+    x = np.random.default_rng(4).standard_normal((30, 3)) * 2.0 ** e
+    for beta in (0.0, 1.0, 1e6):
+        assert rel_err(T.softmax_step(x, 0.5, beta, key_tile=4), D.softmax_step(x, 0.5, beta), x) <= 1e-12
+    assert rel_err(T.hardmax_step(x, 0.5, key_tile=4), D.hardmax_step(x, 0.5), x) <= 1e-15
+
+
+def test_beta_1e6_is_the_hardmax_and_tiny_gamma_does_not_overflow(kernels):
+    x = np.random.default_rng(5).uniform(-1, 1, size=(20, 12, 3))
+    np.testing.assert_allclose(T.softmax_step(x, 0.4, 1e6, key_tile=5), D.hardmax_step(x, 0.4), atol=1e-12)
+    y = T.softmax_step(x, 1e-250, 3.0, key_tile=5)
+    assert np.isfinite(y).all() and rel_err(y, x, x) <= 1e-15
+
+
+# ----------------------------------------------------------------- hardmax
+def check_same_leaders(x, tiles, B=None):
+    counts, first = D.tie_counts(x, B), D.leaders(x, B)
+    step = D.hardmax_step(x, 0.5, B)
+    for k in tiles:
+        np.testing.assert_array_equal(T.tie_counts(x, B, key_tile=k), counts, err_msg=f"key_tile={k}")
+        np.testing.assert_array_equal(T.leaders(x, B, key_tile=k), first, err_msg=f"key_tile={k}")
+        assert rel_err(T.hardmax_step(x, 0.5, B, key_tile=k), step, x) <= 1e-15
+    return counts
+
+
+def test_generic_leaders_are_identical(kernels):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 60, 4))
+    assert (check_same_leaders(x, (1, 7, 60)) == 1).all()
+    check_same_leaders(x, (3, 16), B=rng.standard_normal((4, 4)))
+
+
+def test_coincident_tokens_tie_across_tiles(kernels):
+    """Five copies of each of three vertices, shuffled over the tiles, and a centre token tied with
+    all fifteen: the tie counts (with multiplicity) and the averages are those of the untiled step."""
+    v = np.eye(3)
+    x = np.repeat(v, 5, axis=0)[np.random.default_rng(7).permutation(15)]
+    x = np.vstack([x, [[0.2, 0.2, 0.2]]])
+    counts = check_same_leaders(x, (1, 2, 3, 4, 16))
+    assert counts.tolist() == [5] * 15 + [15]
+
+
+def test_rounding_spoilt_ties_of_a_rotated_square(kernels):
+    sq = regular_polygon(4, phase=0.1234)
+    x = np.vstack([sq, [[0.0, 0.0]]])
+    assert check_same_leaders(np.c_[x, np.zeros(5)], (1, 2, 3))[4] == 5  # d = 3: the BLAS path
+
+
+def test_near_ties_straddling_the_tolerance_between_tiles(kernels):
+    """Scores 1 + m 5e-16 for random m, within a few tie tolerances (16 eps) of each other: the
+    running set of one tile is partly wrong for the final threshold, and the exact set is recovered."""
+    rng = np.random.default_rng(8)
+    for _ in range(60):
+        m = rng.integers(0, 12, size=20) * 0.5e-15 * rng.choice([1, 3], size=20)
+        x = np.c_[1 + m, rng.uniform(-0.01, 0.01, size=20), np.zeros(20)]
+        x[0] = [1.0, 0.0, 0.0]  # scores of token 0 are exactly the first coordinates
+        for k in (1, 2, 3, 5):
+            assert T.tie_counts(x, key_tile=k)[0] == D.tie_counts(x)[0]
+            np.testing.assert_allclose(T.attention_apply(x, x, key_tile=k)[0], D.attention(x)[0] @ x, rtol=0, atol=1e-15)
+
+
+def test_exact_tie_rule_and_tolerance_are_passed_on(kernels):
+    x = np.array([[1.0, 0.0, 0.0], [1.0, 1e-9, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]])
+    for rtol in (0.0, 1e-6):
+        np.testing.assert_array_equal(T.tie_counts(x, tie_rtol=rtol, key_tile=1), D.tie_counts(x, tie_rtol=rtol))
+
+
+# ----------------------------------------------------------------- the chain (SAP)
+def chi_square_pvalue(observed, expected):
+    """Pearson's statistic over cells with expected count >= 5 (the others pooled into one cell)."""
+    observed, expected = np.ravel(observed).astype(float), np.ravel(expected).astype(float)
+    big = expected >= 5
+    o = np.append(observed[big], observed[~big].sum())
+    e = np.append(expected[big], expected[~big].sum())
+    keep = e > 0
+    stat = float(((o[keep] - e[keep]) ** 2 / e[keep]).sum())
+    return float(stats.chi2.sf(stat, keep.sum() - 1))
+
+
+def test_sap_jump_targets_follow_the_softmax_law(kernels):
+    """A frozen configuration of 12 tokens copied over 20,000 systems, tiles of 5 keys (5, 5, 2):
+    the counts of every (token, target) pair against N A_ij, one chi-square test (false alarm 1e-3)."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((12, 3))
+    N, beta = 20_000, 1.5
+    _, J = T.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.2, beta, rng=10, key_tile=5, return_choice=True)
+    counts = np.stack([np.bincount(J[:, i], minlength=12) for i in range(12)])
+    assert chi_square_pvalue(counts, N * D.attention(x, None, beta)) > ALPHA
+
+
+def test_sap_chain_over_many_steps_has_the_untiled_transition_law(kernels):
+    """A running chain (200 systems of 10 tokens, 60 steps, tiles of 3 keys): at every step each
+    pick J_i is mapped through the randomised probability integral transform of the untiled law
+    A_i. (at the current state), which makes it uniform on (0, 1) exactly when the laws agree;
+    the 240,000 values in 20 equal bins, one chi-square test (false alarm 1e-3)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((200, 10, 2))
+    beta, u = 2.0, []
+    for _ in range(60):
+        A = D.attention(x, None, beta)
+        y, J = T.sap_step(x, 0.3, beta, rng=rng, key_tile=3, return_choice=True)
+        cum = np.cumsum(A, axis=-1) - A
+        pj = np.take_along_axis(A, J[..., None], -1)[..., 0]
+        u.append(np.take_along_axis(cum, J[..., None], -1)[..., 0] + rng.random(J.shape) * pj)
+        x = y
+    counts = np.histogram(np.concatenate(u).ravel(), bins=20, range=(0, 1))[0]
+    assert chi_square_pvalue(counts, np.full(20, counts.sum() / 20)) > ALPHA
+
+
+def test_tiled_and_untiled_samples_are_homogeneous(kernels):
+    """Two-sample chi-square (false alarm 1e-3): the targets of one token among coincident and
+    distinct tokens, from the tiled and from the untiled sampler."""
+    x = np.array([[1.0, 0.0], [1.0, 0.0], [0.2, 0.9], [-0.5, 0.3], [0.0, -1.0]])
+    N, beta = 100_000, 2.0
+    xs = np.broadcast_to(x, (N,) + x.shape)
+    _, Jt = T.sap_step(xs, 0.5, beta, rng=12, key_tile=2, return_choice=True)
+    _, Ju = D.sap_step(xs, 0.5, beta, rng=np.random.default_rng(13), return_choice=True)
+    table = np.stack([np.bincount(Jt[:, 2], minlength=5), np.bincount(Ju[:, 2], minlength=5)])
+    assert stats.chi2_contingency(table)[1] > ALPHA
+
+
+def _tiled_escape_of_token_0(monkeypatch, x, beta, key_tile):
+    """The probability with which the tiled sampler moves token 0 away from its cluster, read off its
+    Bernoulli draws (its -log-probabilities). Token 0's cluster lies in the first tile, so it ends
+    outside exactly when a later tile wins a race (probabilities p_t) or the first tile's pick
+    falls in its small-weight group (probability q_0): escape = 1 - (1 - q_0) prod_t (1 - p_t)."""
+    seen = []
+    real = D.bernoulli_from_neg_log
+
+    def spy(t, *, rng):
+        seen.append(np.array(t, copy=True))
+        return real(t, rng=rng)
+
+    monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)
+    T.sap_step(x, 0.1, beta, rng=0, key_tile=key_tile)
+    n = len(x)
+    first_pick = seen[0]  # tile 0: every row switches (it is the first), then draws its group
+    races = [t for t in seen[1:] if t.shape == (n,)]  # one race per later tile, every row in it
+    assert len(races) == -(-n // key_tile) - 1
+    log_stay = np.log1p(-np.exp(-first_pick[0])) + sum(np.log1p(-np.exp(-t[0])) for t in races)
+    return -np.expm1(log_stay)
+
+
+@pytest.mark.parametrize("key_tile", [2, 3, 4, 6])
+def test_escape_probability_of_a_frozen_configuration_is_exact(kernels, monkeypatch, key_tile):
+    """Two tokens on each vertex of a triangle at beta = 40: token 0 leaves its point with
+    probability 4e^{-60} / (2 + 4e^{-60}) ~ 1.8e-26, for every tiling (1e-12 relative)."""
+    x = np.repeat(regular_polygon(3), 2, axis=0)
+    beta = 40.0
+    w = 4 * np.exp(-1.5 * beta)
+    assert _tiled_escape_of_token_0(monkeypatch, x, beta, key_tile) == pytest.approx(w / (2 + w), rel=1e-12)
+
+
+@pytest.mark.parametrize("key_tile", [1, 2, 4])
+def test_escape_law_from_coincident_clusters(kernels, key_tile):
+    """Something moves with probability 1 - s^6, s = 2 / (2 + 4 e^{-3 beta / 2}) (Monte Carlo, 5 s.e.)."""
+    x, beta, N = np.repeat(regular_polygon(3), 2, axis=0), 5.0, 200_000
+    s = 2 / (2 + 4 * np.exp(-1.5 * beta))
+    p = 1 - s ** 6
+    y = T.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.1, beta, rng=14, key_tile=key_tile)
+    moved = (y != x).any(axis=(1, 2)).mean()
+    assert abs(moved - p) <= 5 * np.sqrt(p * (1 - p) / N)
+
+
+def test_sap_moves_are_convex_steps_and_reproducible(kernels):
+    x = np.random.default_rng(15).standard_normal((6, 40, 3))
+    out, J = T.sap_step(x, 0.25, 3.0, rng=16, key_tile=7, return_choice=True)
+    np.testing.assert_allclose(out, 0.75 * x + 0.25 * np.take_along_axis(x, J[..., None], -2), atol=1e-14)
+    again, J2 = T.sap_step(x, 0.25, 3.0, rng=np.random.SeedSequence(16), key_tile=7, return_choice=True)
+    np.testing.assert_array_equal(J, J2)
+    big = T.sap_step(x * 30.0, 0.25, 3.0, rng=16, key_tile=7)  # beta |x|^2 > 200: the running maximum
+    assert np.isfinite(big).all()
+
+
+# ----------------------------------------------------------------- dispatch, memory, input
+def test_dynamics_uses_the_tiles_exactly_when_the_budget_is_exceeded(monkeypatch):
+    x = np.random.default_rng(17).standard_normal((2, 300, 4))
+    calls = []
+    for name in ("softmax_step", "hardmax_step", "sap_step", "leaders", "tie_counts", "attention_apply"):
+        real = getattr(T, name)
+        monkeypatch.setattr(T, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    small = [D.softmax_step(x, 0.2, 1.0), D.hardmax_step(x, 0.2), D.leaders(x), D.tie_counts(x),
+             D.layer_step(x, 3.0, None, np.eye(4))]
+    assert calls == []  # 2 * 300^2 doubles fit the default budget: today's path
+    with T.budget(2 ** 20):
+        tiled = [D.softmax_step(x, 0.2, 1.0), D.hardmax_step(x, 0.2), D.leaders(x), D.tie_counts(x),
+                 D.layer_step(x, 3.0, None, np.eye(4))]
+        D.sap_step(x, 0.2, 1.0, rng=0)
+        D.hardmax_step(x[..., :2], 0.2)  # d <= 2: the untiled pass never holds the scores
+    assert calls == ["softmax_step", "hardmax_step", "leaders", "tie_counts", "attention_apply", "sap_step"]
+    for a, b in zip(small, tiled):
+        assert rel_err(a, b, x) <= 1e-12
+
+
+def test_peak_memory_is_that_of_the_tiles_not_of_the_score_matrix():
+    """n = 2048 tokens in d = 8 under a 1 MiB budget: the untiled step would hold 32 MiB of scores;
+    the tiled one (numpy allocations, traced) stays within the budget plus O(n d) state."""
+    x = np.random.default_rng(18).standard_normal((2048, 8)) / 3
+    state = 16 * x.nbytes  # queries, keys, values + 1, accumulators, the result: a few copies of x
+    steps = (lambda y, **k: T.softmax_step(y, 0.1, 1.0, **k), lambda y, **k: T.hardmax_step(y, 0.1, **k),
+             lambda y, **k: T.sap_step(y, 0.1, 1.0, rng=0, **k))
+    for step in steps:
+        step(x[:100], key_tile=7)  # compiles the kernels outside the traced call
+        tracemalloc.start()
+        step(x, budget=2 ** 20)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak <= 2 ** 20 + state, peak
+    assert 2 ** 20 + state < 2048 ** 2 * 8 / 8
+
+
+def test_budget_is_settable_and_checked(monkeypatch):
+    assert T.memory_budget() == T.DEFAULT_BUDGET
+    with T.budget(2 ** 30):
+        assert T.memory_budget() == 2 ** 30
+    assert T.memory_budget() == T.DEFAULT_BUDGET
+    monkeypatch.setenv("ATTENTION_FW_MEMORY_BUDGET", "1e9")
+    assert T.memory_budget() == 10 ** 9
+    monkeypatch.setenv("ATTENTION_FW_MEMORY_BUDGET", "lots")
+    with pytest.raises(ValueError, match="ATTENTION_FW_MEMORY_BUDGET"):
+        T.memory_budget()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda x: T.set_memory_budget(100), "budget must be at least"),
+    (lambda x: T.set_memory_budget(-1), "budget must be >= 1"),
+    (lambda x: T.softmax_step(x, 0.1, 1.0, key_tile=0), "key_tile must be >= 1"),
+    (lambda x: T.softmax_step(x, 0.1, 1.0, np.eye(2)), "B must be 3 x 3"),
+    (lambda x: T.softmax_step(x[None], 0.1, 1.0, np.ones((2, 3, 3))), r"B must be 3 x 3 or one 3 x 3 matrix per system"),
+    (lambda x: T.sap_step(x, 0.1, 1.0, rng="seed"), "rng must be"),
+    (lambda x: T.hardmax_step(x, 1.5), "gamma must lie"),
+    (lambda x: T.softmax_step(x, 0.1, -1.0), "beta must lie"),
+    (lambda x: T.softmax_step(np.where(x > 0, np.nan, x), 0.1, 1.0), "x must be finite"),
+    (lambda x: T.attention_apply(x, x[:3]), "values must have shape"),
+])
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(np.random.default_rng(0).standard_normal((8, 3)))
+
+
+def test_numba_and_numpy_tile_passes_agree():
+    """Each tile pass of the two implementations on the same arrays (ties, -inf initial states included)."""
+    nb = TK._numba_kernels()
+    assert nb is not None, "numba is pinned in requirements.txt"
+    rng = np.random.default_rng(19)
+    Rb, q, k, m = 3, 11, 9, 4
+    S = rng.standard_normal((Rb, q, k))
+    S[:, :, 4] = S.max(axis=-1)  # exact ties with the maximum
+    vals = rng.standard_normal((Rb, k, m))
+    rr, ii = np.nonzero(rng.random((Rb, q)) < 0.6)
+    out = {}
+    for impl in (nb, TK.NUMPY):
+        Z, c, acc = S.copy(), np.full((Rb, q), -np.inf), np.zeros((Rb, q, m))
+        c[0] = 10.0  # an earlier maximum above this tile's: no rescaling for those rows
+        acc[0] = 1.0
+        impl.online_shift(Z, c, acc)
+        fs = np.empty((Rb, q, 4))
+        fs[...] = [-np.inf, np.inf, np.inf, -np.inf]
+        ist = np.zeros((Rb, q, 2), dtype=np.intp)
+        ist[..., 1] = -1
+        la = np.zeros((Rb, q, m))
+        for k0 in (0, k):  # the same tile twice: every tie of the first reappears in the second
+            impl.leader_scan(S, vals, k0, fs, ist, la, 1e-12)
+        E = np.exp(S)
+        sums = np.empty((Rb, q))
+        impl.row_sums(E, sums)
+        top, ss, sb = np.empty(rr.size), np.empty(rr.size), np.empty(rr.size)
+        impl.tile_split(E, rr, ii, 0.3, top, ss, sb)
+        J = np.empty(rr.size, dtype=np.intp)
+        impl.tile_pick(E, rr, ii, top, 0.3, sb == 0, 1.0 - np.linspace(0, 1, rr.size, endpoint=False), J)
+        out[impl.name] = dict(Z=Z, c=c, acc=acc, fs=fs, ist=ist, la=la, sums=sums, top=top, ss=ss, sb=sb, J=J)
+    for key, a in out["numba"].items():
+        np.testing.assert_allclose(a, out["numpy"][key], rtol=1e-13, atol=1e-15, err_msg=key)
+    o = out["numba"]
+    np.testing.assert_array_equal(o["c"][1:], S.max(axis=-1)[1:])
+    assert (o["c"][0] == 10.0).all() and (o["acc"][0] == 1.0).all()
+    near_top = S >= S.max(-1, keepdims=True) - 1e-12 * np.abs(S).max(-1, keepdims=True)
+    np.testing.assert_array_equal(o["ist"][..., 0], 2 * near_top.sum(-1))
+    np.testing.assert_array_equal(o["ist"][..., 1], S.argmax(-1))
+    np.testing.assert_allclose(o["sums"], np.exp(S).sum(-1), rtol=1e-14)
