@@ -167,7 +167,7 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
             height = min(int(report["height"]), 16000)
             browser.send("Emulation.setDeviceMetricsOverride",
                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
-            _evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => setTimeout(r, 300)))")
+            evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => setTimeout(r, 300)))")
             shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
