@@ -57,8 +57,7 @@ explore_kappa = None      # kappa of the B explorer
 explore_bs = None         # anisotropies b of the B explorer: R diag(1, b) R^T
 explore_angle = None      # rotation angle of B in the B explorer (degrees)
 
-
-# %%
+# %% tags=["hide-input"]
 import numpy as np
 from myst_nb import glue
 
@@ -77,7 +76,6 @@ PRESETS = {
 p = resolve(PRESETS, preset, kappas=kappas, seed=seed, n_random=n_random, mc_reps=mc_reps,
             explore_kappas=explore_kappas, explore_kappa=explore_kappa, explore_bs=explore_bs,
             explore_angle=explore_angle)
-rng = np.random.default_rng(2025)
 page = Page("04-positive-definite", p)  # saves and glues the figures
 
 
@@ -90,7 +88,6 @@ def random_polygon(rng):
     pts = rng.normal(size=(int(rng.integers(3, 12)), 2)) + rng.normal(scale=0.7, size=2)
     return pts[geo.convex_hull(pts)]
 
-
 # %% [markdown]
 # ## The cells lemma
 #
@@ -101,6 +98,7 @@ def random_polygon(rng):
 # polygon arithmetic.
 
 # %%
+rng = page.stream("cells-tiling")
 tiling_err, overlap, convex = 0.0, 0.0, True
 for _ in range(p.n_random):
     K, B = random_polygon(rng), random_spd(rng)
@@ -111,6 +109,8 @@ for _ in range(p.n_random):
     for i in range(len(cells)):
         for j in range(i + 1, len(cells)):
             overlap = max(overlap, geo.polygon_area(geo.polygon_intersection(cells[i], cells[j])))
+
+# %% tags=["hide-input"]
 glue("lemma_n", p.n_random, display=False)
 glue("lemma_tiling", tiling_err, display=False)
 glue("lemma_overlap", overlap, display=False)
@@ -195,7 +195,7 @@ glue("e18_total", sum(r[0] for r in rows), display=False)
 fig2 = page.paper_figure("figure2", kappas=tuple(p.kappas), seed=p.seed)
 mis_eq = float(max(pan["voronoi_mismatch"] for pan in fig2["panels"]))
 mis_var = max(geo.voronoi_mismatch(pan["hull"]) / pan["hull_area"] for pan in fig1c["panels"])
-mis_B = 0.0
+mis_B, rng = 0.0, page.stream("voronoi-level-sets")
 for _ in range(p.n_random):
     B = random_spd(rng)
     theta = rng.uniform(0, 2 * np.pi, int(rng.integers(3, 12)))
@@ -234,6 +234,8 @@ print(mis_eq, mis_B, mis_var)
 fig3 = page.paper_figure("figure3", seed=p.seed)
 J_dev = float(max(np.abs(np.asarray(pan["J_vertices"]) - 0.5).max() for pan in fig3["panels"]))
 glue("J_dev", J_dev, display=False)
+
+# %% tags=["hide-input"]
 # The published polygons as read from the authors' PDFs (book/data/published-figures.json)
 res_12, res_11 = [], []
 for pan in fig3["panels"]:
@@ -275,7 +277,7 @@ glue("e17_11", f"{min(res_11):.2f}", display=False)
 # * it is printed with non-strict cell membership, which makes the equivalence false at ties.
 
 # %%
-agree, total, never_positive = 0, 0, True
+agree, total, never_positive, rng = 0, 0, True, page.stream("neighbour-condition")
 for _ in range(p.n_random):
     K, B = random_polygon(rng), random_spd(rng)
     own = geo.owns_cell(K, B)
@@ -286,6 +288,8 @@ for _ in range(p.n_random):
                          for w in (np.roll(K, 1, 0), np.roll(K, -1, 0), 0 * K)], axis=0)
     never_positive &= not other_side.any()
 tie = np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])   # <v1, v1> = <v1, v2>
+
+# %% tags=["hide-input"]
 glue("e14_agree", agree, display=False)
 glue("e14_total", total, display=False)
 glue("e14_pos", "never" if never_positive else "sometimes", display=False)
@@ -310,6 +314,7 @@ print(agree, total, never_positive, geo.neighbour_condition(tie, strict=False)[0
 # two-point preview with $B=I_d$ and $\kappa=5$:
 
 # %%
+rng = page.stream("remark46-preview")
 own_by_d = {d: float(geo.owns_cell(rng.normal(size=(p.mc_reps, 5, d))).all(axis=1).mean())
             for d in (2, 200)}
 glue("r46_d2", own_by_d[2], display=False)
@@ -556,6 +561,14 @@ schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmon
                 "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
 runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, B4, s, steps))
            for (kind, s), steps in zip(schedules_4c.items(), pc.schedule_steps)}
+fig_sched = cvp.fig_vertex_schedules(runs_4c, **page.data_only)
+page.figure(fig_sched, "vertex-convergence-schedules",
+            statement="Theorem 4.2 (erratum E4)",
+            caption="Distance of each token to its vertex under four "
+                    "step-size rules, against the closed form of "
+                    "Theorem 4.2")
+
+# %% tags=["hide-input"]
 for kind, (s, r) in runs_4c.items():
     glue(f"ch4c-dev-{kind}", float(np.abs(r["dist"] - r["closed"]).max()), display=False)
     assert r["labels_constant"].all()
@@ -563,12 +576,6 @@ glue("ch4c-n-interior", pc.n_interior, display=False)
 glue("ch4c-vertex-move", float(max(r["vertices_fixed"].max() for _, r in runs_4c.values())), display=False)
 hr = runs_4c["halving"][1]
 glue("ch4c-halving-ratio", float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False)
-fig_sched = cvp.fig_vertex_schedules(runs_4c, **page.data_only)
-page.figure(fig_sched, "vertex-convergence-schedules",
-            statement="Theorem 4.2 (erratum E4)",
-            caption="Distance of each token to its vertex under four "
-                    "step-size rules, against the closed form of "
-                    "Theorem 4.2")
 
 # %% [markdown]
 # ```{glue:figure} fig-vertex-convergence-schedules
@@ -608,7 +615,7 @@ page.figure(fig_lines, "vertex-straight-lines",
             caption="Tokens move on straight segments to the vertex of "
                     "their cell, over the exact cells")
 
-
+# %% tags=["hide-input"]
 def segment_deviation(res, verts):
     """Largest distance of a trajectory point from the segment [x_i^0, v_sigma(i)]."""
     k = len(verts)
@@ -621,18 +628,21 @@ def segment_deviation(res, verts):
 
 glue("ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42)), display=False)
 
+# %%
 v0, h0 = geo.sample_vertices(6, rng=0, enforce_bijection=True)
 v0 = v0[h0]
 X0 = np.random.default_rng(seeds_4c[3]).dirichlet(np.ones(6), size=10) @ v0
 run_no = vl.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
-glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)
-glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False)
-glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
 fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **page.data_only)
 page.figure(fig_no, "vertex-not-owning-cell",
             statement="Theorem 4.2, genericity condition",
             caption="A vertex that does not own its cell moves, and the"
                     " hull shrinks")
+
+# %% tags=["hide-input"]
+glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)
+glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False)
+glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
 
 # %% [markdown]
 # ```{glue:figure} fig-vertex-straight-lines
@@ -689,6 +699,13 @@ B_dg = M @ M.T + 0.1 * np.eye(2)
 dg_runs = {label: vl.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
            for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
                                 ("$2^{-t-1}$", "halving")]}
+fig_dg = cvp.fig_duality_gap(dg_runs, **page.data_only)
+page.figure(fig_dg, "duality-gap-prop",
+            statement="Duality-gap proposition (number unconfirmed)",
+            caption="Both sides of the duality-gap proposition along "
+                    "trajectories, and their ratio")
+
+# %% tags=["hide-input"]
 slack = min(float((r["rhs"] - r["lhs"]).min()) for r in dg_runs.values())
 ratio = max(float(np.max(np.where(r["rhs"] > 1e-13, r["lhs"] / np.where(r["rhs"] > 1e-13, r["rhs"], 1.0), 0.0)))
             for r in dg_runs.values())
@@ -697,11 +714,6 @@ glue("ch4c-dg-tokens", pc.dg_tokens, display=False)
 glue("ch4c-dg-steps", pc.dg_steps, display=False)
 glue("ch4c-dg-slack", slack, display=False)
 glue("ch4c-dg-ratio", ratio, display=False)
-fig_dg = cvp.fig_duality_gap(dg_runs, **page.data_only)
-page.figure(fig_dg, "duality-gap-prop",
-            statement="Duality-gap proposition (number unconfirmed)",
-            caption="Both sides of the duality-gap proposition along "
-                    "trajectories, and their ratio")
 
 # %% [markdown]
 # ```{glue:figure} fig-duality-gap-prop
@@ -740,7 +752,7 @@ mc = [vl.owns_cell_probability(dims_4c, k, pc.mc_samples, rng=np.random.default_
 mc_b = vl.owns_cell_probability(dims_4c, 5, pc.mc_samples, rng=np.random.default_rng(seeds_4c[6]),
                                 B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
 
-
+# %% tags=["hide-input"]
 def first_dim(res, level):
     """Smallest sampled d whose estimate reaches the level (NaN if none)."""
     hit = np.nonzero(res["p"] >= level)[0]
@@ -751,6 +763,8 @@ glue("ch4c-mc-samples", pc.mc_samples, display=False)
 for res in mc:
     glue(f"ch4c-d50-{res['kappa']}", first_dim(res, 0.5), display=False)
     glue(f"ch4c-d99-{res['kappa']}", first_dim(res, 0.99), display=False)
+
+# %%
 fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b), **page.data_only)
 page.figure(fig_mc, "remark46-owns-cell",
             statement="Remark 4.6",
@@ -815,6 +829,8 @@ page.figure(fig_eu, "ode-euler-error",
             statement="Theorem 4.8 (number unconfirmed)",
             caption="(SA∞) with γ = Δt is the Euler scheme of the "
                     "hardmax ODE: first-order convergence")
+
+# %% tags=["hide-input"]
 glue("ch4c-euler-slope", eu_slope, display=False)
 glue("ch4c-euler-const", float(eu["err_T"][-1] / eu["dt"][-1]), display=False)
 glue("ch4c-euler-pred", float(eu["leading_T"]), display=False)
@@ -823,6 +839,7 @@ sim_e = dyn.simulate(x_ode, dyn.Hardmax(float(-np.expm1(-dt_e)), I2), 300, traje
 glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - vl.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
      display=False)
 
+# %%
 deltas = np.geomspace(1e-6, 1e-2, pc.cont_points)
 gen = vl.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, rng=1)
 eta = 1e-3
@@ -832,16 +849,18 @@ u = np.random.default_rng(2).normal(size=x_b.shape)
 u /= 1.0001 * np.linalg.norm(u, axis=-1).max()
 u[-1] = -nrm                                           # push the last token across the boundary
 bnd = vl.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
-assert gen["same_cells"].all()
-glue("ch4c-lip-min", float((gen["sup_dist"] / deltas).min()), display=False)
-glue("ch4c-lip-max", float((gen["sup_dist"] / deltas).max()), display=False)
-glue("ch4c-eta", eta, display=False)
-glue("ch4c-jump", float(bnd["sup_dist"][~bnd["same_cells"]].min()), display=False)
 fig_cont = cvp.fig_ode_continuity(gen, bnd, eta, **page.data_only)
 page.figure(fig_cont, "ode-continuity",
             statement="Theorem 4.8 (number unconfirmed)",
             caption="Continuous dependence of the ODE solution on "
                     "generic data, and the jump across a cell boundary")
+
+# %% tags=["hide-input"]
+assert gen["same_cells"].all()
+glue("ch4c-lip-min", float((gen["sup_dist"] / deltas).min()), display=False)
+glue("ch4c-lip-max", float((gen["sup_dist"] / deltas).max()), display=False)
+glue("ch4c-eta", eta, display=False)
+glue("ch4c-jump", float(bnd["sup_dist"][~bnd["same_cells"]].min()), display=False)
 
 # %% [markdown]
 # ```{glue:figure} fig-ode-euler-error

@@ -68,23 +68,20 @@ e6_cap = None             # censoring cap of the SAP runs
 collapse_betas = None     # Proposition 5.1
 collapse_max_steps = None # step budget of each collapse run
 
-# %%
+# %% tags=["hide-input"]
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Image
 from myst_nb import glue
 from scipy import stats
 
-from attention_fw import dynamics
 from attention_fw import exit_times as ET
-from attention_fw import geometry as geo
 from attention_fw import metastability as M
-from attention_fw import paper_figures as pf
+from attention_fw import metastability_plots as MP
 from attention_fw import plotting, sweeps
 from attention_fw import polytope as P
 from attention_fw import survival as SV
+from attention_fw.notebook import Page
 from attention_fw.presets import resolve
 
 PRESETS = {
@@ -114,6 +111,8 @@ p = resolve(PRESETS, preset, executor=executor, phase1_betas=phase1_betas, phase
             thm_step_betas=thm_step_betas, thm_step_runs=thm_step_runs, thm_cap=thm_cap,
             e6_betas=e6_betas, e6_runs=e6_runs, e6_cap=e6_cap, collapse_betas=collapse_betas,
             collapse_max_steps=collapse_max_steps)
+plotting.use_style()
+page = Page("05-finite-beta", p)   # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
 GAMMA = 0.1
 TRI = P.points_on_circle()                      # equilateral triangle on S^1
@@ -127,19 +126,6 @@ def gl(name, value):
         value = value.item()
     glue(name, value, display=False)
 
-
-def fmt_beta(b):
-    """10^k for powers of ten, plain otherwise (legend labels)."""
-    k = math.log10(b)
-    return f"10^{{{k:.0f}}}" if b >= 1e3 and abs(k - round(k)) < 1e-9 else f"{b:g}"
-
-
-def show(fig, name, data, label):
-    """Save through plotting.save (figures/<name>.*) and glue the PNG for a numbered figure."""
-    written = plotting.save(fig, name, data)
-    glue(label, Image(data=written["png"].read_bytes(), format="png"), display=False)
-
-
 # %% [markdown]
 # ## Cones, erosion and Figure 4
 #
@@ -150,11 +136,10 @@ def show(fig, name, data, label):
 # the chapter on positive-definite key-query, with the erratum E16 on $\delta$).
 
 # %%
-_, fig4_data, fig4_files = pf.render("figure4")
-glue("fig-figure4-s5", Image(data=fig4_files["png"].read_bytes(), format="png"), display=False)
+fig4 = page.paper_figure("figure4")
 
 # %% [markdown]
-# ```{glue:figure} fig-figure4-s5
+# ```{glue:figure} fig-figure4
 # :name: fig-s5-figure4
 #
 # Figure 4 of the paper, regenerated: the cone $\mathcal I_i(\eta)$ (left) and the eroded cone
@@ -178,10 +163,7 @@ glue("fig-figure4-s5", Image(data=fig4_files["png"].read_bytes(), format="png"),
 # of a polygon add up to $(\kappa-2)\pi$, in the plane (5.1) holds **only for acute triangles**.
 
 # %%
-def regular(k):
-    return P.regular_polygon(k)
-
-
+regular = P.regular_polygon
 shapes = {
     "equilateral triangle": TRI,
     "acute triangle (90, 200, 330 deg)": P.points_on_circle((90, 200, 330)),
@@ -196,6 +178,8 @@ for name, v in shapes.items():
     a = np.rad2deg(P.vertex_angles(v).max())
     angles[name] = a
     print(f"{name:36s} {a:19.2f} deg {str(P.satisfies_51(v)):>6s} {P.c0(v):7.3f}")
+
+# %% tags=["hide-input"]
 gl("ang_square", angles["square"])
 gl("ang_hept", angles["regular heptagon (Fig. 4)"])
 gl("ang_simplex", angles["regular simplex, d = 3"])
@@ -209,8 +193,8 @@ gl("beta_hyp", beta_hyp)
 # the cross-polytope in $\mathbb R^3$ ({glue:text}`ang_cross:.0f` degrees); the heptagon of
 # Figure 4 is far outside ({glue:text}`ang_hept:.1f` degrees). Regular simplices pass in every dimension
 # ({glue:text}`ang_simplex:.0f` degrees). From now on $\mathcal K$ is the equilateral triangle
-# on $S^1$: equal norms (hypothesis `eq: hypothesis.voronoi`) and $c_0=1-\cos(2\pi/3)=$
-# {glue:text}`c0_tri:.2f` in `eq: bound.max`.
+# on $S^1$: equal norms (the hypothesis on the norms of the vertices) and $c_0=1-\cos(2\pi/3)=$
+# {glue:text}`c0_tri:.2f` in the bound on the scores.
 #
 # One more computed fact: the eroded cones $\mathcal I_i(\beta^{-1/8})\ominus\beta^{-1/4}B_1$ of
 # Theorem 5.2, intersected with the eroded triangle, are **empty for
@@ -249,13 +233,14 @@ ph1 = sweeps.run(M.phase1_task, sweeps.grid(beta=p.phase1_betas, rng=11, runs=p.
 # the same experiment with the regular simplex in R^3 (interior tokens at distance >= 0.5)
 ph1_3d = sweeps.run(M.phase1_task, sweeps.grid(beta=p.phase1_betas, rng=12, runs=p.phase1_runs,
                                                     **{**PH1, "min_dist": 0.5, "d": 3}), **RUN)
-frac3 = np.array([r["fraction"] for r in ph1_3d])
-gl("beta_hyp3", M.hypothesis_beta_min(P.regular_simplex(3)))
-gl("p1_T1_3d", ph1_3d[0]["T1"])
+
+# %% tags=["hide-input"]
 frac = np.array([r["fraction"] for r in ph1])
 bound1 = np.array([r["bound"] for r in ph1])
 b1 = np.array(p.phase1_betas)
 in_hyp = b1 >= beta_cfg
+gl("beta_hyp3", M.hypothesis_beta_min(P.regular_simplex(3)))
+gl("p1_T1_3d", ph1_3d[0]["T1"])
 for k, val in dict(m=k1["m"], tau=k1["tau"], T1=k1["T1"], C=k1["C"], beta_cfg=beta_cfg).items():
     gl(f"p1_{k}", val)
 gl("p1_runs", p.phase1_runs)
@@ -272,48 +257,12 @@ from_here = np.flatnonzero(np.logical_and.accumulate(jump[::-1])[::-1])   # ever
 gl("p1_jump_beta", float(b1[from_here[0]]) if from_here.size else float("nan"))
 
 # %%
-fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.35), gridspec_kw=dict(width_ratios=[1, 1.25, 1.25]))
-ax = axs[0]
-tri_poly = TRI[geo.convex_hull(TRI)]
-ax.fill(*np.r_[tri_poly, tri_poly[:1]].T, color="0.95", ec="k", lw=0.8)
-for i in range(3):
-    cone = geo.erode(geo.cone(TRI, i, PH1["config_beta"] ** (-1 / 8)), PH1["config_beta"] ** (-1 / 4))
-    if len(cone):
-        ax.fill(*np.r_[cone, cone[:1]].T, color="C2", alpha=0.35, lw=0)
-ax.scatter(*x0_p1[3:].T, s=9, c=[f"C{s}" for s in sig_p1[3:]], zorder=3)
-ax.scatter(*TRI.T, s=25, marker="s", c=["C0", "C1", "C2"], zorder=3)
-ax.plot(0, 0, "kx", ms=4)
-ax.set_aspect("equal"); ax.axis("off")
-ax.set_title(r"(a) start, cones at $\beta=10^4$")
-ax = axs[1]
-ax.semilogx(b1, frac, "o-", ms=3, label="event at $T_1$")
-ax.semilogx(b1, [r["fraction_interior"] for r in ph1], "s--", ms=2.5, lw=0.8, label=r"interior part ($<C\tau$)")
-ax.semilogx(b1, [r["fraction_vertices"] for r in ph1], "^:", ms=2.5, lw=0.8, label=r"vertex part ($<\beta^{-1/4}$)")
-ax.semilogx(b1, frac3, "d-", ms=2.5, lw=0.8, color="C4", label=r"event, simplex in $\mathbb{R}^3$")
-ax.semilogx(b1, bound1, "k-", lw=0.8, label=r"$1-\beta^{-1/8}$")
-ax.axvspan(b1.min() / 1.5, beta_cfg, color="0.9", lw=0)
-ax.text(math.sqrt(b1.min() * beta_cfg), 0.04, "hypotheses\nfail", ha="center", fontsize=7)
-ax.set_xlabel(r"$\beta$"); ax.set_ylabel("fraction of runs"); ax.set_ylim(-0.02, 1.05)
-ax.set_xlim(b1.min() / 1.5, b1.max() * 1.5)
-ax.legend(fontsize=6, loc="center right")
-ax.set_title("(b) Theorem 5.2 at $T_1$")
-ax = axs[2]
-sel = np.unique(np.linspace(0, len(ph1) - 1, min(5, len(ph1))).astype(int))
-for c, k in enumerate(sel):
-    ax.plot(np.arange(horizon + 1), ph1[k]["fraction_by_time"], "-", color=plt.cm.viridis(c / max(len(sel) - 1, 1)),
-            label=rf"$\beta={fmt_beta(b1[k])}$")
-ax.axvline(k1["T1"], color="k", lw=0.8, ls="--")
-ax.text(k1["T1"] + 0.3, 0.5, r"$T_1$", fontsize=8)
-ax.set_xlabel("step $t$"); ax.set_ylabel("fraction meeting the event")
-ax.legend(fontsize=6, loc="lower right")
-ax.set_title("(c) event against time")
-fig.tight_layout()
-show(fig, "phase1-event", dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
-                                C=k1["C"], beta_config=beta_cfg, x0=x0_p1, sigma=sig_p1,
-                                fraction_by_time=[r["fraction_by_time"] for r in ph1]), "fig-phase1")
+fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg, PH1["config_beta"], **page.data_only)
+page.figure(fig, "phase1-event", statement="Theorem 5.2",
+            caption="Theorem 5.2 by Monte Carlo of the chain: the event at T1 against beta and against time")
 
 # %% [markdown]
-# ```{glue:figure} fig-phase1
+# ```{glue:figure} fig-phase1-event
 # :name: fig-phase1-event
 #
 # Theorem 5.2 by Monte Carlo of (SAP), $\gamma=0.05$, {glue:text}`p1_runs` runs per $\beta$.
@@ -344,7 +293,7 @@ show(fig, "phase1-event", dict(beta=b1, fraction=frac, fraction_simplex3=frac3, 
 # Group the tokens by vertex, $x_{ji}$ = $j$-th token of group $i$, and let
 # $T_2=\inf\{t:\ x_{ji}^t\notin\operatorname{conv}\{x_{ji}^0\}_j+B(0,\varepsilon)\ \text{for some } i,j\}$.
 #
-# :::{admonition} Theorem 5.4 (`lem: metastab.1`, as transcribed)
+# :::{admonition} Theorem 5.4 (as transcribed) {unconfirmed}`Transcribed from a review and a public formalization: the printed statement itself could not be read; the paper's source labels it as a lemma.`
 # Let $\mathcal K$ satisfy the hypotheses of Theorem 5.2 ((5.1), equal norms, $c_0>0$). There is
 # $\varepsilon_*>0$ such that for every $\varepsilon\in(0,\varepsilon_*)$ and $\gamma\in(0,1)$ with
 # $\varepsilon/\gamma\ge2\,\mathsf d(\mathcal K)$, and every start in $\mathcal K^n$ with each
@@ -375,6 +324,11 @@ show(fig, "phase1-event", dict(beta=b1, fraction=frac, fraction_simplex3=frac3, 
 # %%
 EPS_THM, GAMMA_THM = 0.15, 0.04                   # the theorem-regime experiments of this section
 hyp = M.theorem54_hypotheses(TRI, EPS_THM, GAMMA_THM)
+fig = MP.fig_admissible(TRI, hyp, EPS_THM, GAMMA_THM, **page.data_only)
+page.figure(fig, "metastability-admissible", statement="Theorem 5.4",
+            caption="Where the proof of Theorem 5.4 applies: the admissible (epsilon, gamma) for the triangle")
+
+# %% tags=["hide-input"]
 gl("thm_rstar", hyp["r_star"])
 gl("thm_eps", EPS_THM)
 gl("thm_gamma", GAMMA_THM)
@@ -382,24 +336,8 @@ gl("thm_hyp_ok", "all hold" if hyp["all"] else "NOT all hold")
 gl("thm_ratio", EPS_THM / GAMMA_THM)
 gl("p1_Ctau", k1["C"] * k1["tau"])
 
-# %%
-fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.4))
-region = M.theorem54_region(TRI)
-ee = np.linspace(0, 0.4, 200)
-ax.fill(*region.T, color="C2", alpha=0.35, lw=0, label=r"admissible (proof), $\rho=0$")
-ax.plot(ee, ee / (2 * D_TRI), "k--", lw=0.8, label=r"$\gamma=\varepsilon/(2\mathsf{d})$")
-ax.axvline(hyp["r_star"], color="k", ls=":", lw=0.8, label=r"$\varepsilon=r_*$")
-ax.plot(EPS_THM, GAMMA_THM, "k^", ms=5, label="experiments below")
-ax.plot(0.35, 0.1, "x", color="C3", ms=5, label=r"$\varepsilon=0.35,\ \gamma=0.1$")
-ax.set_xlim(0, 0.4); ax.set_ylim(0, 0.13)
-ax.set_xlabel(r"$\varepsilon$"); ax.set_ylabel(r"$\gamma$")
-ax.legend(fontsize=6, loc="upper left")
-fig.tight_layout()
-show(fig, "metastability-admissible", dict(region=region, r_star=hyp["r_star"], d=D_TRI, eps=EPS_THM,
-                                            gamma=GAMMA_THM, hypotheses=dict(hyp)), "fig-adm")
-
 # %% [markdown]
-# ```{glue:figure} fig-adm
+# ```{glue:figure} fig-metastability-admissible
 # :name: fig-metastability-admissible
 #
 # The $(\varepsilon,\gamma)$ for which the proof of Theorem 5.4 applies to clusters at the vertices
@@ -470,7 +408,7 @@ grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[n for n in p.ns if n
                          runs=p.jump_runs, eps=0.05)
 res_jump = sweeps.run(ET.exit_time_task, grid_jump, **RUN)
 
-
+# %% tags=["hide-input"]
 def merged(results, **key):
     """Merge the seeds of one parameter set into one ExitSample."""
     rs = [r for r in results if all(r[k] == v for k, v in key.items())]
@@ -488,37 +426,12 @@ gl("jump_exits_total", n_exits_total)
 gl("jump_censored_total", sum(f.n_censored for f, _, _ in fits.values()))
 
 # %%
-fig, ax = plt.subplots(figsize=(plotting.TWO_COLUMN, 2.6))
-hist_data = {}
-for c, beta in enumerate(p.hist_betas):
-    f, es, r0 = fits[3, 6, beta]
-    lo, hi = np.log10(es.times.min()), np.log10(es.times.max())
-    edges = np.unique(np.floor(np.logspace(max(lo - 0.3, 0), hi + 0.3, 40))) + 0.5
-    edges = np.r_[0.5, edges] if edges[0] > 1 else edges
-    cnt, _ = np.histogram(es.times, edges)
-    mids = np.sqrt(edges[:-1] * edges[1:])
-    dens = cnt / (len(es.times) * np.diff(np.log10(edges)))        # per decade
-    col = plt.cm.plasma(c / max(len(p.hist_betas), 1))
-    ax.step(mids, dens, where="mid", color=col, lw=1, label=rf"$\beta={beta:g}$")
-    # fitted geometric law: P(a < T <= b) = (1-p)^a - (1-p)^b, a, b = edges - 1/2
-    a_, b_ = np.ceil(edges[:-1]) - 1, np.floor(edges[1:])
-    pr = np.exp(a_ * np.log1p(-f.rate)) - np.exp(b_ * np.log1p(-f.rate))
-    ax.plot(mids, pr / np.diff(np.log10(edges)), "--", color=col, lw=0.8)
-    if beta in stepped:                           # plain stepping, same parameters: markers
-        cs, _ = np.histogram(stepped[beta].times, edges)
-        ax.plot(mids, cs / (len(stepped[beta].times) * np.diff(np.log10(edges))), "o", ms=2.2,
-                mfc="none", mew=0.6, color=col, label=rf"plain stepping, $\beta={beta:g}$")
-    hist_data[str(beta)] = dict(edges=edges, counts=cnt, p_hat=f.rate, n=f.n, censored=f.n_censored)
-ax.set_xscale("log")
-ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
-ax.set_ylabel("fraction per decade")
-ax.legend(fontsize=6.5, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
-          frameon=False, columnspacing=1.2, handlelength=1.5)
-fig.tight_layout()
-show(fig, "metastability-histograms", hist_data, "fig-hist")
+fig = MP.fig_histograms({b: fits[3, 6, b][:2] for b in p.hist_betas}, stepped, p.hist_betas, **page.data_only)
+page.figure(fig, "metastability-histograms", statement="Theorem 5.4",
+            caption="Histograms of the exit time of the chain per decade, with the fitted geometric law")
 
 # %% [markdown]
-# ```{glue:figure} fig-hist
+# ```{glue:figure} fig-metastability-histograms
 # :name: fig-metastability-histograms
 #
 # Histograms of the exit time $T_2$ of (SAP), rejection-free engine, triangle with two coincident
@@ -535,7 +448,7 @@ show(fig, "metastability-histograms", hist_data, "fig-hist")
 #
 # ### The exit rate against $\beta$
 
-# %%
+# %% tags=["hide-input"]
 rate_rows = {}
 for kappa in p.kappas:
     for n in sorted(set([6] + (list(p.ns) if kappa == 3 else []))):
@@ -574,6 +487,7 @@ gl("slope3", s3["slope"])
 gl("slope3_lo", s3["slope_ci"][0])
 gl("slope3_hi", s3["slope_ci"][1])
 
+# %%
 # theorem regime, one token per vertex (engine), inside the admissible region
 grid_thm = sweeps.grid(beta=p.thm_betas, rng=p.seeds, n=[3], kappa=[3], runs=p.jump_runs, eps=EPS_THM,
                        gamma=GAMMA_THM)
@@ -581,6 +495,8 @@ res_thm = sweeps.run(ET.exit_time_task, grid_thm, **RUN)
 thm_fits = [SV.fit_geometric_censored(*(lambda e: (e.times, e.censored))(merged(res_thm, beta=b)[0]))
             for b in p.thm_betas]
 s_thm = SV.fit_log_mean_slope(p.thm_betas, thm_fits)
+
+# %% tags=["hide-input"]
 gl("slope_thm", s_thm["slope"])
 gl("slope_thm_lo", s_thm["slope_ci"][0])
 gl("slope_thm_hi", s_thm["slope_ci"][1])
@@ -590,61 +506,15 @@ gl("slope_thm_low", SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"
 gl("slope_thm_top", SV.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"])
 
 # %%
-fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.6), gridspec_kw=dict(width_ratios=[1.3, 1, 1]))
-ax = axs[0]
-bj = np.array(p.jump_betas)
-rate_data = {}
-for c, kappa in enumerate(p.kappas):
-    fl = [fits[kappa, 6, b][0] for b in p.jump_betas]
-    y = np.array([math.log10(f.mean) for f in fl])
-    err = np.array([(f.log_mean_ci[1] - f.log_mean_ci[0]) / 2 / math.log(10) for f in fl])
-    s = rate_rows[kappa, 6]
-    ax.errorbar(bj, y, yerr=err, fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
-    ax.plot(bj, (s["intercept"] + s["slope"] * bj) / math.log(10), "-", lw=0.7, color=f"C{c}")
-    rate_data[f"kappa{kappa}_n6"] = dict(beta=bj, log10_mean=y, slope=s["slope"], slope_ci=s["slope_ci"],
-                                         c0=P.c0(P.regular_polygon(kappa)))
-yt = np.array([math.log10(f.mean) for f in thm_fits])
-ax.plot(p.thm_betas, yt, "k^", ms=4, label=r"theorem regime, $n=3$")
-rate_data["theorem_n3"] = dict(beta=p.thm_betas, log10_mean=yt, slope=s_thm["slope"], slope_ci=s_thm["slope_ci"])
-ax.set_xlabel(r"$\beta$"); ax.set_ylabel(r"$\log_{10}\,\mathbb{E}[T_2]$ (censored MLE)")
-ax.legend(fontsize=6, loc="upper left")
-ax.set_title(r"(a) mean exit time")
-ax = axs[1]
-labels, xs = [], []
-for j, ((kappa, n), s) in enumerate(sorted(rate_rows.items())):
-    c0k = P.c0(P.regular_polygon(kappa))
-    ax.errorbar([j], [s["slope"]], yerr=[[s["slope"] - s["slope_ci"][0]], [s["slope_ci"][1] - s["slope"]]],
-                fmt="o", ms=3, color=f"C{p.kappas.index(kappa)}", label="Monte Carlo (95% CI)" if j == 0 else None)
-    ax.plot([j + 0.2], [exact_slope[kappa, n]], "D", ms=3.5, mfc="none", mew=0.8, color="k",
-            label="exact mean, same grid" if j == 0 else None)
-    ax.plot([j - 0.3, j + 0.3], [c0k, c0k], "k-", lw=1)
-    labels.append(f"{kappa},{n}")
-    rate_data[f"slope_kappa{kappa}_n{n}"] = dict(mc=s["slope"], mc_ci=s["slope_ci"], exact=exact_slope[kappa, n], c0=c0k)
-ax.set_xticks(range(len(labels)), labels, fontsize=7)
-ax.set_xlabel(r"$\kappa$, $n$"); ax.set_ylabel(r"fitted slope of $\log\mathbb{E}[T_2]$")
-ax.legend(fontsize=5.5, loc="lower left")
-ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
-ax = axs[2]
-for kappa in p.kappas:
-    k, col = (kappa, 6), f"C{p.kappas.index(kappa)}"
-    ax.plot(win_starts + 4, win[k] / c0_of[k], "-", lw=0.9, color=col, label=rf"$\kappa={kappa}$")
-    for h, bs in enumerate(halves):
-        f = half_fits[k, h]
-        ax.errorbar([np.mean(bs)], [f["slope"] / c0_of[k]], fmt="o", ms=2.5, color=col,
-                    yerr=[[(f["slope"] - f["slope_ci"][0]) / c0_of[k]], [(f["slope_ci"][1] - f["slope"]) / c0_of[k]]])
-    rate_data[f"windows_kappa{kappa}_n6"] = dict(start=win_starts, width=8.0, exact_slope=win[k],
-                                                 halves=halves, mc_half_slopes=[half_fits[k, h]["slope"] for h in range(2)],
-                                                 exact_half_slopes=[half_exact[k, h] for h in range(2)])
-ax.axhline(1, color="k", lw=0.6)
-ax.set_xlim(0, max(p.jump_betas) + 6)
-ax.set_xlabel(r"$\beta$ (centre of the window)"); ax.set_ylabel(r"slope $/\ c_0$")
-ax.legend(fontsize=5.5, loc="lower right")
-ax.set_title("(c) slope on moving windows", fontsize=8)
-fig.tight_layout()
-show(fig, "metastability-rate", rate_data, "fig-rate")
+rate = dict(kappas=p.kappas, betas=p.jump_betas, fits={k: f for k, (f, _, _) in fits.items()}, rows=rate_rows,
+            exact=exact_slope, thm_betas=p.thm_betas, thm_fits=thm_fits, thm_slope=s_thm, win_starts=win_starts,
+            win=win, c0=c0_of, halves=halves, half_fits=half_fits, half_exact=half_exact)
+fig = MP.fig_rate(rate, **page.data_only)
+page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
+            caption="Mean exit time against beta, fitted slopes against c0, and slopes on moving windows")
 
 # %% [markdown]
-# ```{glue:figure} fig-rate
+# ```{glue:figure} fig-metastability-rate
 # :name: fig-metastability-rate
 #
 # (a) $\log_{10}$ of the mean exit time (censored maximum likelihood, 95% intervals, most
@@ -705,6 +575,15 @@ show(fig, "metastability-rate", rate_data, "fig-rate")
 grid_thm_step = sweeps.grid(beta=p.thm_step_betas, rng=5, n=[6], kappa=[3], runs=p.thm_step_runs,
                             eps=EPS_THM, gamma=GAMMA_THM, method="stepping", cap=float(p.thm_cap))
 res_thm_step = sweeps.run(ET.exit_time_task, grid_thm_step, **RUN)
+surv_data = MP.survival_curves([(3, {b: merged(res_thm, beta=b)[0] for b in p.thm_betas}),
+                                (6, {b: merged(res_thm_step, beta=b)[0] for b in p.thm_step_betas})],
+                               TRI, GAMMA_THM, EPS_THM)
+fig = MP.fig_survival(surv_data, [(3, r"(a) $n=3$ (one token per vertex), engine"),
+                                  (6, r"(b) $n=6$ (two per vertex), plain stepping")], **page.data_only)
+page.figure(fig, "metastability-survival", statement="Theorem 5.4 (erratum E11)",
+            caption="Survival of the exit time against the printed and the corrected lower bound of Theorem 5.4")
+
+# %% tags=["hide-input"]
 thm_step_cens = sum(int(r["censored"].sum()) for r in res_thm_step)
 gl("thm_step_cens", thm_step_cens)
 gl("thm_step_total", sum(len(r["times"]) for r in res_thm_step))
@@ -723,41 +602,15 @@ bb_ = np.linspace(0, 20, 2001)
 nontriv = [b for b in bb_ if M.metastability_bound(2.0, b, 6, GAMMA_THM, EPS_THM, C0_TRI) > 0]
 gl("thm_beta_nontriv", float(min(nontriv)))
 
-# %%
-fig, axs = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6), sharey=True)
-surv_data = {}
-for ax, (title, betas, results, n) in zip(axs, [
-        (r"(a) $n=3$ (one token per vertex), engine", p.thm_betas, res_thm, 3),
-        (r"(b) $n=6$ (two per vertex), plain stepping", p.thm_step_betas, res_thm_step, 6)]):
-    for c, beta in enumerate(betas):
-        es, _ = merged(results, beta=beta)
-        col = plt.cm.viridis(c / max(len(betas) - 1, 1))
-        t = np.unique(np.r_[np.logspace(0, np.log10(es.times.max()) + 0.5, 300)])
-        S = es.survival(t)
-        ax.plot(t, S, "-", color=col, lw=1.1, label=rf"$\beta={beta:g}$")
-        bp = M.metastability_bound(t, beta, n, GAMMA_THM, EPS_THM, C0_TRI, form="printed")
-        bc = M.metastability_bound(t, beta, n, GAMMA_THM, EPS_THM, C0_TRI, diam=D_TRI, form="corrected")
-        ax.plot(t, bp, "--", color=col, lw=0.8)
-        ax.plot(t, bc, ":", color=col, lw=1.0)
-        surv_data[f"n{n}_beta{beta:g}"] = dict(t=t, survival=S, bound_printed=bp, bound_corrected=bc,
-                                               censored=es.n_censored, runs=len(es.times))
-    ax.set_xscale("log"); ax.set_xlabel("$t$ (steps)"); ax.set_title(title, fontsize=8)
-    leg = ax.legend(fontsize=6.5, loc="lower left")
-    ax.add_artist(leg)
-    styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
-    ax.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=6, loc="lower center",
-              bbox_to_anchor=(0.62, 0.0))
-axs[0].set_ylabel(r"$\mathbb{P}[T_2\geq t]$")
+# %% tags=["hide-input"]
 excess = max(float(np.max(np.maximum(d["bound_printed"], d["bound_corrected"]) - d["survival"]))
              for d in surv_data.values())
 gl("thm_bound_excess", excess)
 gl("thm_bound_verdict", "no bound exceeds the simulated survival" if excess <= 0
    else "a bound exceeds the simulated survival somewhere")
-fig.tight_layout()
-show(fig, "metastability-survival", surv_data, "fig-surv")
 
 # %% [markdown]
-# ```{glue:figure} fig-surv
+# ```{glue:figure} fig-metastability-survival
 # :name: fig-metastability-survival
 #
 # Survival of $T_2$ inside the admissible region ($\varepsilon=$ {glue:text}`thm_eps:g`,
@@ -800,6 +653,13 @@ x0_e6, sig_e6 = res_e6[0]["x0"], res_e6[0]["sigma"]
 beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
 paths_ = ET.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path), runs=6, rng=4)
+zoom_sabeta, zoom_sap = MP.zoom_paths(x0_e6, sig_e6, GAMMA, beta_path, T_det_path, rng=4)
+fig = MP.fig_sap_vs_sabeta(dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path, paths=paths_,
+                                sabeta=zoom_sabeta, sap=zoom_sap), TRI, **page.data_only)
+page.figure(fig, "sap-vs-sabeta", statement="Theorems 5.2 and 5.4 (erratum E6)",
+            caption="The chain (SAP) against the deterministic SA-beta from the same start")
+
+# %% tags=["hide-input"]
 ratio = [d / f.mean for d, f in zip(e6_det, e6_fit) if d is not None]
 gl("e6_ratio_lo", min(ratio))
 gl("e6_ratio_hi", max(ratio))
@@ -814,69 +674,8 @@ else:
 gl("e6_slope_det", sl_det)
 gl("e6_slope_sap", sl_sap)
 
-# %%
-fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.5), gridspec_kw=dict(width_ratios=[1.1, 1, 1]))
-ax = axs[0]
-be = np.array(p.e6_betas)
-m_ = np.array([f.mean for f in e6_fit])
-lo_ = np.array([math.exp(f.log_mean_ci[0]) for f in e6_fit]); hi_ = np.array([math.exp(f.log_mean_ci[1]) for f in e6_fit])
-ax.errorbar(be, m_, yerr=[m_ - lo_, hi_ - m_], fmt="o", ms=3, label=r"SAP: mean $T_2$ (95% CI)")
-for k, r in enumerate(res_e6):
-    ax.plot(np.full(8, be[k]) + np.linspace(-0.12, 0.12, 8), np.quantile(r["times"], np.linspace(0.1, 0.9, 8)),
-            ".", color="C0", ms=1.5, alpha=0.6)
-ax.plot(be, [d if d is not None else np.nan for d in e6_det], "s-", ms=3, color="C3", label=r"SA$\beta$: $T_2$")
-ax.set_yscale("log"); ax.set_xlabel(r"$\beta$"); ax.set_ylabel("exit step")
-ax.legend(fontsize=6.5); ax.set_title("(a) exit times", fontsize=8)
-ax = axs[1]
-ax.plot(paths_["t"], paths_["sabeta"], "-", color="C3", lw=1.2, label=r"SA$\beta$")
-for j in range(paths_["sap"].shape[0]):
-    yj = paths_["sap"][j].copy()
-    out = np.flatnonzero(yj > 0.1)
-    if out.size:                                   # draw each run up to its exit only
-        yj[out[0] + 1:] = np.nan
-        ax.plot(paths_["t"][out[0]], yj[out[0]], "o", color="C0", ms=2.5)
-    ax.plot(paths_["t"], yj, "-", color="C0", lw=0.6, alpha=0.8, label="SAP runs" if j == 0 else None)
-ax.axhline(0.1, color="k", lw=0.6, ls="--")
-ax.set_yscale("symlog", linthresh=1e-3); ax.set_ylim(0, 2)
-ax.set_xlabel("step $t$"); ax.set_ylabel("max distance to group hull")
-ax.legend(fontsize=6.5); ax.set_title(rf"(b) excursions, $\beta={beta_path:g}$", fontsize=8)
-ax = axs[2]
-xd = x0_e6.copy()
-traj = [xd]
-for t in range(T_det_path):                      # SA-beta until its exit step
-    xd = dynamics.softmax_step(xd, GAMMA, beta_path)
-    traj.append(xd)
-traj = np.array(traj)
-g_ = np.random.default_rng(4)
-xs_ = x0_e6.copy(); sap_tr = [xs_]
-for t in range(int(1.3 * T_det_path)):           # one SAP run, until its exit
-    xs_ = dynamics.sap_step(xs_, GAMMA, beta_path, rng=g_)
-    sap_tr.append(xs_)
-    if ET.exit_mask(xs_, x0_e6, sig_e6, 0.1)[0]:
-        break
-sap_tr = np.array(sap_tr)
-jumper = int(np.argmax(np.linalg.norm(sap_tr[-1] - sap_tr[-2], axis=1)))
-home = sig_e6[jumper]                             # zoom on the vertex the SAP run leaves from
-ax.fill(*np.r_[tri_poly, tri_poly[:1]].T, color="0.96", ec="k", lw=0.6)
-for q in x0_e6[sig_e6 == home]:                   # group hull + B(0, eps), as a union of discs
-    ax.add_patch(plt.Circle(q, 0.1, color="0.8", alpha=0.35, lw=0))
-for j in range(traj.shape[1]):
-    ax.plot(traj[:, j, 0], traj[:, j, 1], "-", color="C3", lw=1.0)
-for j in range(sap_tr.shape[1]):
-    ax.plot(sap_tr[:, j, 0], sap_tr[:, j, 1], "-", color="C0", lw=0.6, alpha=0.8)
-ax.annotate("", sap_tr[-1, jumper], sap_tr[-2, jumper], arrowprops=dict(arrowstyle="->", color="C0", lw=0.9))
-ax.scatter(*x0_e6.T, s=6, color="k", zorder=3)
-ctr = 0.85 * TRI[home]                            # window shifted towards the inside of K
-ax.set_xlim(ctr[0] - 0.2, ctr[0] + 0.2); ax.set_ylim(ctr[1] - 0.2, ctr[1] + 0.2)
-ax.set_aspect("equal"); ax.set_xticks([]); ax.set_yticks([])
-ax.set_title(r"(c) near $v_{%d}$: paths until exit" % (home + 1), fontsize=8)
-fig.tight_layout()
-show(fig, "sap-vs-sabeta", dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
-                                 sabeta_T=[d if d is not None else -1 for d in e6_det],
-                                 path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"]), "fig-e6")
-
 # %% [markdown]
-# ```{glue:figure} fig-e6
+# ```{glue:figure} fig-sap-vs-sabeta
 # :name: fig-sap-vs-sabeta
 #
 # (SAP) and the deterministic (SA$\beta$) from the same start (triangle, two tokens at distance
@@ -904,7 +703,7 @@ show(fig, "sap-vs-sabeta", dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=h
 #
 # Two statements, to keep apart:
 #
-# * **As printed** (Proposition 5.1, `prop: origin`, as transcribed): let $\beta>0$; there is
+# * **As printed** (Proposition 5.1 {unconfirmed}`Transcribed from a review and a public formalization: the printed statement itself could not be read.`, as transcribed): let $\beta>0$; there is
 #   $\gamma_*\in(0,1)$ such that for every $\gamma\in(0,\gamma_*)$ and every initial configuration
 #   there is $x^*\in\operatorname{conv}\{x_i^0\}$ with $x_i^t\to x^*$ for all $i$ under (SA$\beta$).
 #   The paper's proof is a "mutatis mutandis" reference to a continuous-time result on the sphere
@@ -926,6 +725,11 @@ x0_col = np.vstack([np.c_[np.cos(th), np.sin(th)], [[0.7, 0.1], [0.8, -0.3]]])
 res_col = sweeps.run(M.collapse_task, sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
                                                        beta=p.collapse_betas, tol=1e-6,
                                                        max_steps=p.collapse_max_steps, record_every=50), **RUN)
+fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas, **page.data_only)
+page.figure(fig, "collapse-prop51", statement="Proposition 5.1 (errata E5, E12)",
+            caption="Collapse of SA-beta to a point of the initial hull, not the origin")
+
+# %% tags=["hide-input"]
 lim = np.array([r["limit"] for r in res_col])
 conv = np.array([r["converged"] for r in res_col])
 steps_col = np.array([r["steps"] for r in res_col])
@@ -937,40 +741,8 @@ gl("col_n", len(conv))
 gl("col_steps_last", int(steps_col[conv].max()) if conv.any() else 0)
 gl("col_beta_last", float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0)
 
-# %%
-fig, axs = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 2.4), gridspec_kw=dict(width_ratios=[1, 1.1, 1.1]))
-ax = axs[0]
-hull = x0_col[geo.convex_hull(x0_col)]
-ax.fill(*np.r_[hull, hull[:1]].T, color="0.93", ec="k", lw=0.6)
-ax.scatter(*x0_col.T, s=10, color="k", zorder=3, label="$x_i^0$")
-cols = plt.cm.viridis(np.linspace(0, 1, len(lim)))
-ax.scatter(*lim.T, s=18, c=cols, marker="*", zorder=4, label=r"$x^*(\beta)$")
-ax.plot(0, 0, "kx", ms=6)
-ax.annotate("origin", (0, 0), (0.05, 0.08), fontsize=7)
-ax.set_aspect("equal"); ax.set_xlim(-0.15, 1.15); ax.axis("off")
-ax.legend(fontsize=6.5, loc="lower left")
-ax.set_title("(a) limit points", fontsize=8)
-ax = axs[1]
-for c, r in enumerate(res_col):
-    ax.plot(np.maximum(r["times"], 1), r["diameters"], "-", color=cols[c], lw=0.9,
-            label=rf"$\beta={p.collapse_betas[c]:g}$")
-ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-6, 3)
-ax.set_xlabel("step $t$"); ax.set_ylabel("diameter"); ax.legend(fontsize=5.5, ncol=2)
-ax.set_title("(b) diameter of the tokens", fontsize=8)
-ax = axs[2]
-bc = np.array(p.collapse_betas)
-ax.semilogy(bc[conv], steps_col[conv], "o-", ms=3)
-if (~conv).any():
-    ax.semilogy(bc[~conv], steps_col[~conv], "^", ms=4, color="C3", label="not collapsed by the budget")
-    ax.legend(fontsize=6.5)
-ax.set_xlabel(r"$\beta$"); ax.set_ylabel("steps to diameter $<10^{-6}$")
-ax.set_title("(c) collapse time", fontsize=8)
-fig.tight_layout()
-show(fig, "collapse-prop51", dict(x0=x0_col, beta=bc, limit=lim, steps=steps_col, converged=conv,
-                                   dist_to_initial_hull=dist_hull), "fig-col")
-
 # %% [markdown]
-# ```{glue:figure} fig-col
+# ```{glue:figure} fig-collapse-prop51
 # :name: fig-collapse-prop51
 #
 # Proposition 5.1 for (SA$\beta$), $\gamma=0.1$. (a) The initial tokens, their hull (grey) and the

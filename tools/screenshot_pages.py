@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Screenshots of the built book, for looking at every page as a reader would.
 
-    python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots] [--height 9000] [PAGE ...]
+    python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots] [--width 800] [--height 9000] [PAGE ...]
 
-Runs headless Chromium (``chromium`` on PATH, or $CHROMIUM) once per page at 1280 px wide,
+Runs headless Chromium (``chromium`` on PATH, or $CHROMIUM) once per page at 1280 px wide (``--width``),
 with networking disabled, and cuts each long screenshot into 1280 x 1600 slices
 ``<out>/<page>-<k>.png`` that an image viewer shows at a readable scale. The blank bottom of a
 page is dropped.
@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("pages", nargs="*", help="page stems, e.g. 01-model (default: every page of book/)")
     ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
+    ap.add_argument("--width", type=int, default=1280, help="window width in CSS px (e.g. 800 for a narrow window)")
     ap.add_argument("--height", type=int, default=16000)
     ap.add_argument("--slice", type=int, default=1600)
     args = ap.parse_args(argv)
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
             full = args.out / f"{stem}-full.png"
             subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                             "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                            f"--user-data-dir={profile}", f"--window-size=1280,{args.height}",
+                            f"--user-data-dir={profile}", f"--window-size={args.width},{args.height}",
                             "--virtual-time-budget=8000", f"--screenshot={full}", page.as_uri()],
                            check=True, capture_output=True, timeout=120)
         img = Image.open(full).convert("RGB")

@@ -29,6 +29,7 @@ experiments
 figures
   paper_figures   the paper's Figures 1-4 from exact geometry (also a command line)
   convergence_plots  the figures of Sections 3 and 4
+  metastability_plots  the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
   context_plots   the figures of Chapter 6
   animate         offline animations of trajectories
 infra

@@ -1,0 +1,423 @@
+"""What do the finite-beta experiments look like? Figures of Section 5.
+
+The experiments are :mod:`attention_fw.metastability` (phase 1, Theorem 5.4's bound and
+region, collapse), :mod:`attention_fw.exit_times` (exit times of the chain and of SA-beta)
+and :mod:`attention_fw.survival` (censored fits). Each ``fig_*`` function takes the
+experiment's results, draws one figure, writes its numbers through
+:func:`attention_fw.plotting.save` (``outdir``, ``formats`` as in
+:mod:`attention_fw.convergence_plots`; a chapter passes ``**page.data_only`` and then hands
+the figure to :meth:`attention_fw.notebook.Page.figure`) and returns the open figure.
+Figure names are fixed (``phase1-event``, ``metastability-admissible``, ...).
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from . import dynamics
+from . import exit_times as ET
+from . import geometry as geo
+from . import metastability as M
+from . import polytope as P
+from .plotting import ONE_COLUMN, TWO_COLUMN, save
+
+__all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
+           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta"]
+
+
+def _save(fig, name, data, outdir, formats=None):
+    kw = {} if formats is None else dict(formats=formats)
+    save(fig, name, data, outdir=outdir, close=False, **kw)
+    return fig
+
+
+def fmt_beta(b):
+    """``10^k`` for powers of ten from 1000 on, plain otherwise (legend labels).
+
+    >>> fmt_beta(1e4), fmt_beta(30.0)
+    ('10^{4}', '30')
+    """
+    k = math.log10(b)
+    return f"10^{{{k:.0f}}}" if b >= 1e3 and abs(k - round(k)) < 1e-9 else f"{b:g}"
+
+
+def _closed(poly):
+    return np.r_[poly, poly[:1]].T
+
+
+def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: float, config_beta: float,
+               outdir=None, formats=None, name: str = "phase1-event"):
+    """Theorem 5.2 by Monte Carlo: the start, the event at ``T1`` against beta, and against time.
+
+    ``ph1``, ``ph1_3d``: results of :func:`attention_fw.metastability.phase1_task` over the
+    same betas (triangle, regular simplex in R^3); ``x0``, ``sigma``: the triangle's start;
+    ``constants``: :func:`~attention_fw.metastability.phase1_constants`.
+    """
+    b1 = np.array([r["beta"] for r in ph1])
+    frac = np.array([r["fraction"] for r in ph1])
+    frac3 = np.array([r["fraction"] for r in ph1_3d])
+    bound1 = np.array([r["bound"] for r in ph1])
+    horizon = len(ph1[0]["fraction_by_time"]) - 1
+    k1 = constants
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.35), gridspec_kw=dict(width_ratios=[1, 1.25, 1.25]))
+    ax = axs[0]
+    tri_poly = vertices[geo.convex_hull(vertices)]
+    ax.fill(*_closed(tri_poly), color="0.95", ec="k", lw=0.8)
+    for i in range(len(vertices)):
+        cone = geo.erode(geo.cone(vertices, i, config_beta ** (-1 / 8)), config_beta ** (-1 / 4))
+        if len(cone):
+            ax.fill(*_closed(cone), color="C2", alpha=0.35, lw=0)
+    ax.scatter(*x0[3:].T, s=9, c=[f"C{s}" for s in sigma[3:]], zorder=3)
+    ax.scatter(*vertices.T, s=25, marker="s", c=["C0", "C1", "C2"], zorder=3)
+    ax.plot(0, 0, "kx", ms=4)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(r"(a) start, cones at $\beta=10^4$")
+    ax = axs[1]
+    ax.semilogx(b1, frac, "o-", ms=3, label="event at $T_1$")
+    ax.semilogx(b1, [r["fraction_interior"] for r in ph1], "s--", ms=2.5, lw=0.8, label=r"interior part ($<C\tau$)")
+    ax.semilogx(b1, [r["fraction_vertices"] for r in ph1], "^:", ms=2.5, lw=0.8, label=r"vertex part ($<\beta^{-1/4}$)")
+    ax.semilogx(b1, frac3, "d-", ms=2.5, lw=0.8, color="C4", label=r"event, simplex in $\mathbb{R}^3$")
+    ax.semilogx(b1, bound1, "k-", lw=0.8, label=r"$1-\beta^{-1/8}$")
+    ax.axvspan(b1.min() / 1.5, beta_cfg, color="0.9", lw=0)
+    ax.text(math.sqrt(b1.min() * beta_cfg), 0.04, "hypotheses\nfail", ha="center", fontsize=7)
+    ax.set_xlabel(r"$\beta$")
+    ax.set_ylabel("fraction of runs")
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlim(b1.min() / 1.5, b1.max() * 1.5)
+    ax.legend(fontsize=6, loc="center right")
+    ax.set_title("(b) Theorem 5.2 at $T_1$")
+    ax = axs[2]
+    sel = np.unique(np.linspace(0, len(ph1) - 1, min(5, len(ph1))).astype(int))
+    for c, k in enumerate(sel):
+        ax.plot(np.arange(horizon + 1), ph1[k]["fraction_by_time"], "-", color=plt.cm.viridis(c / max(len(sel) - 1, 1)),
+                label=rf"$\beta={fmt_beta(b1[k])}$")
+    ax.axvline(k1["T1"], color="k", lw=0.8, ls="--")
+    ax.text(k1["T1"] + 0.3, 0.5, r"$T_1$", fontsize=8)
+    ax.set_xlabel("step $t$")
+    ax.set_ylabel("fraction meeting the event")
+    ax.legend(fontsize=6, loc="lower right")
+    ax.set_title("(c) event against time")
+    fig.tight_layout()
+    data = dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
+                C=k1["C"], beta_config=beta_cfg, x0=x0, sigma=sigma,
+                fraction_by_time=[r["fraction_by_time"] for r in ph1])
+    return _save(fig, name, data, outdir, formats)
+
+
+def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats=None,
+                   name: str = "metastability-admissible"):
+    """The (eps, gamma) region where the proof of Theorem 5.4 applies (clusters at the vertices).
+
+    ``hyp``: :func:`attention_fw.metastability.theorem54_hypotheses` at ``(eps, gamma)``.
+    """
+    diam = P.diameter(vertices)
+    fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
+    region = M.theorem54_region(vertices)
+    ee = np.linspace(0, 0.4, 200)
+    ax.fill(*region.T, color="C2", alpha=0.35, lw=0, label=r"admissible (proof), $\rho=0$")
+    ax.plot(ee, ee / (2 * diam), "k--", lw=0.8, label=r"$\gamma=\varepsilon/(2\mathsf{d})$")
+    ax.axvline(hyp["r_star"], color="k", ls=":", lw=0.8, label=r"$\varepsilon=r_*$")
+    ax.plot(eps, gamma, "k^", ms=5, label="experiments below")
+    ax.plot(0.35, 0.1, "x", color="C3", ms=5, label=r"$\varepsilon=0.35,\ \gamma=0.1$")
+    ax.set_xlim(0, 0.4)
+    ax.set_ylim(0, 0.13)
+    ax.set_xlabel(r"$\varepsilon$")
+    ax.set_ylabel(r"$\gamma$")
+    ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    data = dict(region=region, r_star=hyp["r_star"], d=diam, eps=eps, gamma=gamma, hypotheses=dict(hyp))
+    return _save(fig, name, data, outdir, formats)
+
+
+def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
+                   name: str = "metastability-histograms"):
+    """Histograms of ``T2`` per decade, with the fitted geometric law and plain stepping.
+
+    ``fits[beta] = (CensoredFit, ExitSample)`` of the engine; ``stepped[beta]``: the
+    :class:`~attention_fw.exit_times.ExitSample` of plain stepping where it was run.
+    """
+    fig, ax = plt.subplots(figsize=(TWO_COLUMN, 2.6))
+    hist_data = {}
+    for c, beta in enumerate(betas):
+        f, es = fits[beta]
+        lo, hi = np.log10(es.times.min()), np.log10(es.times.max())
+        edges = np.unique(np.floor(np.logspace(max(lo - 0.3, 0), hi + 0.3, 40))) + 0.5
+        edges = np.r_[0.5, edges] if edges[0] > 1 else edges
+        cnt, _ = np.histogram(es.times, edges)
+        mids = np.sqrt(edges[:-1] * edges[1:])
+        dens = cnt / (len(es.times) * np.diff(np.log10(edges)))        # per decade
+        col = plt.cm.plasma(c / max(len(betas), 1))
+        ax.step(mids, dens, where="mid", color=col, lw=1, label=rf"$\beta={beta:g}$")
+        # fitted geometric law: P(a < T <= b) = (1-p)^a - (1-p)^b, a, b = edges - 1/2
+        a_, b_ = np.ceil(edges[:-1]) - 1, np.floor(edges[1:])
+        pr = np.exp(a_ * np.log1p(-f.rate)) - np.exp(b_ * np.log1p(-f.rate))
+        ax.plot(mids, pr / np.diff(np.log10(edges)), "--", color=col, lw=0.8)
+        if beta in stepped:                           # plain stepping, same parameters: markers
+            cs, _ = np.histogram(stepped[beta].times, edges)
+            ax.plot(mids, cs / (len(stepped[beta].times) * np.diff(np.log10(edges))), "o", ms=2.2,
+                    mfc="none", mew=0.6, color=col, label=rf"plain stepping, $\beta={beta:g}$")
+        hist_data[str(beta)] = dict(edges=edges, counts=cnt, p_hat=f.rate, n=f.n, censored=f.n_censored)
+    ax.set_xscale("log")
+    ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
+    ax.set_ylabel("fraction per decade")
+    ax.legend(fontsize=6.5, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
+              frameon=False, columnspacing=1.2, handlelength=1.5)
+    fig.tight_layout()
+    return _save(fig, name, hist_data, outdir, formats)
+
+
+def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
+    """Mean exit time against beta, fitted slopes against ``c0``, slopes on moving windows.
+
+    ``rate``: the dict of the chapter's rate analysis, keys ``kappas``, ``betas``, ``fits``
+    (``(kappa, n, beta) -> CensoredFit``), ``rows`` (``(kappa, n) -> slope fit``), ``exact``,
+    ``thm_betas``, ``thm_fits``, ``thm_slope``, ``win_starts``, ``win``, ``c0``, ``halves``,
+    ``half_fits``, ``half_exact``.
+    """
+    r = rate
+    kappas, fits, rate_rows, exact_slope = r["kappas"], r["fits"], r["rows"], r["exact"]
+    win_starts, win, c0_of, halves = r["win_starts"], r["win"], r["c0"], r["halves"]
+    half_fits, half_exact, s_thm = r["half_fits"], r["half_exact"], r["thm_slope"]
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.6), gridspec_kw=dict(width_ratios=[1.3, 1, 1]))
+    ax = axs[0]
+    bj = np.array(r["betas"])
+    rate_data = {}
+    for c, kappa in enumerate(kappas):
+        fl = [fits[kappa, 6, b] for b in r["betas"]]
+        y = np.array([math.log10(f.mean) for f in fl])
+        err = np.array([(f.log_mean_ci[1] - f.log_mean_ci[0]) / 2 / math.log(10) for f in fl])
+        s = rate_rows[kappa, 6]
+        ax.errorbar(bj, y, yerr=err, fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
+        ax.plot(bj, (s["intercept"] + s["slope"] * bj) / math.log(10), "-", lw=0.7, color=f"C{c}")
+        rate_data[f"kappa{kappa}_n6"] = dict(beta=bj, log10_mean=y, slope=s["slope"], slope_ci=s["slope_ci"],
+                                             c0=P.c0(P.regular_polygon(kappa)))
+    yt = np.array([math.log10(f.mean) for f in r["thm_fits"]])
+    ax.plot(r["thm_betas"], yt, "k^", ms=4, label=r"theorem regime, $n=3$")
+    rate_data["theorem_n3"] = dict(beta=r["thm_betas"], log10_mean=yt, slope=s_thm["slope"], slope_ci=s_thm["slope_ci"])
+    ax.set_xlabel(r"$\beta$")
+    ax.set_ylabel(r"$\log_{10}\,\mathbb{E}[T_2]$ (censored MLE)")
+    ax.legend(fontsize=6, loc="upper left")
+    ax.set_title(r"(a) mean exit time")
+    ax = axs[1]
+    labels = []
+    for j, ((kappa, n), s) in enumerate(sorted(rate_rows.items())):
+        c0k = P.c0(P.regular_polygon(kappa))
+        ax.errorbar([j], [s["slope"]], yerr=[[s["slope"] - s["slope_ci"][0]], [s["slope_ci"][1] - s["slope"]]],
+                    fmt="o", ms=3, color=f"C{kappas.index(kappa)}", label="Monte Carlo (95% CI)" if j == 0 else None)
+        ax.plot([j + 0.2], [exact_slope[kappa, n]], "D", ms=3.5, mfc="none", mew=0.8, color="k",
+                label="exact mean, same grid" if j == 0 else None)
+        ax.plot([j - 0.3, j + 0.3], [c0k, c0k], "k-", lw=1)
+        labels.append(f"{kappa},{n}")
+        rate_data[f"slope_kappa{kappa}_n{n}"] = dict(mc=s["slope"], mc_ci=s["slope_ci"], exact=exact_slope[kappa, n], c0=c0k)
+    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xlabel(r"$\kappa$, $n$")
+    ax.set_ylabel(r"fitted slope of $\log\mathbb{E}[T_2]$")
+    ax.legend(fontsize=5.5, loc="lower left")
+    ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
+    ax = axs[2]
+    for kappa in kappas:
+        k, col = (kappa, 6), f"C{kappas.index(kappa)}"
+        ax.plot(win_starts + 4, win[k] / c0_of[k], "-", lw=0.9, color=col, label=rf"$\kappa={kappa}$")
+        for h, bs in enumerate(halves):
+            f = half_fits[k, h]
+            ax.errorbar([np.mean(bs)], [f["slope"] / c0_of[k]], fmt="o", ms=2.5, color=col,
+                        yerr=[[(f["slope"] - f["slope_ci"][0]) / c0_of[k]], [(f["slope_ci"][1] - f["slope"]) / c0_of[k]]])
+        rate_data[f"windows_kappa{kappa}_n6"] = dict(start=win_starts, width=8.0, exact_slope=win[k],
+                                                     halves=halves, mc_half_slopes=[half_fits[k, h]["slope"] for h in range(2)],
+                                                     exact_half_slopes=[half_exact[k, h] for h in range(2)])
+    ax.axhline(1, color="k", lw=0.6)
+    ax.set_xlim(0, max(r["betas"]) + 6)
+    ax.set_xlabel(r"$\beta$ (centre of the window)")
+    ax.set_ylabel(r"slope $/\ c_0$")
+    ax.legend(fontsize=5.5, loc="lower right")
+    ax.set_title("(c) slope on moving windows", fontsize=8)
+    fig.tight_layout()
+    return _save(fig, name, rate_data, outdir, formats)
+
+
+def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
+    """Empirical survival and the two forms of the Theorem 5.4 bound on a log grid of t.
+
+    ``panels``: ``[(n, {beta: ExitSample}), ...]``. Returns ``{"n<n>_beta<beta>": dict(t=...,
+    survival=..., bound_printed=..., bound_corrected=..., censored=..., runs=...)}``.
+    """
+    c0, diam = P.c0(vertices), P.diameter(vertices)
+    out = {}
+    for n, samples in panels:
+        for beta, es in samples.items():
+            t = np.unique(np.r_[np.logspace(0, np.log10(es.times.max()) + 0.5, 300)])
+            out[f"n{n}_beta{beta:g}"] = dict(
+                t=t, survival=es.survival(t),
+                bound_printed=M.metastability_bound(t, beta, n, gamma, eps, c0, form="printed"),
+                bound_corrected=M.metastability_bound(t, beta, n, gamma, eps, c0, diam=diam, form="corrected"),
+                censored=es.n_censored, runs=len(es.times))
+    return out
+
+
+def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str = "metastability-survival"):
+    """Survival of ``T2`` with the printed and the corrected bound of Theorem 5.4, one panel per n.
+
+    ``surv_data``: :func:`survival_curves`; ``titles``: ``[(n, title), ...]`` for the panels.
+    """
+    fig, axs = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.6), sharey=True)
+    for ax, (n, title) in zip(axs, titles):
+        keys = [k for k in surv_data if k.startswith(f"n{n}_beta")]
+        for c, key in enumerate(keys):
+            d = surv_data[key]
+            col = plt.cm.viridis(c / max(len(keys) - 1, 1))
+            ax.plot(d["t"], d["survival"], "-", color=col, lw=1.1, label=rf"$\beta={key.split('beta')[1]}$")
+            ax.plot(d["t"], d["bound_printed"], "--", color=col, lw=0.8)
+            ax.plot(d["t"], d["bound_corrected"], ":", color=col, lw=1.0)
+        ax.set_xscale("log")
+        ax.set_xlabel("$t$ (steps)")
+        ax.set_title(title, fontsize=8)
+        leg = ax.legend(fontsize=6.5, loc="lower left")
+        ax.add_artist(leg)
+        styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
+        ax.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=6, loc="lower center",
+                  bbox_to_anchor=(0.62, 0.0))
+    axs[0].set_ylabel(r"$\mathbb{P}[T_2\geq t]$")
+    fig.tight_layout()
+    return _save(fig, name, surv_data, outdir, formats)
+
+
+def zoom_paths(x0, sigma, gamma: float, beta: float, t_det: int, eps: float = 0.1, *, rng):
+    """Token paths for the zoom of :func:`fig_sap_vs_sabeta`: SA-beta for ``t_det`` steps and
+    one SAP run until its exit (at most ``1.3 t_det`` steps). Returns ``(sabeta, sap)``, arrays
+    of shape (steps + 1, n, d)."""
+    g = np.random.default_rng(rng)
+    xd = x0.copy()
+    traj = [xd]
+    for _ in range(t_det):                        # SA-beta until its exit step
+        xd = dynamics.softmax_step(xd, gamma, beta)
+        traj.append(xd)
+    xs = x0.copy()
+    sap = [xs]
+    for _ in range(int(1.3 * t_det)):             # one SAP run, until its exit
+        xs = dynamics.sap_step(xs, gamma, beta, rng=g)
+        sap.append(xs)
+        if ET.exit_mask(xs, x0, sigma, eps)[0]:
+            break
+    return np.array(traj), np.array(sap)
+
+
+def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str = "sap-vs-sabeta"):
+    """(SAP) against (SA-beta) from the same start: exit times, excursions, paths near a vertex.
+
+    ``e6``: dict with ``betas``, ``results`` (:func:`attention_fw.exit_times.e6_task`),
+    ``fits`` (censored exponential fits), ``beta_path``, ``paths``
+    (:func:`~attention_fw.exit_times.excursion_paths`), ``sabeta``, ``sap`` (:func:`zoom_paths`).
+    """
+    res_e6, e6_fit, paths_ = e6["results"], e6["fits"], e6["paths"]
+    e6_det = [r["sabeta_T"] for r in res_e6]
+    x0_e6, sig_e6 = res_e6[0]["x0"], res_e6[0]["sigma"]
+    beta_path = e6["beta_path"]
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.5), gridspec_kw=dict(width_ratios=[1.1, 1, 1]))
+    ax = axs[0]
+    be = np.array(e6["betas"])
+    m_ = np.array([f.mean for f in e6_fit])
+    lo_ = np.array([math.exp(f.log_mean_ci[0]) for f in e6_fit])
+    hi_ = np.array([math.exp(f.log_mean_ci[1]) for f in e6_fit])
+    ax.errorbar(be, m_, yerr=[m_ - lo_, hi_ - m_], fmt="o", ms=3, label=r"SAP: mean $T_2$ (95% CI)")
+    for k, r in enumerate(res_e6):
+        ax.plot(np.full(8, be[k]) + np.linspace(-0.12, 0.12, 8), np.quantile(r["times"], np.linspace(0.1, 0.9, 8)),
+                ".", color="C0", ms=1.5, alpha=0.6)
+    ax.plot(be, [d if d is not None else np.nan for d in e6_det], "s-", ms=3, color="C3", label=r"SA$\beta$: $T_2$")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"$\beta$")
+    ax.set_ylabel("exit step")
+    ax.legend(fontsize=6.5)
+    ax.set_title("(a) exit times", fontsize=8)
+    ax = axs[1]
+    ax.plot(paths_["t"], paths_["sabeta"], "-", color="C3", lw=1.2, label=r"SA$\beta$")
+    for j in range(paths_["sap"].shape[0]):
+        yj = paths_["sap"][j].copy()
+        out = np.flatnonzero(yj > 0.1)
+        if out.size:                                   # draw each run up to its exit only
+            yj[out[0] + 1:] = np.nan
+            ax.plot(paths_["t"][out[0]], yj[out[0]], "o", color="C0", ms=2.5)
+        ax.plot(paths_["t"], yj, "-", color="C0", lw=0.6, alpha=0.8, label="SAP runs" if j == 0 else None)
+    ax.axhline(0.1, color="k", lw=0.6, ls="--")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(0, 2)
+    ax.set_xlabel("step $t$")
+    ax.set_ylabel("max distance to group hull")
+    ax.legend(fontsize=6.5)
+    ax.set_title(rf"(b) excursions, $\beta={beta_path:g}$", fontsize=8)
+    ax = axs[2]
+    traj, sap_tr = e6["sabeta"], e6["sap"]
+    jumper = int(np.argmax(np.linalg.norm(sap_tr[-1] - sap_tr[-2], axis=1)))
+    home = sig_e6[jumper]                             # zoom on the vertex the SAP run leaves from
+    tri_poly = vertices[geo.convex_hull(vertices)]
+    ax.fill(*_closed(tri_poly), color="0.96", ec="k", lw=0.6)
+    for q in x0_e6[sig_e6 == home]:                   # group hull + B(0, eps), as a union of discs
+        ax.add_patch(plt.Circle(q, 0.1, color="0.8", alpha=0.35, lw=0))
+    for j in range(traj.shape[1]):
+        ax.plot(traj[:, j, 0], traj[:, j, 1], "-", color="C3", lw=1.0)
+    for j in range(sap_tr.shape[1]):
+        ax.plot(sap_tr[:, j, 0], sap_tr[:, j, 1], "-", color="C0", lw=0.6, alpha=0.8)
+    ax.annotate("", sap_tr[-1, jumper], sap_tr[-2, jumper], arrowprops=dict(arrowstyle="->", color="C0", lw=0.9))
+    ax.scatter(*x0_e6.T, s=6, color="k", zorder=3)
+    ctr = 0.85 * vertices[home]                       # window shifted towards the inside of K
+    ax.set_xlim(ctr[0] - 0.2, ctr[0] + 0.2)
+    ax.set_ylim(ctr[1] - 0.2, ctr[1] + 0.2)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(r"(c) near $v_{%d}$: paths until exit" % (home + 1), fontsize=8)
+    fig.tight_layout()
+    data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
+                sabeta_T=[d if d is not None else -1 for d in e6_det],
+                path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"])
+    return _save(fig, name, data, outdir, formats)
+
+
+def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "collapse-prop51"):
+    """Proposition 5.1: limit points, diameter against time, collapse time against beta.
+
+    ``results``: :func:`attention_fw.metastability.collapse_task` for each beta, from ``x0``.
+    """
+    lim = np.array([r["limit"] for r in results])
+    conv = np.array([r["converged"] for r in results])
+    steps_col = np.array([r["steps"] for r in results])
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.4), gridspec_kw=dict(width_ratios=[1, 1.1, 1.1]))
+    ax = axs[0]
+    hull = x0[geo.convex_hull(x0)]
+    ax.fill(*_closed(hull), color="0.93", ec="k", lw=0.6)
+    ax.scatter(*x0.T, s=10, color="k", zorder=3, label="$x_i^0$")
+    cols = plt.cm.viridis(np.linspace(0, 1, len(lim)))
+    ax.scatter(*lim.T, s=18, c=cols, marker="*", zorder=4, label=r"$x^*(\beta)$")
+    ax.plot(0, 0, "kx", ms=6)
+    ax.annotate("origin", (0, 0), (0.05, 0.08), fontsize=7)
+    ax.set_aspect("equal")
+    ax.set_xlim(-0.15, 1.15)
+    ax.axis("off")
+    ax.legend(fontsize=6.5, loc="lower left")
+    ax.set_title("(a) limit points", fontsize=8)
+    ax = axs[1]
+    for c, r in enumerate(results):
+        ax.plot(np.maximum(r["times"], 1), r["diameters"], "-", color=cols[c], lw=0.9,
+                label=rf"$\beta={betas[c]:g}$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-6, 3)
+    ax.set_xlabel("step $t$")
+    ax.set_ylabel("diameter")
+    ax.legend(fontsize=5.5, ncol=2)
+    ax.set_title("(b) diameter of the tokens", fontsize=8)
+    ax = axs[2]
+    bc = np.array(betas)
+    ax.semilogy(bc[conv], steps_col[conv], "o-", ms=3)
+    if (~conv).any():
+        ax.semilogy(bc[~conv], steps_col[~conv], "^", ms=4, color="C3", label="not collapsed by the budget")
+        ax.legend(fontsize=6.5)
+    ax.set_xlabel(r"$\beta$")
+    ax.set_ylabel("steps to diameter $<10^{-6}$")
+    ax.set_title("(c) collapse time", fontsize=8)
+    fig.tight_layout()
+    data = dict(x0=x0, beta=bc, limit=lim, steps=steps_col, converged=conv,
+                dist_to_initial_hull=P.distance_to_hull(lim, x0))
+    return _save(fig, name, data, outdir, formats)
