@@ -66,16 +66,18 @@ p = resolve(PRESETS, preset, n=n, configs=configs, steps=steps, h=h, betas=betas
 # %%
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display
-from myst_nb import glue
 
 from attention_fw import dynamics as dyn
+from attention_fw import model_checks as mc
+from attention_fw import model_plots as mp
 from attention_fw import plotting
 from attention_fw.animate import frames_view, trajectory_animation
+from attention_fw.notebook import Page
 
 # %matplotlib inline
 # %config InlineBackend.figure_formats = ["retina"]
 plotting.use_style()
-rng = np.random.default_rng(p.seed)
+page = Page("01-model", p)  # saves and glues figures; page.stream(name): one random stream per experiment
 
 # %% [markdown]
 # ## The layer (1.1) and its renormalisation (1.3)
@@ -94,19 +96,16 @@ rng = np.random.default_rng(p.seed)
 # review of the paper (uncertain as a printed form). The
 # two are algebraically identical, since $(I+V)^{-1}(x+VAx)=x+(I+V)^{-1}V(Ax-x)$. Numerically,
 # for a random non-symmetric $V$, $B$ and $\beta=$ {glue:text}`ch1-beta-check`, the two forms
-# differ by at most {glue:text}`ch1-R-vs-P:.1e` over all tokens.
+# differ by at most {glue:text}`ch1-R-vs-P` over all tokens.
 
 # %%
-d = 2
-x = rng.standard_normal((p.n, d))
-Vm = rng.standard_normal((d, d))
-Bm = rng.standard_normal((d, d))
-beta_check = 1.5
-A = dyn.attention(x, Bm, beta_check)
-r_form = np.linalg.solve(np.eye(d) + Vm, (x + (A @ x) @ Vm.T).T).T  # R-form
-p_form = dyn.layer_step(x, beta_check, Bm, Vm)                     # P-form
-glue("ch1-beta-check", beta_check, display=False)
-glue("ch1-R-vs-P", float(np.abs(r_form - p_form).max()), display=False)
+d, beta_check = 2, 1.5
+rng = page.stream("layer-forms")
+x, V, B = rng.standard_normal((p.n, d)), rng.standard_normal((d, d)), rng.standard_normal((d, d))
+A = dyn.attention(x, B, beta_check)
+r_form = np.linalg.solve(np.eye(d) + V, (x + (A @ x) @ V.T).T).T  # R-form
+p_form = dyn.layer_step(x, beta_check, B, V)                      # P-form
+page.glue(**{"ch1-beta-check": beta_check, "ch1-R-vs-P": (np.abs(r_form - p_form).max(), ".1e")})
 
 # %% [markdown]
 # ## The hardmax dynamics (SA∞)
@@ -125,14 +124,13 @@ glue("ch1-R-vs-P", float(np.abs(r_form - p_form).max()), display=False)
 # $$
 #
 # With $h=$ {glue:text}`ch1-h`, the preconditioner computed from $V=hI$ is
-# $P_{11}=$ {glue:text}`ch1-P-11:.4f`, i.e. $P=\gamma I$ with $\gamma=h/(1+h)$ (largest
-# entrywise deviation {glue:text}`ch1-P-err:.1e`).
+# $P_{11}=$ {glue:text}`ch1-P-11`, i.e. $P=\gamma I$ with $\gamma=h/(1+h)$ (largest
+# entrywise deviation {glue:text}`ch1-P-err`).
 
 # %%
 P = dyn.preconditioner(p.h * np.eye(d))
-glue("ch1-h", p.h, display=False)
-glue("ch1-P-11", float(P[0, 0]), display=False)
-glue("ch1-P-err", float(np.abs(P - p.h / (1 + p.h) * np.eye(d)).max()), display=False)
+page.glue(**{"ch1-h": p.h, "ch1-P-11": (P[0, 0], ".4f"),
+             "ch1-P-err": (np.abs(P - p.h / (1 + p.h) * np.eye(d)).max(), ".1e")})
 
 # %% [markdown]
 # ### The limit $\beta\to\infty$, measured
@@ -146,82 +144,41 @@ glue("ch1-P-err", float(np.abs(P - p.h / (1 + p.h) * np.eye(d)).max()), display=
 #
 # Over {glue:text}`ch1-configs` random configurations of {glue:text}`ch1-n` Gaussian tokens
 # and $t=$ {glue:text}`ch1-steps` layers ({numref}`fig-ch1-beta-limit`), the median error is
-# {glue:text}`ch1-err-first:.2e` at $\beta=$ {glue:text}`ch1-beta-first:.3g` and
-# {glue:text}`ch1-err-mid:.2e` at $\beta=$ {glue:text}`ch1-beta-mid:.3g`; at $\beta=$
-# {glue:text}`ch1-beta-last:.3g`, {glue:text}`ch1-agree` of the {glue:text}`ch1-configs`
+# {glue:text}`ch1-err-first` at $\beta=$ {glue:text}`ch1-beta-first` and
+# {glue:text}`ch1-err-mid` at $\beta=$ {glue:text}`ch1-beta-mid`; at $\beta=$
+# {glue:text}`ch1-beta-last`, {glue:text}`ch1-agree` of the {glue:text}`ch1-configs`
 # configurations agree with the hardmax to $10^{-12}$, but the worst one is still off by
-# {glue:text}`ch1-err-worst:.2f`. What sets the speed is the smallest gap $\Delta$ between
+# {glue:text}`ch1-err-worst`. What sets the speed is the smallest gap $\Delta$ between
 # the best and the second-best score met along the hardmax trajectory: a leader chosen by a
 # margin $\Delta$ gets all but a fraction of order $e^{-\beta\Delta}$ of the softmax weight.
 # Plotted against $\beta\Delta$ (right panel) the errors follow one exponential. The dashed
-# line $C\,e^{-\beta\Delta}$ uses $C=$ {glue:text}`ch1-err-const:.1f`, the largest
+# line $C\,e^{-\beta\Delta}$ uses $C=$ {glue:text}`ch1-err-const`, the largest
 # $\operatorname{err}\,e^{\beta\Delta}$ over the plotted points with $\beta\Delta>10$, so these points
 # lie under it by construction. As a check that is not circular, the constant fitted in the same
-# way on half of the configurations is {glue:text}`ch1-err-const-half:.1f`, and
+# way on half of the configurations is {glue:text}`ch1-err-const-half`, and
 # {glue:text}`ch1-err-held-in` of the {glue:text}`ch1-err-held-n` points of the other half with
 # $\beta\Delta>10$ lie under its line.
 # Random configurations occasionally have a small $\Delta$ (here as small as
-# {glue:text}`ch1-gap-min:.1e`), which is why the worst case converges so late; Lemma 2.1
+# {glue:text}`ch1-gap-min`), which is why the worst case converges so late; Lemma 2.1
 # ({doc}`02-frank-wolfe`) says $\Delta>0$ almost surely, not that it is large.
 
 # %%
-def score_gap(x, t):
-    """Smallest margin between the best and the second-best score, per configuration."""
-    S = np.sort(dyn.scores(x), axis=-1)
-    return (S[..., -1] - S[..., -2]).min(axis=-1)
-
-
-X0 = rng.standard_normal((p.configs, p.n, d))
-I2 = np.eye(d)
-gaps = dyn.FunctionRecorder("gap", score_gap)
-hard = dyn.simulate(X0, dyn.Layer(np.inf, I2, p.h * I2), p.steps, recorders=[gaps]).x
-Delta = gaps.result()[:-1].min(axis=0)                                           # (configs,), layers 0..t-1
-errors = np.array([np.linalg.norm(dyn.simulate(X0, dyn.Layer(b, I2, p.h * I2), p.steps).x - hard,
-                                  axis=-1).max(axis=-1) for b in p.betas])      # (len(betas), configs)
-floor = 1e-16
-med, worst = np.median(errors, axis=1), errors.max(axis=1)
-bD = np.array(p.betas)[:, None] * Delta[None, :]
-far = bD > 10
-const = float((errors[far] * np.exp(bD[far])).max()) if far.any() else float("nan")
+X0 = page.stream("beta-limit").standard_normal((p.configs, p.n, d))
+lim = mc.beta_limit(X0, p.betas, p.h, p.steps)
+page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit", mp.beta_limit_data(lim, p.n),
+            statement="Section 1: the hardmax limit (SA∞) of layer (1.3)",
+            caption="Layer (1.3) at finite beta converges to the hardmax dynamics like exp(-beta Delta)")
 
 # %% tags=["hide-input"]
-fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6))
-ax.loglog(p.betas, np.maximum(med, floor), "o-", ms=3, label="median over configurations")
-ax.loglog(p.betas, np.maximum(worst, floor), "s--", ms=3, color="C3", label="worst configuration")
-ax.axhline(floor, color="0.6", lw=0.8, ls=":")
-ax.set_xlabel(r"inverse temperature $\beta$")
-ax.set_ylabel(r"$\max_i\|x_i^t(\beta)-x_i^t(\infty)\|$")
-ax.set_title(f"(1.3) against (SA$\\infty$) after t = {p.steps} layers", fontsize=8)
-ax.legend(frameon=False, fontsize=7)
-ax2.semilogy(bD.ravel(), np.maximum(errors.ravel(), floor), ".", ms=2, color="C0", alpha=0.5)
-xs = np.linspace(10, max(bD.max(), 10), 200)
-if np.isfinite(const):
-    ax2.semilogy(xs, np.maximum(const * np.exp(-xs), floor), "k--", lw=0.8, label=f"{const:.1f} exp($-\\beta\\Delta$)")
-    ax2.legend(frameon=False, fontsize=7)
-ax2.set_xlim(0, min(bD.max(), 60))
-ax2.set_ylim(floor / 2, 10)
-ax2.set_xlabel(r"$\beta\Delta$ ($\Delta$: smallest score gap of the configuration)")
-glue("fig-ch1-beta-limit", fig, display=False)
-_ = plotting.save(fig, "ch1-beta-limit", {"betas": p.betas, "median": med, "worst": worst, "Delta": Delta,
-                                          "errors": errors, "steps": p.steps, "n": p.n, "h": p.h})
-for name, value in [("configs", p.configs), ("n", p.n), ("steps", p.steps)]:
-    glue(f"ch1-{name}", value, display=False)
-glue("ch1-err-first", float(med[0]), display=False)
-glue("ch1-beta-first", p.betas[0], display=False)
-glue("ch1-beta-last", p.betas[-1], display=False)
+const_half, held_in, held_n = mc.held_out_constant(lim)
 mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))       # the beta closest to 10
-glue("ch1-err-mid", float(med[mid]), display=False)
-glue("ch1-beta-mid", p.betas[mid], display=False)
-glue("ch1-agree", int((errors[-1] < 1e-12).sum()), display=False)
-glue("ch1-err-worst", float(worst[-1]), display=False)
-glue("ch1-err-const", const, display=False)
-fit_half = far & (np.arange(p.configs) % 2 == 0)[None, :]           # fit C on even configurations,
-held = far & ~fit_half                                               # test it on the odd ones
-const_half = float((errors[fit_half] * np.exp(bD[fit_half])).max()) if fit_half.any() else float("nan")
-glue("ch1-err-const-half", const_half, display=False)
-glue("ch1-err-held-in", int((errors[held] <= const_half * np.exp(-bD[held])).sum()), display=False)
-glue("ch1-err-held-n", int(held.sum()), display=False)
-glue("ch1-gap-min", float(Delta.min()), display=False)
+page.glue(**{"ch1-configs": p.configs, "ch1-n": p.n, "ch1-steps": p.steps,
+             "ch1-err-first": (lim.median[0], ".2e"), "ch1-beta-first": (p.betas[0], ".4g"),
+             "ch1-err-mid": (lim.median[mid], ".2e"), "ch1-beta-mid": (p.betas[mid], ".4g"),
+             "ch1-beta-last": (p.betas[-1], ".4g"), "ch1-agree": int((lim.errors[-1] < 1e-12).sum()),
+             "ch1-err-worst": (lim.worst[-1], ".2f"), "ch1-err-const": (lim.const, ".1f"),
+             "ch1-err-const-half": (const_half, ".1f"), "ch1-err-held-in": held_in,
+             "ch1-err-held-n": held_n, "ch1-gap-min": (lim.Delta.min(), ".1e")})
 
 # %% [markdown]
 # ```{glue:figure} fig-ch1-beta-limit
@@ -231,7 +188,6 @@ glue("ch1-gap-min", float(Delta.min()), display=False)
 # between the finite-$\beta$ tokens and the hardmax tokens, from the same initial data. Right:
 # the same errors, one dot per configuration and $\beta$, against $\beta\Delta$. Values below
 # $10^{-16}$ are drawn on the floor (equal in double precision).
-# File: `figures/ch1-beta-limit.{pdf,png,svg}`.
 # ```
 
 # %% [markdown]
@@ -248,23 +204,22 @@ glue("ch1-gap-min", float(Delta.min()), display=False)
 # The paper introduces it by setting "$V^t=\gamma I_d$". Through (1.3) that value matrix gives
 # the step $\gamma/(1+\gamma)$, not $\gamma$ (erratum {ref}`E8 <e8>`). With $\gamma=$
 # {glue:text}`ch1-gamma`: one layer (1.3) with $V=\gamma I$ differs from one (SAβ) step by up
-# to {glue:text}`ch1-E8-wrong:.3f`, but agrees with an (SAβ) step of size
-# $\gamma/(1+\gamma)=$ {glue:text}`ch1-E8-step:.4f` to {glue:text}`ch1-E8-right:.1e`; the value
+# to {glue:text}`ch1-E8-wrong`, but agrees with an (SAβ) step of size
+# $\gamma/(1+\gamma)=$ {glue:text}`ch1-E8-step` to {glue:text}`ch1-E8-right`; the value
 # matrix that does give (SAβ) is $V=\frac{\gamma}{1-\gamma}I$ (agreement
-# {glue:text}`ch1-E8-fix:.1e`). The book implements the displayed formula, with $\gamma$ the
+# {glue:text}`ch1-E8-fix`). The book implements the displayed formula, with $\gamma$ the
 # convex weight.
 
 # %%
-x = rng.uniform(-1, 1, (p.n, d))
+x, I2 = page.stream("sa-beta-vs-layer").uniform(-1, 1, (p.n, d)), np.eye(d)
 sa_beta = dyn.softmax_step(x, p.gamma, p.beta_mc)
 with_V_gamma = dyn.layer_step(x, p.beta_mc, I2, p.gamma * I2)
-glue("ch1-gamma", p.gamma, display=False)
-glue("ch1-E8-wrong", float(np.abs(with_V_gamma - sa_beta).max()), display=False)
-glue("ch1-E8-step", p.gamma / (1 + p.gamma), display=False)
-glue("ch1-E8-right", float(np.abs(with_V_gamma - dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)).max()),
-     display=False)
-glue("ch1-E8-fix", float(np.abs(dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2) - sa_beta).max()),
-     display=False)
+shrunk = dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)
+fixed = dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2)
+page.glue(**{"ch1-gamma": p.gamma, "ch1-E8-wrong": (np.abs(with_V_gamma - sa_beta).max(), ".3f"),
+             "ch1-E8-step": (p.gamma / (1 + p.gamma), ".4f"),
+             "ch1-E8-right": (np.abs(with_V_gamma - shrunk).max(), ".1e"),
+             "ch1-E8-fix": (np.abs(fixed - sa_beta).max(), ".1e")})
 
 # %% [markdown]
 # ## The Markov chain (SAP): one step in expectation is one (SAβ) step
@@ -282,77 +237,28 @@ glue("ch1-E8-fix", float(np.abs(dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - 
 # the hardmax {cite:p}`gumbel1954statistical`, hence the paper's "Gumbel trick". Taking the
 # conditional expectation, $\mathbb E[x_i^{t+1}\mid x^t]=\sum_jA_{ij}\big((1-\gamma)x_i^t+\gamma
 # x_j^t\big)$, which is exactly one (SAβ) step. A Monte Carlo check with
-# {glue:text}`ch1-samples:,.0f` independent steps from the same tokens ($\beta=$
+# {glue:text}`ch1-samples` independent steps from the same tokens ($\beta=$
 # {glue:text}`ch1-beta-mc`, $\gamma=$ {glue:text}`ch1-gamma`): the sample mean differs from the
-# (SAβ) step by at most {glue:text}`ch1-mc-err:.1e`, and the largest deviation in units of
-# the standard error is {glue:text}`ch1-mc-z:.2f` over the {glue:text}`ch1-mc-coords`
-# coordinates ({numref}`fig-ch1-sap`: error bars in the middle; on the right the error
+# (SAβ) step by at most {glue:text}`ch1-mc-err`, and the largest deviation in units of
+# the standard error is {glue:text}`ch1-mc-z` over the {glue:text}`ch1-mc-coords`
+# coordinates ({numref}`fig-ch1-sap-expectation`: error bars in the middle; on the right the error
 # shrinks like $M^{-1/2}$).
 
 # %%
 x = np.array([[-0.6, 0.5], [0.7, 0.6], [0.1, -0.7], [-0.8, -0.4], [0.5, -0.1]])   # five fixed tokens
-target = dyn.softmax_step(x, p.gamma, p.beta_mc)
-chain_rng = np.random.default_rng(p.seed + 1)
-sums = np.zeros_like(x)
-sq = np.zeros_like(x)
-checkpoints, errs, done = [], [], 0
-while done < p.samples:                                  # batches double: checkpoints 1000, 2000, 4000, ...
-    m = min(max(done, min(1000, p.samples)), p.samples - done, 100_000)
-    Y = dyn.sap_step(np.broadcast_to(x, (m,) + x.shape), p.gamma, p.beta_mc, rng=chain_rng)  # (m, n, d)
-    sums += Y.sum(0)
-    sq += (Y ** 2).sum(0)
-    done += m
-    checkpoints.append(done)
-    errs.append(np.abs(sums / done - target).max())
-mean = sums / done
-se = np.sqrt(np.maximum(sq / done - mean ** 2, 0) / done)
-z = np.abs(mean - target) / np.where(se > 0, se, np.inf)
-glue("ch1-samples", p.samples, display=False)
-glue("ch1-beta-mc", p.beta_mc, display=False)
-glue("ch1-mc-err", float(np.abs(mean - target).max()), display=False)
-glue("ch1-mc-z", float(z.max()), display=False)
-glue("ch1-mc-coords", int(z.size), display=False)
-glue("ch1-mc-within", int((z <= 2).sum()), display=False)
+sap = mc.sap_mean(x, p.gamma, p.beta_mc, p.samples, rng=page.stream("sap-mean"))
+page.figure(mp.fig_sap_expectation(sap), "ch1-sap-expectation", mp.sap_data(sap),
+            statement="Section 1: the Markov chain (SAP) and (SAβ)",
+            caption="One (SAP) step is one (SA-beta) step in expectation: Monte Carlo check")
 
 # %% tags=["hide-input"]
-A = dyn.attention(x, None, p.beta_mc)
-fig, (ax, ax3, ax2) = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 3.1), layout="constrained",
-                                   gridspec_kw={"width_ratios": [1.1, 0.9, 1]})
-i = 0
-dest = (1 - p.gamma) * x[i] + p.gamma * x                      # the n possible destinations of token i
-for j in range(len(x)):
-    ax.plot([x[i, 0], x[j, 0]], [x[i, 1], x[j, 1]], color="0.85", lw=0.6, zorder=1)
-ax.scatter(x[:, 0], x[:, 1], s=30, c="k", zorder=3, label="tokens $x_j$")
-ax.scatter(dest[:, 0], dest[:, 1], s=900 * A[i], facecolors="none", edgecolors="C0", zorder=2,
-           label=r"SAP destinations of $x_1$ (area $\propto A_{1j}$)")
-ax.scatter(*target[i], marker="*", s=120, c="C3", zorder=4, label=r"one SA$\beta$ step of $x_1$")
-ax.scatter(*mean[i], marker="x", s=60, c="C2", zorder=5, label="Monte Carlo mean of SAP")
-ax.annotate("$x_1$", x[i], textcoords="offset points", xytext=(-14, 6))
-ax.set_aspect("equal")
-ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=1, frameon=False)
-ax.set_xticks([])
-ax.set_yticks([])
-ax.set_title(r"one step of token $x_1$", fontsize=8)
-labels = [f"$x_{{{k + 1},{c + 1}}}$" for k in range(len(x)) for c in range(d)]
-pos = np.arange(x.size)
-ax3.errorbar(pos, (mean - target).ravel(), yerr=2 * se.ravel(), fmt="o", ms=3, capsize=2, color="C2")
-ax3.axhline(0, color="C3", lw=1)
-ax3.set_xticks(pos, labels, fontsize=6, rotation=90)
-ax3.set_title(r"MC mean $-$ SA$\beta$ step, $\pm2$ s.e.", fontsize=8)
-ax3.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-ax2.loglog(checkpoints, errs, "o-", ms=3, label="largest coordinate error")
-ref = errs[0] * np.sqrt(checkpoints[0] / np.array(checkpoints, dtype=float))
-ax2.loglog(checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
-ax2.set_xlabel("Monte Carlo samples $M$")
-ax2.set_title("convergence of the mean", fontsize=8)
-ax2.legend(frameon=False, fontsize=7)
-glue("fig-ch1-sap", fig, display=False)
-_ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "sa_beta": target, "mc_mean": mean,
-                                               "mc_se": se, "samples": checkpoints, "max_error": errs})
+page.glue(**{"ch1-samples": (p.samples, ","), "ch1-beta-mc": p.beta_mc,
+             "ch1-mc-err": (np.abs(sap.mean - sap.target).max(), ".1e"), "ch1-mc-z": (sap.z.max(), ".2f"),
+             "ch1-mc-coords": int(sap.z.size), "ch1-mc-within": int((sap.z <= 2).sum())})
 
 # %% [markdown]
-# ```{glue:figure} fig-ch1-sap
-# :name: fig-ch1-sap
+# ```{glue:figure} fig-ch1-sap-expectation
+# :name: fig-ch1-sap-expectation
 #
 # Left: the possible moves of one token under (SAP), with circle areas proportional to their
 # probabilities; their average (green cross, Monte Carlo) is the (SAβ) step (red star).
@@ -360,7 +266,6 @@ _ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "
 # error bars of two standard errors: {glue:text}`ch1-mc-within` of the {glue:text}`ch1-mc-coords`
 # bars contain zero (red), where about 95% are expected. Right: the largest coordinate
 # error of the Monte Carlo mean against the number of samples.
-# File: `figures/ch1-sap-expectation.{pdf,png,svg}`.
 # ```
 
 # %% [markdown]
@@ -372,7 +277,7 @@ _ = plotting.save(fig, "ch1-sap-expectation", {"x": x, "weights_token1": A[i], "
 # vertex (colours: the final leader). Press play, or drag the slider.
 
 # %%
-x0 = rng.uniform(-1, 1, (14, d))
+x0 = page.stream("animation").uniform(-1, 1, (14, d))
 run = dyn.simulate(x0, dyn.Hardmax(0.25), 16, trajectory=True)
 leader = dyn.leaders(run.x)
 colors = plt.get_cmap("tab10")(np.unique(leader, return_inverse=True)[1] % 10)
@@ -394,21 +299,8 @@ beta_grid = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
 paths = {b: dyn.simulate(x0, dyn.Softmax(0.1, b), 60, trajectory=True).trajectory for b in beta_grid}
 
 
-def draw_paths(ax, traj, title):
-    for k in range(traj.shape[1]):
-        ax.plot(traj[:, k, 0], traj[:, k, 1], color=colors[k], lw=0.9)
-    ax.scatter(traj[0, :, 0], traj[0, :, 1], s=18, facecolors="none", edgecolors=colors)
-    ax.scatter(traj[-1, :, 0], traj[-1, :, 1], s=18, c=colors, edgecolors="k", linewidths=0.4, zorder=3)
-    ax.set_xlim(-1.1, 1.1)
-    ax.set_ylim(-1.1, 1.1)
-    ax.set_aspect("equal")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_title(title, fontsize=11)
-
-
 def draw_beta(ax, b):
-    draw_paths(ax, paths[b], f"(SA$\\beta$), $\\beta$ = {b:g}, 60 layers")
+    mp.draw_paths(ax, paths[b], colors, f"(SA$\\beta$), $\\beta$ = {b:g}, 60 layers")
 
 
 display(HTML(frames_view(draw_beta, beta_grid)))
@@ -425,7 +317,7 @@ import ipywidgets as widgets
 def live(beta=8.0, gamma=0.1, layers=60):
     traj = dyn.simulate(x0, dyn.Softmax(gamma, beta), layers, trajectory=True).trajectory
     fig, ax = plt.subplots(figsize=(4, 4))
-    draw_paths(ax, traj, f"(SA$\\beta$), $\\beta$ = {beta:.3g}, $\\gamma$ = {gamma:.2g}, {layers} layers")
+    mp.draw_paths(ax, traj, colors, f"(SA$\\beta$), $\\beta$ = {beta:.3g}, $\\gamma$ = {gamma:.2g}, {layers} layers")
     plt.show()
 
 

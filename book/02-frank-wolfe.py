@@ -61,21 +61,27 @@ p = resolve(PRESETS, preset, oracle_configs=oracle_configs, oracle_n=oracle_n, o
             hull_configs=hull_configs, hull_steps=hull_steps, seed=seed)
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import HTML, display
-from myst_nb import glue
-from scipy.spatial import ConvexHull
 
 from attention_fw import dynamics as dyn
 from attention_fw import frank_wolfe as fw
-from attention_fw import plotting, polytope
+from attention_fw import frank_wolfe_plots as fwp
+from attention_fw import plotting
 from attention_fw.animate import trajectory_animation
+from attention_fw.notebook import Page
 
 # %matplotlib inline
 # %config InlineBackend.figure_formats = ["retina"]
 plotting.use_style()
-rng = np.random.default_rng(p.seed)
+page = Page("02-frank-wolfe", p)  # saves and glues figures; page.stream(name): one random stream per experiment
+
+
+# %%
+def random_symmetric(rng, count, d):
+    """``count`` random symmetric d x d matrices (typically indefinite)."""
+    M = rng.standard_normal((count, d, d))
+    return (M + np.swapaxes(M, 1, 2)) / 2
 
 # %% [markdown]
 # ## The oracle: the token argmax is the hull's linear minimisation oracle
@@ -87,52 +93,25 @@ rng = np.random.default_rng(p.seed)
 # over the simplex of convex weights (HiGHS). Over {glue:text}`ch2-oracle-configs` random
 # sets of {glue:text}`ch2-oracle-n` points in $\mathbb R^{d}$, $d=$ {glue:text}`ch2-oracle-d`,
 # each point querying the oracle with its own direction $Bx_i$ (a random symmetric $B$ per
-# set), the two answers differ by at most {glue:text}`ch2-oracle-res:.1e`; they are identical
+# set), the two answers differ by at most {glue:text}`ch2-oracle-res`; they are identical
 # bit for bit in {glue:text}`ch2-oracle-exact` of the {glue:text}`ch2-oracle-queries` queries
 # (the linear program returns a vertex of the simplex, so no rounding enters). A reproduction
 # log of the paper reports a residual of $8.9\times10^{-16}$ for the same check.
 
 # %%
-residuals = []
-for r in range(p.oracle_configs):
-    pts = rng.standard_normal((p.oracle_n, p.oracle_d))
-    M = rng.standard_normal((p.oracle_d, p.oracle_d))
-    B = (M + M.T) / 2
-    direction = -(pts @ B.T)                       # argmax <B x_i, y>  =  argmin <-B x_i, y>
-    residuals.append(np.abs(fw.lmo(pts, direction) - fw.lmo_linprog(pts, direction)).max(axis=1))
-residuals = np.concatenate(residuals)
-glue("ch2-oracle-configs", p.oracle_configs, display=False)
-glue("ch2-oracle-n", p.oracle_n, display=False)
-glue("ch2-oracle-d", p.oracle_d, display=False)
-glue("ch2-oracle-res", float(residuals.max()), display=False)
-glue("ch2-oracle-exact", int((residuals == 0).sum()), display=False)
-glue("ch2-oracle-queries", int(residuals.size), display=False)
+rng = page.stream("oracle")
+sets = rng.standard_normal((p.oracle_configs, p.oracle_n, p.oracle_d))
+residuals = fw.oracle_residuals(sets, random_symmetric(rng, p.oracle_configs, p.oracle_d)).ravel()
+page.glue(**{"ch2-oracle-configs": p.oracle_configs, "ch2-oracle-n": p.oracle_n, "ch2-oracle-d": p.oracle_d,
+             "ch2-oracle-res": (residuals.max(), ".1e"), "ch2-oracle-exact": int((residuals == 0).sum()),
+             "ch2-oracle-queries": int(residuals.size)})
 
-# %% tags=["hide-input"]
 pts = np.array([[0.9, 0.1], [0.4, 0.8], [-0.5, 0.7], [-0.8, -0.3], [0.1, -0.9], [0.2, 0.1], [-0.1, 0.3]])
-B = np.diag([1.0, 2.0])
-i = 5
-g = B @ pts[i]
-s = fw.lmo(pts, -g[None, :])[0]
-hull = ConvexHull(pts)
-fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
-poly = pts[np.r_[hull.vertices, hull.vertices[0]]]
-gx, gy = np.meshgrid(np.linspace(-1.1, 1.1, 200), np.linspace(-1.1, 1.1, 200))
-ax.contour(gx, gy, g[0] * gx + g[1] * gy, levels=12, colors="0.75", linewidths=0.5)
-ax.fill(poly[:, 0], poly[:, 1], color="C0", alpha=0.12)
-ax.plot(poly[:, 0], poly[:, 1], color="C0", lw=1)
-ax.scatter(pts[:, 0], pts[:, 1], c="k", s=14, zorder=3)
-ax.annotate("", xy=pts[i] + 0.25 * g / np.linalg.norm(g), xytext=pts[i], arrowprops=dict(arrowstyle="->", color="C3"))
-ax.scatter(*s, s=90, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
-ax.annotate("", xy=pts[i] + 0.5 * (s - pts[i]), xytext=pts[i], arrowprops=dict(arrowstyle="->", color="C2", lw=1.3))
-ax.text(*(pts[i] + [-0.12, -0.13]), "$x_i$")
-ax.text(*(s + [0.05, 0.06]), "$s_i$", color="C3")
-ax.set_aspect("equal")
-ax.set_xticks([])
-ax.set_yticks([])
-ax.set_title(r"$s_i=\arg\max_{y\in\mathcal{K}}\langle Bx_i,y\rangle$", fontsize=9)
-glue("fig-ch2-oracle", fig, display=False)
-_ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "residuals": residuals})
+B, i = np.diag([1.0, 2.0]), 5
+fig, s = fwp.fig_oracle(pts, B, i)
+page.figure(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "residuals": residuals},
+            statement="Section 2: the Frank–Wolfe reading of (SA∞)",
+            caption="One (SA-inf) step is one Frank-Wolfe step: the oracle picks a vertex of the hull")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-oracle
@@ -141,7 +120,6 @@ _ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "
 # One Frank–Wolfe step with $B=\mathrm{diag}(1,2)$: grey lines are level sets of
 # $y\mapsto\langle Bx_i,y\rangle$, the red arrow is the direction $Bx_i$, the circled vertex is
 # the oracle's answer $s_i$ and the green arrow the step with $\gamma=\tfrac12$.
-# File: `figures/ch2-oracle.{pdf,png,svg}`.
 # ```
 
 # %% [markdown]
@@ -150,7 +128,7 @@ _ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "
 # **Lemma 2.1.** *If $B^t$ is invertible for every $t$, then for Lebesgue-almost every initial
 # configuration, $\#\mathcal C_i^t=1$ for all $t\ge0$ and all $i$.*
 #
-# Lemma 2.1 says that random initialisations hit a tie with probability zero; a sample agrees. For {glue:text}`ch2-tie-configs:,.0f` configurations
+# Lemma 2.1 says that random initialisations hit a tie with probability zero; a sample agrees. For {glue:text}`ch2-tie-configs` configurations
 # of 6 tokens uniform in $[-1,1]^2$, followed for {glue:text}`ch2-tie-steps` layers of
 # (SA∞) with $\gamma=$ {glue:text}`ch2-gamma` and $B=I_2$ or $B=\mathrm{diag}(1,2)$, the number
 # of (configuration, layer, token) triples with more than one leader is
@@ -161,58 +139,39 @@ _ = plotting.save(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "
 # corners of the square $[-1,1]^2$ and one at its centre: all five scores of the centre token
 # are $0$, its leader set has {glue:text}`ch2-tie-centre` elements (itself included), and the
 # averaged step leaves it in place (largest displacement over 12 layers:
-# {glue:text}`ch2-centre-moved:.1e`). (b) Put the fifth token at $(\tfrac12,0)$ instead, on the
+# {glue:text}`ch2-centre-moved`). (b) Put the fifth token at $(\tfrac12,0)$ instead, on the
 # boundary between the cells of $(1,1)$ and $(1,-1)$: it has {glue:text}`ch2-tie-edge` tied
-# leaders and walks towards their midpoint, reaching ({glue:text}`ch2-edge-end-x:.4f`,
-# {glue:text}`ch2-edge-end-y:.4f`) after 12 layers; it converges to $(1,0)$, which is not a
+# leaders and walks towards their midpoint, reaching ({glue:text}`ch2-edge-end-x`,
+# {glue:text}`ch2-edge-end-y`) after 12 layers; it converges to $(1,0)$, which is not a
 # vertex of the hull ({numref}`fig-ch2-ties`).
 
 # %%
-def count_ties(B):
-    X0 = rng.uniform(-1, 1, (p.tie_configs, 6, 2))
+def count_ties(B, rng):
+    """(configuration, layer, token) triples with more than one leader, from uniform starts."""
     rec = dyn.FunctionRecorder("ties", lambda x, t: (dyn.tie_counts(x, B) > 1).sum())
-    dyn.simulate(X0, dyn.Hardmax(p.gamma, B), p.tie_steps, recorders=[rec])
+    dyn.simulate(rng.uniform(-1, 1, (p.tie_configs, 6, 2)), dyn.Hardmax(p.gamma, B), p.tie_steps, recorders=[rec])
     return int(rec.result().sum())
 
 
-ties_random = count_ties(np.eye(2)) + count_ties(np.diag([1.0, 2.0]))
-glue("ch2-tie-configs", 2 * p.tie_configs, display=False)
-glue("ch2-tie-steps", p.tie_steps, display=False)
-glue("ch2-gamma", p.gamma, display=False)
-glue("ch2-ties-random", ties_random, display=False)
+ties_random = (count_ties(np.eye(2), page.stream("ties-identity"))
+               + count_ties(np.diag([1.0, 2.0]), page.stream("ties-diagonal")))
+page.glue(**{"ch2-tie-configs": (2 * p.tie_configs, ","), "ch2-tie-steps": p.tie_steps,
+             "ch2-gamma": p.gamma, "ch2-ties-random": ties_random})
 
+# %%
 corners = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0]])
 with_centre = np.vstack([corners, [[0.0, 0.0]]])        # configuration (a): a token at the centre
 with_edge = np.vstack([corners, [[0.5, 0.0]]])          # configuration (b): a token on a cell boundary
-count_centre = int(dyn.tie_counts(with_centre)[4])
-count_edge = int(dyn.tie_counts(with_edge)[4])
-glue("ch2-tie-centre", count_centre, display=False)
-glue("ch2-tie-edge", count_edge, display=False)
+count_centre, count_edge = int(dyn.tie_counts(with_centre)[4]), int(dyn.tie_counts(with_edge)[4])
 run_a = dyn.simulate(with_centre, dyn.Hardmax(0.3), 12, trajectory=True).trajectory
 run_b = dyn.simulate(with_edge, dyn.Hardmax(0.3), 12, trajectory=True).trajectory
-glue("ch2-centre-moved", float(np.abs(run_a[:, 4] - run_a[0, 4]).max()), display=False)
-glue("ch2-edge-end-x", float(run_b[-1, 4, 0]), display=False)
-glue("ch2-edge-end-y", float(run_b[-1, 4, 1]), display=False)
-
-# %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
-ax.plot(*np.r_[corners, corners[:1]].T, color="0.5", lw=0.8)
-ax.plot(run_b[:, 4, 0], run_b[:, 4, 1], "o-", ms=2.5, color="C2", lw=0.8)
-ax.scatter(*run_a[-1, 4], s=40, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
-ax.scatter(corners[:, 0], corners[:, 1], c="k", s=18, zorder=3)
-ax.annotate(f"(a) centre: {count_centre} tied leaders,\nstays put", run_a[-1, 4], xytext=(-0.9, 0.45), fontsize=7,
-            arrowprops=dict(arrowstyle="->", lw=0.6))
-ax.annotate(f"(b) (1/2, 0): {count_edge} tied leaders,\nwalks to (1, 0)", with_edge[4], xytext=(-0.3, -0.6),
-            fontsize=7, arrowprops=dict(arrowstyle="->", lw=0.6))
-ax.set_aspect("equal")
-ax.set_xlim(-1.2, 1.3)
-ax.set_ylim(-1.2, 1.2)
-ax.set_xticks([])
-ax.set_yticks([])
-glue("fig-ch2-ties", fig, display=False)
-_ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_centre, count_edge],
-                                    "trajectory_centre": run_a[:, 4], "trajectory_edge": run_b[:, 4],
-                                    "random_ties": ties_random, "random_configs": 2 * p.tie_configs})
+page.glue(**{"ch2-tie-centre": count_centre, "ch2-tie-edge": count_edge,
+             "ch2-centre-moved": (np.abs(run_a[:, 4] - run_a[0, 4]).max(), ".1e"),
+             "ch2-edge-end-x": (run_b[-1, 4, 0], ".4f"), "ch2-edge-end-y": (run_b[-1, 4, 1], ".4f")})
+page.figure(fwp.fig_ties(corners, run_a, run_b, count_centre, count_edge), "ch2-ties",
+            {"corners": corners, "tie_counts": [count_centre, count_edge], "trajectory_centre": run_a[:, 4],
+             "trajectory_edge": run_b[:, 4], "random_ties": ties_random, "random_configs": 2 * p.tie_configs},
+            statement="Lemma 2.1", caption="Ties can be engineered: a tied centre token stays, a tied edge token walks")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-ties
@@ -221,7 +180,7 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 # Engineered ties in a square ($B=I_2$, $\gamma=0.3$, two separate configurations): (a) the
 # centre token (red circle) is tied between all five tokens and does not move; (b) the token
 # at $(\tfrac12,0)$ (green) is tied between two vertices and walks to the midpoint of their
-# edge. File: `figures/ch2-ties.{pdf,png,svg}`.
+# edge.
 # ```
 
 # %% [markdown]
@@ -232,10 +191,10 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 # measure into a null set. That last step is **false** (erratum {ref}`E7 <e7>`). Take $d=1$, $V=I_1$ (so $P=\tfrac12$)
 # and $B=-I_1$, and two tokens $a>0>b$. Each is the other's leader
 # ($\langle Ba,b\rangle=-ab>0>-a^2$), so both jump to $(a+b)/2$: an open set of initial data
-# is mapped onto the diagonal $\{x_1=x_2\}$. Every one of {glue:text}`ch2-e7-pairs:,.0f` random
+# is mapped onto the diagonal $\{x_1=x_2\}$. Every one of {glue:text}`ch2-e7-pairs` random
 # pairs with $a>0>b$ merges mathematically after one layer (1.3). In floating point,
-# {glue:text}`ch2-e7-merged:,.0f` of them land on the same double; the others differ only by
-# rounding, at most {glue:text}`ch2-e7-maxres:.1e` ({glue:text}`ch2-e7-ulp:.0f` units in the last
+# {glue:text}`ch2-e7-merged` of them land on the same double; the others differ only by
+# rounding, at most {glue:text}`ch2-e7-maxres` ({glue:text}`ch2-e7-ulp` units in the last
 # place of the larger of $|a|,|b|$).
 #
 # The lemma itself is nevertheless **true** when leaders are counted as *points* (merged tokens
@@ -245,16 +204,13 @@ _ = plotting.save(fig, "ch2-ties", {"corners": corners, "tie_counts": [count_cen
 # forever after; this is the one place where the two readings of $\mathcal C_i^t$ differ.
 
 # %%
-a = rng.uniform(0.01, 3.0, p.e7_pairs)
-b = -rng.uniform(0.01, 3.0, p.e7_pairs)
-pairs = np.stack([a, b], axis=-1)[..., None]                       # (pairs, n=2, d=1)
-after = dyn.layer_step(pairs, np.inf, -np.eye(1), np.eye(1))
-merged = int((after[:, 0, 0] == after[:, 1, 0]).sum())
-glue("ch2-e7-pairs", p.e7_pairs, display=False)
-glue("ch2-e7-merged", merged, display=False)
+rng = page.stream("e7-pairs")
+pairs = np.stack([rng.uniform(0.01, 3.0, p.e7_pairs), -rng.uniform(0.01, 3.0, p.e7_pairs)], axis=-1)[..., None]
+after = dyn.layer_step(pairs, np.inf, -np.eye(1), np.eye(1))       # pairs: (pairs, n=2, d=1)
 resid = np.abs(after[:, 0, 0] - after[:, 1, 0])
-glue("ch2-e7-maxres", float(resid.max()), display=False)
-glue("ch2-e7-ulp", float((resid / np.spacing(np.abs(pairs[:, :, 0]).max(axis=1))).max()), display=False)
+ulp = np.spacing(np.abs(pairs[:, :, 0]).max(axis=1))
+page.glue(**{"ch2-e7-pairs": (p.e7_pairs, ","), "ch2-e7-merged": (int((resid == 0).sum()), ","),
+             "ch2-e7-maxres": (resid.max(), ".1e"), "ch2-e7-ulp": ((resid / ulp).max(), ".0f")})
 
 # %% [markdown]
 # ## The hull shrinks (lemma of §2.3, number unverified)
@@ -265,69 +221,33 @@ glue("ch2-e7-ulp", float((resid / np.spacing(np.abs(pairs[:, :, 0]).max(axis=1))
 # key–query matrix. Over {glue:text}`ch2-hull-configs` configurations of 10 Gaussian tokens in
 # the plane, each with its own random symmetric (typically indefinite) $B$, followed for
 # {glue:text}`ch2-hull-steps` layers, the largest relative change of the hull's area from
-# one layer to the next is {glue:text}`ch2-hull-incr:.1e`: the area never increased beyond
+# one layer to the next is {glue:text}`ch2-hull-incr`: the area never increased beyond
 # rounding, and
 # {glue:text}`ch2-hull-outside` new tokens lie outside the previous hull
-# ({numref}`fig-ch2-hull`).
+# ({numref}`fig-ch2-hull-area`). The library's hardmax step takes one key–query matrix per
+# configuration, so the whole batch runs in one call (`frank_wolfe.hull_shrinking`).
 
 # %%
+rng = page.stream("hull-shrinking")
 X = rng.standard_normal((p.hull_configs, 10, 2))
-Bs = rng.standard_normal((p.hull_configs, 2, 2))
-Bs = (Bs + np.swapaxes(Bs, 1, 2)) / 2
-areas = np.empty((p.hull_steps + 1, p.hull_configs))
-outside = 0
-for t in range(p.hull_steps + 1):
-    areas[t] = polytope.hull_area(X)
-    if t == p.hull_steps:
-        break
-    S = np.einsum("rid,rde,rje->rij", X, Bs, X)                   # batched scores <B x_i, x_j>
-    A = (S >= S.max(-1, keepdims=True) - 1e-12 * np.abs(S).max(-1, keepdims=True)).astype(float)
-    A /= A.sum(-1, keepdims=True)                                  # hardmax, ties averaged (as the library)
-    new = X + p.gamma * (A @ X - X)
-    for r in range(p.hull_configs):                                # facets a.x + b <= 0 of the current hull
-        eq = ConvexHull(X[r]).equations
-        outside += int(((new[r] @ eq[:, :2].T + eq[:, 2]) > 1e-12).any(axis=1).sum())
-    X = new
-rel_incr = np.diff(areas, axis=0) / areas[:-1]
-glue("ch2-hull-configs", p.hull_configs, display=False)
-glue("ch2-hull-steps", p.hull_steps, display=False)
-assert rel_incr.max() < 1e-12 and outside == 0, "the hull grew: the lemma would be violated"
-glue("ch2-hull-incr", float(rel_incr.max()), display=False)
-glue("ch2-hull-outside", outside, display=False)
+hull = fw.hull_shrinking(X, p.gamma, random_symmetric(rng, p.hull_configs, 2), p.hull_steps)
+rel_incr = np.diff(hull.areas, axis=0) / hull.areas[:-1]
+assert rel_incr.max() < 1e-12 and hull.outside == 0, "the hull grew: the lemma would be violated"
+page.glue(**{"ch2-hull-configs": p.hull_configs, "ch2-hull-steps": p.hull_steps,
+             "ch2-hull-incr": (rel_incr.max(), ".1e"), "ch2-hull-outside": hull.outside})
+page.figure(fwp.fig_hull_area(hull.areas), "ch2-hull-area",
+            {"relative_area": hull.areas / hull.areas[0], "gamma": p.gamma,
+             "max_relative_increase": rel_incr.max(), "new_tokens_outside": hull.outside},
+            statement="Hull lemma of Section 2.3 (number unverified)",
+            caption="Under (SA-inf) the hull of the tokens only shrinks, for any key-query matrix")
 
 # %% [markdown]
-# The key–query matrices differ between configurations, so the batch above is advanced with
-# the library's hardmax rule written out for a per-configuration $B$ (same tie rule); for one
-# fixed $B$ it is `dynamics.hardmax_step`. A check of that equivalence on the first
-# configuration: the largest difference after one step is {glue:text}`ch2-batch-check:.1e`.
-
-# %%
-x0 = rng.standard_normal((10, 2))
-S = x0 @ Bs[0].T @ x0.T
-A = (S >= S.max(-1, keepdims=True) - 1e-12 * np.abs(S).max(-1, keepdims=True)).astype(float)
-A /= A.sum(-1, keepdims=True)
-glue("ch2-batch-check", float(np.abs(x0 + p.gamma * (A @ x0 - x0) - dyn.hardmax_step(x0, p.gamma, Bs[0])).max()),
-     display=False)
-
-# %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.3))
-norm = areas / areas[0]
-ax.semilogy(norm[:, :40], color="C0", lw=0.6, alpha=0.5)
-ax.semilogy(np.median(norm, axis=1), color="k", lw=1.5, label="median")
-ax.set_xlabel("layer $t$")
-ax.set_ylabel(r"area$(\mathcal{K}^t)\,/\,$area$(\mathcal{K}^0)$")
-ax.legend(frameon=False)
-glue("fig-ch2-hull", fig, display=False)
-_ = plotting.save(fig, "ch2-hull-area", {"relative_area": norm, "gamma": p.gamma, "max_relative_increase": rel_incr.max(),
-                                         "new_tokens_outside": outside})
-
-# %% [markdown]
-# ```{glue:figure} fig-ch2-hull
-# :name: fig-ch2-hull
+# ```{glue:figure} fig-ch2-hull-area
+# :name: fig-ch2-hull-area
 #
 # Area of the hull of the tokens under (SA∞), relative to the initial area, for random
 # configurations and random symmetric $B$ (up to 40 curves drawn; black: median over all).
-# No curve ever increases. File: `figures/ch2-hull-area.{pdf,png,svg}`.
+# No curve ever increases.
 # ```
 #
 # In motion, for one configuration with an indefinite $B$: the dotted line is the initial hull,
@@ -335,7 +255,7 @@ _ = plotting.save(fig, "ch2-hull-area", {"relative_area": norm, "gamma": p.gamma
 
 # %%
 Bi = np.array([[1.0, 0.0], [0.0, -0.6]])
-x0 = rng.standard_normal((12, 2))
+x0 = page.stream("animation").standard_normal((12, 2))
 run = dyn.simulate(x0, dyn.Hardmax(0.2, Bi), 30, trajectory=True)
 display(HTML(trajectory_animation(run.trajectory, title=lambda k: f"(SA$\\infty$), B = diag(1, -0.6), t = {k}")))
 
@@ -343,12 +263,12 @@ display(HTML(trajectory_animation(run.trajectory, title=lambda k: f"(SA$\\infty$
 # ## A diagonal value matrix can make the hull grow (remark after the lemma)
 #
 # The shrinking relies on $P^t=\gamma^tI$. With a general positive **diagonal** $V$ it fails.
-# Take $V=\mathrm{diag}(3/2,7/3)$, so that $P=(I+V)^{-1}V=\mathrm{diag}(p_1,p_2)$ with $p_1=$ {glue:text}`ch2-P1:.2f` and $p_2=$ {glue:text}`ch2-P2:.2f`, the triangle
+# Take $V=\mathrm{diag}(3/2,7/3)$, so that $P=(I+V)^{-1}V=\mathrm{diag}(p_1,p_2)$ with $p_1=$ {glue:text}`ch2-P1` and $p_2=$ {glue:text}`ch2-P2`, the triangle
 # $x_1=0$, $x_2=e_1$, $x_3=e_2$, and the symmetric invertible $B=\begin{pmatrix}0&1\\1&0\end{pmatrix}$,
 # for which $Bx_2=e_2$ and $x_3$ is the unique leader of $x_2$. One layer (1.3) with
-# $\beta=\infty$ sends $x_2$ to the point ({glue:text}`ch2-x2a:.2f`, {glue:text}`ch2-x2b:.2f`), whose coordinates sum to
-# {glue:text}`ch2-x2-sum:.2f` $>1$: the new token lies **outside** $\mathcal K$, and the new
-# hull has area {glue:text}`ch2-area-new:.4f`, of which {glue:text}`ch2-area-outside:.4f` lies
+# $\beta=\infty$ sends $x_2$ to the point ({glue:text}`ch2-x2a`, {glue:text}`ch2-x2b`), whose coordinates sum to
+# {glue:text}`ch2-x2-sum` $>1$: the new token lies **outside** $\mathcal K$, and the new
+# hull has area {glue:text}`ch2-area-new`, of which {glue:text}`ch2-area-outside` lies
 # outside the old triangle (area $\tfrac12$) ({numref}`fig-ch2-diagonal-V`).
 
 # %%
@@ -359,32 +279,14 @@ Pd = dyn.preconditioner(Vd)
 tri = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
 Bswap = np.array([[0.0, 1.0], [1.0, 0.0]])
 new = dyn.layer_step(tri, np.inf, Bswap, Vd)
-old_poly, new_poly = Polygon(tri), Polygon(new[ConvexHull(new).vertices])
-glue("ch2-P1", float(Pd[0, 0]), display=False)
-glue("ch2-P2", float(Pd[1, 1]), display=False)
-glue("ch2-x2a", float(new[1, 0]), display=False)
-glue("ch2-x2b", float(new[1, 1]), display=False)
-glue("ch2-x2-sum", float(new[1].sum()), display=False)
-glue("ch2-area-new", float(new_poly.area), display=False)
-glue("ch2-area-outside", float(new_poly.difference(old_poly).area), display=False)
-
-# %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN * 0.95))
-ax.fill(*tri[[0, 1, 2, 0]].T, color="C0", alpha=0.15, label=r"$\mathcal{K}$")
-ax.plot(*tri[[0, 1, 2, 0]].T, color="C0", lw=1)
-hv = ConvexHull(new).vertices
-ax.plot(*new[np.r_[hv, hv[0]]].T, color="C3", lw=1, ls="--", label=r"$\mathcal{K}^{1}$ (new hull)")
-for k in range(3):
-    ax.annotate("", xy=new[k], xytext=tri[k], arrowprops=dict(arrowstyle="->", color="0.3", lw=0.8))
-ax.scatter(*tri.T, c="C0", s=20, zorder=3)
-ax.scatter(*new.T, c="C3", s=20, zorder=3)
-ax.text(new[1, 0] + 0.03, new[1, 1] + 0.03, f"({new[1, 0]:.1f}, {new[1, 1]:.1f})", color="C3", fontsize=8)
-ax.set_aspect("equal")
-ax.set_xlim(-0.1, 1.15)
-ax.set_ylim(-0.1, 1.1)
-ax.legend(frameon=False, loc="upper right")
-glue("fig-ch2-diagonal-V", fig, display=False)
-_ = plotting.save(fig, "ch2-diagonal-V", {"V": Vd, "P": Pd, "B": Bswap, "tokens": tri, "after_one_layer": new})
+old_poly, new_poly = Polygon(tri), Polygon(new).convex_hull
+page.glue(**{"ch2-P1": (Pd[0, 0], ".2f"), "ch2-P2": (Pd[1, 1], ".2f"), "ch2-x2a": (new[1, 0], ".2f"),
+             "ch2-x2b": (new[1, 1], ".2f"), "ch2-x2-sum": (new[1].sum(), ".2f"),
+             "ch2-area-new": (new_poly.area, ".4f"), "ch2-area-outside": (new_poly.difference(old_poly).area, ".4f")})
+page.figure(fwp.fig_diagonal_V(tri, new), "ch2-diagonal-V",
+            {"V": Vd, "P": Pd, "B": Bswap, "tokens": tri, "after_one_layer": new},
+            statement="Remark after the hull lemma (Section 2.3)",
+            caption="A diagonal value matrix can make the hull grow: one token leaves the triangle")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-diagonal-V
@@ -393,7 +295,6 @@ _ = plotting.save(fig, "ch2-diagonal-V", {"V": Vd, "P": Pd, "B": Bswap, "tokens"
 # One layer (1.3) with $\beta=\infty$, $B=\begin{pmatrix}0&1\\1&0\end{pmatrix}$ and the diagonal
 # value matrix $V=\mathrm{diag}(3/2,7/3)$: the token $e_1$ leaves the triangle. (The token at
 # the origin has all scores $0$, a three-way tie, and moves towards the average of the three.)
-# File: `figures/ch2-diagonal-V.{pdf,png,svg}`.
 # ```
 #
 # This is why the paper keeps $V^t=h^tI_d$: it states that it does not know how to extend the

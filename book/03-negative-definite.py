@@ -73,12 +73,10 @@ PRESETS = {
                   bound_steps=600, rate_clouds=5, rate_steps=600,
                   sym_rate_steps=200, line_steps=100, seed=3),
 }
-pc = resolve(PRESETS, preset, cex_steps=cex_steps, n_symmetric=n_symmetric,
-             m_symmetric=m_symmetric, shifted_sizes=shifted_sizes,
-             shifted_per_size=shifted_per_size, bound_steps=bound_steps,
-             rate_clouds=rate_clouds, rate_steps=rate_steps,
-             sym_rate_steps=sym_rate_steps, line_steps=line_steps,
-             seed=seed)
+pc = resolve(PRESETS, preset, cex_steps=cex_steps, n_symmetric=n_symmetric, m_symmetric=m_symmetric,
+             shifted_sizes=shifted_sizes, shifted_per_size=shifted_per_size, bound_steps=bound_steps,
+             rate_clouds=rate_clouds, rate_steps=rate_steps, sym_rate_steps=sym_rate_steps,
+             line_steps=line_steps, seed=seed)
 
 # %%
 from fractions import Fraction
@@ -202,6 +200,8 @@ shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size,
                        rng=int(seeds[1].generate_state(1)[0]))
 viol = shf["first_violation"][shf["first_violation"] >= 0]
 lim = np.linalg.norm(shf["limit"], axis=-1) / shf["diam0"]
+
+# %% tags=["hide-input"]
 page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           bound_steps=pc.bound_steps,
           shift_total=len(shf["first_violation"]),
@@ -217,6 +217,7 @@ page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           shift_lim_max=(lim.max(), ".3f"),
           shift_lim_med=(np.median(lim), ".3f"))
 
+# %%
 example_cloud = cv.shifted_cloud(pc.rate_clouds, 6, 2,
                                  rng=np.random.default_rng(seeds[2]))
 example = cv.section3_rates(example_cloud, Bs, pc.rate_steps)
@@ -301,6 +302,8 @@ page.figure(fig, "fw-rates-section3",
             statement="Theorem 3.1, corrected proposition (erratum E1)",
             caption="Energy, Frank–Wolfe gap and primal gap of the token "
                     "dynamics: polynomial rates, no linear convergence")
+
+# %% tags=["hide-input"]
 bound = 2 * rs["lam"] * rs["diam0"] ** 2 / (rs["t"][1:, None] + 2)
 prop_ratio = rs["primal_current"][1:] / bound
 page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,

@@ -64,21 +64,15 @@ p = resolve(PRESETS, preset, e1_steps=e1_steps, e2_horizon=e2_horizon, e6_chains
 from fractions import Fraction
 
 import numpy as np
-from myst_nb import glue
-from scipy.spatial import ConvexHull, Delaunay
-from shapely.geometry import Polygon
 
+from attention_fw import convergence as cv
 from attention_fw import dynamics as dyn
-from attention_fw import metastability, polytope
+from attention_fw import geometry, metastability, polytope
 from attention_fw import schedules as sch
+from attention_fw.notebook import Page
 
-rng = np.random.default_rng(p.seed)
-
-
-def in_hull(points, q):
-    """Whether q lies in conv(points) (2-D, closed, tolerance 1e-12)."""
-    return bool(Delaunay(points).find_simplex(np.atleast_2d(q), tol=1e-12)[0] >= 0)
-
+page = Page("errata", p)  # glues numbers; page.stream(name): one random stream per item
+tri = polytope.regular_polygon(3)  # the equilateral triangle on the unit circle, a vertex on top
 
 # %% [markdown]
 # (e1)=
@@ -92,27 +86,22 @@ def in_hull(points, q):
 #
 # With $B=-I_2$ and $\gamma^t=2/(t+2)$: from a centrally symmetric cloud the largest energy
 # $\max_i J(x_i^t)$ decays like a power of $t$ — its log–log slope is
-# {glue:text}`e1-slope-a:.2f` between $t=100$ and $1000$ and {glue:text}`e1-slope-b:.2f` between
+# {glue:text}`e1-slope-a` between $t=100$ and $1000$ and {glue:text}`e1-slope-b` between
 # $1000$ and $2000$, constant, where a linear (geometric) contraction would make the slope
 # steepen without bound. From a shifted cloud with $0\in\mathcal K^0$ the tokens reach
-# consensus (diameter {glue:text}`e1-diam:.1e` after {glue:text}`e1-steps:,.0f` layers) at a
-# point at distance {glue:text}`e1-dist:.3f` from the origin. More in {doc}`03-negative-definite`.
+# consensus (diameter {glue:text}`e1-diam` after {glue:text}`e1-steps` layers) at a
+# point at distance {glue:text}`e1-dist` from the origin. More in {doc}`03-negative-definite`.
 
 # %%
-x = rng.standard_normal((4, 2))
+x = page.stream("e1-symmetric").standard_normal((4, 2))
 rec = dyn.FunctionRecorder("J", lambda x, t: 0.5 * (x ** 2).sum(-1).max())
 dyn.simulate(np.vstack([x, -x]), dyn.Hardmax("fw", -np.eye(2)), 2000, recorders=[rec])
 J = rec.result()
-glue("e1-slope-a", float(np.log(J[1000] / J[100]) / np.log(10.0)), display=False)
-glue("e1-slope-b", float(np.log(J[2000] / J[1000]) / np.log(2.0)), display=False)
-while True:                                   # a shifted cloud whose hull still contains 0
-    X = rng.standard_normal((6, 2)) + [1.0, 0.4]
-    if in_hull(X, np.zeros(2)):
-        break
+X = cv.shifted_cloud(1, 6, 2, rng=page.stream("e1-shifted"))[0]     # 0 is a convex combination of X
 out = dyn.simulate(X, dyn.Hardmax("fw", -np.eye(2)), p.e1_steps).x
-glue("e1-steps", p.e1_steps, display=False)
-glue("e1-diam", float(np.ptp(out, axis=0).max()), display=False)
-glue("e1-dist", float(np.linalg.norm(out.mean(0))), display=False)
+page.glue(**{"e1-slope-a": (np.log(J[1000] / J[100]) / np.log(10.0), ".2f"),
+             "e1-slope-b": (np.log(J[2000] / J[1000]) / np.log(2.0), ".2f"), "e1-steps": (p.e1_steps, ","),
+             "e1-diam": (np.ptp(out, axis=0).max(), ".1e"), "e1-dist": (np.linalg.norm(out.mean(0)), ".3f")})
 
 # %% [markdown]
 # (e2)=
@@ -130,28 +119,10 @@ glue("e1-dist", float(np.linalg.norm(out.mean(0))), display=False)
 # e.g. for centrally symmetric data (see E1). More in {doc}`03-negative-definite`.
 
 # %%
-def exact_fw_1d(x, horizon):
-    """(SA-inf) with B = -1 (B_* = 1) and gamma^t = 2/(t+2), in exact rationals; ties averaged."""
-    history = []
-    for t in range(horizon):
-        g = Fraction(2, t + 2)
-        new = []
-        for xi in x:
-            prods = [xi * xj for xj in x]              # <B_* x_i, x_j>, minimised by the oracle
-            m = min(prods)
-            leaders = [xj for xj, pr in zip(x, prods) if pr == m]
-            new.append(xi + g * (sum(leaders) / len(leaders) - xi))
-        x = new
-        history.append([xi * xi / 2 for xi in x])      # J^t(x_i^{t+1})
-    return x, history
-
-
-final, energies = exact_fw_1d([Fraction(3), Fraction(-1)], p.e2_horizon)
-viol = [t for t, Js in enumerate(energies) if max(Js) > Fraction(32, t + 1)]
-viol2 = [t for t, Js in enumerate(energies) if Js[1] > Fraction(32, t + 1)]
-glue("e2-first", viol[0], display=False)
-glue("e2-first-token2", viol2[0], display=False)
-glue("e2-x2", float(final[1]), display=False)
+cex = cv.thm31_counterexample(x0=(3, -1), steps=p.e2_horizon)    # exact (SA-inf), in Fractions
+assert cex.bound[575] == Fraction(1, 18) == cex.J[575][1]
+page.glue(**{"e2-first": cex.first_violation, "e2-first-token2": cex.first_violation_token[1],
+             "e2-x2": cex.trajectory[-1][1][0]})
 
 # %% [markdown]
 # (e3)=
@@ -161,26 +132,18 @@ glue("e2-x2", float(final[1]), display=False)
 # $\gamma^t=2/(t+2)$, the classical Frank–Wolfe step. With $2/(t+1)$ the first step is
 # $\gamma^0=$ {glue:text}`e3-first`, outside $(0,1]$, and the library refuses it:
 # "{glue:text}`e3-error`". The library's `FrankWolfe()` schedule gives
-# $\gamma^0,\gamma^1,\gamma^2=$ {glue:text}`e3-fw0:.3f`, {glue:text}`e3-fw1:.3f`,
-# {glue:text}`e3-fw2:.3f`.
+# $\gamma^0,\gamma^1,\gamma^2=$ {glue:text}`e3-fw0`, {glue:text}`e3-fw1`,
+# {glue:text}`e3-fw2`.
 
 # %%
-class Plain(str):
-    """A string shown without quotes by {glue:text}."""
-
-    def __repr__(self):
-        return str(self)
-
-
-glue("e3-first", 2 / (0 + 1), display=False)
 try:
     dyn.hardmax_step(np.zeros((2, 1)), 2 / (0 + 1))
-    glue("e3-error", Plain("no error"), display=False)
+    refusal = "no error"
 except ValueError as err:
-    glue("e3-error", Plain(str(err)), display=False)
+    refusal = str(err)
 fwsched = sch.FrankWolfe()
-for t in range(3):
-    glue(f"e3-fw{t}", float(fwsched(t)), display=False)
+page.glue(**{"e3-first": 2 / (0 + 1), "e3-error": refusal},
+          **{f"e3-fw{t}": (float(fwsched(t)), ".3f") for t in range(3)})
 
 # %% [markdown]
 # (e4)=
@@ -191,23 +154,23 @@ for t in range(3):
 # $x_i^t-v_{\sigma(i)}=\prod_{\tau<t}(1-\gamma^\tau)\,(x_i^0-v_{\sigma(i)})$, exponential only if
 # $\gamma^t\ge c>0$. For a token inside an equilateral triangle on the unit circle, simulated
 # for 60 layers, the ratio $\|x^{60}-v\|/\|x^0-v\|$ equals the product of the closed form to
-# {glue:text}`e4-agree:.1e`, and is {glue:text}`e4-const:.2e` for $\gamma=0.3$,
-# {glue:text}`e4-harm:.4f` $=1/61$ for $\gamma^t=1/(t+2)$ (polynomial), and
-# {glue:text}`e4-halv:.6f` for $\gamma^t=2^{-t-1}$: **no convergence** (the limit is
+# {glue:text}`e4-agree`, and is {glue:text}`e4-const` for $\gamma=0.3$,
+# {glue:text}`e4-harm` $=1/61$ for $\gamma^t=1/(t+2)$ (polynomial), and
+# {glue:text}`e4-halv` for $\gamma^t=2^{-t-1}$: **no convergence** (the limit is
 # $\prod_{k\ge1}(1-2^{-k})\approx0.288788$). Super-exponential decay needs $\gamma^t\to1$,
 # e.g. $1-e^{-a(t+1)}$ (a schedule attributed to a remark of the paper only by the
 # reproduction log: uncertain). More in {doc}`04-positive-definite`.
 
 # %%
-tri = np.array([[np.cos(a), np.sin(a)] for a in (np.pi / 2, np.pi / 2 + 2 * np.pi / 3, np.pi / 2 + 4 * np.pi / 3)])
 x0 = np.vstack([tri, [[0.1, 0.5]]])             # the fourth token lies in the cell of the top vertex
-ratios, agree = {}, 0.0
-for name, s in [("const", sch.Constant(0.3)), ("harm", sch.Harmonic()), ("halv", sch.Halving())]:
+agree = 0.0
+for name, s, spec in [("const", sch.Constant(0.3), ".2e"), ("harm", sch.Harmonic(), ".4f"),
+                      ("halv", sch.Halving(), ".6f")]:
     xT = dyn.simulate(x0, dyn.Hardmax(s), 60).x
     ratio = np.linalg.norm(xT[3] - tri[0]) / np.linalg.norm(x0[3] - tri[0])
     agree = max(agree, abs(ratio - s.product(60)))
-    glue(f"e4-{name}", float(ratio), display=False)
-glue("e4-agree", float(agree), display=False)
+    page.glue(**{f"e4-{name}": (ratio, spec)})
+page.glue(**{"e4-agree": (agree, ".1e")})
 
 # %% [markdown]
 # (e5)=
@@ -216,16 +179,16 @@ glue("e4-agree", float(agree), display=False)
 # *Printed (v1 abstract):* the tokens "ultimately collapse to the origin". *Correct:* Prop 5.1
 # itself gives a limit $x^*\in\operatorname{conv}\{x_i^0\}$ (the ICML abstract says "to some
 # point within the initial convex hull"). (SAβ) with $\beta=1$, $\gamma=0.5$ from 8 tokens
-# with positive first coordinate: after 3000 layers the diameter is {glue:text}`e5-diam:.1e`,
-# the common point is at distance {glue:text}`e5-dist:.3f` from the origin, and it lies in the
+# with positive first coordinate: after 3000 layers the diameter is {glue:text}`e5-diam`,
+# the common point is at distance {glue:text}`e5-dist` from the origin, and it lies in the
 # initial hull: {glue:text}`e5-inside`. More in {doc}`05-finite-beta`.
 
 # %%
+rng = page.stream("e5")
 X = np.column_stack([rng.uniform(0.2, 1.0, 8), rng.uniform(-1, 1, 8)])
 out = dyn.simulate(X, dyn.Softmax(0.5, 1.0), 3000).x
-glue("e5-diam", float(np.ptp(out, axis=0).max()), display=False)
-glue("e5-dist", float(np.linalg.norm(out.mean(0))), display=False)
-glue("e5-inside", in_hull(X, out.mean(0)), display=False)
+page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"), "e5-dist": (np.linalg.norm(out.mean(0)), ".3f"),
+             "e5-inside": not polytope.outside_hull(X, out.mean(0)[None])[0]})
 
 # %% [markdown]
 # (e6)=
@@ -237,25 +200,22 @@ glue("e5-inside", in_hull(X, out.mean(0)), display=False)
 # The paper transfers them to the deterministic (SAβ) without a coupling. One step of (SAP) is
 # one step of (SAβ) **in expectation** ({doc}`01-model`), but the map is nonlinear, so the
 # expectation does not follow the deterministic trajectory over several steps. With
-# {glue:text}`e6-chains:,.0f` chains from the same 5 tokens ($\beta=3$, $\gamma=0.3$), the
+# {glue:text}`e6-chains` chains from the same 5 tokens ($\beta=3$, $\gamma=0.3$), the
 # distance between the Monte Carlo mean of $x^t$ and the (SAβ) iterate, in units of its
-# standard error, is {glue:text}`e6-z1:.1f` at $t=1$ (agreement) and
-# {glue:text}`e6-z5:.0f` at $t=5$. Whether (SAβ) itself is metastable on the same time scale is
+# standard error, is {glue:text}`e6-z1` at $t=1$ (agreement) and
+# {glue:text}`e6-z5` at $t=5$. Whether (SAβ) itself is metastable on the same time scale is
 # an observation of {doc}`05-finite-beta`, not a theorem.
 
 # %%
+rng = page.stream("e6")
 x = rng.uniform(-1, 1, (5, 2))
-chains = np.broadcast_to(x, (p.e6_chains,) + x.shape).copy()
-y = x.copy()
-zs = {}
-for t in range(1, 6):
-    chains = dyn.sap_step(chains, 0.3, 3.0, rng=rng)
-    y = dyn.softmax_step(y, 0.3, 3.0)
-    mean, se = chains.mean(0), chains.std(0) / np.sqrt(p.e6_chains)
-    zs[t] = float(np.abs(mean - y).max() / se[np.unravel_index(np.abs(mean - y).argmax(), y.shape)])
-glue("e6-chains", p.e6_chains, display=False)
-glue("e6-z1", zs[1], display=False)
-glue("e6-z5", zs[5], display=False)
+moments = dyn.FunctionRecorder("moments", lambda c, t: {"mean": c.mean(0), "se": c.std(0) / np.sqrt(len(c))})
+chains = np.broadcast_to(x, (p.e6_chains,) + x.shape)
+dyn.simulate(chains, dyn.MarkovChain(0.3, 3.0, rng=rng), 5, recorders=[moments])
+y = dyn.simulate(x, dyn.Softmax(0.3, 3.0), 5, trajectory=True).trajectory          # (SA-beta), t = 0..5
+err = np.abs(moments.result()["mean"] - y).reshape(6, -1)
+z = err.max(1) / moments.result()["se"].reshape(6, -1)[np.arange(6), err.argmax(1)]
+page.glue(**{"e6-chains": (p.e6_chains, ","), "e6-z1": (z[1], ".1f"), "e6-z5": (z[5], ".0f")})
 
 # %% [markdown]
 # (e7)=
@@ -264,14 +224,13 @@ glue("e6-z5", zs[5], display=False)
 # *Printed:* a piecewise-affine step does not map a set of positive measure into a null set.
 # *Correct:* false: with $d=1$, $V=I_1$, $B=-I_1$, every pair $a>0>b$ merges in one layer,
 # an open set mapped onto the diagonal. Here $(a,b)=(2,-0.5)$ becomes
-# ({glue:text}`e7-a:.2f`, {glue:text}`e7-b:.2f`). Lemma 2.1 itself is true (re-proved in the
+# ({glue:text}`e7-a`, {glue:text}`e7-b`). Lemma 2.1 itself is true (re-proved in the
 # formalization, counting leaders as points). Details and a count over random pairs in
 # {doc}`02-frank-wolfe`.
 
 # %%
 after = dyn.layer_step(np.array([[2.0], [-0.5]]), np.inf, -np.eye(1), np.eye(1))
-glue("e7-a", float(after[0, 0]), display=False)
-glue("e7-b", float(after[1, 0]), display=False)
+page.glue(**{"e7-a": (after[0, 0], ".2f"), "e7-b": (after[1, 0], ".2f")})
 
 # %% [markdown]
 # (e8)=
@@ -279,13 +238,13 @@ glue("e7-b", float(after[1, 0]), display=False)
 #
 # *Printed:* (SAβ) is obtained by setting $V^t=\gamma I_d$. *Correct:* through (1.3) that gives
 # the step $\gamma/(1+\gamma)$; the displayed (SAβ) uses $\gamma$ directly (equivalently
-# $V=\frac{\gamma}{1-\gamma}I$). For $\gamma=0.5$: $P=(I+V)^{-1}V=$ {glue:text}`e8-P:.4f`$\,I$
-# with $V=\gamma I$, and {glue:text}`e8-P-fixed:.4f`$\,I$ with $V=\frac{\gamma}{1-\gamma}I$. The
+# $V=\frac{\gamma}{1-\gamma}I$). For $\gamma=0.5$: $P=(I+V)^{-1}V=$ {glue:text}`e8-P`$\,I$
+# with $V=\gamma I$, and {glue:text}`e8-P-fixed`$\,I$ with $V=\frac{\gamma}{1-\gamma}I$. The
 # book implements the displayed formula; the comparison of whole steps is in {doc}`01-model`.
 
 # %%
-glue("e8-P", float(dyn.preconditioner(0.5 * np.eye(2))[0, 0]), display=False)
-glue("e8-P-fixed", float(dyn.preconditioner(1.0 * np.eye(2))[0, 0]), display=False)
+page.glue(**{"e8-P": (dyn.preconditioner(0.5 * np.eye(2))[0, 0], ".4f"),
+             "e8-P-fixed": (dyn.preconditioner(1.0 * np.eye(2))[0, 0], ".4f")})
 
 # %% [markdown]
 # (e9)=
@@ -297,22 +256,20 @@ glue("e8-P-fixed", float(dyn.preconditioner(1.0 * np.eye(2))[0, 0]), display=Fal
 # chain every interior token contracts by exactly $1-\gamma$ per layer, so at $T_1$ the
 # smallest admissible $C=\max_j\|x_j^{T_1}-v_{\sigma(j)}\|/\tau$ is computable. For the
 # equilateral triangle ($c_0=1.5$), $\gamma=0.1$, and two tokens in the cell of one vertex at
-# distances $m=0.05$ and $M$: $C$ must be at least {glue:text}`e9-C2:.1f`,
-# {glue:text}`e9-C5:.1f` and {glue:text}`e9-C15:.1f` for $M/m=2,5,15$ — it grows with $M/m$.
+# distances $m=0.05$ and $M$: $C$ must be at least {glue:text}`e9-C2`,
+# {glue:text}`e9-C5` and {glue:text}`e9-C15` for $M/m=2,5,15$ — it grows with $M/m$.
 
 # %%
 def smallest_C(m, M, gamma=0.1):
-    c0, diam = 1.5, np.sqrt(3.0)
+    """max_j |x_j^T1 - v| / tau for two tokens at distances m and M from the top vertex v."""
     v = tri[0]
     tokens = np.vstack([tri, [(1 - m) * v, (1 - M) * v]])     # on the segment from v to the centre
-    tau = min(c0 / (2 * diam), np.sqrt(2 * c0) / 2, (1 - gamma) * m)
-    T1 = max(1, int(np.floor(np.log(tau / m) / np.log(1 - gamma) + 1e-9)))   # T1 >= 1 (rounding guard)
-    xT = dyn.simulate(tokens, dyn.Hardmax(gamma), T1).x
-    return np.linalg.norm(xT[3:] - v, axis=1).max() / tau
+    const = metastability.phase1_constants(tokens, tri, [0, 1, 2, 0, 0], gamma)   # m, tau, T1 of Thm 5.2
+    xT = dyn.simulate(tokens, dyn.Hardmax(gamma), max(1, const.T1)).x
+    return np.linalg.norm(xT[3:] - v, axis=1).max() / const.tau
 
 
-for ratio in (2, 5, 15):
-    glue(f"e9-C{ratio}", float(smallest_C(0.05, 0.05 * ratio)), display=False)
+page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f") for ratio in (2, 5, 15)})
 
 # %% [markdown]
 # (e10)=
@@ -320,15 +277,15 @@ for ratio in (2, 5, 15):
 #
 # *Printed:* $p\ge\frac{1}{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$. *Correct:* the second
 # inequality is false for large $\beta$: the middle term tends to $0$, the right one to $1$.
-# For $n=6$, $\tau=0.4$, $\beta=100$ the middle term is {glue:text}`e10-mid:.2e` and the right
-# term {glue:text}`e10-rhs:.6f`. From (A.11) one only gets
+# For $n=6$, $\tau=0.4$, $\beta=100$ the middle term is {glue:text}`e10-mid` and the right
+# term {glue:text}`e10-rhs`. From (A.11) one only gets
 # $p\ge1-n\exp(-\beta(\tau^2/2-o(1)))$. The review also notes a $\mathrm{Bin}(t,p)$ versus
 # $\mathrm{Bin}(t+1,p)$ mismatch between (A.13) and Claim 4, and typos ("$\beta¯1/4$").
 
 # %%
 n_, tau_, beta_ = 6, 0.4, 100.0
-glue("e10-mid", float(1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4))), display=False)
-glue("e10-rhs", float(1.0 - n_ * np.exp(-beta_ * tau_ / 4)), display=False)
+page.glue(**{"e10-mid": (1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4)), ".2e"),
+             "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f")})
 
 # %% [markdown]
 # (e11)=
@@ -341,9 +298,9 @@ glue("e10-rhs", float(1.0 - n_ * np.exp(-beta_ * tau_ / 4)), display=False)
 # steps, not about $\varepsilon/\gamma$. No refutation of the printed bound is known, so this
 # item is presented as **uncertain**. For the triangle ($\mathsf d=\sqrt3$) with $\gamma=0.04$
 # and $\varepsilon=0.15$ (so $\varepsilon/\gamma\ge2\mathsf d$ as the theorem requires, and
-# $\varepsilon$ below the radius $r_*=$ {glue:text}`e11-rstar:.3f` that the proof needs for clusters
+# $\varepsilon$ below the radius $r_*=$ {glue:text}`e11-rstar` that the proof needs for clusters
 # started at the vertices), the printed exponent counts $1+\varepsilon/\gamma=$
-# {glue:text}`e11-printed:.2f` while the proof needs $M=$ {glue:text}`e11-M` bad steps. The theorem
+# {glue:text}`e11-printed` while the proof needs $M=$ {glue:text}`e11-M` bad steps. The theorem
 # also needs the balls $B(v_i,C\tau)$ to be disjoint (review). Hypotheses, bound and simulations:
 # {doc}`05-finite-beta`.
 
@@ -351,9 +308,7 @@ glue("e10-rhs", float(1.0 - n_ * np.exp(-beta_ * tau_ / 4)), display=False)
 eps_, gam_ = 0.15, 0.04
 hyp_ = metastability.theorem54_hypotheses(polytope.points_on_circle(), eps_, gam_)
 assert hyp_["all"], hyp_
-glue("e11-printed", 1 + eps_ / gam_, display=False)
-glue("e11-M", hyp_["M"], display=False)
-glue("e11-rstar", hyp_["r_star"], display=False)
+page.glue(**{"e11-printed": (1 + eps_ / gam_, ".2f"), "e11-M": hyp_["M"], "e11-rstar": (hyp_["r_star"], ".3f")})
 
 # %% [markdown]
 # (e12)=
@@ -365,17 +320,16 @@ glue("e11-rstar", hyp_["r_star"], display=False)
 # hull, every weight is at least $c>0$, so the diameter contracts by a factor $1-\gamma c$ per
 # layer. Even at $\gamma=1$ and $\beta=2$, outside any "small $\gamma$" regime, the diameter of
 # 6 tokens does not grow over 300 layers ({glue:text}`e12-grow` increases) and falls from
-# {glue:text}`e12-first:.2f` to {glue:text}`e12-final:.1e`. (At larger $\beta$ the guaranteed
+# {glue:text}`e12-first` to {glue:text}`e12-final`. (At larger $\beta$ the guaranteed
 # contraction $1-\gamma c$ is exponentially close to $1$, and the collapse can take
 # exponentially long: the metastability of {doc}`05-finite-beta`.)
 
 # %%
 rec = dyn.FunctionRecorder("diam", lambda x, t: np.ptp(x, axis=0).max())
-dyn.simulate(rng.uniform(-1, 1, (6, 2)), dyn.Softmax(1.0, 2.0), 300, recorders=[rec])
+dyn.simulate(page.stream("e12").uniform(-1, 1, (6, 2)), dyn.Softmax(1.0, 2.0), 300, recorders=[rec])
 diam = rec.result()
-glue("e12-first", float(diam[0]), display=False)
-glue("e12-grow", int((np.diff(diam) > 1e-15).sum()), display=False)
-glue("e12-final", float(diam[-1]), display=False)
+page.glue(**{"e12-first": (diam[0], ".2f"), "e12-grow": int((np.diff(diam) > 1e-15).sum()),
+             "e12-final": (diam[-1], ".1e")})
 
 # %% [markdown]
 # (e13)=
@@ -383,41 +337,37 @@ glue("e12-final", float(diam[-1]), display=False)
 #
 # *Printed:* $\mathrm{Vor}_B(v_i)=\{x:\|x-v_i\|_B\le\|x-y\|_B\ \forall y\in\mathcal K\}$.
 # *Correct:* compare with the **vertices** only. Against all $y\in\mathcal K$ (take $y=x$) the set
-# is $\{v_i\}$ alone. On a grid of {glue:text}`e13-grid:,.0f` points of a regular pentagon
+# is $\{v_i\}$ alone. On a grid of {glue:text}`e13-grid` points of a regular pentagon
 # with $B=I_2$, comparing with $y$ ranging over 10, 100 and 1000 random points of
-# $\mathcal K$ leaves {glue:text}`e13-all-10:,.0f`, {glue:text}`e13-all-100:,.0f` and
-# {glue:text}`e13-all-1000:,.0f` grid points in some cell — shrinking to the vertices as the
+# $\mathcal K$ leaves {glue:text}`e13-all-10`, {glue:text}`e13-all-100` and
+# {glue:text}`e13-all-1000` grid points in some cell — shrinking to the vertices as the
 # sample fills $\mathcal K$ — while the corrected definition covers all
-# {glue:text}`e13-vert:,.0f`, and its cells agree with the hardmax cells $\mathcal C_i(v)$ at
-# {glue:text}`e13-agree:,.0f` of them (Prop 4.5: equal norms); the
+# {glue:text}`e13-vert`, and its cells agree with the hardmax cells $\mathcal C_i(v)$ at
+# {glue:text}`e13-agree` of them (Prop 4.5: equal norms); the
 # {glue:text}`e13-mismatch` others lie on cell boundaries, where the two argmax/argmin pick
-# different members of a tie (score gap at most {glue:text}`e13-gap:.0e`).
+# different members of a tie (score gap at most {glue:text}`e13-gap`).
 
 # %%
-pent = np.array([[np.cos(a), np.sin(a)] for a in np.pi / 2 + 2 * np.pi * np.arange(5) / 5])
+pent = polytope.regular_polygon(5)
 g = np.linspace(-1, 1, 121)
-G = np.array([[a, b] for a in g for b in g])
-G = G[Delaunay(pent).find_simplex(G) >= 0]
+G = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
+G = G[~polytope.outside_hull(pent, G)]                                 # the grid points of K
 d_vert = np.linalg.norm(G[:, None, :] - pent[None], axis=-1)          # distances to the vertices
-in_vert = (d_vert.min(1, keepdims=True) >= d_vert - 1e-12).any(1)
-counts = {}
+rng, counts = page.stream("e13"), {}
 for size in (10, 100, 1000):                                           # y: random points of K
-    w = rng.dirichlet(np.ones(5), size)
-    Y = w @ pent
+    Y = rng.dirichlet(np.ones(5), size) @ pent
     d_all = np.linalg.norm(G[:, None, :] - Y[None], axis=-1).min(1)
-    counts[size] = int((d_vert.min(1) <= d_all).sum())
-in_all = counts[1000]
-glue("e13-grid", len(G), display=False)
-for size, c in counts.items():
-    glue(f"e13-all-{size}", c, display=False)
-glue("e13-vert", int(in_vert.sum()), display=False)
-vor_label, cell_label = d_vert.argmin(1), (G @ pent.T).argmax(1)
-glue("e13-agree", int((vor_label == cell_label).sum()), display=False)
+    counts[f"e13-all-{size}"] = (int((d_vert.min(1) <= d_all).sum()), ",")
+page.glue(**{"e13-grid": (len(G), ","), **counts})
+
+# %%
+in_vert = (d_vert.min(1, keepdims=True) >= d_vert - 1e-12).any(1)
 scores = G @ pent.T
+vor_label, cell_label = d_vert.argmin(1), scores.argmax(1)
 bad = vor_label != cell_label
-glue("e13-mismatch", int(bad.sum()), display=False)
 gap = np.abs(scores[bad, vor_label[bad]] - scores[bad, cell_label[bad]])
-glue("e13-gap", float(gap.max()) if bad.any() else 0.0, display=False)
+page.glue(**{"e13-vert": (int(in_vert.sum()), ","), "e13-agree": (int((~bad).sum()), ","),
+             "e13-mismatch": int(bad.sum()), "e13-gap": (gap.max() if bad.any() else 0.0, ".0e")})
 
 # %% [markdown]
 # (e14)=
@@ -427,20 +377,19 @@ glue("e13-gap", float(gap.max()) if bad.any() else 0.0, display=False)
 # on either side of $0$, with non-strict cell membership. *Correct:* $v_i$ owns its cell iff
 # $\langle Bv_i,w-v_i\rangle<0$ for every neighbour $w$ (and $w=0$), strictly. With $B=I_2$:
 # for the vertex $v=(1,0)$ with neighbour $w=(1,1)$, $\langle v,w-v\rangle=$
-# {glue:text}`e14-eq:.1f`; $v$ lies in its cell but ties with $w$
-# ({glue:text}`e14-ties` leaders) and moves under (SA∞) (by {glue:text}`e14-move:.3f` in one
-# step with $\gamma=0.5$). With $w=(1.2,0.8)$, $\langle v,w-v\rangle=$ {glue:text}`e14-pos:.1f`
+# {glue:text}`e14-eq`; $v$ lies in its cell but ties with $w$
+# ({glue:text}`e14-ties` leaders) and moves under (SA∞) (by {glue:text}`e14-move` in one
+# step with $\gamma=0.5$). With $w=(1.2,0.8)$, $\langle v,w-v\rangle=$ {glue:text}`e14-pos`
 # $>0$ and $w$ is the leader of $v$: the "$>0$" side never gives ownership.
 
 # %%
 v = np.array([1.0, 0.0])
 poly_eq = np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.5], [-0.5, -1.0]])
-glue("e14-eq", float(v @ (poly_eq[1] - v)), display=False)
-glue("e14-ties", int(dyn.tie_counts(poly_eq)[0]), display=False)
-glue("e14-move", float(np.linalg.norm(dyn.hardmax_step(poly_eq, 0.5)[0] - v)), display=False)
 poly_pos = np.array([[1.0, 0.0], [1.2, 0.8], [-1.0, 0.5], [-0.5, -1.0]])
 assert dyn.leaders(poly_pos)[0] == 1
-glue("e14-pos", float(v @ (poly_pos[1] - v)), display=False)
+page.glue(**{"e14-eq": (v @ (poly_eq[1] - v), ".1f"), "e14-ties": int(dyn.tie_counts(poly_eq)[0]),
+             "e14-move": (np.linalg.norm(dyn.hardmax_step(poly_eq, 0.5)[0] - v), ".3f"),
+             "e14-pos": (v @ (poly_pos[1] - v), ".1f")})
 
 # %% [markdown]
 # (e15)=
@@ -449,7 +398,7 @@ glue("e14-pos", float(v @ (poly_pos[1] - v)), display=False)
 # *Printed:* $\sup_{x,y\in\mathcal K}\arccos\langle x-v_i,y-v_i\rangle<\pi/2$. *Correct:* the
 # angle $\angle(x-v_i,y-v_i)$, normalised; the unnormalised $\arccos$ is not even defined once
 # $|\langle x-v_i,y-v_i\rangle|>1$ (for the equilateral triangle on the unit circle the inner
-# product reaches {glue:text}`e15-max:.1f`). In the plane the supremum is the interior angle at
+# product reaches {glue:text}`e15-max`). In the plane the supremum is the interior angle at
 # $v_i$, and interior angles sum to $(\kappa-2)\pi$, so (5.1) forces an **acute triangle**:
 # the largest interior angle of the regular $\kappa$-gon is {glue:text}`e15-angles` degrees for
 # $\kappa=3,\dots,7$ (the square sits exactly at $90$, and the $\kappa=7$ polygon of Figure 4
@@ -457,9 +406,8 @@ glue("e14-pos", float(v @ (poly_pos[1] - v)), display=False)
 
 # %%
 e = tri[1] - tri[0]
-glue("e15-max", float(e @ e), display=False)
 angles = [180.0 * (k - 2) / k for k in range(3, 8)]
-glue("e15-angles", Plain(", ".join(f"{a:.1f}" for a in angles)), display=False)
+page.glue(**{"e15-max": (e @ e, ".1f"), "e15-angles": ", ".join(f"{a:.1f}" for a in angles)})
 
 # %% [markdown]
 # (e16)=
@@ -471,30 +419,17 @@ glue("e15-angles", Plain(", ".join(f"{a:.1f}" for a in angles)), display=False)
 # magenta-to-green pixel ratio is within $0.01$ of that of $\delta=0.03$, more than $0.08$ away from
 # that of $\delta=0.02$: `tests/test_paper_figures.py`). On the authors' $\kappa=7$ polygon
 # (unit circle, `seed=42`, cell 2 in hull order), the cone $\mathcal I_2(0.05)$ has area
-# {glue:text}`e16-cone:.4f`; eroded by $\delta=0.02$ it keeps {glue:text}`e16-a02:.4f`, by
-# $0.03$ only {glue:text}`e16-a03:.4f`. The book draws both (`figures/figure4` and
+# {glue:text}`e16-cone`; eroded by $\delta=0.02$ it keeps {glue:text}`e16-a02`, by
+# $0.03$ only {glue:text}`e16-a03`. The book draws both (`figures/figure4` and
 # `figures/figure4-delta002`); `tests/test_paper_figures.py` compares them with the published
 # PDF. See {doc}`05-finite-beta`.
 
 # %%
-theta = np.random.default_rng(42).uniform(0, 2 * np.pi, 7)
-V7 = np.column_stack([np.cos(theta), np.sin(theta)])
-K7 = V7[ConvexHull(V7).vertices]                                  # counter-clockwise hull order
-i_t, eta = 2, 0.05
-cone = Polygon(K7)
-for j in range(len(K7)):
-    if j == i_t:
-        continue
-    a = K7[i_t] - K7[j]                                           # half-plane <a, x> >= eta
-    far = 10.0
-    c = a * eta / (a @ a)                                         # a point on the boundary line
-    tdir = np.array([-a[1], a[0]]) / np.linalg.norm(a)
-    ndir = a / np.linalg.norm(a)
-    cone = cone.intersection(Polygon([c - far * tdir, c + far * tdir, c + far * tdir + far * ndir,
-                                      c - far * tdir + far * ndir]))
-glue("e16-cone", cone.area, display=False)
-glue("e16-a02", cone.buffer(-0.02).area, display=False)
-glue("e16-a03", cone.buffer(-0.03).area, display=False)
+V7, hull7 = geometry.sample_vertices(7, rng=42, equal_norm=True)   # the authors' kappa = 7 polygon
+cone = geometry.cone(V7[hull7], 2, 0.05)                             # I_2(eta), cell 2 in hull order
+page.glue(**{"e16-cone": (geometry.polygon_area(cone), ".4f"),
+             "e16-a02": (geometry.polygon_area(geometry.erode(cone, 0.02)), ".4f"),
+             "e16-a03": (geometry.polygon_area(geometry.erode(cone, 0.03)), ".4f")})
 
 # %% [markdown]
 # (e17)=
@@ -504,23 +439,22 @@ glue("e16-a03", cone.buffer(-0.03).area, display=False)
 # and the caption use $B=\mathrm{diag}(1,2)$. The vertices are put on the level set
 # $\tfrac12\langle Bv,v\rangle=\tfrac12$ by $v=B^{-1/2}u$ with $u$ on the unit circle; with
 # $\mathrm{diag}(1,1)$ the level sets are circles and the $\kappa=5$ polygon (`seed=42`) has
-# height/width {glue:text}`e17-ratio-11:.3f`, with $\mathrm{diag}(1,2)$ it is ellipses and
-# {glue:text}`e17-ratio-12:.3f`. In both cases $\tfrac12\langle Bv_i,v_i\rangle=$
-# {glue:text}`e17-J:.3f` for every vertex. The regenerated `figures/figure3` uses
+# height/width {glue:text}`e17-ratio-11`, with $\mathrm{diag}(1,2)$ it is ellipses and
+# {glue:text}`e17-ratio-12`. In both cases $\tfrac12\langle Bv_i,v_i\rangle=$
+# {glue:text}`e17-J` for every vertex. The regenerated `figures/figure3` uses
 # $\mathrm{diag}(1,2)$ and is checked against the published PDFs by `tests/test_paper_figures.py`.
 
 # %%
-theta = np.random.default_rng(42).uniform(0, 2 * np.pi, 5)
-U = np.column_stack([np.cos(theta), np.sin(theta)])
+U, _ = geometry.sample_vertices(5, rng=42, equal_norm=True)   # the authors' kappa = 5 draw, unit circle
 levels = []
 for name, Bd in [("11", np.array([1.0, 1.0])), ("12", np.array([1.0, 2.0]))]:
     Vq = U / np.sqrt(Bd)                                          # B^{-1/2} u for diagonal B
     ext = np.ptp(Vq, axis=0)
-    glue(f"e17-ratio-{name}", float(ext[1] / ext[0]), display=False)
+    page.glue(**{f"e17-ratio-{name}": (ext[1] / ext[0], ".3f")})
     levels.append(0.5 * (Vq ** 2 * Bd).sum(1))                    # 1/2 <B v, v> per vertex
 levels = np.concatenate(levels)
 assert np.ptp(levels) < 1e-12
-glue("e17-J", float(levels.mean()), display=False)
+page.glue(**{"e17-J": (levels.mean(), ".3f")})
 
 # %% [markdown]
 # (e18)=
@@ -530,21 +464,17 @@ glue("e17-J", float(levels.mean()), display=False)
 # cells $\mathcal C_i(v)$ use $\arg\max_j\langle x,v_j\rangle$; the two differ when the norms
 # differ. On the first draw of the authors' unequal-norm recipe ($\kappa=5$, `seed=42`, radii
 # uniform in $[0.4,1]$, without the script's resampling until all points are hull vertices),
-# the two labellings disagree on {glue:text}`e18-frac:.1%` of a grid over the hull; the exact
+# the two labellings disagree on {glue:text}`e18-frac` of a grid over the hull; the exact
 # published polygons are compared in {doc}`04-positive-definite`.
 # Which variant is the published Figure 1 is **unverified** (most likely the "unit" one); the
 # book reproduces it and adds a corrected panel (`figures/figure1-corrected`). See
 # {doc}`04-positive-definite`.
 
 # %%
-r42 = np.random.default_rng(42)
-theta = r42.uniform(0, 2 * np.pi, 5)
-radius = r42.uniform(0.4, 1.0, 5)
-V5 = radius[:, None] * np.column_stack([np.cos(theta), np.sin(theta)])
-K5 = V5[ConvexHull(V5).vertices]
+V5, hull5 = geometry.sample_vertices(5, rng=42)            # first unequal-norm draw, no resampling
+K5 = V5[hull5]
 lo, hi = K5.min(0), K5.max(0)
 g = np.stack(np.meshgrid(np.linspace(lo[0], hi[0], 300), np.linspace(lo[1], hi[1], 300)), -1).reshape(-1, 2)
-g = g[Delaunay(K5).find_simplex(g) >= 0]
-true_lab = (g @ K5.T).argmax(1)
-unit_lab = (g @ (K5 / np.linalg.norm(K5, axis=1, keepdims=True)).T).argmax(1)
-glue("e18-frac", float((true_lab != unit_lab).mean()), display=False)
+g = g[~polytope.outside_hull(K5, g)]
+differ = geometry.cell_labels(g, K5) != geometry.unit_direction_labels(g, K5)
+page.glue(**{"e18-frac": (differ.mean(), ".1%")})

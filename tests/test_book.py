@@ -162,6 +162,22 @@ def test_wrong_type_and_unknown_name_are_rejected_with_the_accepted_values(tmp_p
     assert "unknown parameter(s) ['no_such_parameter']" in proc.stderr and names[0] in proc.stderr
 
 
+def test_injected_parameters_cell_is_removed_from_the_page(tmp_path):
+    """Papermill's injected cell is tagged remove-cell (kept in the notebook, never shown)."""
+    source = tmp_path / "book" / "tiny.py"
+    source.parent.mkdir()
+    source.write_text('# %% tags=["parameters"]\npreset = "paper"\nk = 1\n\n# %%\nprint(k)\n')
+    out = tmp_path / "tiny.ipynb"
+    proc = _run(source, "-p", "k", "2", "-o", str(out), "--times-dir", str(tmp_path / "t"))
+    assert proc.returncode == 0, proc.stderr
+    code = [c for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
+    injected = [c for c in code if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "k = 2" in injected[0].source
+    assert "remove-cell" in injected[0].metadata["tags"]
+    shown = [c for c in code if "remove-cell" not in c.metadata.get("tags", [])]
+    assert "2" in "".join(o.get("text", "") for c in shown for o in c.get("outputs", []))
+
+
 def test_a_failing_cell_fails_the_build_loudly(tmp_path):
     repo = bookbuild.make_copy(tmp_path / "repo")
     for p in (repo / "book").glob("*.py"):

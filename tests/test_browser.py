@@ -51,7 +51,7 @@ SCREENSHOTS = bookbuild.ROOT / "_build" / "screenshots"
 MIN_TEXT_PX, MIN_PANEL_PX = 9.0, 200.0
 # Chapters not yet converted to attention_fw.notebook.Page (figures without metadata and gallery
 # links, statement labels in code type). Whoever converts a chapter removes it from this list.
-NOT_YET_CONVERTED = ("01-model", "02-frank-wolfe", "errata", "06-context-length")
+NOT_YET_CONVERTED = ("06-context-length",)
 RAW_MARKUP = re.compile(r"\{(?:eq|cite(?::[pt])?|ref|numref|doc|glue(?::\w+)?|download|math|term|"
                         r"unconfirmed|abbr)\}`|:label:|:name:|^\s*:::|```|\{glue:", re.M)
 SOURCE_LABEL = re.compile(r"^(?:eq|thm|lem|prop|def|rem|cor|hyp|ass|sec|fig)\w*: ?[\w.-]+$")

@@ -175,9 +175,14 @@ def main(argv=None) -> int:
     # has a precomputed stand-in; the downloaded notebook re-creates its widgets when run.
     executed = nbformat.read(tmp, as_version=4)
     executed.metadata.pop("widgets", None)
+    # Papermill's injected-parameters cell is bookkeeping, not part of the argument: it stays in
+    # the downloadable notebook (a reader sees what was overridden) but never on the page.
     for cell in executed.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
     nbformat.write(executed, tmp)
     os.replace(tmp, out)
 

@@ -14,11 +14,12 @@ model
   tiled           the same steps with the keys in tiles, in O(R n (d + tile)) memory (real context lengths)
   _tile_kernels   the passes of the tiled steps (numba, numpy fallback)
   schedules       step-size rules gamma^t (small objects with one method)
-  frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, linear minimisation oracle
+  frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, the oracle, the shrinking hull
 geometry
   geometry        planar cells C_i(v), B-Voronoi cells, polygon clipping, cones and erosion in the plane
   polytope        hulls in any dimension: regular polygons and simplices, diameter, c0, (5.1), eroded cones, distances
 experiments
+  model_checks    Section 1: how close are (1.3) and SA-inf (beta -> infinity), and SAP and SA-beta in expectation?
   convergence     Section 3: Theorem 3.1 and its counterexample, rates on the current and on a fixed hull
   vertex_limits   Section 4: Theorem 4.2, the duality gap, Remark 4.6, the ODE limit (Theorem 4.8)
   metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
@@ -28,6 +29,8 @@ experiments
   results         the result object every experiment returns
 figures
   paper_figures   the paper's Figures 1-4 from exact geometry (also a command line)
+  model_plots     the figures of Section 1 (the model)
+  frank_wolfe_plots  the figures of Section 2 (the Frank-Wolfe reading)
   convergence_plots  the figures of Sections 3 and 4
   metastability_plots  the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
   context_plots   the figures of Chapter 6

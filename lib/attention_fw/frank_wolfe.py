@@ -21,9 +21,12 @@ from scipy.optimize import linprog, minimize
 from scipy.spatial import ConvexHull, QhullError
 
 from . import _validate as V
-from .polytope import origin_in_hull_2d
+from . import dynamics as dyn
+from .polytope import hull_area, origin_in_hull_2d, outside_hull
+from .results import Result
 
-__all__ = ["energy", "lmo", "lmo_linprog", "fw_gap", "min_energy_over_hull", "primal_gap"]
+__all__ = ["energy", "lmo", "lmo_linprog", "fw_gap", "min_energy_over_hull", "primal_gap",
+           "oracle_residuals", "hull_shrinking"]
 
 
 def energy(x, B) -> np.ndarray:
@@ -210,3 +213,53 @@ def primal_gap(x, points, B) -> np.ndarray:
     array([0.5, 0. ])
     """
     return energy(x, B) - min_energy_over_hull(points, B)
+
+
+def oracle_residuals(points, B) -> np.ndarray:
+    """Largest coordinate difference between :func:`lmo` and :func:`lmo_linprog` for each query.
+
+    Each point ``x_i`` of each set queries the oracle of (SA-inf), ``argmax_{y in K} <B x_i, y>``,
+    with that set's ``B``. ``points`` (R, m, d), ``B`` (R, d, d) -> (R, m).
+
+    Examples
+    --------
+    >>> pts = np.array([[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
+    >>> oracle_residuals(pts, np.eye(2)[None]).max()
+    np.float64(0.0)
+    """
+    P = V.as_float_array("points", points, ndim=3)
+    Bm = V.as_float_array("B", B, ndim=3)
+    if Bm.shape != (P.shape[0], P.shape[2], P.shape[2]):
+        raise ValueError(f"B must hold one d x d matrix per point set, shape {(P.shape[0],) + P.shape[2:] * 2}, "
+                         f"got {Bm.shape}")
+    direction = -(P @ np.swapaxes(Bm, -1, -2))     # argmax <B x_i, y> = argmin <-B x_i, y>
+    fast = lmo(P, direction)
+    slow = np.stack([lmo_linprog(P[r], direction[r]) for r in range(P.shape[0])])
+    return np.abs(fast - slow).max(axis=-1)
+
+
+def hull_shrinking(x0, gamma, B, steps: int, *, tol: float = 1e-12) -> Result:
+    """Follow planar (SA-inf) systems and record the area of the hull and the tokens that leave it.
+
+    ``x0`` (R, n, 2), ``B`` (d, d) or one per system (R, d, d). Returns ``areas`` (steps + 1, R)
+    and ``outside``: how many new tokens lie outside the previous hull by more than ``tol``
+    (facet offsets), over all systems and layers (0 by the hull lemma whenever ``gamma`` is in (0, 1)).
+
+    Examples
+    --------
+    >>> res = hull_shrinking(np.random.default_rng(0).standard_normal((3, 6, 2)), 0.3, np.eye(2), 5)
+    >>> bool((np.diff(res.areas, axis=0) <= 1e-12).all()), res.outside
+    (True, 0)
+    """
+    x = V.as_float_array("x0", x0, ndim=3, last_dim=2)
+    previous = {}
+
+    def left_the_hull(y, t):                   # new tokens outside the hull of the layer before
+        count = int(outside_hull(previous["x"], y, tol).sum()) if previous else 0
+        previous["x"] = y.copy()
+        return count
+
+    areas = dyn.FunctionRecorder("area", lambda y, t: hull_area(y))
+    outside = dyn.FunctionRecorder("outside", left_the_hull)
+    dyn.simulate(x, dyn.Hardmax(gamma, B), steps, recorders=[areas, outside])
+    return Result(areas=areas.result(), outside=int(outside.result().sum()), gamma=gamma)

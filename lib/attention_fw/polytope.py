@@ -20,7 +20,7 @@ from . import _validate as V
 
 __all__ = [
     "regular_polygon", "regular_simplex", "points_on_circle", "diameter", "hull_area",
-    "hull_vertex_indices", "c0", "vertex_angles", "satisfies_51", "facets", "eroded_cone_mask",
+    "hull_vertex_indices", "outside_hull", "c0", "vertex_angles", "satisfies_51", "facets", "eroded_cone_mask",
     "eroded_slack", "HullDistance", "distance_to_hull", "origin_in_hull_2d", "origin_distance_2d",
 ]
 
@@ -179,6 +179,32 @@ def hull_vertex_indices(points) -> np.ndarray:
         return np.sort(spatial.ConvexHull(P).vertices)
     except spatial.QhullError as exc:
         raise ValueError(f"points must span R^d (their hull is degenerate): {exc}".splitlines()[0]) from None
+
+
+def outside_hull(points, q, tol: float = 1e-12) -> np.ndarray:
+    """Whether each query point lies outside ``conv(points)`` by more than ``tol`` (facet offsets).
+
+    One point set (m, d) with queries (k, d) gives (k,); a batch (R, m, d) with (R, k, d)
+    gives (R, k). The hull must span ``R^d`` (raises otherwise).
+
+    Examples
+    --------
+    >>> outside_hull([[0, 0], [1, 0], [0, 1]], [[0.2, 0.2], [1.0, 0.0], [0.6, 0.6]])
+    array([False, False,  True])
+    """
+    P = V.tokens("points", points)
+    Q = V.as_float_array("q", q, min_ndim=P.ndim, max_ndim=P.ndim, last_dim=P.shape[-1])
+    if P.ndim == 3 and Q.shape[0] != P.shape[0]:
+        raise ValueError(f"q must hold one set of queries per point set ({P.shape[0]}), got shape {Q.shape}")
+    Pb, Qb = (P[None], Q[None]) if P.ndim == 2 else (P, Q)
+    out = np.empty(Qb.shape[:2], dtype=bool)
+    for r in range(Pb.shape[0]):            # qhull takes one point set at a time
+        try:
+            eq = spatial.ConvexHull(Pb[r]).equations       # a.x + b <= 0 inside
+        except spatial.QhullError as exc:
+            raise ValueError(f"points must span R^d (their hull is degenerate): {exc}".splitlines()[0]) from None
+        out[r] = ((Qb[r] @ eq[:, :-1].T + eq[:, -1]) > tol).any(axis=1)
+    return out[0] if P.ndim == 2 else out
 
 
 # ----------------------------------------------------------------------------- hypotheses of Section 5

@@ -1,0 +1,93 @@
+"""How do the figures of the Frank-Wolfe chapter look? Each function takes the numbers and returns the figure.
+
+The numbers come from :mod:`attention_fw.frank_wolfe` and :mod:`attention_fw.dynamics`; the
+chapter saves and glues the figures (:meth:`attention_fw.notebook.Page.figure`).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from scipy.spatial import ConvexHull
+
+from . import frank_wolfe as fw
+from . import plotting
+
+__all__ = ["fig_oracle", "fig_ties", "fig_hull_area", "fig_diagonal_V"]
+
+
+def _bare(ax):
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def fig_oracle(pts, B, i: int):
+    """One Frank-Wolfe step of token ``i``: level sets of <B x_i, .>, the oracle's vertex, the step (gamma = 1/2)."""
+    g = B @ pts[i]
+    s = fw.lmo(pts, -g[None, :])[0]
+    hull = ConvexHull(pts)
+    fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
+    poly = pts[np.r_[hull.vertices, hull.vertices[0]]]
+    gx, gy = np.meshgrid(np.linspace(-1.1, 1.1, 200), np.linspace(-1.1, 1.1, 200))
+    ax.contour(gx, gy, g[0] * gx + g[1] * gy, levels=12, colors="0.75", linewidths=0.5)
+    ax.fill(poly[:, 0], poly[:, 1], color="C0", alpha=0.12)
+    ax.plot(poly[:, 0], poly[:, 1], color="C0", lw=1)
+    ax.scatter(pts[:, 0], pts[:, 1], c="k", s=14, zorder=3)
+    ax.annotate("", xy=pts[i] + 0.25 * g / np.linalg.norm(g), xytext=pts[i],
+                arrowprops=dict(arrowstyle="->", color="C3"))
+    ax.scatter(*s, s=90, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
+    ax.annotate("", xy=pts[i] + 0.5 * (s - pts[i]), xytext=pts[i],
+                arrowprops=dict(arrowstyle="->", color="C2", lw=1.3))
+    ax.text(*(pts[i] + [-0.12, -0.13]), "$x_i$")
+    ax.text(*(s + [0.05, 0.06]), "$s_i$", color="C3")
+    _bare(ax)
+    ax.set_title(r"$s_i=\arg\max_{y\in\mathcal{K}}\langle Bx_i,y\rangle$", fontsize=9)
+    return fig, s
+
+
+def fig_ties(corners, run_a, run_b, count_centre: int, count_edge: int):
+    """Engineered ties in a square: (a) the centre token stays, (b) a token on a cell boundary walks."""
+    fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
+    ax.plot(*np.r_[corners, corners[:1]].T, color="0.5", lw=0.8)
+    ax.plot(run_b[:, 4, 0], run_b[:, 4, 1], "o-", ms=2.5, color="C2", lw=0.8)
+    ax.scatter(*run_a[-1, 4], s=40, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
+    ax.scatter(corners[:, 0], corners[:, 1], c="k", s=18, zorder=3)
+    ax.annotate(f"(a) centre: {count_centre} tied leaders,\nstays put", run_a[-1, 4], xytext=(-0.9, 0.45),
+                fontsize=7, arrowprops=dict(arrowstyle="->", lw=0.6))
+    ax.annotate(f"(b) (1/2, 0): {count_edge} tied leaders,\nwalks to (1, 0)", run_b[0, 4], xytext=(-0.3, -0.6),
+                fontsize=7, arrowprops=dict(arrowstyle="->", lw=0.6))
+    _bare(ax)
+    ax.set_xlim(-1.2, 1.3)
+    ax.set_ylim(-1.2, 1.2)
+    return fig
+
+
+def fig_hull_area(areas, curves: int = 40):
+    """Hull area relative to the initial one: up to ``curves`` systems and the median over all."""
+    fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.3))
+    norm = areas / areas[0]
+    ax.semilogy(norm[:, :curves], color="C0", lw=0.6, alpha=0.5)
+    ax.semilogy(np.median(norm, axis=1), color="k", lw=1.5, label="median")
+    ax.set_xlabel("layer $t$")
+    ax.set_ylabel(r"area$(\mathcal{K}^t)\,/\,$area$(\mathcal{K}^0)$")
+    ax.legend(frameon=False)
+    return fig
+
+
+def fig_diagonal_V(tri, new):
+    """One layer with a diagonal value matrix: the old triangle, the moves, and the larger new hull."""
+    fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN * 0.95))
+    ax.fill(*tri[[0, 1, 2, 0]].T, color="C0", alpha=0.15, label=r"$\mathcal{K}$")
+    ax.plot(*tri[[0, 1, 2, 0]].T, color="C0", lw=1)
+    hv = ConvexHull(new).vertices
+    ax.plot(*new[np.r_[hv, hv[0]]].T, color="C3", lw=1, ls="--", label=r"$\mathcal{K}^{1}$ (new hull)")
+    for k in range(3):
+        ax.annotate("", xy=new[k], xytext=tri[k], arrowprops=dict(arrowstyle="->", color="0.3", lw=0.8))
+    ax.scatter(*tri.T, c="C0", s=20, zorder=3)
+    ax.scatter(*new.T, c="C3", s=20, zorder=3)
+    ax.text(new[1, 0] + 0.03, new[1, 1] + 0.03, f"({new[1, 0]:.1f}, {new[1, 1]:.1f})", color="C3", fontsize=8)
+    ax.set_aspect("equal")
+    ax.set_xlim(-0.1, 1.15)
+    ax.set_ylim(-0.1, 1.1)
+    ax.legend(frameon=False, loc="upper right")
+    return fig
