@@ -165,11 +165,12 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
         report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
         report["problems"] = problems
         report["requests"] = len(requests)
-        if screenshot is not None:
+        if screenshot is not None:  # a window as tall as the page (as tools/screenshot_pages.py)
             height = min(int(report["height"]), 16000)
-            shot = browser.send("Page.captureScreenshot", {
-                "format": "png", "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}}, session, timeout=120)
+            browser.send("Emulation.setDeviceMetricsOverride",
+                         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+            evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => setTimeout(r, 300)))")
+            shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
         return report
