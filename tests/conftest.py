@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from attention_fw import dynamics as D
+from cdp import INSTALL_HINT, Browser, chromium_executable
 
 
 @pytest.fixture
@@ -21,3 +22,18 @@ def check_coincident_pick():
         p_hat = np.isin(J[:, 2], [0, 1]).mean()
         assert abs(p_hat - p_exact) <= 5 * np.sqrt(p_exact * (1 - p_exact) / N)
     return check
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium per test module (the DevTools client of ``cdp.py``); fails, saying
+    how to install it, when there is none."""
+    exe = chromium_executable()
+    if exe is None:
+        pytest.fail(INSTALL_HINT)
+    b = Browser(exe, tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        b.send("Browser.getVersion", timeout=60)
+        yield b
+    finally:
+        b.close()

@@ -3,11 +3,11 @@
 A project's pages live at ``https://<owner>.github.io/<repository>/``, so every link of the
 book must be relative. Here ``python -m http.server`` (the server ``make serve`` uses) serves a
 folder whose only entry is ``<sub-path>/ -> _build/html`` of the quick build, and headless
-Chromium (the DevTools-pipe client of ``test_browser.py``) opens every HTML page: each page,
-image, stylesheet, script and font must load with no 404 and no request outside the sub-path
-(anything addressed from the server's root is a 404 here), and MathJax must typeset the math.
-Every link of every page (other pages, the downloads of the executed notebooks and page
-sources) must stay under the sub-path and answer 200.
+Chromium (the DevTools client of ``cdp.py``, with ``test_browser.py``'s page check) opens every
+HTML page: each page, image, stylesheet, script and font must load with no 404 and no request
+outside the sub-path (anything addressed from the server's root is a 404 here), and MathJax must
+typeset the math. Every link of every page (other pages, the downloads of the executed notebooks
+and page sources) must stay under the sub-path and answer 200.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import pytest
 
 import bookbuild
 from cdp import evaluate
-from test_browser import browser, check_page  # noqa: F401  (browser: the Chromium fixture)
+from test_browser import check_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 SUBPATH = "attention-fw"
@@ -79,12 +79,15 @@ def _page_links(html_file, url: str) -> list[tuple[str, str]]:
             if not ref.startswith(("#", "mailto:", "data:", "javascript:"))]
 
 
-def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser):  # noqa: F811
+def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser):
     html, root, base = subpath_server
     assert _status(root + "book/intro.html") == 404, "the server must not serve the book from its root"
     pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
                    if not p.relative_to(html).parts[0].startswith("_"))
     assert "index.html" in pages and "book/intro.html" in pages
+    # index.html only redirects (a meta refresh): loading it races the redirect, so it is checked by
+    # test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path instead
+    pages.remove("index.html")
     failures, math_pages, requests = {}, 0, 0
     links: dict[str, set[str]] = {}
     for page in pages:
@@ -117,7 +120,7 @@ def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser)
     assert missing == {}, json.dumps(missing, indent=1)
 
 
-def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(subpath_server, browser):  # noqa: F811
+def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(subpath_server, browser):
     html, _, base = subpath_server
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]

@@ -105,6 +105,14 @@ def _parameters(notebook: str) -> tuple[list[str], dict]:
     return names, values
 
 
+def common_keys(text: str | None = None) -> set[str]:
+    """Top-level keys the README documents once for every data file (its "**Every data file**" paragraph)."""
+    text = README.read_text() if text is None else text
+    m = re.search(r"\*\*Every data file\*\*(.*?)(?:\n\n|$)", text, re.S)
+    assert m, "figures/README.md: no '**Every data file**' paragraph"
+    return {t for t in re.findall(r"`([^`]+)`", m.group(1).split(":", 1)[0])}
+
+
 def test_every_generated_figure_is_described_in_its_chapter(build):
     described = parse_readme()
     generated = _generated(build)
@@ -127,7 +135,8 @@ def test_the_data_keys_are_those_of_the_files(build):
         literal = {t for t in tokens if re.fullmatch(r"[\w-]+", t)}
         patterns = [re.compile(re.sub(r"<[^>]+>", ".+", re.escape(t).replace(r"\<", "<").replace(r"\>", ">")) + "$")
                     for t in tokens if "<" in t]
-        undocumented = [k for k in data if k not in literal and not any(p.match(k) for p in patterns)]
+        undocumented = [k for k in data if k not in literal | common_keys()
+                        and not any(p.match(k) for p in patterns)]
         assert undocumented == [], f"{name}: keys of data/{name}.json not in figures/README.md: {undocumented}"
         params = set(_parameters(fields["notebook"])[0])
         unknown = sorted(t for t in literal if t not in _all_keys(data) and t not in names and t not in params)

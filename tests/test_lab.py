@@ -41,7 +41,7 @@ import psutil
 import pytest
 
 import bookbuild
-from cdp import INSTALL_HINT, Browser, chromium_executable, evaluate, new_tab, screenshot
+from cdp import Browser, evaluate, new_tab, screenshot
 
 START_TIMEOUT = 300.0   # make, the server and its extensions
 STEP_TIMEOUT = 180.0    # opening a notebook, starting a kernel, one redraw, a save
@@ -320,17 +320,6 @@ def _readout(state: dict, label: str) -> str:
 
 
 # --- fixtures ------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    exe = chromium_executable()
-    if exe is None:
-        pytest.fail(INSTALL_HINT)
-    b = Browser(exe, tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        b.send("Browser.getVersion", timeout=60)
-        yield b
-    finally:
-        b.close()
 
 
 @pytest.fixture

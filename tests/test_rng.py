@@ -15,6 +15,8 @@ from attention_fw import tiled as T
 from attention_fw import exit_times as ET
 from attention_fw import geometry as G
 from attention_fw import metastability as M
+from attention_fw import metastability_plots as MP
+from attention_fw import model_checks as MC
 from attention_fw import vertex_limits as VL
 from attention_fw.polytope import points_on_circle, regular_polygon
 
@@ -46,6 +48,8 @@ CALLS = {
     "metastability.run_phase1": lambda rng: M.run_phase1(P1, TRI, P1SIG, 0.5, 1e4, 20, rng=rng, horizon=4),
     "metastability.phase1_task": lambda rng: M.phase1_task(beta=1e4, rng=rng, gamma=0.5, runs=10, config_beta=1e4,
                                                            per_vertex=1, min_dist=0.5, config_rng=1, horizon=3),
+    "metastability_plots.zoom_paths": lambda rng: MP.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
+    "model_checks.sap_mean": lambda rng: MC.sap_mean(X2, 0.5, 2.0, 3000, rng=rng),
     "vertex_limits.owns_cell_probability": lambda rng: VL.owns_cell_probability([2, 3], 3, 50, rng=rng),
     "vertex_limits.ode_continuity": lambda rng: VL.ode_continuity(regular_polygon(4) * [1.0, 0.9], np.eye(2),
                                                                   [1e-3], T=0.1, dt=0.05, rng=rng),

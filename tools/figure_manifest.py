@@ -19,8 +19,9 @@ make's ``-W book/<notebook>.py`` options for those notebooks (``make figures`` p
 its sub-make) and leaves the list in ``_build/figures-heal.json``. When the manifest is then
 written, each restored file is named, with a warning if its bytes differ from the record (a
 source changed meanwhile). Without that record the manifest gives the hashes and the execution
-records the writers; a damaged file of unknown origin re-executes every notebook. Nothing is
-healed when the preset changed: then make re-executes every notebook anyway.
+records the writers; a damaged file of unknown origin re-executes every notebook. The files the
+notebooks wrote under ``custom/`` (the quick preset puts some there) are restored as well when
+missing. Nothing is healed when the preset changed: then make re-executes every notebook anyway.
 """
 from __future__ import annotations
 
@@ -103,6 +104,8 @@ def write(folder: Path) -> int:
         heal = json.loads(HEAL.read_text())
         for rel, item in sorted(heal["files"].items()):
             now = files.get(rel)
+            if now is None and (folder / rel).is_file():       # a file the manifest does not list
+                now = {"sha256": _sha256(folder / rel)}
             by_whom = ", ".join(item["notebooks"]) or "every notebook"
             if now is None:
                 _say(f"could NOT restore figures/{rel} ({item['reason']}; re-executed {by_whom})")
@@ -119,19 +122,22 @@ def _expected(folder: Path, preset: str) -> tuple[dict[str, dict] | None, bool]:
     """What the folder should hold: relative path -> {"sha256" (or None), "notebooks"}, and
     whether the writers are complete (a file with none is then written by no notebook).
 
-    From ``_build/figures-state.json`` when it describes this folder; else from the manifest
-    (hashes) and the execution records (writers); None when the preset changed since.
+    The manifest's files from ``_build/figures-state.json`` when it describes this folder (else
+    from the manifest, writers unknown), and every other file the execution records list for
+    this preset (the notebooks' files under ``custom/`` among them; only their absence is
+    detected). None when the preset changed since the state was written.
     """
-    if STATE.is_file():
-        state = json.loads(STATE.read_text())
-        if state.get("figures") == str(folder.resolve()):
-            if state.get("preset") != preset:
-                return None, True
-            return state["files"], True
     expected: dict[str, dict] = {}
-    manifest = folder / "MANIFEST.sha256"
-    if manifest.is_file():
-        for line in manifest.read_text().splitlines():
+    complete = False
+    from_state: set[str] = set()
+    state = json.loads(STATE.read_text()) if STATE.is_file() else {}
+    if state.get("figures") == str(folder.resolve()):
+        if state.get("preset") != preset:
+            return None, True
+        expected, complete = {rel: dict(item) for rel, item in state["files"].items()}, True
+        from_state = set(expected)
+    elif (folder / "MANIFEST.sha256").is_file():
+        for line in (folder / "MANIFEST.sha256").read_text().splitlines():
             digest, rel = line.split("  ", 1)
             expected[rel] = {"sha256": digest, "notebooks": []}
     for rec in sorted(TIMES.glob("*.json")):
@@ -142,9 +148,11 @@ def _expected(folder: Path, preset: str) -> tuple[dict[str, dict] | None, bool]:
         if data.get("preset") != preset:
             continue
         for rel in data.get("figures", []):
+            if rel in from_state:
+                continue        # the state's writers are those of the same records
             item = expected.setdefault(rel, {"sha256": None, "notebooks": []})
             item["notebooks"] = sorted({*item["notebooks"], data["notebook"]})
-    return expected, False
+    return expected, complete
 
 
 def heal(folder: Path, preset: str, notebooks: list[str]) -> int:
