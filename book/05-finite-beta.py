@@ -72,7 +72,6 @@ collapse_max_steps = None # step budget of each collapse run
 import math
 
 import numpy as np
-from myst_nb import glue
 from scipy import stats
 
 from attention_fw import exit_times as ET
@@ -117,14 +116,6 @@ RUN = dict(executor=p.executor, progress=False)   # no progress bars in the stat
 GAMMA = 0.1
 TRI = P.points_on_circle()                      # equilateral triangle on S^1
 C0_TRI, D_TRI = P.c0(TRI), P.diameter(TRI)
-
-
-def gl(name, value):
-    """Glue a number for the prose as a plain Python scalar: myst-nb formats the text/plain
-    form, and numpy 2 prints np.float64(...), which a format spec cannot parse."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    glue(name, value, display=False)
 
 # %% [markdown]
 # ## Cones, erosion and Figure 4
@@ -180,25 +171,25 @@ for name, v in shapes.items():
     print(f"{name:36s} {a:19.2f} deg {str(P.satisfies_51(v)):>6s} {P.c0(v):7.3f}")
 
 # %% tags=["hide-input"]
-gl("ang_square", angles["square"])
-gl("ang_hept", angles["regular heptagon (Fig. 4)"])
-gl("ang_simplex", angles["regular simplex, d = 3"])
-gl("ang_cross", angles["cross-polytope, d = 3"])
-gl("c0_tri", C0_TRI)
+page.glue(ang_square=(angles["square"], ",.0f"))
+page.glue(ang_hept=(angles["regular heptagon (Fig. 4)"], ".1f"))
+page.glue(ang_simplex=(angles["regular simplex, d = 3"], ",.0f"))
+page.glue(ang_cross=(angles["cross-polytope, d = 3"], ",.0f"))
+page.glue(c0_tri=(C0_TRI, ".2f"))
 beta_hyp = M.hypothesis_beta_min(TRI)
-gl("beta_hyp", beta_hyp)
+page.glue(beta_hyp=(beta_hyp, ",.0f"))
 
 # %% [markdown]
-# The square sits exactly on the boundary ({glue:text}`ang_square:.0f` degrees), and so does
-# the cross-polytope in $\mathbb R^3$ ({glue:text}`ang_cross:.0f` degrees); the heptagon of
-# Figure 4 is far outside ({glue:text}`ang_hept:.1f` degrees). Regular simplices pass in every dimension
-# ({glue:text}`ang_simplex:.0f` degrees). From now on $\mathcal K$ is the equilateral triangle
+# The square sits exactly on the boundary ({glue:text}`ang_square` degrees), and so does
+# the cross-polytope in $\mathbb R^3$ ({glue:text}`ang_cross` degrees); the heptagon of
+# Figure 4 is far outside ({glue:text}`ang_hept` degrees). Regular simplices pass in every dimension
+# ({glue:text}`ang_simplex` degrees). From now on $\mathcal K$ is the equilateral triangle
 # on $S^1$: equal norms (the hypothesis on the norms of the vertices) and $c_0=1-\cos(2\pi/3)=$
-# {glue:text}`c0_tri:.2f` in the bound on the scores.
+# {glue:text}`c0_tri` in the bound on the scores.
 #
 # One more computed fact: the eroded cones $\mathcal I_i(\beta^{-1/8})\ominus\beta^{-1/4}B_1$ of
 # Theorem 5.2, intersected with the eroded triangle, are **empty for
-# $\beta<$ {glue:text}`beta_hyp:.0f`** (a linear programme, `hypothesis_beta_min`). Below that
+# $\beta<$ {glue:text}`beta_hyp`** (a linear programme, `hypothesis_beta_min`). Below that
 # value the theorem has no admissible interior token at all.
 #
 # ## Phase 1: clustering in $O(1)$ steps (Theorem 5.2)
@@ -218,7 +209,7 @@ gl("beta_hyp", beta_hyp)
 # We build one configuration that satisfies the hypotheses for every $\beta\ge10^4$ (the cones
 # grow with $\beta$), three interior tokens per vertex at distance $\ge0.55$ from it so that
 # $T_1>1$, and run {glue:text}`p1_runs` chains of (SAP) for each $\beta$ from
-# {glue:text}`p1_beta_lo:g` to {glue:text}`p1_beta_hi:.0e`, also below the range where the
+# {glue:text}`p1_beta_lo` to {glue:text}`p1_beta_hi`, also below the range where the
 # hypotheses hold.
 
 # %%
@@ -239,22 +230,22 @@ frac = np.array([r["fraction"] for r in ph1])
 bound1 = np.array([r["bound"] for r in ph1])
 b1 = np.array(p.phase1_betas)
 in_hyp = b1 >= beta_cfg
-gl("beta_hyp3", M.hypothesis_beta_min(P.regular_simplex(3)))
-gl("p1_T1_3d", ph1_3d[0]["T1"])
-for k, val in dict(m=k1["m"], tau=k1["tau"], T1=k1["T1"], C=k1["C"], beta_cfg=beta_cfg).items():
-    gl(f"p1_{k}", val)
-gl("p1_runs", p.phase1_runs)
-gl("p1_minfrac_hyp", float(frac[in_hyp].min()) if in_hyp.any() else float("nan"))
-gl("p1_vertex_min", float(min(r["fraction_vertices"] for r in ph1)))
+page.glue(beta_hyp3=(M.hypothesis_beta_min(P.regular_simplex(3)), ",.0f"))
+page.glue(p1_T1_3d=ph1_3d[0]["T1"])
+page.glue(p1_m=(k1["m"], ".3f"), p1_tau=(k1["tau"], ".3f"), p1_T1=k1["T1"], p1_C=(k1["C"], ".2f"),
+          p1_beta_cfg=(beta_cfg, ",.0f"))
+page.glue(p1_runs=p.phase1_runs)
+page.glue(p1_minfrac_hyp=(float(frac[in_hyp].min()), ".3f") if in_hyp.any() else "(no β of the grid)")
+page.glue(p1_vertex_min=(float(min(r["fraction_vertices"] for r in ph1)), ".3f"))
 below = b1[(frac < bound1)]
-gl("p1_fail_beta", float(below.max()) if below.size else float("nan"))
-gl("p1_bound_cfg", 1 - PH1["config_beta"] ** (-1 / 8))
-gl("p1_beta_lo", float(b1.min()))
-gl("p1_beta_hi", float(b1.max()))
+page.glue(p1_fail_beta=(float(below.max()), ",g") if below.size else "(no β of the grid)")
+page.glue(p1_bound_cfg=(1 - PH1["config_beta"] ** (-1 / 8), ".2f"))
+page.glue(p1_beta_lo=(float(b1.min()), ",g"))
+page.glue(p1_beta_hi=(float(b1.max()), ".0e"))
 T1 = k1["T1"]
 jump = np.array([r["fraction_by_time"][T1] - r["fraction_by_time"][T1 - 1] for r in ph1]) >= 0.9
 from_here = np.flatnonzero(np.logical_and.accumulate(jump[::-1])[::-1])   # every larger beta jumps too
-gl("p1_jump_beta", float(b1[from_here[0]]) if from_here.size else float("nan"))
+page.glue(p1_jump_beta=(float(b1[from_here[0]]), ",g") if from_here.size else "(no β of the grid)")
 
 # %%
 fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg, PH1["config_beta"], **page.data_only)
@@ -268,21 +259,21 @@ page.figure(fig, "phase1-event", statement="Theorem 5.2",
 # Theorem 5.2 by Monte Carlo of (SAP), $\gamma=0.05$, {glue:text}`p1_runs` runs per $\beta$.
 # (a) The start: vertices (squares) and interior tokens inside the eroded cones at
 # $\beta=10^4$ (green). (b) Fraction of runs meeting the event at $T_1$, its two parts, and the
-# printed lower bound; grey: $\beta$ below {glue:text}`p1_beta_cfg:.0f`, where this configuration
+# printed lower bound; grey: $\beta$ below {glue:text}`p1_beta_cfg`, where this configuration
 # no longer satisfies the hypotheses; purple: the same event for the regular simplex in
 # $\mathbb R^3$ (three interior tokens per vertex, $T_1=$ {glue:text}`p1_T1_3d`; its eroded cones are
-# non-empty from $\beta\approx$ {glue:text}`beta_hyp3:.0f` on). (c) Fraction meeting the event at each
-# step: for every $\beta\ge$ {glue:text}`p1_jump_beta:g` of the grid the curve jumps by at least
+# non-empty from $\beta\approx$ {glue:text}`beta_hyp3` on). (c) Fraction meeting the event at each
+# step: for every $\beta\ge$ {glue:text}`p1_jump_beta` of the grid the curve jumps by at least
 # 0.9 in the single step to $T_1$; at smaller $\beta$ it does not (it rises more gradually, or not at all).
 # ```
 #
-# Here $m=$ {glue:text}`p1_m:.3f`, $\tau=$ {glue:text}`p1_tau:.3f`, $T_1=$ {glue:text}`p1_T1` and
-# the proof's $C=$ {glue:text}`p1_C:.2f`. Wherever the hypotheses hold the event is met by at
-# least a fraction {glue:text}`p1_minfrac_hyp:.3f` of the runs, far above the printed bound
-# $1-\beta^{-1/8}$ (which is weak: {glue:text}`p1_bound_cfg:.2f` at $\beta=10^4$). The vertex part never fails in these runs (smallest
-# fraction {glue:text}`p1_vertex_min:.3f`): the vertices barely move. The interior part is the
+# Here $m=$ {glue:text}`p1_m`, $\tau=$ {glue:text}`p1_tau`, $T_1=$ {glue:text}`p1_T1` and
+# the proof's $C=$ {glue:text}`p1_C`. Wherever the hypotheses hold the event is met by at
+# least a fraction {glue:text}`p1_minfrac_hyp` of the runs, far above the printed bound
+# $1-\beta^{-1/8}$ (which is weak: {glue:text}`p1_bound_cfg` at $\beta=10^4$). The vertex part never fails in these runs (smallest
+# fraction {glue:text}`p1_vertex_min`): the vertices barely move. The interior part is the
 # binding one: the observed fraction falls below the printed bound only at
-# $\beta\le$ {glue:text}`p1_fail_beta:g`, where the softmax is too flat to pull the interior tokens
+# $\beta\le$ {glue:text}`p1_fail_beta`, where the softmax is too flat to pull the interior tokens
 # to within $C\tau$ in $T_1$ steps. Panel (c) shows what
 # "$T_1$ independent of $\beta$" means: the event is reached at the same step for every large
 # $\beta$, because at large $\beta$ every interior token picks its vertex at every step and
@@ -308,17 +299,17 @@ page.figure(fig, "phase1-event", statement="Theorem 5.2",
 # Before $T_2$ every token is within $\rho+\varepsilon$ of its vertex, $\rho$ the start radius, so
 # the mechanism needs $\varepsilon\le\varepsilon_*(\rho)=r_*-\rho$ with
 # $r_*=\sqrt{R^2+c_0/4}-R$, and then $\gamma\le\varepsilon/(2\mathsf d(\mathcal K))$
-# (`metastability.theorem54_hypotheses`). For the triangle, $r_*=$ {glue:text}`thm_rstar:.4f`: the
+# (`metastability.theorem54_hypotheses`). For the triangle, $r_*=$ {glue:text}`thm_rstar`: the
 # admissible region is the small triangle of {numref}`fig-metastability-admissible`.
 #
 # Two consequences. First, the phase-2 experiments below start from clusters *at* the vertices
-# ($\rho=0$, within $C\tau$ for any $C\tau>0$) and use $\varepsilon=$ {glue:text}`thm_eps:g`,
-# $\gamma=$ {glue:text}`thm_gamma:g`, inside the region: every hypothesis the proof uses holds
+# ($\rho=0$, within $C\tau$ for any $C\tau>0$) and use $\varepsilon=$ {glue:text}`thm_eps`,
+# $\gamma=$ {glue:text}`thm_gamma`, inside the region: every hypothesis the proof uses holds
 # there ({glue:text}`thm_hyp_ok`; checked in `tests/test_book.py`). A larger
 # $\varepsilon$ such as $0.35$ with $\gamma=0.1$ meets $\varepsilon/\gamma\ge2\mathsf d(\mathcal K)$ but not the
 # radius condition, and there the bound is not guaranteed. Second, the start radius that
 # Theorem 5.2 guarantees for the phase-1 configuration above is
-# $C\tau=$ {glue:text}`p1_Ctau:.2f`, far above $r_*$: for that configuration the two theorems,
+# $C\tau=$ {glue:text}`p1_Ctau`, far above $r_*$: for that configuration the two theorems,
 # as proved, do not chain.
 
 # %%
@@ -329,12 +320,12 @@ page.figure(fig, "metastability-admissible", statement="Theorem 5.4",
             caption="Where the proof of Theorem 5.4 applies: the admissible (epsilon, gamma) for the triangle")
 
 # %% tags=["hide-input"]
-gl("thm_rstar", hyp["r_star"])
-gl("thm_eps", EPS_THM)
-gl("thm_gamma", GAMMA_THM)
-gl("thm_hyp_ok", "all hold" if hyp["all"] else "NOT all hold")
-gl("thm_ratio", EPS_THM / GAMMA_THM)
-gl("p1_Ctau", k1["C"] * k1["tau"])
+page.glue(thm_rstar=(hyp["r_star"], ".4f"))
+page.glue(thm_eps=(EPS_THM, ",g"))
+page.glue(thm_gamma=(GAMMA_THM, ",g"))
+page.glue(thm_hyp_ok="all hold" if hyp["all"] else "NOT all hold")
+page.glue(thm_ratio=(EPS_THM / GAMMA_THM, ".2f"))
+page.glue(p1_Ctau=(k1["C"] * k1["tau"], ".2f"))
 
 # %% [markdown]
 # ```{glue:figure} fig-metastability-admissible
@@ -388,12 +379,12 @@ for beta in p.check_betas:
     rows.append((beta, exact, a.times.mean(), b.times.mean(), stats.ks_2samp(a.times, b.times).pvalue))
     print(f"beta={beta:4.1f}  exact E[T2]={exact:9.2f}  engine mean={a.times.mean():9.2f}  "
           f"stepping mean={b.times.mean():9.2f}  two-sample KS p={rows[-1][-1]:.2f}")
-gl("check_minp", min(r[-1] for r in rows))
-gl("check_runs", p.check_runs)
+page.glue(check_minp=(min(r[-1] for r in rows), ".2f"))
+page.glue(check_runs=p.check_runs)
 
 # %% [markdown]
 # With {glue:text}`check_runs` runs per simulator the smallest two-sample KS $p$-value is
-# {glue:text}`check_minp:.2f`. The test suite adds stricter checks: the exact geometric law
+# {glue:text}`check_minp`. The test suite adds stricter checks: the exact geometric law
 # (chi-square), the conditional law of the jump, and agreement with plain stepping in the
 # theorem regime and in general position (`tests/test_metastability.py`).
 #
@@ -422,8 +413,8 @@ for kappa in p.kappas:
             es, r0 = merged(res_jump, beta=beta, kappa=kappa, n=n)
             fits[kappa, n, beta] = (SV.fit_geometric_censored(es.times, es.censored), es, r0)
 n_exits_total = sum(f.n for f, _, _ in fits.values())
-gl("jump_exits_total", n_exits_total)
-gl("jump_censored_total", sum(f.n_censored for f, _, _ in fits.values()))
+page.glue(jump_exits_total=n_exits_total)
+page.glue(jump_censored_total=sum(f.n_censored for f, _, _ in fits.values()))
 
 # %%
 fig = MP.fig_histograms({b: fits[3, 6, b][:2] for b in p.hist_betas}, stepped, p.hist_betas, **page.data_only)
@@ -466,26 +457,26 @@ half_exact = {(k, h): ET.frozen_mean_slope(*geom[k], halves[h], weights=half_fit
               for k in rate_rows for h in range(2)}
 c0_of = {k: P.c0(geom[k][0]) for k in rate_rows}
 excl = [k for k in sorted(rate_rows) if not rate_rows[k]["slope_ci"][0] <= c0_of[k] <= rate_rows[k]["slope_ci"][1]]
-gl("rate_excl", ", ".join(f"({k[0]}, {k[1]})" for k in excl) or "none")
-gl("rate_z_max", max(abs(rate_rows[k]["slope"] - exact_slope[k]) / rate_rows[k]["slope_se"] for k in rate_rows))
+page.glue(rate_excl=", ".join(f"({k[0]}, {k[1]})" for k in excl) or "none")
+page.glue(rate_z_max=(max(abs(rate_rows[k]["slope"] - exact_slope[k]) / rate_rows[k]["slope_se"] for k in rate_rows), ".1f"))
 k6 = (max(p.kappas), 6)
-gl("rate_k", k6[0])
-gl("rate_c0k", c0_of[k6])
-gl("rate_exact_k", exact_slope[k6])
-gl("rate_mc_k", rate_rows[k6]["slope"])
-gl("rate_exact_lo", half_exact[k6, 0])
-gl("rate_exact_hi", half_exact[k6, 1])
-gl("rate_half_lo", f"{halves[0][0]:g} to {halves[0][-1]:g}")
-gl("rate_half_hi", f"{halves[1][0]:g} to {halves[1][-1]:g}")
+page.glue(rate_k=k6[0])
+page.glue(rate_c0k=(c0_of[k6], ".3f"))
+page.glue(rate_exact_k=(exact_slope[k6], ".3f"))
+page.glue(rate_mc_k=(rate_rows[k6]["slope"], ".3f"))
+page.glue(rate_exact_lo=(half_exact[k6, 0], ".3f"))
+page.glue(rate_exact_hi=(half_exact[k6, 1], ".3f"))
+page.glue(rate_half_lo=f"{halves[0][0]:g} to {halves[0][-1]:g}")
+page.glue(rate_half_hi=f"{halves[1][0]:g} to {halves[1][-1]:g}")
 win_starts = np.arange(2.0, 40.5, 0.5)
 win = {k: ET.frozen_slope_windows(*geom[k], win_starts, 8.0) for k in rate_rows}
 close = np.all([np.abs(win[k] / c0_of[k] - 1) < 1e-3 for k in win], axis=0)
 far_ok = np.flatnonzero(np.logical_and.accumulate(close[::-1])[::-1])   # from here on, every later window too
-gl("rate_win_beta", float(win_starts[far_ok[0]]) if far_ok.size else float("nan"))
+page.glue(rate_win_beta=(float(win_starts[far_ok[0]]), ",g") if far_ok.size else "(no window up to 40)")
 s3 = rate_rows[3, 6]
-gl("slope3", s3["slope"])
-gl("slope3_lo", s3["slope_ci"][0])
-gl("slope3_hi", s3["slope_ci"][1])
+page.glue(slope3=(s3["slope"], ".4f"))
+page.glue(slope3_lo=(s3["slope_ci"][0], ".4f"))
+page.glue(slope3_hi=(s3["slope_ci"][1], ".4f"))
 
 # %%
 # theorem regime, one token per vertex (engine), inside the admissible region
@@ -497,13 +488,13 @@ thm_fits = [SV.fit_geometric_censored(*(lambda e: (e.times, e.censored))(merged(
 s_thm = SV.fit_log_mean_slope(p.thm_betas, thm_fits)
 
 # %% tags=["hide-input"]
-gl("slope_thm", s_thm["slope"])
-gl("slope_thm_lo", s_thm["slope_ci"][0])
-gl("slope_thm_hi", s_thm["slope_ci"][1])
-gl("slope_thm_ci_c0", "includes" if s_thm["slope_ci"][0] <= C0_TRI <= s_thm["slope_ci"][1] else "excludes")
+page.glue(slope_thm=(s_thm["slope"], ".3f"))
+page.glue(slope_thm_lo=(s_thm["slope_ci"][0], ".3f"))
+page.glue(slope_thm_hi=(s_thm["slope_ci"][1], ".3f"))
+page.glue(slope_thm_ci_c0="includes" if s_thm["slope_ci"][0] <= C0_TRI <= s_thm["slope_ci"][1] else "excludes")
 Lt = len(p.thm_betas)
-gl("slope_thm_low", SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"])
-gl("slope_thm_top", SV.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"])
+page.glue(slope_thm_low=(SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"], ".3f"))
+page.glue(slope_thm_top=(SV.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"], ".3f"))
 
 # %%
 rate = dict(kappas=p.kappas, betas=p.jump_betas, fits={k: f for k, (f, _, _) in fits.items()}, rows=rate_rows,
@@ -520,8 +511,8 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 # (a) $\log_{10}$ of the mean exit time (censored maximum likelihood, 95% intervals, most
 # smaller than the markers) against $\beta$ for regular $\kappa$-gons with $n=6$ tokens in
 # coincident clusters (single-jump regime, $\varepsilon=0.05$, $\gamma=0.1$), with weighted
-# least-squares lines; black triangles: the theorem regime ($\varepsilon=$ {glue:text}`thm_eps:g`,
-# $\gamma=$ {glue:text}`thm_gamma:g`) with one token per vertex.
+# least-squares lines; black triangles: the theorem regime ($\varepsilon=$ {glue:text}`thm_eps`,
+# $\gamma=$ {glue:text}`thm_gamma`) with one token per vertex.
 # (b) Fitted slopes with 95% intervals (dots), the slope of the exact mean $1/(1-q)$ on the same
 # grid with the same weights (open diamonds), and $c_0=1-\cos(2\pi/\kappa)$ (black bars).
 # (c) Slope divided by $c_0$ on moving windows: exact mean on windows $[\beta_0,\beta_0+8]$ (lines,
@@ -529,37 +520,37 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 # 95% intervals). $\kappa\ge4$ violates (5.1); the single-jump law does not need it.
 # ```
 #
-# For the triangle with $n=6$ the fitted slope is {glue:text}`slope3:.4f` (95% interval
-# {glue:text}`slope3_lo:.4f` to {glue:text}`slope3_hi:.4f`) against $c_0=$ {glue:text}`c0_tri:.2f`.
+# For the triangle with $n=6$ the fitted slope is {glue:text}`slope3` (95% interval
+# {glue:text}`slope3_lo` to {glue:text}`slope3_hi`) against $c_0=$ {glue:text}`c0_tri`.
 # For $(\kappa,n)=$ {glue:text}`rate_excl` the 95% interval of the Monte Carlo slope
 # **excludes** $c_0$. This is not noise and not a flaw of the simulator but finite-$\beta$ bias:
 # the exact mean exit time $1/(1-q)$ is not a pure exponential in $\beta$ (it is
 # $e^{\beta c_0}/(nN)+\tfrac12+\dots$, with corrections from the farther vertices), and fitted on the
 # same grid with the same weights it falls short of $c_0$ in the same way; every Monte Carlo slope is
-# within {glue:text}`rate_z_max:.1f` standard errors of its exact counterpart. For $\kappa=$
-# {glue:text}`rate_k`, $c_0=$ {glue:text}`rate_c0k:.3f`, the Monte Carlo slope is
-# {glue:text}`rate_mc_k:.3f` and the exact one {glue:text}`rate_exact_k:.3f`; on the lower half of
+# within {glue:text}`rate_z_max` standard errors of its exact counterpart. For $\kappa=$
+# {glue:text}`rate_k`, $c_0=$ {glue:text}`rate_c0k`, the Monte Carlo slope is
+# {glue:text}`rate_mc_k` and the exact one {glue:text}`rate_exact_k`; on the lower half of
 # the grid ($\beta$ from {glue:text}`rate_half_lo`) the exact slope is
-# {glue:text}`rate_exact_lo:.3f`, on the upper half ({glue:text}`rate_half_hi`)
-# {glue:text}`rate_exact_hi:.3f`. The gap closes as the window moves up (panel (c)): on windows of
-# width 8 starting at $\beta\ge$ {glue:text}`rate_win_beta:g` the exact slope is within $0.1\%$ of
+# {glue:text}`rate_exact_lo`, on the upper half ({glue:text}`rate_half_hi`)
+# {glue:text}`rate_exact_hi`. The gap closes as the window moves up (panel (c)): on windows of
+# width 8 starting at $\beta\ge$ {glue:text}`rate_win_beta` the exact slope is within $0.1\%$ of
 # $c_0$ for every $\kappa$ shown. So the exit time scales as $e^{\beta c_0}$: in this (single-jump)
 # regime, which lies outside the theorem's $\varepsilon/\gamma\ge2\mathsf d(\mathcal K)$, the
 # exponent is **twice** the $c_0/2$ that the proof of Theorem 5.4 works with. The number of
 # tokens $n$ only shifts the intercept. In the theorem regime with one token per vertex the
-# slope is {glue:text}`slope_thm:.3f` ({glue:text}`slope_thm_lo:.3f` to
-# {glue:text}`slope_thm_hi:.3f`; the interval {glue:text}`slope_thm_ci_c0` $c_0$). An exit needs at
+# slope is {glue:text}`slope_thm` ({glue:text}`slope_thm_lo` to
+# {glue:text}`slope_thm_hi`; the interval {glue:text}`slope_thm_ci_c0` $c_0$). An exit needs at
 # least {glue:text}`thm_M` jumps of one token. The first dominates the wait, at rate of order
 # $e^{-\beta c_0}$; later jumps of the displaced token come faster because it is already closer to
 # the other vertices, adding lower-order terms $e^{\beta c'}$, $c'<c_0$, to the mean, which pull
 # the fitted slope below $c_0$ over a finite range of $\beta$. Consistently, the slope between the two
-# smallest $\beta$ of the grid is {glue:text}`slope_thm_low:.3f` and between the two largest
-# {glue:text}`slope_thm_top:.3f`.
+# smallest $\beta$ of the grid is {glue:text}`slope_thm_low` and between the two largest
+# {glue:text}`slope_thm_top`.
 #
 # ### Survival against the lower bound of Theorem 5.4
 #
-# We take $\varepsilon=$ {glue:text}`thm_eps:g`, $\gamma=$ {glue:text}`thm_gamma:g`
-# ($\varepsilon/\gamma=$ {glue:text}`thm_ratio:.2f` $\ge2\mathsf d(\mathcal K)$, inside the region of
+# We take $\varepsilon=$ {glue:text}`thm_eps`, $\gamma=$ {glue:text}`thm_gamma`
+# ($\varepsilon/\gamma=$ {glue:text}`thm_ratio` $\ge2\mathsf d(\mathcal K)$, inside the region of
 # {numref}`fig-metastability-admissible`), clusters started at the vertices. We compare the empirical survival $\mathbb P[T_2\ge t]$
 # (Kaplan–Meier, which equals the plain fraction when the only censoring is a common cap) with
 #
@@ -585,36 +576,36 @@ page.figure(fig, "metastability-survival", statement="Theorem 5.4 (erratum E11)"
 
 # %% tags=["hide-input"]
 thm_step_cens = sum(int(r["censored"].sum()) for r in res_thm_step)
-gl("thm_step_cens", thm_step_cens)
-gl("thm_step_total", sum(len(r["times"]) for r in res_thm_step))
-gl("thm_cap", p.thm_cap)
-gl("thm_M", hyp["M"])
+page.glue(thm_step_cens=thm_step_cens)
+page.glue(thm_step_total=sum(len(r["times"]) for r in res_thm_step))
+page.glue(thm_cap=p.thm_cap)
+page.glue(thm_M=hyp["M"])
 # largest beta of panel (a): where do the bounds stop certifying survival >= 1/2, and the median exit
 b_top = p.thm_betas[-1]
 es_top, _ = merged(res_thm, beta=b_top)
 tt = np.logspace(0, 40, 4001)
 for form, kw in (("printed", {}), ("corrected", dict(diam=D_TRI))):
     bnd = M.metastability_bound(tt, b_top, 3, GAMMA_THM, EPS_THM, C0_TRI, form=form, **kw)
-    gl(f"thm_thalf_{form}", float(tt[np.flatnonzero(bnd >= 0.5).max()]))
-gl("thm_median_top", float(np.median(es_top.times)))
-gl("thm_beta_top", b_top)
+    page.glue(**{f"thm_thalf_{form}": (float(tt[np.flatnonzero(bnd >= 0.5).max()]), ".1e")})
+page.glue(thm_median_top=(float(np.median(es_top.times)), ".1e"))
+page.glue(thm_beta_top=(b_top, ",g"))
 bb_ = np.linspace(0, 20, 2001)
 nontriv = [b for b in bb_ if M.metastability_bound(2.0, b, 6, GAMMA_THM, EPS_THM, C0_TRI) > 0]
-gl("thm_beta_nontriv", float(min(nontriv)))
+page.glue(thm_beta_nontriv=(float(min(nontriv)), ".1f"))
 
 # %% tags=["hide-input"]
 excess = max(float(np.max(np.maximum(d["bound_printed"], d["bound_corrected"]) - d["survival"]))
              for d in surv_data.values())
-gl("thm_bound_excess", excess)
-gl("thm_bound_verdict", "no bound exceeds the simulated survival" if excess <= 0
-   else "a bound exceeds the simulated survival somewhere")
+page.glue(thm_bound_excess=(excess, ".3f"))
+page.glue(thm_bound_verdict="no bound exceeds the simulated survival" if excess <= 0
+          else "a bound exceeds the simulated survival somewhere")
 
 # %% [markdown]
 # ```{glue:figure} fig-metastability-survival
 # :name: fig-metastability-survival
 #
-# Survival of $T_2$ inside the admissible region ($\varepsilon=$ {glue:text}`thm_eps:g`,
-# $\gamma=$ {glue:text}`thm_gamma:g`, clusters started at the vertices; solid),
+# Survival of $T_2$ inside the admissible region ($\varepsilon=$ {glue:text}`thm_eps`,
+# $\gamma=$ {glue:text}`thm_gamma`, clusters started at the vertices; solid),
 # with the lower bound of Theorem 5.4 as printed (dashed) and our corrected form (dotted), same
 # colour per $\beta$. (a) One token per vertex, rejection-free engine. (b) Two tokens per vertex,
 # plain stepping, censored at {glue:text}`thm_cap` steps.
@@ -623,14 +614,14 @@ gl("thm_bound_verdict", "no bound exceeds the simulated survival" if excess <= 0
 # Here the hypotheses that the proof uses are checked, so the corrected form, if our
 # reconstruction of the proof is right, is a proven lower bound; the printed form is the paper's
 # claim (the audit did not refute it). On the plotted grid {glue:text}`thm_bound_verdict` (largest
-# excess of a bound over the empirical survival: {glue:text}`thm_bound_excess:.3f`). They become
+# excess of a bound over the empirical survival: {glue:text}`thm_bound_excess`). They become
 # non-trivial only once $\beta c_0\varepsilon/(2\gamma)$ beats the polynomial prefactor in $t$ (for
-# $n=6$ the printed bound is positive at $t=2$ only from $\beta\approx$ {glue:text}`thm_beta_nontriv:.1f`
+# $n=6$ the printed bound is positive at $t=2$ only from $\beta\approx$ {glue:text}`thm_beta_nontriv`
 # on), and they are far from sharp: at
-# $\beta=$ {glue:text}`thm_beta_top:g` the printed bound certifies $\mathbb P[T_2\ge t]\ge1/2$ up
-# to $t\approx$ {glue:text}`thm_thalf_printed:.1e`, the corrected one up to
-# {glue:text}`thm_thalf_corrected:.1e`, while the median simulated exit time is
-# {glue:text}`thm_median_top:.1e`. The corrected form counts $M=$ {glue:text}`thm_M` bad steps
+# $\beta=$ {glue:text}`thm_beta_top` the printed bound certifies $\mathbb P[T_2\ge t]\ge1/2$ up
+# to $t\approx$ {glue:text}`thm_thalf_printed`, the corrected one up to
+# {glue:text}`thm_thalf_corrected`, while the median simulated exit time is
+# {glue:text}`thm_median_top`. The corrected form counts $M=$ {glue:text}`thm_M` bad steps
 # (not $\approx\varepsilon/\gamma$), each of probability $ne^{-\beta c_0/2}$, with a binomial
 # number of placements; its exponent in $\beta$ is smaller and its power of $t$ too, so the two
 # curves cross. In panel (b) {glue:text}`thm_step_cens` of {glue:text}`thm_step_total` runs
@@ -661,18 +652,16 @@ page.figure(fig, "sap-vs-sabeta", statement="Theorems 5.2 and 5.4 (erratum E6)",
 
 # %% tags=["hide-input"]
 ratio = [d / f.mean for d, f in zip(e6_det, e6_fit) if d is not None]
-gl("e6_ratio_lo", min(ratio))
-gl("e6_ratio_hi", max(ratio))
-gl("e6_cens", sum(f.n_censored for f in e6_fit))
-gl("e6_total", sum(f.n for f in e6_fit))
-gl("e6_beta_path", beta_path)
+page.glue(e6_ratio_lo=(min(ratio), ".1f"))
+page.glue(e6_ratio_hi=(max(ratio), ".1f"))
+page.glue(e6_cens=sum(f.n_censored for f in e6_fit))
+page.glue(e6_total=sum(f.n for f in e6_fit))
+page.glue(e6_beta_path=(beta_path, ",g"))
 if len(p.e6_betas) > 1:
-    sl_det = np.polyfit(p.e6_betas, np.log([d for d in e6_det]), 1)[0]
-    sl_sap = SV.fit_log_mean_slope(p.e6_betas, e6_fit)["slope"]
+    page.glue(e6_slope_det=(np.polyfit(p.e6_betas, np.log(e6_det), 1)[0], ".2f"),
+              e6_slope_sap=(SV.fit_log_mean_slope(p.e6_betas, e6_fit)["slope"], ".2f"))
 else:
-    sl_det = sl_sap = float("nan")
-gl("e6_slope_det", sl_det)
-gl("e6_slope_sap", sl_sap)
+    page.glue(e6_slope_det="(one β only)", e6_slope_sap="(one β only)")
 
 # %% [markdown]
 # ```{glue:figure} fig-sap-vs-sabeta
@@ -683,7 +672,7 @@ gl("e6_slope_sap", sl_sap)
 # interval (censored MLE; dots: deciles), SA$\beta$ exit step. (b) Largest distance of a token to
 # its group hull along SA$\beta$ (red) and six SAP runs (blue); dashed: $\varepsilon$.
 # (c) Zoom on the vertex that the SAP run of the arrow leaves: paths of all tokens until the
-# SA$\beta$ exit (red) and until that SAP run's exit (blue), $\beta=$ {glue:text}`e6_beta_path:g`;
+# SA$\beta$ exit (red) and until that SAP run's exit (blue), $\beta=$ {glue:text}`e6_beta_path`;
 # grey: the exit region of the group, $\operatorname{conv}\{x_{ji}^0\}_j+B(0,\varepsilon)$.
 # ```
 #
@@ -692,9 +681,9 @@ gl("e6_slope_sap", sl_sap)
 # memoryless random time. The deterministic dynamics drifts slowly and continuously: every token
 # is pulled a little towards the other clusters at every step, the clusters shrink towards the
 # centre together, and the exit is a smooth crossing of the $\varepsilon$-level, not a jump. Its
-# exit step is {glue:text}`e6_ratio_lo:.1f` to {glue:text}`e6_ratio_hi:.1f` times the chain's mean
+# exit step is {glue:text}`e6_ratio_lo` to {glue:text}`e6_ratio_hi` times the chain's mean
 # exit time over this range; the growth rates in $\beta$ are of the same order (fitted slopes of
-# $\log T_2$: {glue:text}`e6_slope_det:.2f` for SA$\beta$, {glue:text}`e6_slope_sap:.2f` for SAP).
+# $\log T_2$: {glue:text}`e6_slope_det` for SA$\beta$, {glue:text}`e6_slope_sap` for SAP).
 # This is an **observation** for one configuration, not a theorem: nothing in the paper
 # controls the distance between the two dynamics on these time scales (E6). In the SAP runs
 # {glue:text}`e6_cens` of {glue:text}`e6_total` reached the cap and are treated as censored.
@@ -734,12 +723,12 @@ lim = np.array([r["limit"] for r in res_col])
 conv = np.array([r["converged"] for r in res_col])
 steps_col = np.array([r["steps"] for r in res_col])
 dist_hull = P.distance_to_hull(lim, x0_col)
-gl("col_min_norm", float(np.linalg.norm(lim, axis=1).min()))
-gl("col_max_hull", float(dist_hull.max()))
-gl("col_nconv", int(conv.sum()))
-gl("col_n", len(conv))
-gl("col_steps_last", int(steps_col[conv].max()) if conv.any() else 0)
-gl("col_beta_last", float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0)
+page.glue(col_min_norm=(float(np.linalg.norm(lim, axis=1).min()), ".2f"))
+page.glue(col_max_hull=(float(dist_hull.max()), ".1e"))
+page.glue(col_nconv=int(conv.sum()))
+page.glue(col_n=len(conv))
+page.glue(col_steps_last=int(steps_col[conv].max()) if conv.any() else 0)
+page.glue(col_beta_last=(float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0, ",g"))
 
 # %% [markdown]
 # ```{glue:figure} fig-collapse-prop51
@@ -752,11 +741,11 @@ gl("col_beta_last", float(np.array(p.collapse_betas)[conv].max()) if conv.any() 
 # ```
 #
 # {glue:text}`col_nconv` of the {glue:text}`col_n` runs collapsed within the step budget, each
-# to a point at distance at most {glue:text}`col_max_hull:.1e` from the initial hull (a
-# floating-point zero: inside it) and at distance at least {glue:text}`col_min_norm:.2f` from
+# to a point at distance at most {glue:text}`col_max_hull` from the initial hull (a
+# floating-point zero: inside it) and at distance at least {glue:text}`col_min_norm` from
 # the origin. The collapse time is flat for small $\beta$ and then grows steeply: the
 # tokens first form clusters (phase 1), which then merge only after metastable plateaus (panel
-# (b)); at $\beta=$ {glue:text}`col_beta_last:g` it already takes {glue:text}`col_steps_last`
+# (b)); at $\beta=$ {glue:text}`col_beta_last` it already takes {glue:text}`col_steps_last`
 # steps. So the hardmax picture (clusters at the vertices) is a finite-horizon approximation
 # of (SA$\beta$), whose eventual fate is consensus at a $\beta$-dependent point of the initial hull.
 #

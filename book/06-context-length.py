@@ -60,21 +60,23 @@ seed = None          # seed of every random draw
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(executor="processes", own_ns=[1024, 8192, 65536], own_dims=[10, 15, 20, 25, 32, 64],
-                  own_tokens=65536, run_n=65536, run_d=20, run_gamma=0.5, run_steps=5, check_n=4096, seed=0),
-    "quick": dict(executor="serial", own_ns=[256, 1024], own_dims=[4, 8, 16, 64],
-                  own_tokens=2048, run_n=1024, run_d=12, run_gamma=0.5, run_steps=4, check_n=512, seed=0),
+    "paper": dict(executor="processes", own_ns=[1024, 8192, 65536],
+                  own_dims=[10, 15, 20, 25, 32, 64], own_tokens=65536,
+                  run_n=65536, run_d=20, run_gamma=0.5, run_steps=5, check_n=4096, seed=0),
+    "quick": dict(executor="serial", own_ns=[256, 1024], own_dims=[4, 8, 16, 64], own_tokens=2048,
+                  run_n=1024, run_d=12, run_gamma=0.5, run_steps=4, check_n=512, seed=0),
 }
-p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns, own_dims=own_dims, own_tokens=own_tokens,
-            run_n=run_n, run_d=run_d, run_gamma=run_gamma, run_steps=run_steps, check_n=check_n, seed=seed)
+p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns, own_dims=own_dims,
+            own_tokens=own_tokens, run_n=run_n, run_d=run_d, run_gamma=run_gamma,
+            run_steps=run_steps, check_n=check_n, seed=seed)
 
 # %%
 import numpy as np
 
 from attention_fw import context_length as CL
 from attention_fw import context_plots as CP
-from attention_fw import dynamics, plotting, sweeps, tiled
-from attention_fw.notebook import Page
+from attention_fw import plotting, sweeps, tiled
+from attention_fw.notebook import Page, fmt
 
 # %matplotlib inline
 plotting.use_style()
@@ -89,29 +91,27 @@ page = Page("06-context-length", p)  # saves and glues figures
 # {glue:text}`check_n` tokens in $d=64$, with tiles of 256 keys.
 
 # %%
-rng = page.stream("tiled-check")
-x_check = rng.standard_normal((p.check_n, HEAD_D)) / np.sqrt(HEAD_D)
-soft_err = np.abs(tiled.softmax_step(x_check, 0.1, 4.0, key_tile=256)
-                  - dynamics.softmax_step(x_check, 0.1, 4.0)).max() / np.abs(x_check).max()
-same_leaders = np.array_equal(tiled.leaders(x_check, key_tile=256), dynamics.leaders(x_check))
-plan_big = tiled.plan((p.run_n, HEAD_D))
-print(f"softmax step, tiled vs untiled: {soft_err:.1e} (relative); leaders identical: {same_leaders}")
-print(f"n = {p.run_n}: untiled scores {8 * p.run_n ** 2 / 2 ** 30:.1f} GiB, tiles {plan_big}")
+check = CL.tiled_check(p.check_n, HEAD_D, key_tile=256, rng=page.stream("tiled-check"))
+big = CL.step_memory(p.run_n, HEAD_D)
+print(f"softmax step, tiled against untiled: {check.softmax_error:.1e} (relative); "
+      f"the same leaders: {check.same_leaders}")
+print(f"n = {big.n:,}: untiled scores {CL.size_text(big.untiled_bytes)}; "
+      f"tiled: {big.tiles} tile(s) of {big.tile_keys:,} keys, {CL.size_text(big.tile_bytes)} each")
 
 # %% tags=["hide-input"]
-page.glue(check_n=p.check_n, check_soft=(float(soft_err), ".1e"),
-          check_leaders="the same" if same_leaders else "NOT the same",
-          big_n=p.run_n, big_untiled_gib=(8 * p.run_n ** 2 / 2 ** 30, ".1f"),
-          big_tile_mib=(plan_big.tile_bytes / 2 ** 20, ".0f"), big_tile_keys=plan_big.keys,
-          budget_mib=(tiled.memory_budget() / 2 ** 20, ".0f"))
+page.glue(check_n=p.check_n, check_soft=(check.softmax_error, ".1e"),
+          check_leaders="the same" if check.same_leaders else "NOT the same",
+          big_n=big.n, big_untiled=CL.size_text(big.untiled_bytes), big_tiles=big.tiles,
+          big_tile=CL.size_text(big.tile_bytes), big_tile_keys=big.tile_keys,
+          budget=CL.size_text(tiled.memory_budget()))
 
 # %% [markdown]
 # The two softmax steps differ by {glue:text}`check_soft` relative to the size of the tokens
 # (rounding), and the leaders are {glue:text}`check_leaders`. For the
 # {glue:text}`big_n` tokens below, the untiled score matrix would take
-# {glue:text}`big_untiled_gib` GiB. With the default budget of
-# {glue:text}`budget_mib` MiB, the tiled steps compare every token with
-# {glue:text}`big_tile_keys` keys at a time, in tiles of {glue:text}`big_tile_mib` MiB.
+# {glue:text}`big_untiled`. With the default budget of {glue:text}`budget`, the tiled steps
+# compare every token with {glue:text}`big_tile_keys` keys at a time: {glue:text}`big_tiles`
+# tile(s) of {glue:text}`big_tile` each.
 #
 # ## Which tokens own their cells?
 #
@@ -150,8 +150,8 @@ for g in grid:
     g["systems"] = max(1, p.own_tokens // g["n"])
 own = sweeps.run(CL.ownership_task, grid, **RUN)
 for r in own:
-    print(f"n = {r['n']:6d}, d = {r['d']:3d}: {r['owners']:6d} / {r['tokens']} own their cells "
-          f"(fraction {r['fraction']:.4f}, exact probability {r['probability']:.4f})")
+    print(f"n = {r['n']:6,d}, d = {r['d']:2d}: {r['owners']:6,d} of {r['tokens']:,} own their cells "
+          f"({r['fraction']:.4f}; exact {r['probability']:.4f})")
 
 # %% tags=["hide-input"]
 z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
@@ -159,7 +159,7 @@ z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r[
 top = max(own, key=lambda r: (r["n"], r["d"]))
 page.glue(own_tokens=p.own_tokens, own_points=len(own), own_zmax=(float(np.max(np.abs(z))), ".1f"),
           own_nmax=top["n"], head_owners=top["owners"], head_tokens=top["tokens"], head_d=top["d"],
-          head_expected_non_owners=(top["tokens"] * (1 - top["probability"]), ".2f"),
+          head_expected_non_owners=(top["tokens"] * (1 - top["probability"]), ".2g"),
           head_pairs=(float(top["n"] * (top["n"] - 1)), ".1e"))
 n_lo, n_hi = min(p.own_ns), max(p.own_ns)
 page.glue(n_lo=f"{n_lo:,}", n_hi=f"{n_hi:,}",
@@ -182,10 +182,10 @@ page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition),
 #
 # The sampled fractions agree with the integral at all {glue:text}`own_points` points, within
 # {glue:text}`own_zmax` binomial standard errors. The probability is $1/2$ at
-# $d\approx${glue:text}`d_half_lo` for $n=${glue:text}`n_lo` and at $d\approx${glue:text}`d_half_hi`
-# for $n=${glue:text}`n_hi`. The rough rule $2\ln n$ gives {glue:text}`two_log_lo` and
+# $d\approx$ {glue:text}`d_half_lo` for $n=$ {glue:text}`n_lo` and at $d\approx$ {glue:text}`d_half_hi`
+# for $n=$ {glue:text}`n_hi`. The rough rule $2\ln n$ gives {glue:text}`two_log_lo` and
 # {glue:text}`two_log_hi`: it overestimates a little, but it has the right growth.
-# In $d=${glue:text}`head_d` all {glue:text}`head_owners` of the {glue:text}`head_tokens`
+# In $d=$ {glue:text}`head_d` all {glue:text}`head_owners` of the {glue:text}`head_tokens`
 # tokens own their cells. The expected number of tokens that do not is
 # {glue:text}`head_expected_non_owners`.
 #
@@ -210,20 +210,23 @@ page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition),
 # x_i^t=v+(1-\gamma)^t\,(x_i^0-v) .
 # $$
 #
-# We check both statements at full size: {glue:text}`run_n` tokens in $d=${glue:text}`run_d`,
+# We check both statements at full size: {glue:text}`run_n` tokens in $d=$ {glue:text}`run_d`,
 # where a token owns its cell with probability {glue:text}`run_p`, for
-# {glue:text}`run_steps` layers with $\gamma=${glue:text}`run_gamma`.
+# {glue:text}`run_steps` layers with $\gamma=$ {glue:text}`run_gamma`.
 
 # %%
 run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps, seed=p.seed)
 run = sweeps.run(CL.hardmax_run_task, run_grid, **RUN)[0]
-print({k: run[k] for k in ("owners", "led_by_owner", "others", "moved", "never_moved", "never_moved_are_owners")})
-print("largest relative deviation from the closed form:", max(run["closed_form_error"]))
+print(f"{run['owners']:,} owners, {run['led_by_owner']:,} led by an owner, {run['others']:,} others")
+print(f"tokens that moved at each layer: {run['moved']}; never moved: {run['never_moved']:,} "
+      f"(exactly the owners: {run['never_moved_are_owners']})")
+print(f"largest relative deviation from the closed form: {max(run['closed_form_error']):.1e}")
 
 # %% tags=["hide-input"]
 page.glue(**{f"run_{key}": run[key] for key in ("owners", "led_by_owner", "others", "never_moved",
                                                 "n", "d", "steps", "gamma")})
-page.glue(run_moved_min=min(run["moved"]), run_moved_max=max(run["moved"]),
+lo, hi = min(run["moved"]), max(run["moved"])
+page.glue(run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
           run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
           run_cf_err=(max(run["closed_form_error"]), ".1e"),
           run_expected_owners=(run["n"] * run["probability"], ",.0f"),
@@ -245,11 +248,11 @@ page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax d
 #
 # Of the {glue:text}`run_n` tokens, {glue:text}`run_owners` own their cells (the integral
 # predicts {glue:text}`run_expected_owners`), and {glue:text}`run_never_moved` never moved:
-# {glue:text}`run_exact` the owners. At each layer between {glue:text}`run_moved_min` and
-# {glue:text}`run_moved_max` tokens moved. {glue:text}`run_led_by_owner` tokens are led by an
-# owner. They follow Theorem 4.2's closed form to a relative deviation of
-# {glue:text}`run_cf_err`, i.e. to rounding. The remaining {glue:text}`run_others` tokens
-# are led by a token that moves itself, so they follow a chain of moving leaders.
+# {glue:text}`run_exact` the owners. At each layer, {glue:text}`run_moved` tokens moved.
+# {glue:text}`run_led_by_owner` tokens are led by an owner. They follow Theorem 4.2's closed
+# form to a relative deviation of {glue:text}`run_cf_err`, i.e. to rounding. The other tokens
+# ({glue:text}`run_others` of them) are led by a token that moves itself, so they follow a
+# chain of moving leaders.
 #
 # **What this means for the paper.** The stationary set of the hardmax dynamics with $B=I$ is
 # decided at $t=0$ by one comparison per token, and at realistic sizes that comparison is all

@@ -70,3 +70,36 @@ def test_tasks_use_the_same_tokens_as_a_direct_run():
     assert r_own["owners"] == r_run["owners"]
     x = np.random.default_rng(np.random.SeedSequence([5, 300, 7])).standard_normal((300, 7))
     assert ((D.hardmax_step(x, 0.5) != x).any(axis=1).sum()) == r_run["moved"][0]
+
+
+def test_tiled_check_agrees_and_sees_a_tile_boundary():
+    """Tiles of 64 keys over 300 tokens (five tiles, the last one short): the tiled softmax step
+    agrees with the untiled one to 1e-12 relative and the leader sets are identical."""
+    c = CL.tiled_check(300, 16, key_tile=64, rng=np.random.default_rng(4))
+    assert (c.n, c.d, c.key_tile) == (300, 16, 64)
+    assert 0 <= c.softmax_error < 1e-12 and c.same_leaders
+    assert CL.tiled_check(40, 4, key_tile=256, rng=1).key_tile == 40   # one tile of every key
+    with pytest.raises(ValueError, match="n"):
+        CL.tiled_check(1, 4, rng=0)
+
+
+def test_step_memory_counts_the_scores_and_covers_every_key():
+    """Untiled: n^2 float64 scores; tiled: ceil(n / k) tiles of k keys cover the n keys, and the
+    tile of k keys against all n queries takes 8 n k bytes (within the budget)."""
+    budget = 64 * 2 ** 20
+    for n in (100, 1000, 5000, 65536):
+        m = CL.step_memory(n, 64, budget=budget)
+        assert m.untiled_bytes == 8 * n * n
+        assert (m.tiles - 1) * m.tile_keys < n <= m.tiles * m.tile_keys
+        assert m.tile_bytes <= max(budget, 8 * n * T.MIN_KEY_TILE)
+    assert CL.step_memory(100, 8, budget=budget).tiles == 1                 # small problems: one tile
+
+
+def test_size_text_reads_back_to_three_digits():
+    for nbytes, text in ((0, "0 bytes"), (1023, "1023 bytes"), (1024, "1 KiB"), (8 * 2 ** 20, "8 MiB"),
+                         (2 ** 35, "32 GiB"), (3 * 2 ** 29, "1.5 GiB"), (5 * 2 ** 40, "5 TiB")):
+        assert CL.size_text(nbytes) == text
+    value, unit = CL.size_text(123_456_789).split()
+    assert unit == "MiB" and abs(float(value) * 2 ** 20 - 123_456_789) <= 0.005 * 123_456_789
+    with pytest.raises(ValueError, match="nbytes"):
+        CL.size_text(-1)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import attention_fw
+from attention_fw import context_length as CTX
 from attention_fw import convergence as C
 from attention_fw import dynamics as D
 from attention_fw import tiled as T
@@ -30,6 +31,7 @@ CALLS = {
     "convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
     "convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
+    "context_length.tiled_check": lambda rng: CTX.tiled_check(50, 4, key_tile=16, rng=rng),
     "dynamics.sap_step": lambda rng: D.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
     "tiled.sap_step": lambda rng: T.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, key_tile=2, return_choice=True),
     "dynamics.bernoulli_from_neg_log": lambda rng: D.bernoulli_from_neg_log(np.linspace(0, 3, 50), rng=rng),

@@ -16,21 +16,25 @@ and the event of Remark 4.6, here for every token rather than for ``kappa`` fixe
 * **Theorem 4.2's closed form.** A token led by an owner ``v`` moves on the segment towards ``v``
   and stays in ``v``'s cell (convexity), so ``x_i^t = v + (1 - gamma)^t (x_i^0 - v)`` exactly.
 
-:func:`ownership_task` and :func:`hardmax_run_task` are the sweep tasks of the chapter (module level,
+:func:`tiled_check` compares the tiled steps with the untiled ones on one draw, :func:`step_memory`
+says what a step needs in memory with and without tiles (:func:`size_text` writes it in KiB, MiB
+or GiB). :func:`ownership_task` and :func:`hardmax_run_task` are the sweep tasks of the chapter (module level,
 deterministic in their parameters); both run through :mod:`attention_fw.tiled`, so
 ``n = 65,536`` tokens need ``O(n (d + tile))`` memory.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special, stats
 
 from . import _validate as chk
-from . import tiled
+from . import dynamics, tiled
 
-__all__ = ["own_cell_probability", "half_dimension", "ownership_task", "hardmax_run_task"]
+__all__ = ["own_cell_probability", "half_dimension", "ownership_task", "hardmax_run_task",
+           "TiledCheck", "tiled_check", "StepMemory", "step_memory", "size_text"]
 
 
 def _gaussian_tokens(shape, seed, n, d):
@@ -130,3 +134,77 @@ def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, seed: int) -> 
             "closed_form_error": cf_err, "ratio_median": ratio_med, "ratio_max": ratio_max,
             "probability": float(own_cell_probability(n, d)),
             "tile_bytes": p.tile_bytes, "untiled_bytes": 8 * n * n}
+
+
+@dataclass(frozen=True)
+class TiledCheck:
+    """One draw of ``n`` tokens in ``R^d`` through the tiled and the untiled steps.
+
+    ``softmax_error``: largest difference of one softmax step (``gamma``, ``beta``), relative to
+    the largest coordinate of the tokens; ``same_leaders``: identical hardmax leader sets.
+    """
+
+    n: int
+    d: int
+    key_tile: int
+    softmax_error: float
+    same_leaders: bool
+
+
+def tiled_check(n: int, d: int = 64, *, key_tile: int = 256, gamma: float = 0.1, beta: float = 4.0,
+                rng) -> TiledCheck:
+    """Tiled (``key_tile`` keys per tile) against untiled steps on ``n`` tokens ``N(0, I_d / d)``.
+
+    The tests hold the tiled steps to the untiled ones (softmax to 1e-12 relative, identical
+    leaders, the chain's law); this is the same comparison on one draw, for a page to show.
+
+    >>> c = tiled_check(300, 8, key_tile=64, rng=0)
+    >>> c.softmax_error < 1e-12, c.same_leaders
+    (True, True)
+    """
+    n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
+    key_tile = chk.positive_int("key_tile", key_tile)
+    x = chk.rng("rng", rng).standard_normal((n, d)) / math.sqrt(d)
+    err = np.abs(tiled.softmax_step(x, gamma, beta, key_tile=key_tile)
+                 - dynamics.softmax_step(x, gamma, beta)).max() / np.abs(x).max()
+    same = bool(np.array_equal(tiled.leaders(x, key_tile=key_tile), dynamics.leaders(x)))
+    return TiledCheck(n=n, d=d, key_tile=min(key_tile, n), softmax_error=float(err), same_leaders=same)
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """Memory of one step on ``n`` tokens: the untiled ``n x n`` scores (float64) against the
+    tiles of :func:`attention_fw.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles)."""
+
+    n: int
+    untiled_bytes: int
+    tile_keys: int
+    tiles: int
+    tile_bytes: int
+
+
+def step_memory(n: int, d: int, *, budget=None) -> StepMemory:
+    """What one step on ``n`` tokens in ``R^d`` holds in memory, untiled and tiled (``budget``
+    in bytes, default :func:`attention_fw.tiled.memory_budget`).
+
+    >>> m = step_memory(65536, 64, budget=256 * 2**20)
+    >>> size_text(m.untiled_bytes), m.tile_keys, m.tiles
+    ('32 GiB', 256, 256)
+    """
+    n, d = chk.positive_int("n", n), chk.positive_int("d", d)
+    plan = tiled.plan((n, d), budget=budget)
+    return StepMemory(n=n, untiled_bytes=8 * n * n, tile_keys=plan.keys, tiles=-(-n // plan.keys),
+                      tile_bytes=plan.tile_bytes)
+
+
+def size_text(nbytes: int) -> str:
+    """A number of bytes in the largest binary unit that keeps it at least 1: ``'8 MiB'``, ``'1.5 GiB'``.
+
+    >>> size_text(8 * 1024**2), size_text(3 * 2**29), size_text(512)
+    ('8 MiB', '1.5 GiB', '512 bytes')
+    """
+    nbytes = chk.positive_int("nbytes", nbytes, minimum=0)
+    for unit, power in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 2 ** power:
+            return f"{nbytes / 2 ** power:.3g} {unit}"
+    return f"{nbytes} bytes"

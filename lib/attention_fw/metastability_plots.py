@@ -383,7 +383,9 @@ def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "col
     lim = np.array([r["limit"] for r in results])
     conv = np.array([r["converged"] for r in results])
     steps_col = np.array([r["steps"] for r in results])
-    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.4), gridspec_kw=dict(width_ratios=[1, 1.1, 1.1]))
+    # panel (a) has equal axes, so its width follows the figure's height: 2.8 in keeps it over
+    # 1.5 in wide, i.e. 200 CSS px when the book shows the figure at full width (920 px)
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.8), gridspec_kw=dict(width_ratios=[1.25, 1, 1]))
     ax = axs[0]
     hull = x0[geo.convex_hull(x0)]
     ax.fill(*_closed(hull), color="0.93", ec="k", lw=0.6)
