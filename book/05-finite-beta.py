@@ -46,8 +46,8 @@
 # through `attention_fw.sweeps` and are cached on disk, so re-rendering recomputes nothing.
 
 # %% tags=["parameters"]
-preset = "paper"          # "paper": the chapter as published; "quick": a few seconds, for tests
-executor = None           # "serial", "processes", "local-dask" or a Dask scheduler address
+preset = "paper"          # "paper": as published; "quick": seconds (tests)
+executor = None           # "serial", "processes", "local-dask" or a Dask address
 phase1_betas = None       # inverse temperatures of the Theorem 5.2 Monte Carlo
 phase1_runs = None        # chains per beta for Theorem 5.2
 jump_betas = None         # inverse temperatures of the single-jump exit-time sweep
@@ -154,21 +154,21 @@ fig4 = page.paper_figure("figure4")
 # of a polygon add up to $(\kappa-2)\pi$, in the plane (5.1) holds **only for acute triangles**.
 
 # %%
-regular = P.regular_polygon
+regular, circle, simplex = P.regular_polygon, P.points_on_circle, P.regular_simplex
 shapes = {
     "equilateral triangle": TRI,
-    "acute triangle (90, 200, 330 deg)": P.points_on_circle((90, 200, 330)),
-    "obtuse triangle (0, 30, 150 deg)": P.points_on_circle((0, 30, 150)),
-    "square": regular(4), "regular pentagon": regular(5), "regular heptagon (Fig. 4)": regular(7),
-    "regular simplex, d = 3": P.regular_simplex(3), "regular simplex, d = 5": P.regular_simplex(5),
+    "acute triangle (90, 200, 330 deg)": circle((90, 200, 330)),
+    "obtuse triangle (0, 30, 150 deg)": circle((0, 30, 150)),
+    "square": regular(4), "regular pentagon": regular(5),
+    "regular heptagon (Fig. 4)": regular(7),
+    "regular simplex, d = 3": simplex(3), "regular simplex, d = 5": simplex(5),
     "cross-polytope, d = 3": np.vstack([np.eye(3), -np.eye(3)]),
 }
-print(f"{'polytope':36s} {'largest vertex angle':>21s} {'(5.1)':>6s} {'c0':>7s}")
-angles = {}
+angles = {name: np.rad2deg(P.vertex_angles(v).max()) for name, v in shapes.items()}
+print(f"{'polytope':34s} {'largest angle':>13s} {'(5.1)':>6s} {'c0':>6s}")
 for name, v in shapes.items():
-    a = np.rad2deg(P.vertex_angles(v).max())
-    angles[name] = a
-    print(f"{name:36s} {a:19.2f} deg {str(P.satisfies_51(v)):>6s} {P.c0(v):7.3f}")
+    holds = str(P.satisfies_51(v))
+    print(f"{name:34s} {angles[name]:9.2f} deg {holds:>6s} {P.c0(v):6.3f}")
 
 # %% tags=["hide-input"]
 page.glue(ang_square=(angles["square"], ",.0f"))
@@ -214,16 +214,19 @@ page.glue(beta_hyp=(beta_hyp, ",.0f"))
 
 # %%
 PH1 = dict(gamma=0.05, config_beta=1e4, per_vertex=3, min_dist=0.55, config_rng=3)
-x0_p1, sig_p1 = M.phase1_configuration(TRI, PH1["per_vertex"], PH1["config_beta"], rng=PH1["config_rng"],
+x0_p1, sig_p1 = M.phase1_configuration(TRI, PH1["per_vertex"], PH1["config_beta"],
+                                       rng=PH1["config_rng"],
                                        min_dist=PH1["min_dist"])
 k1 = M.phase1_constants(x0_p1, TRI, sig_p1, PH1["gamma"])
 beta_cfg = M.configuration_beta_min(x0_p1, TRI, sig_p1)
 horizon = 4 * k1["T1"]
-ph1 = sweeps.run(M.phase1_task, sweeps.grid(beta=p.phase1_betas, rng=11, runs=p.phase1_runs,
-                                                 horizon=horizon, **PH1), **RUN)
-# the same experiment with the regular simplex in R^3 (interior tokens at distance >= 0.5)
-ph1_3d = sweeps.run(M.phase1_task, sweeps.grid(beta=p.phase1_betas, rng=12, runs=p.phase1_runs,
-                                                    **{**PH1, "min_dist": 0.5, "d": 3}), **RUN)
+grid_p1 = sweeps.grid(beta=p.phase1_betas, rng=11, runs=p.phase1_runs,
+                      horizon=horizon, **PH1)
+ph1 = sweeps.run(M.phase1_task, grid_p1, **RUN)
+# the same with the regular simplex in R^3 (interior tokens at distance >= 0.5)
+grid_3d = sweeps.grid(beta=p.phase1_betas, rng=12, runs=p.phase1_runs,
+                      **{**PH1, "min_dist": 0.5, "d": 3})
+ph1_3d = sweeps.run(M.phase1_task, grid_3d, **RUN)
 
 # %% tags=["hide-input"]
 frac = np.array([r["fraction"] for r in ph1])
@@ -248,9 +251,11 @@ from_here = np.flatnonzero(np.logical_and.accumulate(jump[::-1])[::-1])   # ever
 page.glue(p1_jump_beta=(float(b1[from_here[0]]), ",g") if from_here.size else "(no β of the grid)")
 
 # %%
-fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg, PH1["config_beta"], **page.data_only)
+fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg,
+                    PH1["config_beta"], **page.data_only)
 page.figure(fig, "phase1-event", statement="Theorem 5.2",
-            caption="Theorem 5.2 by Monte Carlo of the chain: the event at T1 against beta and against time")
+            caption="Theorem 5.2 by Monte Carlo of the chain: "
+                    "the event at T1 against beta and against time")
 
 # %% [markdown]
 # ```{glue:figure} fig-phase1-event
@@ -313,11 +318,12 @@ page.figure(fig, "phase1-event", statement="Theorem 5.2",
 # as proved, do not chain.
 
 # %%
-EPS_THM, GAMMA_THM = 0.15, 0.04                   # the theorem-regime experiments of this section
+EPS_THM, GAMMA_THM = 0.15, 0.04          # the theorem-regime experiments below
 hyp = M.theorem54_hypotheses(TRI, EPS_THM, GAMMA_THM)
 fig = MP.fig_admissible(TRI, hyp, EPS_THM, GAMMA_THM, **page.data_only)
 page.figure(fig, "metastability-admissible", statement="Theorem 5.4",
-            caption="Where the proof of Theorem 5.4 applies: the admissible (epsilon, gamma) for the triangle")
+            caption="Where the proof of Theorem 5.4 applies: "
+                    "the admissible (epsilon, gamma) for the triangle")
 
 # %% tags=["hide-input"]
 page.glue(thm_rstar=(hyp["r_star"], ".4f"))
@@ -370,17 +376,17 @@ page.glue(p1_Ctau=(k1["C"] * k1["tau"], ".2f"))
 
 # %%
 x0_c, sig_c = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
-rows, stepped = [], {}
+ks, stepped = {}, {}
 for beta in p.check_betas:
     a = ET.engine_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=1)
-    b = ET.stepping_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=2, cap=10**6)
+    b = ET.stepping_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=2,
+                               cap=10**6)
     stepped[beta] = b
     exact = 1 / -math.expm1(-ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta))
-    rows.append((beta, exact, a.times.mean(), b.times.mean(), stats.ks_2samp(a.times, b.times).pvalue))
-    print(f"beta={beta:4.1f}  exact E[T2]={exact:9.2f}  engine mean={a.times.mean():9.2f}  "
-          f"stepping mean={b.times.mean():9.2f}  two-sample KS p={rows[-1][-1]:.2f}")
-page.glue(check_minp=(min(r[-1] for r in rows), ".2f"))
-page.glue(check_runs=p.check_runs)
+    ks[beta] = stats.ks_2samp(a.times, b.times).pvalue
+    print(f"beta = {beta:g}: E[T2] exact {exact:.2f}, engine {a.times.mean():.2f}, "
+          f"stepping {b.times.mean():.2f}; two-sample KS p = {ks[beta]:.2f}")
+page.glue(check_minp=(min(ks.values()), ".2f"), check_runs=p.check_runs)
 
 # %% [markdown]
 # With {glue:text}`check_runs` runs per simulator the smallest two-sample KS $p$-value is
@@ -394,8 +400,10 @@ page.glue(check_runs=p.check_runs)
 # runs over $(\beta,\text{seed},n,\kappa)$; the histograms use $\kappa=3$, $n=6$.
 
 # %%
-grid_jump = sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[6], kappa=p.kappas, runs=p.jump_runs, eps=0.05)
-grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[n for n in p.ns if n != 6], kappa=[3],
+grid_jump = sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[6], kappa=p.kappas,
+                        runs=p.jump_runs, eps=0.05)
+other_ns = [n for n in p.ns if n != 6]
+grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=other_ns, kappa=[3],
                          runs=p.jump_runs, eps=0.05)
 res_jump = sweeps.run(ET.exit_time_task, grid_jump, **RUN)
 
@@ -417,9 +425,11 @@ page.glue(jump_exits_total=n_exits_total)
 page.glue(jump_censored_total=sum(f.n_censored for f, _, _ in fits.values()))
 
 # %%
-fig = MP.fig_histograms({b: fits[3, 6, b][:2] for b in p.hist_betas}, stepped, p.hist_betas, **page.data_only)
+hist = {b: fits[3, 6, b][:2] for b in p.hist_betas}
+fig = MP.fig_histograms(hist, stepped, p.hist_betas, **page.data_only)
 page.figure(fig, "metastability-histograms", statement="Theorem 5.4",
-            caption="Histograms of the exit time of the chain per decade, with the fitted geometric law")
+            caption="Histograms of the exit time of the chain per decade, "
+                    "with the fitted geometric law")
 
 # %% [markdown]
 # ```{glue:figure} fig-metastability-histograms
@@ -480,11 +490,11 @@ page.glue(slope3_hi=(s3["slope_ci"][1], ".4f"))
 
 # %%
 # theorem regime, one token per vertex (engine), inside the admissible region
-grid_thm = sweeps.grid(beta=p.thm_betas, rng=p.seeds, n=[3], kappa=[3], runs=p.jump_runs, eps=EPS_THM,
-                       gamma=GAMMA_THM)
+grid_thm = sweeps.grid(beta=p.thm_betas, rng=p.seeds, n=[3], kappa=[3],
+                       runs=p.jump_runs, eps=EPS_THM, gamma=GAMMA_THM)
 res_thm = sweeps.run(ET.exit_time_task, grid_thm, **RUN)
-thm_fits = [SV.fit_geometric_censored(*(lambda e: (e.times, e.censored))(merged(res_thm, beta=b)[0]))
-            for b in p.thm_betas]
+thm_samples = [merged(res_thm, beta=b)[0] for b in p.thm_betas]
+thm_fits = [SV.fit_geometric_censored(e.times, e.censored) for e in thm_samples]
 s_thm = SV.fit_log_mean_slope(p.thm_betas, thm_fits)
 
 # %% tags=["hide-input"]
@@ -497,12 +507,15 @@ page.glue(slope_thm_low=(SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["s
 page.glue(slope_thm_top=(SV.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"], ".3f"))
 
 # %%
-rate = dict(kappas=p.kappas, betas=p.jump_betas, fits={k: f for k, (f, _, _) in fits.items()}, rows=rate_rows,
-            exact=exact_slope, thm_betas=p.thm_betas, thm_fits=thm_fits, thm_slope=s_thm, win_starts=win_starts,
-            win=win, c0=c0_of, halves=halves, half_fits=half_fits, half_exact=half_exact)
+mle = {k: f for k, (f, _, _) in fits.items()}
+rate = dict(kappas=p.kappas, betas=p.jump_betas, fits=mle, rows=rate_rows,
+            exact=exact_slope, thm_betas=p.thm_betas, thm_fits=thm_fits,
+            thm_slope=s_thm, win_starts=win_starts, win=win, c0=c0_of,
+            halves=halves, half_fits=half_fits, half_exact=half_exact)
 fig = MP.fig_rate(rate, **page.data_only)
 page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
-            caption="Mean exit time against beta, fitted slopes against c0, and slopes on moving windows")
+            caption="Mean exit time against beta, fitted slopes against c0, "
+                    "and slopes on moving windows")
 
 # %% [markdown]
 # ```{glue:figure} fig-metastability-rate
@@ -563,16 +576,20 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 #   under the radius and disjointness conditions checked above.
 
 # %%
-grid_thm_step = sweeps.grid(beta=p.thm_step_betas, rng=5, n=[6], kappa=[3], runs=p.thm_step_runs,
-                            eps=EPS_THM, gamma=GAMMA_THM, method="stepping", cap=float(p.thm_cap))
+grid_thm_step = sweeps.grid(beta=p.thm_step_betas, rng=5, n=[6], kappa=[3],
+                            runs=p.thm_step_runs, eps=EPS_THM, gamma=GAMMA_THM,
+                            method="stepping", cap=float(p.thm_cap))
 res_thm_step = sweeps.run(ET.exit_time_task, grid_thm_step, **RUN)
-surv_data = MP.survival_curves([(3, {b: merged(res_thm, beta=b)[0] for b in p.thm_betas}),
-                                (6, {b: merged(res_thm_step, beta=b)[0] for b in p.thm_step_betas})],
-                               TRI, GAMMA_THM, EPS_THM)
-fig = MP.fig_survival(surv_data, [(3, r"(a) $n=3$ (one token per vertex), engine"),
-                                  (6, r"(b) $n=6$ (two per vertex), plain stepping")], **page.data_only)
+by_engine = {b: merged(res_thm, beta=b)[0] for b in p.thm_betas}
+by_stepping = {b: merged(res_thm_step, beta=b)[0] for b in p.thm_step_betas}
+surv_runs = [(3, by_engine), (6, by_stepping)]
+surv_data = MP.survival_curves(surv_runs, TRI, GAMMA_THM, EPS_THM)
+titles = [(3, r"(a) $n=3$ (one token per vertex), engine"),
+          (6, r"(b) $n=6$ (two per vertex), plain stepping")]
+fig = MP.fig_survival(surv_data, titles, **page.data_only)
 page.figure(fig, "metastability-survival", statement="Theorem 5.4 (erratum E11)",
-            caption="Survival of the exit time against the printed and the corrected lower bound of Theorem 5.4")
+            caption="Survival of the exit time against the printed "
+                    "and the corrected lower bound of Theorem 5.4")
 
 # %% tags=["hide-input"]
 thm_step_cens = sum(int(r["censored"].sum()) for r in res_thm_step)
@@ -637,18 +654,25 @@ page.glue(thm_bound_verdict="no bound exceeds the simulated survival" if excess 
 # the group hulls $+B(0,\varepsilon)$.
 
 # %%
-res_e6 = sweeps.run(ET.e6_task, sweeps.grid(beta=p.e6_betas, rng=3, runs=p.e6_runs, cap=p.e6_cap), **RUN)
+grid_e6 = sweeps.grid(beta=p.e6_betas, rng=3, runs=p.e6_runs, cap=p.e6_cap)
+res_e6 = sweeps.run(ET.e6_task, grid_e6, **RUN)
 e6_fit = [SV.fit_exponential_censored(r["times"], r["censored"]) for r in res_e6]
 e6_det = [r["sabeta_T"] for r in res_e6]
+
+# %%
 x0_e6, sig_e6 = res_e6[0]["x0"], res_e6[0]["sigma"]
 beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
-paths_ = ET.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path), runs=6, rng=4)
-zoom_sabeta, zoom_sap = MP.zoom_paths(x0_e6, sig_e6, GAMMA, beta_path, T_det_path, rng=4)
-fig = MP.fig_sap_vs_sabeta(dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path, paths=paths_,
-                                sabeta=zoom_sabeta, sap=zoom_sap), TRI, **page.data_only)
+paths_ = ET.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path),
+                            runs=6, rng=4)
+zoom_sabeta, zoom_sap = MP.zoom_paths(x0_e6, sig_e6, GAMMA, beta_path, T_det_path,
+                                      rng=4)
+e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
+          paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
+fig = MP.fig_sap_vs_sabeta(e6, TRI, **page.data_only)
 page.figure(fig, "sap-vs-sabeta", statement="Theorems 5.2 and 5.4 (erratum E6)",
-            caption="The chain (SAP) against the deterministic SA-beta from the same start")
+            caption="The chain (SAP) against the deterministic SA-beta "
+                    "from the same start")
 
 # %% tags=["hide-input"]
 ratio = [d / f.mean for d, f in zip(e6_det, e6_fit) if d is not None]
@@ -711,12 +735,14 @@ else:
 # %%
 th = np.deg2rad(np.array([-50.0, -25.0, 0.0, 25.0, 50.0]))
 x0_col = np.vstack([np.c_[np.cos(th), np.sin(th)], [[0.7, 0.1], [0.8, -0.3]]])
-res_col = sweeps.run(M.collapse_task, sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
-                                                       beta=p.collapse_betas, tol=1e-6,
-                                                       max_steps=p.collapse_max_steps, record_every=50), **RUN)
+grid_col = sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
+                       beta=p.collapse_betas, tol=1e-6,
+                       max_steps=p.collapse_max_steps, record_every=50)
+res_col = sweeps.run(M.collapse_task, grid_col, **RUN)
 fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas, **page.data_only)
 page.figure(fig, "collapse-prop51", statement="Proposition 5.1 (errata E5, E12)",
-            caption="Collapse of SA-beta to a point of the initial hull, not the origin")
+            caption="Collapse of SA-beta to a point of the initial hull, "
+                    "not the origin")
 
 # %% tags=["hide-input"]
 lim = np.array([r["limit"] for r in res_col])

@@ -44,16 +44,16 @@
 # tests and by an exact escape probability. `make bench` measures time and memory at $n=65{,}536$.
 
 # %% tags=["parameters"]
-preset = "paper"     # "paper": n up to 65,536 (minutes); "quick": n up to 1,024 (seconds), for tests
-executor = None      # "serial", "processes", "local-dask" or a Dask scheduler address
+preset = "paper"     # "paper": n up to 65,536 (minutes); "quick": 1,024 (seconds)
+executor = None      # "serial", "processes", "local-dask" or a Dask address
 own_ns = None        # numbers of tokens n of the ownership sweep
 own_dims = None      # dimensions d of the ownership sweep
-own_tokens = None    # tokens per (n, d): own_tokens // n independent systems of n tokens
+own_tokens = None    # tokens per (n, d), as own_tokens // n systems of n tokens
 run_n = None         # tokens of the hardmax run
 run_d = None         # dimension of the hardmax run
 run_gamma = None     # constant step of the hardmax run
 run_steps = None     # layers of the hardmax run
-check_n = None       # tokens of the check of the tiled steps against the untiled ones, in dimension 64
+check_n = None       # tokens in dimension 64 for the check of the tiled steps
 seed = None          # seed of every random draw
 
 # %%
@@ -61,10 +61,11 @@ from attention_fw.presets import resolve
 
 PRESETS = {
     "paper": dict(executor="processes", own_ns=[1024, 8192, 65536],
-                  own_dims=[10, 15, 20, 25, 32, 64], own_tokens=65536,
-                  run_n=65536, run_d=20, run_gamma=0.5, run_steps=5, check_n=4096, seed=0),
-    "quick": dict(executor="serial", own_ns=[256, 1024], own_dims=[4, 8, 16, 64], own_tokens=2048,
-                  run_n=1024, run_d=12, run_gamma=0.5, run_steps=4, check_n=512, seed=0),
+                  own_dims=[10, 15, 20, 25, 32, 64], own_tokens=65536, run_n=65536,
+                  run_d=20, run_gamma=0.5, run_steps=5, check_n=4096, seed=0),
+    "quick": dict(executor="serial", own_ns=[256, 1024], own_dims=[4, 8, 16, 64],
+                  own_tokens=2048, run_n=1024, run_d=12, run_gamma=0.5, run_steps=4,
+                  check_n=512, seed=0),
 }
 p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns, own_dims=own_dims,
             own_tokens=own_tokens, run_n=run_n, run_d=run_d, run_gamma=run_gamma,
@@ -80,7 +81,7 @@ from attention_fw.notebook import Page, fmt
 
 # %matplotlib inline
 plotting.use_style()
-RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
+RUN = dict(executor=p.executor, progress=False)   # no progress bars in the book
 HEAD_D = 64
 page = Page("06-context-length", p)  # saves and glues figures
 
@@ -91,18 +92,20 @@ page = Page("06-context-length", p)  # saves and glues figures
 # {glue:text}`check_n` tokens in $d=64$, with tiles of 256 keys.
 
 # %%
-check = CL.tiled_check(p.check_n, HEAD_D, key_tile=256, rng=page.stream("tiled-check"))
+rng = page.stream("tiled-check")
+check = CL.tiled_check(p.check_n, HEAD_D, key_tile=256, rng=rng)
 big = CL.step_memory(p.run_n, HEAD_D)
-print(f"softmax step, tiled against untiled: {check.softmax_error:.1e} (relative); "
-      f"the same leaders: {check.same_leaders}")
-print(f"n = {big.n:,}: untiled scores {CL.size_text(big.untiled_bytes)}; "
-      f"tiled: {big.tiles} tile(s) of {big.tile_keys:,} keys, {CL.size_text(big.tile_bytes)} each")
+print(f"softmax step, tiled against untiled: {check.softmax_error:.1e} (relative)")
+print(f"the same leaders: {check.same_leaders}")
+untiled, tile = CL.size_text(big.untiled_bytes), CL.size_text(big.tile_bytes)
+print(f"n = {big.n:,}: untiled scores {untiled}")
+print(f"tiled: {big.tiles} tile(s) of {big.tile_keys:,} keys, {tile} each")
 
 # %% tags=["hide-input"]
 page.glue(check_n=p.check_n, check_soft=(check.softmax_error, ".1e"),
           check_leaders="the same" if check.same_leaders else "NOT the same",
-          big_n=big.n, big_untiled=CL.size_text(big.untiled_bytes), big_tiles=big.tiles,
-          big_tile=CL.size_text(big.tile_bytes), big_tile_keys=big.tile_keys,
+          big_n=big.n, big_untiled=untiled, big_tiles=big.tiles, big_tile=tile,
+          big_tile_keys=big.tile_keys,
           budget=CL.size_text(tiled.memory_budget()))
 
 # %% [markdown]
@@ -150,8 +153,8 @@ for g in grid:
     g["systems"] = max(1, p.own_tokens // g["n"])
 own = sweeps.run(CL.ownership_task, grid, **RUN)
 for r in own:
-    print(f"n = {r['n']:6,d}, d = {r['d']:2d}: {r['owners']:6,d} of {r['tokens']:,} own their cells "
-          f"({r['fraction']:.4f}; exact {r['probability']:.4f})")
+    print(f"n = {r['n']:6,d}, d = {r['d']:2d}: {r['owners']:6,d} of {r['tokens']:,}"
+          f" own their cells ({r['fraction']:.4f}; exact {r['probability']:.4f})")
 
 # %% tags=["hide-input"]
 z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
@@ -215,12 +218,15 @@ page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition),
 # {glue:text}`run_steps` layers with $\gamma=$ {glue:text}`run_gamma`.
 
 # %%
-run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps, seed=p.seed)
+run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps,
+                       seed=p.seed)
 run = sweeps.run(CL.hardmax_run_task, run_grid, **RUN)[0]
-print(f"{run['owners']:,} owners, {run['led_by_owner']:,} led by an owner, {run['others']:,} others")
-print(f"tokens that moved at each layer: {run['moved']}; never moved: {run['never_moved']:,} "
+print(f"owners: {run['owners']:,}; led by an owner: {run['led_by_owner']:,}; "
+      f"others: {run['others']:,}")
+print(f"moved at each layer: {run['moved']}; never moved: {run['never_moved']:,} "
       f"(exactly the owners: {run['never_moved_are_owners']})")
-print(f"largest relative deviation from the closed form: {max(run['closed_form_error']):.1e}")
+error = max(run["closed_form_error"])
+print(f"largest relative deviation from the closed form: {error:.1e}")
 
 # %% tags=["hide-input"]
 page.glue(**{f"run_{key}": run[key] for key in ("owners", "led_by_owner", "others", "never_moved",
