@@ -47,19 +47,19 @@
 
 # %% tags=["parameters"]
 preset = "paper"          # "paper": as published; "quick": seconds (tests)
-executor = None           # "serial", "processes", "local-dask" or a Dask address
-phase1_betas = None       # inverse temperatures of the Theorem 5.2 Monte Carlo
+executor = None           # "serial", "processes", "local-dask", Dask address
+phase1_betas = None       # inverse temperatures for Theorem 5.2
 phase1_runs = None        # chains per beta for Theorem 5.2
-jump_betas = None         # inverse temperatures of the single-jump exit-time sweep
+jump_betas = None         # inverse temperatures of the single-jump sweep
 jump_runs = None          # exits per (beta, seed, n, kappa)
-seeds = None              # seeds of the exit-time sweep (merged per parameter set)
+seeds = None              # seeds of the exit-time sweep (merged)
 kappas = None             # regular kappa-gons of the rate sweep
 ns = None                 # numbers of tokens (triangle) of the rate sweep
 hist_betas = None         # inverse temperatures shown in the histograms
-check_betas = None        # betas where the engine is compared with plain stepping
+check_betas = None        # betas of the engine against plain stepping
 check_runs = None         # runs per beta of that comparison
 thm_betas = None          # theorem regime, one token per vertex (engine)
-thm_step_betas = None     # theorem regime, two tokens per vertex (plain stepping)
+thm_step_betas = None     # theorem regime, two tokens per vertex (stepping)
 thm_step_runs = None      # runs per beta for the latter
 thm_cap = None            # censoring cap (steps) of the latter
 e6_betas = None           # SAP vs SA-beta comparison
@@ -154,27 +154,27 @@ fig4 = page.paper_figure("figure4")
 # of a polygon add up to $(\kappa-2)\pi$, in the plane (5.1) holds **only for acute triangles**.
 
 # %%
-regular, circle, simplex = P.regular_polygon, P.points_on_circle, P.regular_simplex
+regular, circle = P.regular_polygon, P.points_on_circle
 shapes = {
     "equilateral triangle": TRI,
     "acute triangle (90, 200, 330 deg)": circle((90, 200, 330)),
     "obtuse triangle (0, 30, 150 deg)": circle((0, 30, 150)),
     "square": regular(4), "regular pentagon": regular(5),
     "regular heptagon (Fig. 4)": regular(7),
-    "regular simplex, d = 3": simplex(3), "regular simplex, d = 5": simplex(5),
+    "regular simplex, d = 3": P.regular_simplex(3),
+    "regular simplex, d = 5": P.regular_simplex(5),
     "cross-polytope, d = 3": np.vstack([np.eye(3), -np.eye(3)]),
 }
-angles = {name: np.rad2deg(P.vertex_angles(v).max()) for name, v in shapes.items()}
+ang = {k: np.rad2deg(P.vertex_angles(v).max()) for k, v in shapes.items()}
 print(f"{'polytope':34s} {'largest angle':>13s} {'(5.1)':>6s} {'c0':>6s}")
-for name, v in shapes.items():
-    holds = str(P.satisfies_51(v))
-    print(f"{name:34s} {angles[name]:9.2f} deg {holds:>6s} {P.c0(v):6.3f}")
+for k, v in shapes.items():
+    print(f"{k:34s} {ang[k]:12.2f}° {P.satisfies_51(v)!s:>6} {P.c0(v):6.3f}")
 
 # %% tags=["hide-input"]
-page.glue(ang_square=(angles["square"], ",.0f"))
-page.glue(ang_hept=(angles["regular heptagon (Fig. 4)"], ".1f"))
-page.glue(ang_simplex=(angles["regular simplex, d = 3"], ",.0f"))
-page.glue(ang_cross=(angles["cross-polytope, d = 3"], ",.0f"))
+page.glue(ang_square=(ang["square"], ",.0f"))
+page.glue(ang_hept=(ang["regular heptagon (Fig. 4)"], ".1f"))
+page.glue(ang_simplex=(ang["regular simplex, d = 3"], ",.0f"))
+page.glue(ang_cross=(ang["cross-polytope, d = 3"], ",.0f"))
 page.glue(c0_tri=(C0_TRI, ".2f"))
 beta_hyp = M.hypothesis_beta_min(TRI)
 page.glue(beta_hyp=(beta_hyp, ",.0f"))
@@ -213,17 +213,18 @@ page.glue(beta_hyp=(beta_hyp, ",.0f"))
 # hypotheses hold.
 
 # %%
-PH1 = dict(gamma=0.05, config_beta=1e4, per_vertex=3, min_dist=0.55, config_rng=3)
-x0_p1, sig_p1 = M.phase1_configuration(TRI, PH1["per_vertex"], PH1["config_beta"],
-                                       rng=PH1["config_rng"],
-                                       min_dist=PH1["min_dist"])
+PH1 = dict(gamma=0.05, config_beta=1e4, per_vertex=3, min_dist=0.55,
+           config_rng=3)
+x0_p1, sig_p1 = M.phase1_configuration(
+    TRI, PH1["per_vertex"], PH1["config_beta"], rng=PH1["config_rng"],
+    min_dist=PH1["min_dist"])
 k1 = M.phase1_constants(x0_p1, TRI, sig_p1, PH1["gamma"])
 beta_cfg = M.configuration_beta_min(x0_p1, TRI, sig_p1)
 horizon = 4 * k1["T1"]
 grid_p1 = sweeps.grid(beta=p.phase1_betas, rng=11, runs=p.phase1_runs,
                       horizon=horizon, **PH1)
 ph1 = sweeps.run(M.phase1_task, grid_p1, **RUN)
-# the same with the regular simplex in R^3 (interior tokens at distance >= 0.5)
+# the same for the regular simplex in R^3 (interior tokens >= 0.5 away)
 grid_3d = sweeps.grid(beta=p.phase1_betas, rng=12, runs=p.phase1_runs,
                       **{**PH1, "min_dist": 0.5, "d": 3})
 ph1_3d = sweeps.run(M.phase1_task, grid_3d, **RUN)
@@ -318,7 +319,7 @@ page.figure(fig, "phase1-event", statement="Theorem 5.2",
 # as proved, do not chain.
 
 # %%
-EPS_THM, GAMMA_THM = 0.15, 0.04          # the theorem-regime experiments below
+EPS_THM, GAMMA_THM = 0.15, 0.04   # the theorem-regime experiments below
 hyp = M.theorem54_hypotheses(TRI, EPS_THM, GAMMA_THM)
 fig = MP.fig_admissible(TRI, hyp, EPS_THM, GAMMA_THM, **page.data_only)
 page.figure(fig, "metastability-admissible", statement="Theorem 5.4",
@@ -378,14 +379,14 @@ page.glue(p1_Ctau=(k1["C"] * k1["tau"], ".2f"))
 x0_c, sig_c = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
 ks, stepped = {}, {}
 for beta in p.check_betas:
-    a = ET.engine_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=1)
-    b = ET.stepping_exit_times(x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs, rng=2,
-                               cap=10**6)
-    stepped[beta] = b
-    exact = 1 / -math.expm1(-ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta))
+    args = (x0_c, sig_c, GAMMA, beta, 0.05, p.check_runs)
+    a = ET.engine_exit_times(*args, rng=1)
+    b = stepped[beta] = ET.stepping_exit_times(*args, rng=2, cap=10**6)
+    lam = ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), beta)
+    exact, ma, mb = 1 / -math.expm1(-lam), a.times.mean(), b.times.mean()
     ks[beta] = stats.ks_2samp(a.times, b.times).pvalue
-    print(f"beta = {beta:g}: E[T2] exact {exact:.2f}, engine {a.times.mean():.2f}, "
-          f"stepping {b.times.mean():.2f}; two-sample KS p = {ks[beta]:.2f}")
+    print(f"beta = {beta:g}: E[T2] exact {exact:.2f}, engine {ma:.2f}, "
+          f"stepping {mb:.2f}; two-sample KS p = {ks[beta]:.2f}")
 page.glue(check_minp=(min(ks.values()), ".2f"), check_runs=p.check_runs)
 
 # %% [markdown]
@@ -400,11 +401,11 @@ page.glue(check_minp=(min(ks.values()), ".2f"), check_runs=p.check_runs)
 # runs over $(\beta,\text{seed},n,\kappa)$; the histograms use $\kappa=3$, $n=6$.
 
 # %%
-grid_jump = sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[6], kappa=p.kappas,
-                        runs=p.jump_runs, eps=0.05)
+grid_jump = sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=[6],
+                        kappa=p.kappas, runs=p.jump_runs, eps=0.05)
 other_ns = [n for n in p.ns if n != 6]
-grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=other_ns, kappa=[3],
-                         runs=p.jump_runs, eps=0.05)
+grid_jump += sweeps.grid(beta=p.jump_betas, rng=p.seeds, n=other_ns,
+                         kappa=[3], runs=p.jump_runs, eps=0.05)
 res_jump = sweeps.run(ET.exit_time_task, grid_jump, **RUN)
 
 # %% tags=["hide-input"]
@@ -494,7 +495,8 @@ grid_thm = sweeps.grid(beta=p.thm_betas, rng=p.seeds, n=[3], kappa=[3],
                        runs=p.jump_runs, eps=EPS_THM, gamma=GAMMA_THM)
 res_thm = sweeps.run(ET.exit_time_task, grid_thm, **RUN)
 thm_samples = [merged(res_thm, beta=b)[0] for b in p.thm_betas]
-thm_fits = [SV.fit_geometric_censored(e.times, e.censored) for e in thm_samples]
+thm_fits = [SV.fit_geometric_censored(e.times, e.censored)
+            for e in thm_samples]
 s_thm = SV.fit_log_mean_slope(p.thm_betas, thm_fits)
 
 # %% tags=["hide-input"]
@@ -577,9 +579,12 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 
 # %%
 grid_thm_step = sweeps.grid(beta=p.thm_step_betas, rng=5, n=[6], kappa=[3],
-                            runs=p.thm_step_runs, eps=EPS_THM, gamma=GAMMA_THM,
-                            method="stepping", cap=float(p.thm_cap))
+                            runs=p.thm_step_runs, eps=EPS_THM,
+                            gamma=GAMMA_THM, method="stepping",
+                            cap=float(p.thm_cap))
 res_thm_step = sweeps.run(ET.exit_time_task, grid_thm_step, **RUN)
+
+# %%
 by_engine = {b: merged(res_thm, beta=b)[0] for b in p.thm_betas}
 by_stepping = {b: merged(res_thm_step, beta=b)[0] for b in p.thm_step_betas}
 surv_runs = [(3, by_engine), (6, by_stepping)]
@@ -587,7 +592,8 @@ surv_data = MP.survival_curves(surv_runs, TRI, GAMMA_THM, EPS_THM)
 titles = [(3, r"(a) $n=3$ (one token per vertex), engine"),
           (6, r"(b) $n=6$ (two per vertex), plain stepping")]
 fig = MP.fig_survival(surv_data, titles, **page.data_only)
-page.figure(fig, "metastability-survival", statement="Theorem 5.4 (erratum E11)",
+page.figure(fig, "metastability-survival",
+            statement="Theorem 5.4 (erratum E11)",
             caption="Survival of the exit time against the printed "
                     "and the corrected lower bound of Theorem 5.4")
 
@@ -656,21 +662,22 @@ page.glue(thm_bound_verdict="no bound exceeds the simulated survival" if excess 
 # %%
 grid_e6 = sweeps.grid(beta=p.e6_betas, rng=3, runs=p.e6_runs, cap=p.e6_cap)
 res_e6 = sweeps.run(ET.e6_task, grid_e6, **RUN)
-e6_fit = [SV.fit_exponential_censored(r["times"], r["censored"]) for r in res_e6]
+e6_fit = [SV.fit_exponential_censored(r["times"], r["censored"])
+          for r in res_e6]
 e6_det = [r["sabeta_T"] for r in res_e6]
 
 # %%
 x0_e6, sig_e6 = res_e6[0]["x0"], res_e6[0]["sigma"]
 beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
-paths_ = ET.excursion_paths(x0_e6, sig_e6, GAMMA, beta_path, int(1.3 * T_det_path),
-                            runs=6, rng=4)
-zoom_sabeta, zoom_sap = MP.zoom_paths(x0_e6, sig_e6, GAMMA, beta_path, T_det_path,
-                                      rng=4)
+start = (x0_e6, sig_e6, GAMMA, beta_path)
+paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6, rng=4)
+zoom_sabeta, zoom_sap = MP.zoom_paths(*start, T_det_path, rng=4)
 e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
           paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
 fig = MP.fig_sap_vs_sabeta(e6, TRI, **page.data_only)
-page.figure(fig, "sap-vs-sabeta", statement="Theorems 5.2 and 5.4 (erratum E6)",
+page.figure(fig, "sap-vs-sabeta",
+            statement="Theorems 5.2 and 5.4 (erratum E6)",
             caption="The chain (SAP) against the deterministic SA-beta "
                     "from the same start")
 
@@ -734,13 +741,15 @@ else:
 
 # %%
 th = np.deg2rad(np.array([-50.0, -25.0, 0.0, 25.0, 50.0]))
-x0_col = np.vstack([np.c_[np.cos(th), np.sin(th)], [[0.7, 0.1], [0.8, -0.3]]])
+x0_col = np.vstack([np.c_[np.cos(th), np.sin(th)],
+                    [[0.7, 0.1], [0.8, -0.3]]])
 grid_col = sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
                        beta=p.collapse_betas, tol=1e-6,
                        max_steps=p.collapse_max_steps, record_every=50)
 res_col = sweeps.run(M.collapse_task, grid_col, **RUN)
 fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas, **page.data_only)
-page.figure(fig, "collapse-prop51", statement="Proposition 5.1 (errata E5, E12)",
+page.figure(fig, "collapse-prop51",
+            statement="Proposition 5.1 (errata E5, E12)",
             caption="Collapse of SA-beta to a point of the initial hull, "
                     "not the origin")
 

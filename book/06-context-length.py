@@ -44,16 +44,16 @@
 # tests and by an exact escape probability. `make bench` measures time and memory at $n=65{,}536$.
 
 # %% tags=["parameters"]
-preset = "paper"     # "paper": n up to 65,536 (minutes); "quick": 1,024 (seconds)
+preset = "paper"     # "paper": n up to 65,536 (minutes); "quick": seconds
 executor = None      # "serial", "processes", "local-dask" or a Dask address
 own_ns = None        # numbers of tokens n of the ownership sweep
 own_dims = None      # dimensions d of the ownership sweep
-own_tokens = None    # tokens per (n, d), as own_tokens // n systems of n tokens
+own_tokens = None    # tokens per (n, d): own_tokens // n systems of n
 run_n = None         # tokens of the hardmax run
 run_d = None         # dimension of the hardmax run
 run_gamma = None     # constant step of the hardmax run
 run_steps = None     # layers of the hardmax run
-check_n = None       # tokens in dimension 64 for the check of the tiled steps
+check_n = None       # tokens (dimension 64) for the check of the tiled steps
 seed = None          # seed of every random draw
 
 # %%
@@ -61,15 +61,18 @@ from attention_fw.presets import resolve
 
 PRESETS = {
     "paper": dict(executor="processes", own_ns=[1024, 8192, 65536],
-                  own_dims=[10, 15, 20, 25, 32, 64], own_tokens=65536, run_n=65536,
-                  run_d=20, run_gamma=0.5, run_steps=5, check_n=4096, seed=0),
-    "quick": dict(executor="serial", own_ns=[256, 1024], own_dims=[4, 8, 16, 64],
-                  own_tokens=2048, run_n=1024, run_d=12, run_gamma=0.5, run_steps=4,
+                  own_dims=[10, 15, 20, 25, 32, 64], own_tokens=65536,
+                  run_n=65536, run_d=20, run_gamma=0.5, run_steps=5,
+                  check_n=4096, seed=0),
+    "quick": dict(executor="serial", own_ns=[256, 1024],
+                  own_dims=[4, 8, 16, 64], own_tokens=2048,
+                  run_n=1024, run_d=12, run_gamma=0.5, run_steps=4,
                   check_n=512, seed=0),
 }
-p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns, own_dims=own_dims,
-            own_tokens=own_tokens, run_n=run_n, run_d=run_d, run_gamma=run_gamma,
-            run_steps=run_steps, check_n=check_n, seed=seed)
+p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns,
+            own_dims=own_dims, own_tokens=own_tokens, run_n=run_n,
+            run_d=run_d, run_gamma=run_gamma, run_steps=run_steps,
+            check_n=check_n, seed=seed)
 
 # %%
 import numpy as np
@@ -81,7 +84,7 @@ from attention_fw.notebook import Page, fmt
 
 # %matplotlib inline
 plotting.use_style()
-RUN = dict(executor=p.executor, progress=False)   # no progress bars in the book
+RUN = dict(executor=p.executor, progress=False)  # no progress bars
 HEAD_D = 64
 page = Page("06-context-length", p)  # saves and glues figures
 
@@ -95,7 +98,7 @@ page = Page("06-context-length", p)  # saves and glues figures
 rng = page.stream("tiled-check")
 check = CL.tiled_check(p.check_n, HEAD_D, key_tile=256, rng=rng)
 big = CL.step_memory(p.run_n, HEAD_D)
-print(f"softmax step, tiled against untiled: {check.softmax_error:.1e} (relative)")
+print(f"softmax step, tiled against untiled: {check.softmax_error:.1e}")
 print(f"the same leaders: {check.same_leaders}")
 untiled, tile = CL.size_text(big.untiled_bytes), CL.size_text(big.tile_bytes)
 print(f"n = {big.n:,}: untiled scores {untiled}")
@@ -153,8 +156,9 @@ for g in grid:
     g["systems"] = max(1, p.own_tokens // g["n"])
 own = sweeps.run(CL.ownership_task, grid, **RUN)
 for r in own:
-    print(f"n = {r['n']:6,d}, d = {r['d']:2d}: {r['owners']:6,d} of {r['tokens']:,}"
-          f" own their cells ({r['fraction']:.4f}; exact {r['probability']:.4f})")
+    print(f"n = {r['n']:6,d}, d = {r['d']:2d}: {r['owners']:6,d} of "
+          f"{r['tokens']:,} own their cells ({r['fraction']:.4f}; "
+          f"exact {r['probability']:.4f})")
 
 # %% tags=["hide-input"]
 z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
@@ -218,12 +222,13 @@ page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition),
 # {glue:text}`run_steps` layers with $\gamma=$ {glue:text}`run_gamma`.
 
 # %%
-run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma, steps=p.run_steps,
-                       seed=p.seed)
+run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma,
+                       steps=p.run_steps, seed=p.seed)
 run = sweeps.run(CL.hardmax_run_task, run_grid, **RUN)[0]
-print(f"owners: {run['owners']:,}; led by an owner: {run['led_by_owner']:,}; "
-      f"others: {run['others']:,}")
-print(f"moved at each layer: {run['moved']}; never moved: {run['never_moved']:,} "
+print(f"owners: {run['owners']:,}; led by an owner: "
+      f"{run['led_by_owner']:,}; others: {run['others']:,}")
+print(f"moved at each layer: {run['moved']}")
+print(f"never moved: {run['never_moved']:,} "
       f"(exactly the owners: {run['never_moved_are_owners']})")
 error = max(run["closed_form_error"])
 print(f"largest relative deviation from the closed form: {error:.1e}")
