@@ -794,9 +794,11 @@ page.glue(col_beta_last=(float(np.array(p.collapse_betas)[conv].max()) if conv.a
 #
 # ```python
 # from attention_fw import exit_times, sweeps
-# params = sweeps.grid(beta=[10.0, 20.0, 40.0, 80.0], rng=range(8), n=[6, 12], kappa=[3, 4, 5])
-# results = sweeps.run(exit_times.exit_time_task, params, executor="tcp://scheduler:8786")
-# # or executor="local-dask" for a LocalCluster on this machine; progress bars via tqdm
+# params = sweeps.grid(beta=[10.0, 20.0, 40.0, 80.0], rng=range(8), n=[6, 12],
+#                      kappa=[3, 4, 5])
+# results = sweeps.run(exit_times.exit_time_task, params,
+#                      executor="tcp://scheduler:8786")
+# # or executor="local-dask": a LocalCluster on this machine
 # ```
 #
 # The engine's speed is measured by `make bench` (`tools/bench_metastability.py`), not here.

@@ -283,7 +283,8 @@ page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax d
 # ```python
 # from attention_fw import context_length as CL, sweeps, tiled
 # tiled.set_memory_budget(2 * 2**30)    # allow 2 GiB of scores per step
-# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], seed=[0, 1], systems=1)
+# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], seed=[0, 1],
+#                      systems=1)
 # results = sweeps.run(CL.ownership_task, params, executor="local-dask")
 # ```
 #
