@@ -294,7 +294,8 @@ def test_theorem54_experiment_satisfies_the_hypotheses_the_text_claims(build):
     assert build.returncode == 0, build.log[-6000:]
     glued = _glued(_executed(build, ROOT / "book" / "05-finite-beta.py"))
     assert glued["thm_hyp_ok"].strip("'\"") == "all hold"
-    assert float(glued["thm_eps"]) == eps and float(glued["thm_gamma"]) == gamma
+    # glued as the prose shows them (attention_fw.notebook.fmt), i.e. as strings
+    assert float(glued["thm_eps"].strip("'\"")) == eps and float(glued["thm_gamma"].strip("'\"")) == gamma
 
 
 def test_no_page_cites_the_specification_or_shows_a_placeholder(build):
