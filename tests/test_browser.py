@@ -216,6 +216,21 @@ def served_book(tmp_path_factory):
 
 
 
+def page_problems(r: dict, outside: str) -> list[str]:
+    """What is wrong with a page, from its report (:func:`check_page`): math not typeset, images
+    not loaded, requests leaving ``outside`` (the book's folder or sub-path), and the report's own
+    problems."""
+    bad = []
+    if r["math"] and not (r["mathjax"] and r["typeset"] >= r["math"] and r["merror"] == 0):
+        bad.append(f"math not typeset: {r['typeset']} of {r['math']} elements, "
+                   f"{r['merror']} errors, MathJax loaded: {r['mathjax']}")
+    if r["broken"]:
+        bad.append(f"images not loaded: {r['broken']}")
+    if r["remote"]:
+        bad.append(f"requests outside {outside}: {r['remote']}")
+    return bad + list(r["problems"])
+
+
 def book_pages(html: Path) -> list[str]:
     return sorted(p.relative_to(html).as_posix() for p in (html / "book").glob("*.html"))
 
@@ -259,15 +274,7 @@ def test_every_page_renders_offline(reports, scheme):
     """Served from a loopback server (as online) and opened straight from disk (file://)."""
     failures = {}
     for page, r in reports[scheme].items():
-        bad = []
-        if r["math"] and not (r["mathjax"] and r["typeset"] >= r["math"] and r["merror"] == 0):
-            bad.append(f"math not typeset: {r['typeset']} of {r['math']} elements, "
-                       f"{r['merror']} errors, MathJax loaded: {r['mathjax']}")
-        if r["broken"]:
-            bad.append(f"images not loaded: {r['broken']}")
-        if r["remote"]:
-            bad.append(f"requests leaving the book's folder: {r['remote']}")
-        bad += r["problems"]
+        bad = page_problems(r, "the book's folder")
         if bad:
             failures[page] = bad
     assert failures == {}, json.dumps(failures, indent=1)
