@@ -181,7 +181,8 @@ page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit",
 
 # %% tags=["hide-input"]
 const_half, held_in, held_n = mc.held_out_constant(lim)
-mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))  # beta near 10
+half_spec = ".1f" if const_half >= 1 else ".2g"        # as C, unless small
+mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))  # beta ~ 10
 page.glue(**{"ch1-configs": p.configs, "ch1-n": p.n, "ch1-steps": p.steps,
              "ch1-err-first": (lim.median[0], ".2e"),
              "ch1-beta-first": (p.betas[0], ".4g"),
@@ -191,7 +192,7 @@ page.glue(**{"ch1-configs": p.configs, "ch1-n": p.n, "ch1-steps": p.steps,
              "ch1-agree": int((lim.errors[-1] < 1e-12).sum()),
              "ch1-err-worst": (lim.worst[-1], ".2g"),
              "ch1-err-const": (lim.const, ".1f"),
-             "ch1-err-const-half": (const_half, ".2g"),
+             "ch1-err-const-half": (const_half, half_spec),
              "ch1-err-held-in": held_in, "ch1-err-held-n": held_n,
              "ch1-gap-min": (lim.Delta.min(), ".1e")})
 
@@ -302,7 +303,8 @@ page.glue(**{"ch1-samples": (p.samples, ","), "ch1-beta-mc": p.beta_mc,
 x0 = page.stream("animation").uniform(-1, 1, (14, d))
 run = dyn.simulate(x0, dyn.Hardmax(0.25), 16, trajectory=True)
 leader = dyn.leaders(run.x)
-colors = plt.get_cmap("tab10")(np.unique(leader, return_inverse=True)[1] % 10)
+final = np.unique(leader, return_inverse=True)[1]     # the final leaders
+colors = plt.get_cmap("tab10")(final % 10)
 title = "(SA$\\infty$), layer t = {}".format
 display(HTML(trajectory_animation(run.trajectory, colors=colors,
                                   title=title)))
@@ -353,7 +355,7 @@ live()  # one frame, so that the build checks the explorer's code
 
 # %% tags=["remove-output", "skip-execution"]
 # Not executed by the book's build (no frontend there, and a widget cell can
-# stall a headless run: jupyter/nbclient#312); Jupyter runs it like any other.
+# stall a headless run: jupyter/nbclient#312); Jupyter runs it as any other.
 widgets.interact(
     live,
     beta=widgets.FloatLogSlider(value=8.0, base=10, min=-1, max=2.5,

@@ -39,7 +39,7 @@ preset = "paper"
 oracle_configs = None  # random point sets for the oracle check
 oracle_n = None        # points per set
 oracle_d = None        # dimension of the oracle check
-tie_configs = None     # random initialisations for the tie count of Lemma 2.1
+tie_configs = None     # random initialisations for the ties of Lemma 2.1
 tie_steps = None       # layers followed for each of them
 gamma = None           # constant step of (SA-inf) on this page
 e7_pairs = None        # random pairs for the counterexample E7
@@ -180,7 +180,7 @@ page.glue(**{"ch2-tie-configs": (2 * p.tie_configs, ","),
 
 # %%
 corners = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0]])
-with_centre = np.vstack([corners, [[0.0, 0.0]]])  # (a): a token at the centre
+with_centre = np.vstack([corners, [[0.0, 0.0]]])  # (a): one at the centre
 with_edge = np.vstack([corners, [[0.5, 0.0]]])    # (b): one on a cell edge
 count_centre = int(dyn.tie_counts(with_centre)[4])
 count_edge = int(dyn.tie_counts(with_edge)[4])
@@ -195,8 +195,9 @@ page.glue(**{"ch2-tie-centre": count_centre, "ch2-tie-edge": count_edge,
              "ch2-edge-end-x": (run_b[-1, 4, 0], ".4f"),
              "ch2-edge-end-y": (run_b[-1, 4, 1], ".4f")})
 ties_data = {"corners": corners, "tie_counts": [count_centre, count_edge],
-             "trajectory_centre": run_a[:, 4], "trajectory_edge": run_b[:, 4],
-             "random_ties": ties_random, "random_configs": 2 * p.tie_configs}
+             "trajectory_centre": run_a[:, 4],
+             "trajectory_edge": run_b[:, 4], "random_ties": ties_random,
+             "random_configs": 2 * p.tie_configs}
 
 # %%
 fig = fwp.fig_ties(corners, run_a, run_b, count_centre, count_edge)

@@ -485,7 +485,7 @@ page.glue(**{"e16-cone": (area(cone), ".4f"),
 U, _ = geometry.sample_vertices(5, rng=42, equal_norm=True)
 levels = []
 for name, Bd in [("11", np.array([1.0, 1.0])), ("12", np.array([1.0, 2.0]))]:
-    Vq = U / np.sqrt(Bd)                           # B^{-1/2} u for diagonal B
+    Vq = U / np.sqrt(Bd)                           # B^{-1/2} u, B diagonal
     ext = np.ptp(Vq, axis=0)
     page.glue(**{f"e17-ratio-{name}": (ext[1] / ext[0], ".3f")})
     levels.append(0.5 * (Vq ** 2 * Bd).sum(1))     # 1/2 <B v, v> per vertex
