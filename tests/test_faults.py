@@ -28,6 +28,14 @@ from figrun import PY, ROOT
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
 
 
+def _as_from_a_terminal():
+    """Run in each child before exec: SIGINT back to its default disposition. A shell that starts
+    a job in the background (``cmd &``, nohup) makes it ignore SIGINT, and an ignored signal is
+    inherited through exec: Python then installs no KeyboardInterrupt handler and make keeps
+    going, so the SIGINT cases would test nothing but the way pytest was launched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def refs(tmp_path_factory):
     base = tmp_path_factory.mktemp("figrefs")
@@ -98,7 +106,7 @@ def test_interrupting_the_figure_writer_leaves_complete_files(tmp_path, refs):
         folder = tmp_path / f"run{i}"
         _prefill(folder, old)
         proc = subprocess.Popen(figrun.writer_cmd(), env=figrun.writer_env(folder),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_from_a_terminal)
         running = _signal_after_first_replacement(proc, folder, old, SIGNALS[signame], delay)
         _, err = proc.communicate(timeout=300)
         n_old, n_new = _check_folder_after_interrupt(folder, old, new)
@@ -140,7 +148,7 @@ def test_signals_during_the_atomic_write_never_tear_a_file(tmp_path, signame):
     target = tmp_path / "figure.bin"
     for trial in range(4):
         proc = subprocess.Popen([PY, "-c", _WRITER, str(target)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, preexec_fn=_as_from_a_terminal)
         assert proc.stdout.readline().strip() == b"ready"
         while not target.exists():
             time.sleep(0.001)
@@ -165,7 +173,8 @@ def test_interrupting_make_figures_leaves_complete_files(tmp_path, refs, signame
     _prefill(figures, old)
     env = bookbuild.env_for(repo)
     proc = subprocess.Popen(["make", "--no-print-directory", "figures", "PRESET=quick"], cwd=repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_as_from_a_terminal)
     # Interrupt once the first notebook has finished (its figures are written) and others run.
     t0 = time.monotonic()
     while time.monotonic() - t0 < 600 and proc.poll() is None:
