@@ -404,7 +404,8 @@ page.glue(**{"e13-vert": (int(in_vert.sum()), ","),
 # (e14)=
 # ## E14. The polytope condition remark
 #
-# *Printed:* a vertex owns its cell iff, for each neighbour $w$, $\langle Bv_i,w-v_i\rangle$ lies
+# *Printed* (the remark on the polytope condition {unconfirmed}`Its number could not be confirmed: probably Remark 4.7.`):
+# a vertex owns its cell iff, for each neighbour $w$, $\langle Bv_i,w-v_i\rangle$ lies
 # on either side of $0$, with non-strict cell membership. *Correct:* $v_i$ owns its cell iff
 # $\langle Bv_i,w-v_i\rangle<0$ for every neighbour $w$ (and $w=0$), strictly. With $B=I_2$:
 # for the vertex $v=(1,0)$ with neighbour $w=(1,1)$, $\langle v,w-v\rangle=$
