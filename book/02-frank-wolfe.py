@@ -226,8 +226,8 @@ page.figure(fig, "ch2-ties", ties_data, statement="Lemma 2.1",
 # is mapped onto the diagonal $\{x_1=x_2\}$. Every one of {glue:text}`ch2-e7-pairs` random
 # pairs with $a>0>b$ merges mathematically after one layer (1.3). In floating point,
 # {glue:text}`ch2-e7-merged` of them land on the same double; the others differ only by
-# rounding, at most {glue:text}`ch2-e7-maxres` ({glue:text}`ch2-e7-ulp` units in the last
-# place of the larger of $|a|,|b|$).
+# rounding, at most {glue:text}`ch2-e7-maxres`, that is {glue:text}`ch2-e7-ulp` times the
+# unit in the last place of the larger of $|a|,|b|$.
 #
 # The lemma itself is nevertheless **true** when leaders are counted as *points* (merged tokens
 # are one point): the Lean formalization re-proves it by another argument (finitely many linear

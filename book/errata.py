@@ -192,7 +192,7 @@ page.glue(**{"e4-agree": (agree, ".1e")})
 # point within the initial convex hull"). (SAβ) with $\beta=1$, $\gamma=0.5$ from 8 tokens
 # with positive first coordinate: after 3000 layers the diameter is {glue:text}`e5-diam`,
 # the common point is at distance {glue:text}`e5-dist` from the origin, and it
-# {glue:text}`e5-inside` the initial hull. More in {doc}`05-finite-beta`.
+# {glue:text}`e5-inside` the initial hull. More in {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.
 
 # %%
 rng = page.stream("e5")
@@ -217,7 +217,7 @@ page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"),
 # distance between the Monte Carlo mean of $x^t$ and the (SAβ) iterate, in units of its
 # standard error, is {glue:text}`e6-z1` at $t=1$ (agreement) and
 # {glue:text}`e6-z5` at $t=5$. Whether (SAβ) itself is metastable on the same time scale is
-# an observation of {doc}`05-finite-beta`, not a theorem.
+# an observation of {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`, not a theorem.
 
 # %%
 rng = page.stream("e6")
@@ -327,7 +327,7 @@ page.glue(**{"e10-mid": (mid, ".2e"),
 # started at the vertices), the printed exponent counts $1+\varepsilon/\gamma=$
 # {glue:text}`e11-printed` while the proof needs $M=$ {glue:text}`e11-M` bad steps. The theorem
 # also needs the balls $B(v_i,C\tau)$ to be disjoint (review). Hypotheses, bound and simulations:
-# {doc}`05-finite-beta`.
+# {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.
 
 # %%
 eps_, gam_ = 0.15, 0.04
@@ -349,7 +349,7 @@ page.glue(**{"e11-printed": (1 + eps_ / gam_, ".2f"), "e11-M": hyp_["M"],
 # 6 tokens does not grow over 300 layers ({glue:text}`e12-grow` increases) and falls from
 # {glue:text}`e12-first` to {glue:text}`e12-final`. (At larger $\beta$ the guaranteed
 # contraction $1-\gamma c$ is exponentially close to $1$, and the collapse can take
-# exponentially long: the metastability of {doc}`05-finite-beta`.)
+# exponentially long: the metastability of {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.)
 
 # %%
 rec = dyn.FunctionRecorder("diam", lambda x, t: np.ptp(x, axis=0).max())
@@ -457,7 +457,7 @@ page.glue(**{"e15-max": (e @ e, ".1f"),
 # {glue:text}`e16-cone`; eroded by $\delta=0.02$ it keeps {glue:text}`e16-a02`, by
 # $0.03$ only {glue:text}`e16-a03`. The book draws both (`figures/figure4` and
 # `figures/figure4-delta002`); `tests/test_paper_figures.py` compares them with the published
-# PDF. See {doc}`05-finite-beta`.
+# PDF. See {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.
 
 # %%
 # the authors' kappa = 7 polygon, and I_2(eta): cell 2 in hull order
