@@ -55,13 +55,16 @@ import numpy as np
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(n=8, configs=64, steps=5, h=0.25, betas=[float(b) for b in np.logspace(0, 3, 31)],
+    "paper": dict(n=8, configs=64, steps=5, h=0.25,
+                  betas=[float(b) for b in np.logspace(0, 3, 31)],
                   gamma=0.3, beta_mc=2.0, samples=400_000, seed=20250813),
-    "quick": dict(n=6, configs=8, steps=5, h=0.25, betas=[1.0, 3.0, 10.0, 30.0, 100.0, 1000.0],
+    "quick": dict(n=6, configs=8, steps=5, h=0.25,
+                  betas=[1.0, 3.0, 10.0, 30.0, 100.0, 1000.0],
                   gamma=0.3, beta_mc=2.0, samples=4_000, seed=20250813),
 }
-p = resolve(PRESETS, preset, n=n, configs=configs, steps=steps, h=h, betas=betas, gamma=gamma,
-            beta_mc=beta_mc, samples=samples, seed=seed)
+p = resolve(PRESETS, preset, n=n, configs=configs, steps=steps, h=h,
+            betas=betas, gamma=gamma, beta_mc=beta_mc, samples=samples,
+            seed=seed)
 
 # %%
 import matplotlib.pyplot as plt
@@ -77,7 +80,8 @@ from attention_fw.notebook import Page
 # %matplotlib inline
 # %config InlineBackend.figure_formats = ["retina"]
 plotting.use_style()
-page = Page("01-model", p)  # saves and glues figures; page.stream(name): one random stream per experiment
+# saves and glues figures; page.stream(name): an experiment's random stream
+page = Page("01-model", p)
 
 # %% [markdown]
 # ## The layer (1.1) and its renormalisation (1.3)
@@ -86,26 +90,29 @@ page = Page("01-model", p)  # saves and glues figures; page.stream(name): one ra
 # replaces LayerNorm by the proxy $R^t=I_d+V^t$ and adopts the renormalised layer (1.3):
 #
 # $$
-# x_i^{t+1}=(R^t)^{-1}\Big(x_i^t+V^t\sum_j A^t_{ij}x_j^t\Big)
-# \quad\Longleftrightarrow\quad
-# x_i^{t+1}=x_i^t+P^t\Big(\sum_j A^t_{ij}x_j^t-x_i^t\Big),\qquad P^t=(I_d+V^t)^{-1}V^t .
+# \begin{aligned}
+# x_i^{t+1}&=(R^t)^{-1}\Big(x_i^t+V^t\sum_j A^t_{ij}x_j^t\Big)\\
+# &=x_i^t+P^t\Big(\sum_j A^t_{ij}x_j^t-x_i^t\Big),\qquad P^t=(I_d+V^t)^{-1}V^t .
+# \end{aligned}
 # $$
 #
-# That is, one layer (1.1) followed by the rescaling $(R^t)^{-1}$. The right-hand form is the
-# one transcribed in the Lean formalization; the left-hand $R^t$ form is reconstructed from a
-# review of the paper (uncertain as a printed form). The
-# two are algebraically identical, since $(I+V)^{-1}(x+VAx)=x+(I+V)^{-1}V(Ax-x)$. Numerically,
+# That is, one layer (1.1) followed by the rescaling $(R^t)^{-1}$. The second form is the
+# one transcribed in the Lean formalization; the first, with $R^t$, is reconstructed from a
+# review of the paper {unconfirmed}`The printed form of (1.3) could not be read: the R-form is reconstructed from a review of the paper; the P-form is transcribed from the Lean formalization.`.
+# The two are algebraically identical, since $(I+V)^{-1}(x+VAx)=x+(I+V)^{-1}V(Ax-x)$. Numerically,
 # for a random non-symmetric $V$, $B$ and $\beta=$ {glue:text}`ch1-beta-check`, the two forms
 # differ by at most {glue:text}`ch1-R-vs-P` over all tokens.
 
 # %%
 d, beta_check = 2, 1.5
 rng = page.stream("layer-forms")
-x, V, B = rng.standard_normal((p.n, d)), rng.standard_normal((d, d)), rng.standard_normal((d, d))
+x = rng.standard_normal((p.n, d))
+V, B = rng.standard_normal((d, d)), rng.standard_normal((d, d))
 A = dyn.attention(x, B, beta_check)
 r_form = np.linalg.solve(np.eye(d) + V, (x + (A @ x) @ V.T).T).T  # R-form
 p_form = dyn.layer_step(x, beta_check, B, V)                      # P-form
-page.glue(**{"ch1-beta-check": beta_check, "ch1-R-vs-P": (np.abs(r_form - p_form).max(), ".1e")})
+gap = np.abs(r_form - p_form).max()
+page.glue(**{"ch1-beta-check": beta_check, "ch1-R-vs-P": (gap, ".1e")})
 
 # %% [markdown]
 # ## The hardmax dynamics (SA∞)
@@ -129,8 +136,9 @@ page.glue(**{"ch1-beta-check": beta_check, "ch1-R-vs-P": (np.abs(r_form - p_form
 
 # %%
 P = dyn.preconditioner(p.h * np.eye(d))
+P_err = np.abs(P - p.h / (1 + p.h) * np.eye(d)).max()
 page.glue(**{"ch1-h": p.h, "ch1-P-11": (P[0, 0], ".4f"),
-             "ch1-P-err": (np.abs(P - p.h / (1 + p.h) * np.eye(d)).max(), ".1e")})
+             "ch1-P-err": (P_err, ".1e")})
 
 # %% [markdown]
 # ### The limit $\beta\to\infty$, measured
@@ -165,20 +173,28 @@ page.glue(**{"ch1-h": p.h, "ch1-P-11": (P[0, 0], ".4f"),
 # %%
 X0 = page.stream("beta-limit").standard_normal((p.configs, p.n, d))
 lim = mc.beta_limit(X0, p.betas, p.h, p.steps)
-page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit", mp.beta_limit_data(lim, p.n),
+page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit",
+            mp.beta_limit_data(lim, p.n),
             statement="Section 1: the hardmax limit (SA∞) of layer (1.3)",
-            caption="Layer (1.3) at finite beta converges to the hardmax dynamics like exp(-beta Delta)")
+            caption="Layer (1.3) at finite beta converges to the hardmax "
+                    "dynamics like exp(-beta Delta)")
 
 # %% tags=["hide-input"]
 const_half, held_in, held_n = mc.held_out_constant(lim)
-mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))       # the beta closest to 10
+half_spec = ".1f" if const_half >= 1 else ".2g"        # as C, unless small
+mid = int(np.argmin(np.abs(np.log(np.array(p.betas) / 10.0))))  # beta ~ 10
 page.glue(**{"ch1-configs": p.configs, "ch1-n": p.n, "ch1-steps": p.steps,
-             "ch1-err-first": (lim.median[0], ".2e"), "ch1-beta-first": (p.betas[0], ".4g"),
-             "ch1-err-mid": (lim.median[mid], ".2e"), "ch1-beta-mid": (p.betas[mid], ".4g"),
-             "ch1-beta-last": (p.betas[-1], ".4g"), "ch1-agree": int((lim.errors[-1] < 1e-12).sum()),
-             "ch1-err-worst": (lim.worst[-1], ".2f"), "ch1-err-const": (lim.const, ".1f"),
-             "ch1-err-const-half": (const_half, ".1f"), "ch1-err-held-in": held_in,
-             "ch1-err-held-n": held_n, "ch1-gap-min": (lim.Delta.min(), ".1e")})
+             "ch1-err-first": (lim.median[0], ".2e"),
+             "ch1-beta-first": (p.betas[0], ".4g"),
+             "ch1-err-mid": (lim.median[mid], ".2e"),
+             "ch1-beta-mid": (p.betas[mid], ".4g"),
+             "ch1-beta-last": (p.betas[-1], ".4g"),
+             "ch1-agree": int((lim.errors[-1] < 1e-12).sum()),
+             "ch1-err-worst": (lim.worst[-1], ".2g"),
+             "ch1-err-const": (lim.const, ".1f"),
+             "ch1-err-const-half": (const_half, half_spec),
+             "ch1-err-held-in": held_in, "ch1-err-held-n": held_n,
+             "ch1-gap-min": (lim.Delta.min(), ".1e")})
 
 # %% [markdown]
 # ```{glue:figure} fig-ch1-beta-limit
@@ -216,7 +232,8 @@ sa_beta = dyn.softmax_step(x, p.gamma, p.beta_mc)
 with_V_gamma = dyn.layer_step(x, p.beta_mc, I2, p.gamma * I2)
 shrunk = dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)
 fixed = dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2)
-page.glue(**{"ch1-gamma": p.gamma, "ch1-E8-wrong": (np.abs(with_V_gamma - sa_beta).max(), ".3f"),
+page.glue(**{"ch1-gamma": p.gamma,
+             "ch1-E8-wrong": (np.abs(with_V_gamma - sa_beta).max(), ".3f"),
              "ch1-E8-step": (p.gamma / (1 + p.gamma), ".4f"),
              "ch1-E8-right": (np.abs(with_V_gamma - shrunk).max(), ".1e"),
              "ch1-E8-fix": (np.abs(fixed - sa_beta).max(), ".1e")})
@@ -245,16 +262,22 @@ page.glue(**{"ch1-gamma": p.gamma, "ch1-E8-wrong": (np.abs(with_V_gamma - sa_bet
 # shrinks like $M^{-1/2}$).
 
 # %%
-x = np.array([[-0.6, 0.5], [0.7, 0.6], [0.1, -0.7], [-0.8, -0.4], [0.5, -0.1]])   # five fixed tokens
-sap = mc.sap_mean(x, p.gamma, p.beta_mc, p.samples, rng=page.stream("sap-mean"))
-page.figure(mp.fig_sap_expectation(sap), "ch1-sap-expectation", mp.sap_data(sap),
+x = np.array([[-0.6, 0.5], [0.7, 0.6], [0.1, -0.7],   # five fixed tokens
+              [-0.8, -0.4], [0.5, -0.1]])
+sap = mc.sap_mean(x, p.gamma, p.beta_mc, p.samples,
+                  rng=page.stream("sap-mean"))
+page.figure(mp.fig_sap_expectation(sap), "ch1-sap-expectation",
+            mp.sap_data(sap),
             statement="Section 1: the Markov chain (SAP) and (SAβ)",
-            caption="One (SAP) step is one (SA-beta) step in expectation: Monte Carlo check")
+            caption="One (SAP) step is one (SA-beta) step in expectation: "
+                    "Monte Carlo check")
 
 # %% tags=["hide-input"]
 page.glue(**{"ch1-samples": (p.samples, ","), "ch1-beta-mc": p.beta_mc,
-             "ch1-mc-err": (np.abs(sap.mean - sap.target).max(), ".1e"), "ch1-mc-z": (sap.z.max(), ".2f"),
-             "ch1-mc-coords": int(sap.z.size), "ch1-mc-within": int((sap.z <= 2).sum())})
+             "ch1-mc-err": (np.abs(sap.mean - sap.target).max(), ".1e"),
+             "ch1-mc-z": (sap.z.max(), ".2f"),
+             "ch1-mc-coords": int(sap.z.size),
+             "ch1-mc-within": int((sap.z <= 2).sum())})
 
 # %% [markdown]
 # ```{glue:figure} fig-ch1-sap-expectation
@@ -280,8 +303,11 @@ page.glue(**{"ch1-samples": (p.samples, ","), "ch1-beta-mc": p.beta_mc,
 x0 = page.stream("animation").uniform(-1, 1, (14, d))
 run = dyn.simulate(x0, dyn.Hardmax(0.25), 16, trajectory=True)
 leader = dyn.leaders(run.x)
-colors = plt.get_cmap("tab10")(np.unique(leader, return_inverse=True)[1] % 10)
-display(HTML(trajectory_animation(run.trajectory, colors=colors, title=lambda k: f"(SA$\\infty$), layer t = {k}")))
+final = np.unique(leader, return_inverse=True)[1]     # the final leaders
+colors = plt.get_cmap("tab10")(final % 10)
+title = "(SA$\\infty$), layer t = {}".format
+display(HTML(trajectory_animation(run.trajectory, colors=colors,
+                                  title=title)))
 
 # %% [markdown]
 # ### Explorer: the temperature $\beta$
@@ -296,11 +322,13 @@ display(HTML(trajectory_animation(run.trajectory, colors=colors, title=lambda k:
 
 # %% tags=["hide-input"]
 beta_grid = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
-paths = {b: dyn.simulate(x0, dyn.Softmax(0.1, b), 60, trajectory=True).trajectory for b in beta_grid}
+paths = {b: dyn.simulate(x0, dyn.Softmax(0.1, b), 60,
+                         trajectory=True).trajectory for b in beta_grid}
 
 
 def draw_beta(ax, b):
-    mp.draw_paths(ax, paths[b], colors, f"(SA$\\beta$), $\\beta$ = {b:g}, 60 layers")
+    mp.draw_paths(ax, paths[b], colors,
+                  f"(SA$\\beta$), $\\beta$ = {b:g}, 60 layers")
 
 
 display(HTML(frames_view(draw_beta, beta_grid)))
@@ -315,17 +343,22 @@ import ipywidgets as widgets
 
 
 def live(beta=8.0, gamma=0.1, layers=60):
-    traj = dyn.simulate(x0, dyn.Softmax(gamma, beta), layers, trajectory=True).trajectory
+    run = dyn.simulate(x0, dyn.Softmax(gamma, beta), layers, trajectory=True)
     fig, ax = plt.subplots(figsize=(4, 4))
-    mp.draw_paths(ax, traj, colors, f"(SA$\\beta$), $\\beta$ = {beta:.3g}, $\\gamma$ = {gamma:.2g}, {layers} layers")
+    mp.draw_paths(ax, run.trajectory, colors,
+                  f"(SA$\\beta$), $\\beta$ = {beta:.3g}, "
+                  f"$\\gamma$ = {gamma:.2g}, {layers} layers")
     plt.show()
 
 
 live()  # one frame, so that the build checks the explorer's code
 
 # %% tags=["remove-output", "skip-execution"]
-# Not executed by the book's build (no frontend there, and a widget cell can stall a headless
-# run: jupyter/nbclient#312); Jupyter runs it like any other cell.
-widgets.interact(live, beta=widgets.FloatLogSlider(value=8.0, base=10, min=-1, max=2.5, step=0.05),
-                 gamma=widgets.FloatSlider(value=0.1, min=0.01, max=0.99, step=0.01),
-                 layers=widgets.IntSlider(value=60, min=1, max=300));
+# Not executed by the book's build (no frontend there, and a widget cell can
+# stall a headless run: jupyter/nbclient#312); Jupyter runs it as any other.
+widgets.interact(
+    live,
+    beta=widgets.FloatLogSlider(value=8.0, base=10, min=-1, max=2.5,
+                                step=0.05),
+    gamma=widgets.FloatSlider(value=0.1, min=0.01, max=0.99, step=0.01),
+    layers=widgets.IntSlider(value=60, min=1, max=300));

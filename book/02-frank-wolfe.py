@@ -39,7 +39,7 @@ preset = "paper"
 oracle_configs = None  # random point sets for the oracle check
 oracle_n = None        # points per set
 oracle_d = None        # dimension of the oracle check
-tie_configs = None     # random initialisations for the tie count of Lemma 2.1
+tie_configs = None     # random initialisations for the ties of Lemma 2.1
 tie_steps = None       # layers followed for each of them
 gamma = None           # constant step of (SA-inf) on this page
 e7_pairs = None        # random pairs for the counterexample E7
@@ -51,13 +51,17 @@ seed = None            # seed of every random draw on this page
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(oracle_configs=60, oracle_n=12, oracle_d=3, tie_configs=10_000, tie_steps=100, gamma=0.1,
-                  e7_pairs=100_000, hull_configs=300, hull_steps=60, seed=2508),
-    "quick": dict(oracle_configs=10, oracle_n=8, oracle_d=3, tie_configs=200, tie_steps=20, gamma=0.1,
+    "paper": dict(oracle_configs=60, oracle_n=12, oracle_d=3,
+                  tie_configs=10_000, tie_steps=100, gamma=0.1,
+                  e7_pairs=100_000, hull_configs=300, hull_steps=60,
+                  seed=2508),
+    "quick": dict(oracle_configs=10, oracle_n=8, oracle_d=3,
+                  tie_configs=200, tie_steps=20, gamma=0.1,
                   e7_pairs=1_000, hull_configs=12, hull_steps=15, seed=2508),
 }
-p = resolve(PRESETS, preset, oracle_configs=oracle_configs, oracle_n=oracle_n, oracle_d=oracle_d,
-            tie_configs=tie_configs, tie_steps=tie_steps, gamma=gamma, e7_pairs=e7_pairs,
+p = resolve(PRESETS, preset, oracle_configs=oracle_configs,
+            oracle_n=oracle_n, oracle_d=oracle_d, tie_configs=tie_configs,
+            tie_steps=tie_steps, gamma=gamma, e7_pairs=e7_pairs,
             hull_configs=hull_configs, hull_steps=hull_steps, seed=seed)
 
 # %%
@@ -74,7 +78,8 @@ from attention_fw.notebook import Page
 # %matplotlib inline
 # %config InlineBackend.figure_formats = ["retina"]
 plotting.use_style()
-page = Page("02-frank-wolfe", p)  # saves and glues figures; page.stream(name): one random stream per experiment
+# saves and glues figures; page.stream(name): an experiment's random stream
+page = Page("02-frank-wolfe", p)
 
 
 # %%
@@ -101,17 +106,26 @@ def random_symmetric(rng, count, d):
 # %%
 rng = page.stream("oracle")
 sets = rng.standard_normal((p.oracle_configs, p.oracle_n, p.oracle_d))
-residuals = fw.oracle_residuals(sets, random_symmetric(rng, p.oracle_configs, p.oracle_d)).ravel()
-page.glue(**{"ch2-oracle-configs": p.oracle_configs, "ch2-oracle-n": p.oracle_n, "ch2-oracle-d": p.oracle_d,
-             "ch2-oracle-res": (residuals.max(), ".1e"), "ch2-oracle-exact": int((residuals == 0).sum()),
+Bs = random_symmetric(rng, p.oracle_configs, p.oracle_d)
+residuals = fw.oracle_residuals(sets, Bs).ravel()
+
+# %% tags=["hide-input"]
+page.glue(**{"ch2-oracle-configs": p.oracle_configs,
+             "ch2-oracle-n": p.oracle_n, "ch2-oracle-d": p.oracle_d,
+             "ch2-oracle-res": (residuals.max(), ".1e"),
+             "ch2-oracle-exact": int((residuals == 0).sum()),
              "ch2-oracle-queries": int(residuals.size)})
 
-pts = np.array([[0.9, 0.1], [0.4, 0.8], [-0.5, 0.7], [-0.8, -0.3], [0.1, -0.9], [0.2, 0.1], [-0.1, 0.3]])
+# %%
+pts = np.array([[0.9, 0.1], [0.4, 0.8], [-0.5, 0.7], [-0.8, -0.3],
+                [0.1, -0.9], [0.2, 0.1], [-0.1, 0.3]])
 B, i = np.diag([1.0, 2.0]), 5
 fig, s = fwp.fig_oracle(pts, B, i)
-page.figure(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "residuals": residuals},
+data = {"points": pts, "B": B, "i": i, "lmo": s, "residuals": residuals}
+page.figure(fig, "ch2-oracle", data,
             statement="Section 2: the Frank–Wolfe reading of (SA∞)",
-            caption="One (SA-inf) step is one Frank-Wolfe step: the oracle picks a vertex of the hull")
+            caption="One (SA-inf) step is one Frank-Wolfe step: the oracle "
+                    "picks a vertex of the hull")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-oracle
@@ -147,31 +161,49 @@ page.figure(fig, "ch2-oracle", {"points": pts, "B": B, "i": i, "lmo": s, "residu
 
 # %%
 def count_ties(B, rng):
-    """(configuration, layer, token) triples with more than one leader, from uniform starts."""
-    rec = dyn.FunctionRecorder("ties", lambda x, t: (dyn.tie_counts(x, B) > 1).sum())
-    dyn.simulate(rng.uniform(-1, 1, (p.tie_configs, 6, 2)), dyn.Hardmax(p.gamma, B), p.tie_steps, recorders=[rec])
+    """(configuration, layer, token) triples with several leaders."""
+    x0 = rng.uniform(-1, 1, (p.tie_configs, 6, 2))        # uniform starts
+    rec = dyn.FunctionRecorder(
+        "ties", lambda x, t: (dyn.tie_counts(x, B) > 1).sum())
+    dyn.simulate(x0, dyn.Hardmax(p.gamma, B), p.tie_steps, recorders=[rec])
     return int(rec.result().sum())
 
 
 ties_random = (count_ties(np.eye(2), page.stream("ties-identity"))
-               + count_ties(np.diag([1.0, 2.0]), page.stream("ties-diagonal")))
-page.glue(**{"ch2-tie-configs": (2 * p.tie_configs, ","), "ch2-tie-steps": p.tie_steps,
+               + count_ties(np.diag([1.0, 2.0]),
+                            page.stream("ties-diagonal")))
+
+# %% tags=["hide-input"]
+page.glue(**{"ch2-tie-configs": (2 * p.tie_configs, ","),
+             "ch2-tie-steps": p.tie_steps,
              "ch2-gamma": p.gamma, "ch2-ties-random": ties_random})
 
 # %%
 corners = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0]])
-with_centre = np.vstack([corners, [[0.0, 0.0]]])        # configuration (a): a token at the centre
-with_edge = np.vstack([corners, [[0.5, 0.0]]])          # configuration (b): a token on a cell boundary
-count_centre, count_edge = int(dyn.tie_counts(with_centre)[4]), int(dyn.tie_counts(with_edge)[4])
-run_a = dyn.simulate(with_centre, dyn.Hardmax(0.3), 12, trajectory=True).trajectory
-run_b = dyn.simulate(with_edge, dyn.Hardmax(0.3), 12, trajectory=True).trajectory
+with_centre = np.vstack([corners, [[0.0, 0.0]]])  # (a): one at the centre
+with_edge = np.vstack([corners, [[0.5, 0.0]]])    # (b): one on a cell edge
+count_centre = int(dyn.tie_counts(with_centre)[4])
+count_edge = int(dyn.tie_counts(with_edge)[4])
+step = dyn.Hardmax(0.3)
+run_a = dyn.simulate(with_centre, step, 12, trajectory=True).trajectory
+run_b = dyn.simulate(with_edge, step, 12, trajectory=True).trajectory
+
+# %% tags=["hide-input"]
+moved = np.abs(run_a[:, 4] - run_a[0, 4]).max()
 page.glue(**{"ch2-tie-centre": count_centre, "ch2-tie-edge": count_edge,
-             "ch2-centre-moved": (np.abs(run_a[:, 4] - run_a[0, 4]).max(), ".1e"),
-             "ch2-edge-end-x": (run_b[-1, 4, 0], ".4f"), "ch2-edge-end-y": (run_b[-1, 4, 1], ".4f")})
-page.figure(fwp.fig_ties(corners, run_a, run_b, count_centre, count_edge), "ch2-ties",
-            {"corners": corners, "tie_counts": [count_centre, count_edge], "trajectory_centre": run_a[:, 4],
-             "trajectory_edge": run_b[:, 4], "random_ties": ties_random, "random_configs": 2 * p.tie_configs},
-            statement="Lemma 2.1", caption="Ties can be engineered: a tied centre token stays, a tied edge token walks")
+             "ch2-centre-moved": (moved, ".1e"),
+             "ch2-edge-end-x": (run_b[-1, 4, 0], ".4f"),
+             "ch2-edge-end-y": (run_b[-1, 4, 1], ".4f")})
+ties_data = {"corners": corners, "tie_counts": [count_centre, count_edge],
+             "trajectory_centre": run_a[:, 4],
+             "trajectory_edge": run_b[:, 4], "random_ties": ties_random,
+             "random_configs": 2 * p.tie_configs}
+
+# %%
+fig = fwp.fig_ties(corners, run_a, run_b, count_centre, count_edge)
+page.figure(fig, "ch2-ties", ties_data, statement="Lemma 2.1",
+            caption="Ties can be engineered: a tied centre token stays, "
+                    "a tied edge token walks")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-ties
@@ -194,8 +226,8 @@ page.figure(fwp.fig_ties(corners, run_a, run_b, count_centre, count_edge), "ch2-
 # is mapped onto the diagonal $\{x_1=x_2\}$. Every one of {glue:text}`ch2-e7-pairs` random
 # pairs with $a>0>b$ merges mathematically after one layer (1.3). In floating point,
 # {glue:text}`ch2-e7-merged` of them land on the same double; the others differ only by
-# rounding, at most {glue:text}`ch2-e7-maxres` ({glue:text}`ch2-e7-ulp` units in the last
-# place of the larger of $|a|,|b|$).
+# rounding, at most {glue:text}`ch2-e7-maxres`, that is {glue:text}`ch2-e7-ulp` times the
+# unit in the last place of the larger of $|a|,|b|$.
 #
 # The lemma itself is nevertheless **true** when leaders are counted as *points* (merged tokens
 # are one point): the Lean formalization re-proves it by another argument (finitely many linear
@@ -205,17 +237,24 @@ page.figure(fwp.fig_ties(corners, run_a, run_b, count_centre, count_edge), "ch2-
 
 # %%
 rng = page.stream("e7-pairs")
-pairs = np.stack([rng.uniform(0.01, 3.0, p.e7_pairs), -rng.uniform(0.01, 3.0, p.e7_pairs)], axis=-1)[..., None]
-after = dyn.layer_step(pairs, np.inf, -np.eye(1), np.eye(1))       # pairs: (pairs, n=2, d=1)
+a = rng.uniform(0.01, 3.0, p.e7_pairs)                 # a > 0
+b = -rng.uniform(0.01, 3.0, p.e7_pairs)                # b < 0
+pairs = np.stack([a, b], axis=-1)[..., None]           # (pairs, n=2, d=1)
+after = dyn.layer_step(pairs, np.inf, -np.eye(1), np.eye(1))
 resid = np.abs(after[:, 0, 0] - after[:, 1, 0])
 ulp = np.spacing(np.abs(pairs[:, :, 0]).max(axis=1))
-page.glue(**{"ch2-e7-pairs": (p.e7_pairs, ","), "ch2-e7-merged": (int((resid == 0).sum()), ","),
-             "ch2-e7-maxres": (resid.max(), ".1e"), "ch2-e7-ulp": ((resid / ulp).max(), ".0f")})
+
+# %% tags=["hide-input"]
+page.glue(**{"ch2-e7-pairs": (p.e7_pairs, ","),
+             "ch2-e7-merged": (int((resid == 0).sum()), ","),
+             "ch2-e7-maxres": (resid.max(), ".1e"),
+             "ch2-e7-ulp": ((resid / ulp).max(), ".0f")})
 
 # %% [markdown]
-# ## The hull shrinks (lemma of §2.3, number unverified)
+# ## The hull shrinks (a lemma of §2.3)
 #
-# If $\gamma^t\in(0,1)$, every new token $(1-\gamma^t)x_i^t+\gamma^ts_i^t$ is a convex
+# The hull lemma of §2.3 {unconfirmed}`Its number could not be confirmed: probably Lemma 2.2.`
+# says that the hull of the tokens can only shrink. If $\gamma^t\in(0,1)$, every new token $(1-\gamma^t)x_i^t+\gamma^ts_i^t$ is a convex
 # combination of two points of $\mathcal K^t$, so $\mathcal K^{t+1}\subseteq\mathcal K^t$:
 # the constraint set of the Frank–Wolfe reading can only shrink. This holds for **any**
 # key–query matrix. Over {glue:text}`ch2-hull-configs` configurations of 10 Gaussian tokens in
@@ -230,16 +269,26 @@ page.glue(**{"ch2-e7-pairs": (p.e7_pairs, ","), "ch2-e7-merged": (int((resid == 
 # %%
 rng = page.stream("hull-shrinking")
 X = rng.standard_normal((p.hull_configs, 10, 2))
-hull = fw.hull_shrinking(X, p.gamma, random_symmetric(rng, p.hull_configs, 2), p.hull_steps)
+Bs = random_symmetric(rng, p.hull_configs, 2)
+hull = fw.hull_shrinking(X, p.gamma, Bs, p.hull_steps)
 rel_incr = np.diff(hull.areas, axis=0) / hull.areas[:-1]
-assert rel_incr.max() < 1e-12 and hull.outside == 0, "the hull grew: the lemma would be violated"
-page.glue(**{"ch2-hull-configs": p.hull_configs, "ch2-hull-steps": p.hull_steps,
-             "ch2-hull-incr": (rel_incr.max(), ".1e"), "ch2-hull-outside": hull.outside})
-page.figure(fwp.fig_hull_area(hull.areas), "ch2-hull-area",
-            {"relative_area": hull.areas / hull.areas[0], "gamma": p.gamma,
-             "max_relative_increase": rel_incr.max(), "new_tokens_outside": hull.outside},
+grew = rel_incr.max() >= 1e-12 or hull.outside > 0
+assert not grew, "the hull grew: the lemma would be violated"
+
+# %% tags=["hide-input"]
+page.glue(**{"ch2-hull-configs": p.hull_configs,
+             "ch2-hull-steps": p.hull_steps,
+             "ch2-hull-incr": (rel_incr.max(), ".1e"),
+             "ch2-hull-outside": hull.outside})
+hull_data = {"relative_area": hull.areas / hull.areas[0], "gamma": p.gamma,
+             "max_relative_increase": rel_incr.max(),
+             "new_tokens_outside": hull.outside}
+
+# %%
+page.figure(fwp.fig_hull_area(hull.areas), "ch2-hull-area", hull_data,
             statement="Hull lemma of Section 2.3 (number unverified)",
-            caption="Under (SA-inf) the hull of the tokens only shrinks, for any key-query matrix")
+            caption="Under (SA-inf) the hull of the tokens only shrinks, "
+                    "for any key-query matrix")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-hull-area
@@ -257,12 +306,14 @@ page.figure(fwp.fig_hull_area(hull.areas), "ch2-hull-area",
 Bi = np.array([[1.0, 0.0], [0.0, -0.6]])
 x0 = page.stream("animation").standard_normal((12, 2))
 run = dyn.simulate(x0, dyn.Hardmax(0.2, Bi), 30, trajectory=True)
-display(HTML(trajectory_animation(run.trajectory, title=lambda k: f"(SA$\\infty$), B = diag(1, -0.6), t = {k}")))
+title = "(SA$\\infty$), B = diag(1, -0.6), t = {}".format
+display(HTML(trajectory_animation(run.trajectory, title=title)))
 
 # %% [markdown]
 # ## A diagonal value matrix can make the hull grow (remark after the lemma)
 #
-# The shrinking relies on $P^t=\gamma^tI$. With a general positive **diagonal** $V$ it fails.
+# The remark that follows the hull lemma {unconfirmed}`Its number could not be confirmed; the statement and the example below are those of the Lean formalization, where they are machine-checked.`
+# shows that the shrinking relies on $P^t=\gamma^tI$. With a general positive **diagonal** $V$ it fails.
 # Take $V=\mathrm{diag}(3/2,7/3)$, so that $P=(I+V)^{-1}V=\mathrm{diag}(p_1,p_2)$ with $p_1=$ {glue:text}`ch2-P1` and $p_2=$ {glue:text}`ch2-P2`, the triangle
 # $x_1=0$, $x_2=e_1$, $x_3=e_2$, and the symmetric invertible $B=\begin{pmatrix}0&1\\1&0\end{pmatrix}$,
 # for which $Bx_2=e_2$ and $x_3$ is the unique leader of $x_2$. One layer (1.3) with
@@ -279,14 +330,23 @@ Pd = dyn.preconditioner(Vd)
 tri = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
 Bswap = np.array([[0.0, 1.0], [1.0, 0.0]])
 new = dyn.layer_step(tri, np.inf, Bswap, Vd)
-old_poly, new_poly = Polygon(tri), Polygon(new).convex_hull
-page.glue(**{"ch2-P1": (Pd[0, 0], ".2f"), "ch2-P2": (Pd[1, 1], ".2f"), "ch2-x2a": (new[1, 0], ".2f"),
-             "ch2-x2b": (new[1, 1], ".2f"), "ch2-x2-sum": (new[1].sum(), ".2f"),
-             "ch2-area-new": (new_poly.area, ".4f"), "ch2-area-outside": (new_poly.difference(old_poly).area, ".4f")})
-page.figure(fwp.fig_diagonal_V(tri, new), "ch2-diagonal-V",
-            {"V": Vd, "P": Pd, "B": Bswap, "tokens": tri, "after_one_layer": new},
+new_hull = Polygon(new).convex_hull
+outside = new_hull.difference(Polygon(tri)).area
+
+# %% tags=["hide-input"]
+page.glue(**{"ch2-P1": (Pd[0, 0], ".2f"), "ch2-P2": (Pd[1, 1], ".2f"),
+             "ch2-x2a": (new[1, 0], ".2f"), "ch2-x2b": (new[1, 1], ".2f"),
+             "ch2-x2-sum": (new[1].sum(), ".2f"),
+             "ch2-area-new": (new_hull.area, ".4f"),
+             "ch2-area-outside": (outside, ".4f")})
+diag_data = {"V": Vd, "P": Pd, "B": Bswap, "tokens": tri,
+             "after_one_layer": new}
+
+# %%
+page.figure(fwp.fig_diagonal_V(tri, new), "ch2-diagonal-V", diag_data,
             statement="Remark after the hull lemma (Section 2.3)",
-            caption="A diagonal value matrix can make the hull grow: one token leaves the triangle")
+            caption="A diagonal value matrix can make the hull grow: "
+                    "one token leaves the triangle")
 
 # %% [markdown]
 # ```{glue:figure} fig-ch2-diagonal-V

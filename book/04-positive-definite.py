@@ -136,9 +136,9 @@ print(f"relative tiling error {tiling_err:.1e}, largest overlap area {overlap:.1
 # in `tests/test_paper_figures.py`).
 
 # %%
-fig1 = page.paper_figure("figure1", kappas=tuple(p.kappas), seed=p.seed)
+fig1 = page.paper_figure("figure1", kappas=tuple(p.kappas), rng=p.seed)
 fig1c = page.paper_figure("figure1-corrected", kappas=tuple(p.kappas),
-                          seed=p.seed)
+                          rng=p.seed)
 
 # %% [markdown]
 # ```{glue:figure} fig-figure1
@@ -192,7 +192,7 @@ glue("e18_total", sum(r[0] for r in rows), display=False)
 # be the single point $v_i$. Figure 2 shows the case $B=I_2$ with vertices on the unit circle.
 
 # %%
-fig2 = page.paper_figure("figure2", kappas=tuple(p.kappas), seed=p.seed)
+fig2 = page.paper_figure("figure2", kappas=tuple(p.kappas), rng=p.seed)
 mis_eq = float(max(pan["voronoi_mismatch"] for pan in fig2["panels"]))
 mis_var = max(geo.voronoi_mismatch(pan["hull"]) / pan["hull_area"] for pan in fig1c["panels"])
 mis_B, rng = 0.0, page.stream("voronoi-level-sets")
@@ -231,7 +231,7 @@ print(mis_eq, mis_B, mis_var)
 # files.
 
 # %%
-fig3 = page.paper_figure("figure3", seed=p.seed)
+fig3 = page.paper_figure("figure3", rng=p.seed)
 J_dev = float(max(np.abs(np.asarray(pan["J_vertices"]) - 0.5).max() for pan in fig3["panels"]))
 glue("J_dev", J_dev, display=False)
 
@@ -339,8 +339,8 @@ print(own_by_d)
 # (`figure4-delta002`).
 
 # %%
-fig4 = page.paper_figure("figure4", seed=p.seed)
-fig4b = page.paper_figure("figure4-delta002", seed=p.seed)
+fig4 = page.paper_figure("figure4", rng=p.seed)
+fig4b = page.paper_figure("figure4-delta002", rng=p.seed)
 glue("f4_ratio", fig4["eroded_cone"]["area"] / fig4["cone"]["area"], display=False)
 glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=False)
 
@@ -400,9 +400,9 @@ def anisotropic_B(b, angle_deg):
 def explorer_panel(kappa, seed, B):
     """Cells of the authors' recipe; if no draw puts all kappa points on the hull, the hull of the first draw."""
     try:
-        return pf.cell_panel(kappa, seed, B=B)
+        return pf.cell_panel(kappa, rng=seed, B=B)
     except ValueError:
-        return pf.cell_panel(kappa, seed, B=B, enforce_bijection=False)
+        return pf.cell_panel(kappa, rng=seed, B=B, enforce_bijection=False)
 
 
 def draw_cells(ax, panel, title):

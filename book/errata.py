@@ -47,7 +47,7 @@
 # %% tags=["parameters"]
 preset = "paper"
 e1_steps = None    # layers of Frank-Wolfe for E1
-e2_horizon = None  # layers followed in exact arithmetic for E2 (must exceed 576)
+e2_horizon = None  # layers in exact arithmetic for E2 (must exceed 576)
 e6_chains = None   # Monte Carlo chains for E6
 seed = None        # seed of every random draw on this page
 
@@ -55,10 +55,12 @@ seed = None        # seed of every random draw on this page
 from attention_fw.presets import resolve
 
 PRESETS = {
-    "paper": dict(e1_steps=20_000, e2_horizon=700, e6_chains=200_000, seed=18),
+    "paper": dict(e1_steps=20_000, e2_horizon=700, e6_chains=200_000,
+                  seed=18),
     "quick": dict(e1_steps=2_000, e2_horizon=600, e6_chains=20_000, seed=18),
 }
-p = resolve(PRESETS, preset, e1_steps=e1_steps, e2_horizon=e2_horizon, e6_chains=e6_chains, seed=seed)
+p = resolve(PRESETS, preset, e1_steps=e1_steps, e2_horizon=e2_horizon,
+            e6_chains=e6_chains, seed=seed)
 
 # %%
 from fractions import Fraction
@@ -71,8 +73,10 @@ from attention_fw import geometry, metastability, polytope
 from attention_fw import schedules as sch
 from attention_fw.notebook import Page
 
-page = Page("errata", p)  # glues numbers; page.stream(name): one random stream per item
-tri = polytope.regular_polygon(3)  # the equilateral triangle on the unit circle, a vertex on top
+# glues numbers; page.stream(name): one random stream per item
+page = Page("errata", p)
+# the equilateral triangle on the unit circle, a vertex on top
+tri = polytope.regular_polygon(3)
 
 # %% [markdown]
 # (e1)=
@@ -95,13 +99,17 @@ tri = polytope.regular_polygon(3)  # the equilateral triangle on the unit circle
 # %%
 x = page.stream("e1-symmetric").standard_normal((4, 2))
 rec = dyn.FunctionRecorder("J", lambda x, t: 0.5 * (x ** 2).sum(-1).max())
-dyn.simulate(np.vstack([x, -x]), dyn.Hardmax("fw", -np.eye(2)), 2000, recorders=[rec])
+fw = dyn.Hardmax("fw", -np.eye(2))
+dyn.simulate(np.vstack([x, -x]), fw, 2000, recorders=[rec])
 J = rec.result()
-X = cv.shifted_cloud(1, 6, 2, rng=page.stream("e1-shifted"))[0]     # 0 is a convex combination of X
-out = dyn.simulate(X, dyn.Hardmax("fw", -np.eye(2)), p.e1_steps).x
+# 0 is a convex combination of X
+X = cv.shifted_cloud(1, 6, 2, rng=page.stream("e1-shifted"))[0]
+out = dyn.simulate(X, fw, p.e1_steps).x
 page.glue(**{"e1-slope-a": (np.log(J[1000] / J[100]) / np.log(10.0), ".2f"),
-             "e1-slope-b": (np.log(J[2000] / J[1000]) / np.log(2.0), ".2f"), "e1-steps": (p.e1_steps, ","),
-             "e1-diam": (np.ptp(out, axis=0).max(), ".1e"), "e1-dist": (np.linalg.norm(out.mean(0)), ".3f")})
+             "e1-slope-b": (np.log(J[2000] / J[1000]) / np.log(2.0), ".2f"),
+             "e1-steps": (p.e1_steps, ","),
+             "e1-diam": (np.ptp(out, axis=0).max(), ".1e"),
+             "e1-dist": (np.linalg.norm(out.mean(0)), ".3f")})
 
 # %% [markdown]
 # (e2)=
@@ -119,9 +127,11 @@ page.glue(**{"e1-slope-a": (np.log(J[1000] / J[100]) / np.log(10.0), ".2f"),
 # e.g. for centrally symmetric data (see E1). More in {doc}`03-negative-definite`.
 
 # %%
-cex = cv.thm31_counterexample(x0=(3, -1), steps=p.e2_horizon)    # exact (SA-inf), in Fractions
+# exact (SA-inf), in Fractions
+cex = cv.thm31_counterexample(x0=(3, -1), steps=p.e2_horizon)
 assert cex.bound[575] == Fraction(1, 18) == cex.J[575][1]
-page.glue(**{"e2-first": cex.first_violation, "e2-first-token2": cex.first_violation_token[1],
+page.glue(**{"e2-first": cex.first_violation,
+             "e2-first-token2": cex.first_violation_token[1],
              "e2-x2": cex.trajectory[-1][1][0]})
 
 # %% [markdown]
@@ -162,9 +172,10 @@ page.glue(**{"e3-first": 2 / (0 + 1), "e3-error": refusal},
 # reproduction log: uncertain). More in {doc}`04-positive-definite`.
 
 # %%
-x0 = np.vstack([tri, [[0.1, 0.5]]])             # the fourth token lies in the cell of the top vertex
+x0 = np.vstack([tri, [[0.1, 0.5]]])  # a 4th token, in the top vertex's cell
 agree = 0.0
-for name, s, spec in [("const", sch.Constant(0.3), ".2e"), ("harm", sch.Harmonic(), ".4f"),
+for name, s, spec in [("const", sch.Constant(0.3), ".2e"),
+                      ("harm", sch.Harmonic(), ".4f"),
                       ("halv", sch.Halving(), ".6f")]:
     xT = dyn.simulate(x0, dyn.Hardmax(s), 60).x
     ratio = np.linalg.norm(xT[3] - tri[0]) / np.linalg.norm(x0[3] - tri[0])
@@ -180,15 +191,17 @@ page.glue(**{"e4-agree": (agree, ".1e")})
 # itself gives a limit $x^*\in\operatorname{conv}\{x_i^0\}$ (the ICML abstract says "to some
 # point within the initial convex hull"). (SAβ) with $\beta=1$, $\gamma=0.5$ from 8 tokens
 # with positive first coordinate: after 3000 layers the diameter is {glue:text}`e5-diam`,
-# the common point is at distance {glue:text}`e5-dist` from the origin, and it lies in the
-# initial hull: {glue:text}`e5-inside`. More in {doc}`05-finite-beta`.
+# the common point is at distance {glue:text}`e5-dist` from the origin, and it
+# {glue:text}`e5-inside` the initial hull. More in {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.
 
 # %%
 rng = page.stream("e5")
 X = np.column_stack([rng.uniform(0.2, 1.0, 8), rng.uniform(-1, 1, 8)])
 out = dyn.simulate(X, dyn.Softmax(0.5, 1.0), 3000).x
-page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"), "e5-dist": (np.linalg.norm(out.mean(0)), ".3f"),
-             "e5-inside": not polytope.outside_hull(X, out.mean(0)[None])[0]})
+outside = polytope.outside_hull(X, out.mean(0)[None])[0]
+page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"),
+             "e5-dist": (np.linalg.norm(out.mean(0)), ".3f"),
+             "e5-inside": "lies outside" if outside else "lies in"})
 
 # %% [markdown]
 # (e6)=
@@ -204,18 +217,23 @@ page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"), "e5-dist": (np.linal
 # distance between the Monte Carlo mean of $x^t$ and the (SAβ) iterate, in units of its
 # standard error, is {glue:text}`e6-z1` at $t=1$ (agreement) and
 # {glue:text}`e6-z5` at $t=5$. Whether (SAβ) itself is metastable on the same time scale is
-# an observation of {doc}`05-finite-beta`, not a theorem.
+# an observation of {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`, not a theorem.
 
 # %%
 rng = page.stream("e6")
 x = rng.uniform(-1, 1, (5, 2))
-moments = dyn.FunctionRecorder("moments", lambda c, t: {"mean": c.mean(0), "se": c.std(0) / np.sqrt(len(c))})
+moments = dyn.FunctionRecorder("moments", lambda c, t: {
+    "mean": c.mean(0), "se": c.std(0) / np.sqrt(len(c))})
 chains = np.broadcast_to(x, (p.e6_chains,) + x.shape)
-dyn.simulate(chains, dyn.MarkovChain(0.3, 3.0, rng=rng), 5, recorders=[moments])
-y = dyn.simulate(x, dyn.Softmax(0.3, 3.0), 5, trajectory=True).trajectory          # (SA-beta), t = 0..5
-err = np.abs(moments.result()["mean"] - y).reshape(6, -1)
-z = err.max(1) / moments.result()["se"].reshape(6, -1)[np.arange(6), err.argmax(1)]
-page.glue(**{"e6-chains": (p.e6_chains, ","), "e6-z1": (z[1], ".1f"), "e6-z5": (z[5], ".0f")})
+dyn.simulate(chains, dyn.MarkovChain(0.3, 3.0, rng=rng), 5,
+             recorders=[moments])
+# (SA-beta), t = 0..5
+y = dyn.simulate(x, dyn.Softmax(0.3, 3.0), 5, trajectory=True).trajectory
+mean, se = (moments.result()[k].reshape(6, -1) for k in ("mean", "se"))
+err = np.abs(mean - y.reshape(6, -1))
+z = err.max(1) / se[np.arange(6), err.argmax(1)]
+page.glue(**{"e6-chains": (p.e6_chains, ","), "e6-z1": (z[1], ".1f"),
+             "e6-z5": (z[5], ".0f")})
 
 # %% [markdown]
 # (e7)=
@@ -229,7 +247,8 @@ page.glue(**{"e6-chains": (p.e6_chains, ","), "e6-z1": (z[1], ".1f"), "e6-z5": (
 # {doc}`02-frank-wolfe`.
 
 # %%
-after = dyn.layer_step(np.array([[2.0], [-0.5]]), np.inf, -np.eye(1), np.eye(1))
+a_b = np.array([[2.0], [-0.5]])                     # a = 2, b = -1/2
+after = dyn.layer_step(a_b, np.inf, -np.eye(1), np.eye(1))
 page.glue(**{"e7-a": (after[0, 0], ".2f"), "e7-b": (after[1, 0], ".2f")})
 
 # %% [markdown]
@@ -243,8 +262,9 @@ page.glue(**{"e7-a": (after[0, 0], ".2f"), "e7-b": (after[1, 0], ".2f")})
 # book implements the displayed formula; the comparison of whole steps is in {doc}`01-model`.
 
 # %%
-page.glue(**{"e8-P": (dyn.preconditioner(0.5 * np.eye(2))[0, 0], ".4f"),
-             "e8-P-fixed": (dyn.preconditioner(1.0 * np.eye(2))[0, 0], ".4f")})
+P_half = dyn.preconditioner(0.5 * np.eye(2))[0, 0]
+P_one = dyn.preconditioner(1.0 * np.eye(2))[0, 0]
+page.glue(**{"e8-P": (P_half, ".4f"), "e8-P-fixed": (P_one, ".4f")})
 
 # %% [markdown]
 # (e9)=
@@ -261,15 +281,19 @@ page.glue(**{"e8-P": (dyn.preconditioner(0.5 * np.eye(2))[0, 0], ".4f"),
 
 # %%
 def smallest_C(m, M, gamma=0.1):
-    """max_j |x_j^T1 - v| / tau for two tokens at distances m and M from the top vertex v."""
+    """max_j |x_j^T1 - v| / tau, for tokens at distances m, M from v."""
     v = tri[0]
-    tokens = np.vstack([tri, [(1 - m) * v, (1 - M) * v]])     # on the segment from v to the centre
-    const = metastability.phase1_constants(tokens, tri, [0, 1, 2, 0, 0], gamma)   # m, tau, T1 of Thm 5.2
+    # two tokens on the segment from v to the centre
+    tokens = np.vstack([tri, [(1 - m) * v, (1 - M) * v]])
+    # m, tau, T1 of Theorem 5.2
+    const = metastability.phase1_constants(tokens, tri, [0, 1, 2, 0, 0],
+                                           gamma)
     xT = dyn.simulate(tokens, dyn.Hardmax(gamma), max(1, const.T1)).x
     return np.linalg.norm(xT[3:] - v, axis=1).max() / const.tau
 
 
-page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f") for ratio in (2, 5, 15)})
+page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f")
+             for ratio in (2, 5, 15)})
 
 # %% [markdown]
 # (e10)=
@@ -284,7 +308,8 @@ page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f") for ratio i
 
 # %%
 n_, tau_, beta_ = 6, 0.4, 100.0
-page.glue(**{"e10-mid": (1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4)), ".2e"),
+mid = 1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4))
+page.glue(**{"e10-mid": (mid, ".2e"),
              "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f")})
 
 # %% [markdown]
@@ -302,13 +327,15 @@ page.glue(**{"e10-mid": (1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4)), ".2e
 # started at the vertices), the printed exponent counts $1+\varepsilon/\gamma=$
 # {glue:text}`e11-printed` while the proof needs $M=$ {glue:text}`e11-M` bad steps. The theorem
 # also needs the balls $B(v_i,C\tau)$ to be disjoint (review). Hypotheses, bound and simulations:
-# {doc}`05-finite-beta`.
+# {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.
 
 # %%
 eps_, gam_ = 0.15, 0.04
-hyp_ = metastability.theorem54_hypotheses(polytope.points_on_circle(), eps_, gam_)
+hyp_ = metastability.theorem54_hypotheses(polytope.points_on_circle(),
+                                          eps_, gam_)
 assert hyp_["all"], hyp_
-page.glue(**{"e11-printed": (1 + eps_ / gam_, ".2f"), "e11-M": hyp_["M"], "e11-rstar": (hyp_["r_star"], ".3f")})
+page.glue(**{"e11-printed": (1 + eps_ / gam_, ".2f"), "e11-M": hyp_["M"],
+             "e11-rstar": (hyp_["r_star"], ".3f")})
 
 # %% [markdown]
 # (e12)=
@@ -322,13 +349,15 @@ page.glue(**{"e11-printed": (1 + eps_ / gam_, ".2f"), "e11-M": hyp_["M"], "e11-r
 # 6 tokens does not grow over 300 layers ({glue:text}`e12-grow` increases) and falls from
 # {glue:text}`e12-first` to {glue:text}`e12-final`. (At larger $\beta$ the guaranteed
 # contraction $1-\gamma c$ is exponentially close to $1$, and the collapse can take
-# exponentially long: the metastability of {doc}`05-finite-beta`.)
+# exponentially long: the metastability of {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.)
 
 # %%
 rec = dyn.FunctionRecorder("diam", lambda x, t: np.ptp(x, axis=0).max())
-dyn.simulate(page.stream("e12").uniform(-1, 1, (6, 2)), dyn.Softmax(1.0, 2.0), 300, recorders=[rec])
+x0 = page.stream("e12").uniform(-1, 1, (6, 2))
+dyn.simulate(x0, dyn.Softmax(1.0, 2.0), 300, recorders=[rec])
 diam = rec.result()
-page.glue(**{"e12-first": (diam[0], ".2f"), "e12-grow": int((np.diff(diam) > 1e-15).sum()),
+page.glue(**{"e12-first": (diam[0], ".2f"),
+             "e12-grow": int((np.diff(diam) > 1e-15).sum()),
              "e12-final": (diam[-1], ".1e")})
 
 # %% [markdown]
@@ -351,10 +380,10 @@ page.glue(**{"e12-first": (diam[0], ".2f"), "e12-grow": int((np.diff(diam) > 1e-
 pent = polytope.regular_polygon(5)
 g = np.linspace(-1, 1, 121)
 G = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
-G = G[~polytope.outside_hull(pent, G)]                                 # the grid points of K
-d_vert = np.linalg.norm(G[:, None, :] - pent[None], axis=-1)          # distances to the vertices
+G = G[~polytope.outside_hull(pent, G)]              # the grid points of K
+d_vert = np.linalg.norm(G[:, None, :] - pent[None], axis=-1)  # to vertices
 rng, counts = page.stream("e13"), {}
-for size in (10, 100, 1000):                                           # y: random points of K
+for size in (10, 100, 1000):                        # y: random points of K
     Y = rng.dirichlet(np.ones(5), size) @ pent
     d_all = np.linalg.norm(G[:, None, :] - Y[None], axis=-1).min(1)
     counts[f"e13-all-{size}"] = (int((d_vert.min(1) <= d_all).sum()), ",")
@@ -366,14 +395,17 @@ scores = G @ pent.T
 vor_label, cell_label = d_vert.argmin(1), scores.argmax(1)
 bad = vor_label != cell_label
 gap = np.abs(scores[bad, vor_label[bad]] - scores[bad, cell_label[bad]])
-page.glue(**{"e13-vert": (int(in_vert.sum()), ","), "e13-agree": (int((~bad).sum()), ","),
-             "e13-mismatch": int(bad.sum()), "e13-gap": (gap.max() if bad.any() else 0.0, ".0e")})
+page.glue(**{"e13-vert": (int(in_vert.sum()), ","),
+             "e13-agree": (int((~bad).sum()), ","),
+             "e13-mismatch": int(bad.sum()),
+             "e13-gap": (gap.max() if bad.any() else 0.0, ".0e")})
 
 # %% [markdown]
 # (e14)=
 # ## E14. The polytope condition remark
 #
-# *Printed:* a vertex owns its cell iff, for each neighbour $w$, $\langle Bv_i,w-v_i\rangle$ lies
+# *Printed* (the remark on the polytope condition {unconfirmed}`Its number could not be confirmed: probably Remark 4.7.`):
+# a vertex owns its cell iff, for each neighbour $w$, $\langle Bv_i,w-v_i\rangle$ lies
 # on either side of $0$, with non-strict cell membership. *Correct:* $v_i$ owns its cell iff
 # $\langle Bv_i,w-v_i\rangle<0$ for every neighbour $w$ (and $w=0$), strictly. With $B=I_2$:
 # for the vertex $v=(1,0)$ with neighbour $w=(1,1)$, $\langle v,w-v\rangle=$
@@ -387,8 +419,10 @@ v = np.array([1.0, 0.0])
 poly_eq = np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.5], [-0.5, -1.0]])
 poly_pos = np.array([[1.0, 0.0], [1.2, 0.8], [-1.0, 0.5], [-0.5, -1.0]])
 assert dyn.leaders(poly_pos)[0] == 1
-page.glue(**{"e14-eq": (v @ (poly_eq[1] - v), ".1f"), "e14-ties": int(dyn.tie_counts(poly_eq)[0]),
-             "e14-move": (np.linalg.norm(dyn.hardmax_step(poly_eq, 0.5)[0] - v), ".3f"),
+moved = np.linalg.norm(dyn.hardmax_step(poly_eq, 0.5)[0] - v)
+page.glue(**{"e14-eq": (v @ (poly_eq[1] - v), ".1f"),
+             "e14-ties": int(dyn.tie_counts(poly_eq)[0]),
+             "e14-move": (moved, ".3f"),
              "e14-pos": (v @ (poly_pos[1] - v), ".1f")})
 
 # %% [markdown]
@@ -407,7 +441,8 @@ page.glue(**{"e14-eq": (v @ (poly_eq[1] - v), ".1f"), "e14-ties": int(dyn.tie_co
 # %%
 e = tri[1] - tri[0]
 angles = [180.0 * (k - 2) / k for k in range(3, 8)]
-page.glue(**{"e15-max": (e @ e, ".1f"), "e15-angles": ", ".join(f"{a:.1f}" for a in angles)})
+page.glue(**{"e15-max": (e @ e, ".1f"),
+             "e15-angles": ", ".join(f"{a:.1f}" for a in angles)})
 
 # %% [markdown]
 # (e16)=
@@ -422,14 +457,16 @@ page.glue(**{"e15-max": (e @ e, ".1f"), "e15-angles": ", ".join(f"{a:.1f}" for a
 # {glue:text}`e16-cone`; eroded by $\delta=0.02$ it keeps {glue:text}`e16-a02`, by
 # $0.03$ only {glue:text}`e16-a03`. The book draws both (`figures/figure4` and
 # `figures/figure4-delta002`); `tests/test_paper_figures.py` compares them with the published
-# PDF. See {doc}`05-finite-beta`.
+# PDF. See {doc}`Finite β: clustering, metastability and collapse <05-finite-beta>`.
 
 # %%
-V7, hull7 = geometry.sample_vertices(7, rng=42, equal_norm=True)   # the authors' kappa = 7 polygon
-cone = geometry.cone(V7[hull7], 2, 0.05)                             # I_2(eta), cell 2 in hull order
-page.glue(**{"e16-cone": (geometry.polygon_area(cone), ".4f"),
-             "e16-a02": (geometry.polygon_area(geometry.erode(cone, 0.02)), ".4f"),
-             "e16-a03": (geometry.polygon_area(geometry.erode(cone, 0.03)), ".4f")})
+# the authors' kappa = 7 polygon, and I_2(eta): cell 2 in hull order
+V7, hull7 = geometry.sample_vertices(7, rng=42, equal_norm=True)
+cone = geometry.cone(V7[hull7], 2, 0.05)
+area = geometry.polygon_area
+page.glue(**{"e16-cone": (area(cone), ".4f"),
+             "e16-a02": (area(geometry.erode(cone, 0.02)), ".4f"),
+             "e16-a03": (area(geometry.erode(cone, 0.03)), ".4f")})
 
 # %% [markdown]
 # (e17)=
@@ -445,13 +482,14 @@ page.glue(**{"e16-cone": (geometry.polygon_area(cone), ".4f"),
 # $\mathrm{diag}(1,2)$ and is checked against the published PDFs by `tests/test_paper_figures.py`.
 
 # %%
-U, _ = geometry.sample_vertices(5, rng=42, equal_norm=True)   # the authors' kappa = 5 draw, unit circle
+# the authors' kappa = 5 draw, on the unit circle
+U, _ = geometry.sample_vertices(5, rng=42, equal_norm=True)
 levels = []
 for name, Bd in [("11", np.array([1.0, 1.0])), ("12", np.array([1.0, 2.0]))]:
-    Vq = U / np.sqrt(Bd)                                          # B^{-1/2} u for diagonal B
+    Vq = U / np.sqrt(Bd)                           # B^{-1/2} u, B diagonal
     ext = np.ptp(Vq, axis=0)
     page.glue(**{f"e17-ratio-{name}": (ext[1] / ext[0], ".3f")})
-    levels.append(0.5 * (Vq ** 2 * Bd).sum(1))                    # 1/2 <B v, v> per vertex
+    levels.append(0.5 * (Vq ** 2 * Bd).sum(1))     # 1/2 <B v, v> per vertex
 levels = np.concatenate(levels)
 assert np.ptp(levels) < 1e-12
 page.glue(**{"e17-J": (levels.mean(), ".3f")})
@@ -471,10 +509,12 @@ page.glue(**{"e17-J": (levels.mean(), ".3f")})
 # {doc}`04-positive-definite`.
 
 # %%
-V5, hull5 = geometry.sample_vertices(5, rng=42)            # first unequal-norm draw, no resampling
+# the first unequal-norm draw, no resampling
+V5, hull5 = geometry.sample_vertices(5, rng=42)
 K5 = V5[hull5]
 lo, hi = K5.min(0), K5.max(0)
-g = np.stack(np.meshgrid(np.linspace(lo[0], hi[0], 300), np.linspace(lo[1], hi[1], 300)), -1).reshape(-1, 2)
+axes = [np.linspace(lo[k], hi[k], 300) for k in (0, 1)]
+g = np.stack(np.meshgrid(*axes), -1).reshape(-1, 2)
 g = g[~polytope.outside_hull(K5, g)]
 differ = geometry.cell_labels(g, K5) != geometry.unit_direction_labels(g, K5)
 page.glue(**{"e18-frac": (differ.mean(), ".1%")})

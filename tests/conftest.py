@@ -24,6 +24,22 @@ def check_coincident_pick():
     return check
 
 
+@pytest.fixture
+def neg_logs(monkeypatch):
+    """The arguments of every ``dynamics.bernoulli_from_neg_log`` call during the test (copies, in
+    call order): the exact -log-probabilities with which the samplers draw their Bernoulli events.
+    The draws themselves are unchanged."""
+    seen = []
+    real = D.bernoulli_from_neg_log
+
+    def spy(t, *, rng):
+        seen.append(np.array(t, copy=True))
+        return real(t, rng=rng)
+
+    monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     """One headless Chromium per test module (the DevTools client of ``cdp.py``); fails, saying

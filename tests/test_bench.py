@@ -14,13 +14,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _bench(out: Path, *args: str, timeout: int) -> dict:
+    """Run ``tools/bench.py --quick --out out *args``; its report.json (the run must succeed)."""
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out), *args],
+                         capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads((out / "report.json").read_text())
+
+
 def test_bench_sections_run_and_report_every_target(tmp_path):
     out = tmp_path / "bench"
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out),
-                          "--only", "cells", "softmax", "loops"],
-                         capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads((out / "report.json").read_text())
+    report = _bench(out, "--only", "cells", "softmax", "loops", timeout=900)
     assert set(report["sections"]) == {"cells", "softmax", "loops"}
     targets = [e for es in report["sections"].values() for e in es if e["target"]]
     assert len(targets) == 5  # cells kappa 7 and 25, the softmax floor, two plain-loop comparisons
@@ -36,11 +40,7 @@ def test_bench_sections_run_and_report_every_target(tmp_path):
 def test_bench_context_section_runs_and_reports_scaling(tmp_path):
     """The context section at a small size (n <= 2048): ratios, memory, exponents, table and plot."""
     out = tmp_path / "bench"
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(out),
-                          "--only", "context", "--context-max-n", "2048"],
-                         capture_output=True, text=True, timeout=1800, cwd=ROOT)
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads((out / "report.json").read_text())
+    report = _bench(out, "--only", "context", "--context-max-n", "2048", timeout=1800)
     entries = {e["name"]: e for e in report["sections"]["context"]}
     for kind in ("softmax", "hardmax", "sap"):
         ratio = entries[f"{kind} step / floor at n=2048, d=64, R=1"]

@@ -51,9 +51,8 @@ SCREENSHOTS = bookbuild.ROOT / "_build" / "screenshots"
 MIN_TEXT_PX, MIN_PANEL_PX = 9.0, 200.0
 # Chapters not yet converted to attention_fw.notebook.Page (figures without metadata and gallery
 # links, statement labels in code type). Whoever converts a chapter removes it from this list.
-# 01, 02, 05 and errata were converted this round but their figures have not yet been through
-# this test; They leave the tuple once they pass.
-NOT_YET_CONVERTED = ("01-model", "02-frank-wolfe", "errata")
+# Every chapter is converted now; a new chapter in progress would wait here.
+NOT_YET_CONVERTED: tuple = ()
 RAW_MARKUP = re.compile(r"\{(?:eq|cite(?::[pt])?|ref|numref|doc|glue(?::\w+)?|download|math|term|"
                         r"unconfirmed|abbr)\}`|:label:|:name:|^\s*:::|```|\{glue:", re.M)
 SOURCE_LABEL = re.compile(r"^(?:eq|thm|lem|prop|def|rem|cor|hyp|ass|sec|fig)\w*: ?[\w.-]+$")
@@ -216,6 +215,21 @@ def served_book(tmp_path_factory):
 
 
 
+def page_problems(r: dict, outside: str) -> list[str]:
+    """What is wrong with a page, from its report (:func:`check_page`): math not typeset, images
+    not loaded, requests leaving ``outside`` (the book's folder or sub-path), and the report's own
+    problems."""
+    bad = []
+    if r["math"] and not (r["mathjax"] and r["typeset"] >= r["math"] and r["merror"] == 0):
+        bad.append(f"math not typeset: {r['typeset']} of {r['math']} elements, "
+                   f"{r['merror']} errors, MathJax loaded: {r['mathjax']}")
+    if r["broken"]:
+        bad.append(f"images not loaded: {r['broken']}")
+    if r["remote"]:
+        bad.append(f"requests outside {outside}: {r['remote']}")
+    return bad + list(r["problems"])
+
+
 def book_pages(html: Path) -> list[str]:
     return sorted(p.relative_to(html).as_posix() for p in (html / "book").glob("*.html"))
 
@@ -259,15 +273,7 @@ def test_every_page_renders_offline(reports, scheme):
     """Served from a loopback server (as online) and opened straight from disk (file://)."""
     failures = {}
     for page, r in reports[scheme].items():
-        bad = []
-        if r["math"] and not (r["mathjax"] and r["typeset"] >= r["math"] and r["merror"] == 0):
-            bad.append(f"math not typeset: {r['typeset']} of {r['math']} elements, "
-                       f"{r['merror']} errors, MathJax loaded: {r['mathjax']}")
-        if r["broken"]:
-            bad.append(f"images not loaded: {r['broken']}")
-        if r["remote"]:
-            bad.append(f"requests leaving the book's folder: {r['remote']}")
-        bad += r["problems"]
+        bad = page_problems(r, "the book's folder")
         if bad:
             failures[page] = bad
     assert failures == {}, json.dumps(failures, indent=1)

@@ -25,7 +25,7 @@ import pytest
 
 import bookbuild
 from cdp import evaluate
-from test_browser import check_page
+from test_browser import check_page, page_problems
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 SUBPATH = "attention-fw"
@@ -92,15 +92,8 @@ def test_every_page_and_resource_loads_under_a_sub_path(subpath_server, browser)
     links: dict[str, set[str]] = {}
     for page in pages:
         r = check_page(browser, base + page, base)
-        bad = list(r["problems"])
-        if r["math"]:
-            math_pages += 1
-            if not (r["mathjax"] and r["typeset"] >= r["math"] and r["merror"] == 0):
-                bad.append(f"math not typeset: {r['typeset']} of {r['math']}, MathJax loaded: {r['mathjax']}")
-        if r["broken"]:
-            bad.append(f"images not loaded: {r['broken']}")
-        if r["remote"]:
-            bad.append(f"requests outside {base}: {r['remote']}")
+        bad = page_problems(r, base)
+        math_pages += bool(r["math"])
         requests += r["requests"]
         if bad:
             failures[page] = bad

@@ -199,7 +199,7 @@ def test_page_glue_formats_numbers(glued):
 def test_paper_figure_files_do_not_depend_on_the_caller(tmp_path, monkeypatch, glued):
     """Two chapters draw Figure 4 (one passing the defaults explicitly): same bytes."""
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "a"))
-    nbh.Page("04-positive-definite", resolve(P, "quick")).paper_figure("figure4", seed=42, eta=0.05)
+    nbh.Page("04-positive-definite", resolve(P, "quick")).paper_figure("figure4", rng=42, eta=0.05)
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "b"))
     pf.render("figure4")
     for rel in ("figure4.pdf", "figure4.png", "figure4.svg", "data/figure4.json"):

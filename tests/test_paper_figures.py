@@ -71,7 +71,7 @@ CELL_FILES = [  # (published file, kappa, equal_norm, labelling that the file sh
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name,kappa,eq,labelling", CELL_FILES)
 def test_seed_42_reproduces_the_published_polygon_and_cells(name, kappa, eq, labelling):
-    panel = pf.cell_panel(kappa, 42, equal_norm=eq, labelling=labelling)
+    panel = pf.cell_panel(kappa, rng=42, equal_norm=eq, labelling=labelling)
     K = panel["hull"]
     pub = pf.published_geometry(_published(name), K)
     # hull corners: PDF coordinates carry 6 decimals in points, i.e. ~1e-8 in data units
@@ -99,7 +99,7 @@ def test_seed_42_reproduces_the_published_polygon_and_cells(name, kappa, eq, lab
 def test_published_figure_1_is_not_the_cells_C_i_E18():
     """The published unequal-norm panels show the unit-direction labelling, not C_i(v)."""
     for name, kappa in (("cells-k7-var-bij-unit-noself", 7), ("cells-k10-var-bij-unit-noself", 10)):
-        exact = pf.cell_panel(kappa, 42, labelling="exact")
+        exact = pf.cell_panel(kappa, rng=42, labelling="exact")
         pub = pf.published_geometry(_published(name), exact["hull"])
         colours = pf.hue_colours(kappa)
         worst = 0.0
@@ -302,3 +302,20 @@ def test_command_line_custom_parameters_go_to_figures_custom(tmp_path, monkeypat
     with pytest.raises(SystemExit):
         pf.main(["--help"])
     assert "figures/custom" in capsys.readouterr().out
+
+
+def test_every_panel_draws_from_the_start_of_the_stream_and_a_generator_is_not_advanced():
+    """As the authors' scripts re-seed 42 for every panel: each panel of a figure is the panel drawn
+    alone with the same seed; a Generator passed in is copied (its next draw is unchanged) and the
+    data record an int seed only; the recorded command gives the seed as --seed."""
+    import matplotlib.pyplot as plt
+    gen = np.random.default_rng(42)
+    fig, data = pf.figure2(kappas=(5, 7), rng=gen)
+    plt.close(fig)
+    assert gen.random() == np.random.default_rng(42).random()
+    for p in data["panels"]:
+        alone = pf.cell_panel(p["kappa"], rng=42, equal_norm=True)
+        assert np.array_equal(p["vertices"], alone["vertices"])
+        assert p["seed"] is None and alone["seed"] == 42
+    assert "--seed 7" in pf.command("figure2", {"rng": 7})
+    assert "Python API only: rng=" in pf.command("figure2", {"rng": np.random.SeedSequence(7)})

@@ -205,19 +205,12 @@ def test_tiled_and_untiled_samples_are_homogeneous(kernels):
     assert stats.chi2_contingency(table)[1] > ALPHA
 
 
-def _tiled_escape_of_token_0(monkeypatch, x, beta, key_tile):
+def _tiled_escape_of_token_0(seen, x, beta, key_tile):
     """The probability with which the tiled sampler moves token 0 away from its cluster, read off its
-    Bernoulli draws (its -log-probabilities). Token 0's cluster lies in the first tile, so it ends
+    Bernoulli draws (their -log-probabilities, collected in ``seen`` by the ``neg_logs`` fixture).
+    Token 0's cluster lies in the first tile, so it ends
     outside exactly when a later tile wins a race (probabilities p_t) or the first tile's pick
     falls in its small-weight group (probability q_0): escape = 1 - (1 - q_0) prod_t (1 - p_t)."""
-    seen = []
-    real = D.bernoulli_from_neg_log
-
-    def spy(t, *, rng):
-        seen.append(np.array(t, copy=True))
-        return real(t, rng=rng)
-
-    monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)
     T.sap_step(x, 0.1, beta, rng=0, key_tile=key_tile)
     n = len(x)
     first_pick = seen[0]  # tile 0: every row switches (it is the first), then draws its group
@@ -228,13 +221,13 @@ def _tiled_escape_of_token_0(monkeypatch, x, beta, key_tile):
 
 
 @pytest.mark.parametrize("key_tile", [2, 3, 4, 6])
-def test_escape_probability_of_a_frozen_configuration_is_exact(kernels, monkeypatch, key_tile):
+def test_escape_probability_of_a_frozen_configuration_is_exact(kernels, neg_logs, key_tile):
     """Two tokens on each vertex of a triangle at beta = 40: token 0 leaves its point with
     probability 4e^{-60} / (2 + 4e^{-60}) ~ 1.8e-26, for every tiling (1e-12 relative)."""
     x = np.repeat(regular_polygon(3), 2, axis=0)
     beta = 40.0
     w = 4 * np.exp(-1.5 * beta)
-    assert _tiled_escape_of_token_0(monkeypatch, x, beta, key_tile) == pytest.approx(w / (2 + w), rel=1e-12)
+    assert _tiled_escape_of_token_0(neg_logs, x, beta, key_tile) == pytest.approx(w / (2 + w), rel=1e-12)
 
 
 @pytest.mark.parametrize("key_tile", [1, 2, 4])

@@ -137,18 +137,29 @@ NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in
 
 
 # ----------------------------------------------------------------------------- numba versions
-def _numba_kernels():
+def jit_decorators():
+    """``(jit, jit_sum)``: numba's ``njit`` with the options of every kernel here and in
+    ``_tile_kernels``, or None when numba is not importable.
+
+    ``jit_sum`` also lets LLVM reassociate additions, which vectorises row sums (the result
+    differs from a left-to-right sum only by rounding); no "no NaN / no inf" assumptions are made.
+    """
     try:
         import numba
     except ImportError:
         return None
-
     # error_model="numpy": a division by zero gives inf or NaN as in numpy, not an exception.
     jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-    # Reassociating the additions lets LLVM vectorise the row sums (the result differs from
-    # a left-to-right sum only by rounding); no "no NaN / no inf" assumptions are made.
     jit_sum = numba.njit(cache=True, nogil=True, error_model="numpy",
                          fastmath={"reassoc", "nsz", "contract"})
+    return jit, jit_sum
+
+
+def _numba_kernels():
+    decorators = jit_decorators()
+    if decorators is None:
+        return None
+    jit, jit_sum = decorators
 
     @jit
     def scaled_transpose(x, beta, xt):

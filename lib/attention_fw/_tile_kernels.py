@@ -133,14 +133,10 @@ NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in
 
 # ----------------------------------------------------------------------------- numba versions
 def _numba_kernels():
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - numba is pinned
+    decorators = _kernels.jit_decorators()
+    if decorators is None:  # pragma: no cover - numba is pinned
         return None
-
-    jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-    jit_sum = numba.njit(cache=True, nogil=True, error_model="numpy",
-                         fastmath={"reassoc", "nsz", "contract"})
+    jit, jit_sum = decorators
 
     @jit
     def online_shift(Z, c, acc):

@@ -45,7 +45,7 @@ import numpy as np
 
 from . import _validate as V
 from . import dynamics
-from .polytope import HullDistance, _vertices, c0, points_on_circle, regular_polygon
+from .polytope import HullDistance, _around_vertices, _vertices, c0, points_on_circle, regular_polygon
 from .results import Result
 from .survival import kaplan_meier
 
@@ -87,23 +87,19 @@ def near_vertex_configuration(vertices, per_vertex: int, radius: float, *, rng):
     Examples
     --------
     >>> x0, sigma = near_vertex_configuration(regular_polygon(3), 2, 0.05, rng=0)
-    >>> x0.shape, sigma.tolist()
-    ((9, 2), [0, 1, 2, 0, 0, 1, 1, 2, 2])
+    >>> sigma.tolist(), np.linalg.norm(x0[3:] - x0[sigma[3:]], axis=1).round(12).tolist()
+    ([0, 1, 2, 0, 0, 1, 1, 2, 2], [0.05, 0.05, 0.05, 0.05, 0.05, 0.05])
     """
-    v = _vertices("vertices", vertices)
-    per_vertex = V.positive_int("per_vertex", per_vertex, minimum=0)
     radius = V.real_scalar("radius", radius, low=0, low_open=True)
-    g = V.rng("rng", rng)
-    k = len(v)
-    xs, sig = [v], [np.arange(k)]
-    for i in range(k):
+
+    def draw(v, i, g):
         e = np.delete(v, i, axis=0) - v[i]
         e /= np.linalg.norm(e, axis=1, keepdims=True)
-        u = g.dirichlet(np.ones(k - 1), size=per_vertex) @ e
+        u = g.dirichlet(np.ones(len(v) - 1), size=per_vertex) @ e
         u /= np.linalg.norm(u, axis=1, keepdims=True)
-        xs.append(v[i] + radius * u)
-        sig.append(np.full(per_vertex, i))
-    return np.concatenate(xs), np.concatenate(sig)
+        return v[i] + radius * u
+
+    return _around_vertices(vertices, per_vertex, rng, draw)
 
 
 class _ExitRegion:

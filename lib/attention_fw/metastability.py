@@ -24,7 +24,8 @@ from scipy import spatial
 
 from . import _validate as V
 from . import dynamics
-from .polytope import (_vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle, regular_simplex,
+from .polytope import (_around_vertices, _vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle,
+                       regular_simplex,
                        satisfies_51)
 from .results import Result
 
@@ -128,18 +129,9 @@ def phase1_configuration(vertices, per_vertex: int, beta: float, *, rng, min_dis
     >>> x0.shape, sigma.tolist()
     ((9, 2), [0, 1, 2, 0, 0, 1, 1, 2, 2])
     """
-    v = _vertices("vertices", vertices)
-    per_vertex = V.positive_int("per_vertex", per_vertex, minimum=0)
     beta = V.real_scalar("beta", beta, low=0, low_open=True)
-    g = V.rng("rng", rng)
-    k = len(v)
-    xs, sig = [v], [np.arange(k)]
-    if per_vertex:
-        for i in range(k):
-            xs.append(sample_eroded_cone(v, i, beta ** (-1 / 8), beta ** (-1 / 4), per_vertex, rng=g,
-                                         min_dist=min_dist))
-            sig.append(np.full(per_vertex, i))
-    return np.concatenate(xs), np.concatenate(sig)
+    return _around_vertices(vertices, per_vertex, rng, lambda v, i, g: sample_eroded_cone(
+        v, i, beta ** (-1 / 8), beta ** (-1 / 4), per_vertex, rng=g, min_dist=min_dist))
 
 
 # ----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ One object per chapter, made right after the parameters are resolved::
     fig = cvp.fig_thm31_counterexample(cex, **page.data_only)      # a library plot function
     page.figure(fig, "fw-thm31-counterexample", statement="Theorem 3.1 (erratum E2)",
                 caption="The exact counterexample to the printed bound of Theorem 3.1")
-    page.paper_figure("figure2", kappas=(5, 7, 9, 10), seed=42)   # one of the paper's figures
+    page.paper_figure("figure2", kappas=(5, 7, 9, 10), rng=42)    # one of the paper's figures
     page.glue(first=575, ratio=(0.1234, ".3f"))                   # numbers for the prose
 
 and in the Markdown cells::

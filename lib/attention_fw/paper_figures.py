@@ -17,6 +17,15 @@ figure4             cone I_i(eta) and eroded cone I_i(eta) ominus delta B_1, kap
                     hull order, eta = 0.05, delta = 0.03 (the published file; E16)
 figure4-delta002    the same with the captioned delta = 0.02
 
+Random vertices
+---------------
+Every figure function and :func:`cell_panel` take the keyword-only ``rng`` of the library (an int
+seed, a ``SeedSequence`` or a ``Generator``; published: 42). Each panel draws its vertices from the
+start of that stream, as the authors' scripts re-seed ``numpy.random.default_rng(42)`` for every
+panel: a Generator is copied, not advanced, so ``rng=42``, ``rng=SeedSequence(42)`` and
+``rng=default_rng(42)`` draw the same figure. The data files record an int seed as ``seed``
+(``None`` for a SeedSequence or a Generator); the command line takes it as ``--seed``.
+
 Command line
 ------------
 Regenerate one figure, or all of them::
@@ -53,8 +62,10 @@ so that no comparison needs the PDFs themselves.
 from __future__ import annotations
 
 import argparse
+import copy
 import inspect
 import json
+import numbers
 import re
 import shutil
 import subprocess
@@ -103,7 +114,21 @@ def _pairs(P):
 # ---------------------------------------------------------------------------------------------
 # Panels
 # ---------------------------------------------------------------------------------------------
-def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, labelling="exact",
+def _seed_record(rng):
+    """What the data files record of ``rng``: an int seed as itself, anything else as None."""
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        return rng
+    return None
+
+
+def _stream_start(rng):
+    """A function giving, at each call, a Generator at the start of the stream of ``rng`` (a copy:
+    a Generator passed in is not advanced), so every panel draws as if freshly seeded."""
+    start = V.rng("rng", rng)
+    return lambda: copy.deepcopy(start)
+
+
+def cell_panel(kappa, *, rng=SEED, equal_norm=False, enforce_bijection=True, labelling="exact",
                B=None, points=None):
     """Geometry of one cell panel: sampled vertices, hull (CCW), cells aligned with the hull.
 
@@ -111,7 +136,8 @@ def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, la
     ----------
     kappa : int
         Number of sampled vertices (the authors' k).
-    seed : int
+    rng : int, SeedSequence or Generator (keyword-only)
+        The stream of :func:`attention_fw.geometry.sample_vertices` (published: 42).
     equal_norm, enforce_bijection : bool
         As in :func:`attention_fw.geometry.sample_vertices`.
     labelling : {"exact", "unit"}
@@ -125,10 +151,17 @@ def cell_panel(kappa, seed=SEED, *, equal_norm=False, enforce_bijection=True, la
     -------
     dict with the JSON keys documented in the module docstring.
     """
+    return _panel(kappa, _stream_start(rng)(), _seed_record(rng), equal_norm=equal_norm,
+                  enforce_bijection=enforce_bijection, labelling=labelling, B=B, points=points)
+
+
+def _panel(kappa, gen, seed, *, equal_norm=False, enforce_bijection=True, labelling="exact", B=None,
+           points=None):
+    """:func:`cell_panel` drawing from the Generator ``gen``, recording ``seed``."""
     if labelling not in ("exact", "unit"):
         raise ValueError(f"labelling must be 'exact' or 'unit', got {labelling!r}")
     if points is None:
-        pts, hull = G.sample_vertices(kappa, rng=seed, equal_norm=equal_norm,
+        pts, hull = G.sample_vertices(kappa, rng=gen, equal_norm=equal_norm,
                                       enforce_bijection=enforce_bijection)
     else:
         pts = V.as_float_array("points", points, ndim=2, last_dim=2)
@@ -228,10 +261,11 @@ def _width(width, n_panels):
     return V.real_scalar("width", width, low=0.5, high=30)
 
 
-def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
+def _cells_figure(name, kappas, rng, width, ncols, **panel_kw):
     kappas = _kappas(kappas)
     width = _width(width, len(kappas))
-    panels = [cell_panel(k, seed, **panel_kw) for k in kappas]
+    start = _stream_start(rng)
+    panels = [_panel(k, start(), _seed_record(rng), **panel_kw) for k in kappas]
     lims = _panel_limits(panels)
     fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols)
     for ax, panel, (centre, half) in zip(axes, panels, lims):
@@ -243,10 +277,10 @@ def _cells_figure(name, kappas, seed, width, ncols, **panel_kw):
 # ---------------------------------------------------------------------------------------------
 # The figures
 # ---------------------------------------------------------------------------------------------
-def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
+def figure1(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
-    Vertices from ``sample_vertices(kappa, rng=seed, equal_norm=False, enforce_bijection=True)``;
+    Vertices from ``sample_vertices(kappa, rng=rng, equal_norm=False, enforce_bijection=True)``;
     each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
     (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
     ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
@@ -256,30 +290,30 @@ def figure1(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
     -------
     (matplotlib.figure.Figure, dict)
     """
-    return _cells_figure("figure1", kappas, seed, width, ncols, equal_norm=False,
+    return _cells_figure("figure1", kappas, rng, width, ncols, equal_norm=False,
                          enforce_bijection=True, labelling="unit")
 
 
-def figure1_corrected(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
+def figure1_corrected(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
     """Figure 1 corrected: the true cells C_i(v) (eq: cells, B = I) of the same polygons."""
-    return _cells_figure("figure1-corrected", kappas, seed, width, ncols, equal_norm=False,
+    return _cells_figure("figure1-corrected", kappas, rng, width, ncols, equal_norm=False,
                          enforce_bijection=True, labelling="exact")
 
 
-def figure2(kappas=KAPPAS, seed=SEED, width=None, ncols=None):
+def figure2(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
     """Figure 2: equal norms, so C_i(v) = Vor(v_i) cap K (Proposition 4.5 with B = I)."""
-    fig, data = _cells_figure("figure2", kappas, seed, width, ncols, equal_norm=True,
+    fig, data = _cells_figure("figure2", kappas, rng, width, ncols, equal_norm=True,
                               enforce_bijection=True, labelling="exact")
     for p in data["panels"]:
         p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"])
     return fig, data
 
 
-def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None,
-            ncols=None, n_levels=25):
+def figure3(kappas=(5, 7), B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None, ncols=None, n_levels=25, *,
+            rng=SEED):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
-    Directions come from ``sample_vertices(kappa, rng=seed, equal_norm=True)`` (no bijection flag)
+    Directions come from ``sample_vertices(kappa, rng=rng, equal_norm=True)`` (no bijection flag)
     and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
     (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
     from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
@@ -293,11 +327,12 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
     Bm = V.square_matrix("B", B, 2, symmetric=True)
     c = V.real_scalar("c", c, low=0.0, low_open=True)
     n_levels = V.positive_int("n_levels", n_levels, minimum=2)
+    start = _stream_start(rng)
     panels = []
     for k in kappas:
-        u, _ = G.sample_vertices(k, rng=seed, equal_norm=True, enforce_bijection=False)
+        u, _ = G.sample_vertices(k, rng=start(), equal_norm=True, enforce_bijection=False)
         pts = G.level_set_vertices(u, Bm, c)
-        p = cell_panel(k, seed, labelling="exact", B=Bm, points=pts)
+        p = _panel(k, None, _seed_record(rng), labelling="exact", B=Bm, points=pts)
         p["c"] = c
         p["J_vertices"] = 0.5 * np.einsum("ij,jk,ik->i", pts, Bm, pts)
         p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"], Bm)
@@ -333,12 +368,13 @@ def figure3(kappas=(5, 7), seed=SEED, B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=N
     return fig, {"figure": "figure3", "panels": panels}
 
 
-def _figure4(name, kappa, seed, target, eta, delta, width):
+def _figure4(name, kappa, target, eta, delta, width, rng):
     kappa = V.positive_int("kappa", kappa, minimum=3)
     eta = V.real_scalar("eta", eta, low=0.0)
     delta = V.real_scalar("delta", delta, low=0.0)
     width = V.real_scalar("width", width, low=0.5, high=30)
-    panel = cell_panel(kappa, seed, equal_norm=True, enforce_bijection=False, labelling="exact")
+    panel = _panel(kappa, _stream_start(rng)(), _seed_record(rng), equal_norm=True, enforce_bijection=False,
+                   labelling="exact")
     K = panel["hull"]
     target = V.positive_int("target", target, minimum=0)
     if target >= len(K):
@@ -359,7 +395,7 @@ def _figure4(name, kappa, seed, target, eta, delta, width):
                                     edgecolor="k", linewidth=0.5 * _S * 1.4, zorder=2))
         _draw_hull_and_vertices(ax, K, labels=None, origin_label=False)
         _finish_axis(ax, centre, half)
-    data = {"figure": name, "kappa": kappa, "seed": seed, "eta": eta, "delta": delta,
+    data = {"figure": name, "kappa": kappa, "seed": panel["seed"], "eta": eta, "delta": delta,
             "target": target, "target_vertex": panel["hull_labels"][target],
             "vertices": panel["vertices"], "hull": K, "hull_labels": panel["hull_labels"],
             "hull_area": panel["hull_area"],
@@ -369,19 +405,19 @@ def _figure4(name, kappa, seed, target, eta, delta, width):
     return fig, data
 
 
-def figure4(kappa=7, seed=SEED, target=2, eta=0.05, delta=0.03, width=plotting.TWO_COLUMN):
+def figure4(kappa=7, target=2, eta=0.05, delta=0.03, width=plotting.TWO_COLUMN, *, rng=SEED):
     """Figure 4: cone I_i(eta) (left, green) and eroded cone I_i(eta) ominus delta B_1 (right,
     magenta) for the cell ``target`` in hull CCW order, equal norms, B = I (section 5).
 
     Defaults are those of the published file (delta = 0.03; the caption says 0.02, E16).
     The erosion is exact (:func:`attention_fw.geometry.erode`).
     """
-    return _figure4("figure4", kappa, seed, target, eta, delta, width)
+    return _figure4("figure4", kappa, target, eta, delta, width, rng)
 
 
-def figure4_delta002(kappa=7, seed=SEED, target=2, eta=0.05, delta=0.02, width=plotting.TWO_COLUMN):
+def figure4_delta002(kappa=7, target=2, eta=0.05, delta=0.02, width=plotting.TWO_COLUMN, *, rng=SEED):
     """Figure 4 with the captioned delta = 0.02 (E16)."""
-    return _figure4("figure4-delta002", kappa, seed, target, eta, delta, width)
+    return _figure4("figure4-delta002", kappa, target, eta, delta, width, rng)
 
 
 FIGURES = {
@@ -421,7 +457,7 @@ INFO = {
 """Statement and one-line caption of each paper figure, recorded in its data file."""
 
 
-_FLAGS = ("kappas", "kappa", "seed", "target", "eta", "delta", "B", "width")
+_FLAGS = ("kappas", "kappa", "target", "eta", "delta", "B", "width")
 
 
 def _cli_number(v):
@@ -438,14 +474,22 @@ def command(name, params=None, style=None, usetex=False):
     if name not in FIGURES:
         raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
     full = {**DEFAULTS[name], **(params or {})}
+    keys = [k for k in full if k != "rng"]
+    keys.insert(1 if keys[0] in ("kappas", "kappa") else 0, "rng")  # --seed right after --kappas
     words = [name]
     extra = []
-    for key, value in full.items():
+    for key in keys:
+        value = full[key]
         if value is None:
             continue
         if key == "width" and is_default(name, {"width": value}):
             continue
-        if key in ("kappas", "kappa"):
+        if key == "rng":
+            if _seed_record(value) is not None:
+                words += ["--seed", str(int(value))]
+            else:
+                extra.append(f"rng={value!r}")
+        elif key in ("kappas", "kappa"):
             ks = [value] if np.ndim(value) == 0 else list(value)
             words += ["--kappas", *(str(int(k)) for k in ks)]
         elif key == "B":
@@ -564,10 +608,11 @@ def _params_for(name, args):
             p["kappas"] = tuple(args.kappas)
         elif "kappa" in accepted:
             p["kappa"] = args.kappas[0]
-    for key in ("seed", "eta", "delta", "target", "width"):
+    for key, param in (("seed", "rng"), ("eta", "eta"), ("delta", "delta"), ("target", "target"),
+                       ("width", "width")):
         val = getattr(args, key)
-        if val is not None and key in accepted:
-            p[key] = val
+        if val is not None and param in accepted:
+            p[param] = val
     if args.B is not None and "B" in accepted:
         p["B"] = np.array(args.B, dtype=float).reshape(2, 2)
     return p

@@ -217,6 +217,23 @@ def _vertices(name, v) -> np.ndarray:
     return v
 
 
+def _around_vertices(vertices, per_vertex, rng, draw) -> tuple[np.ndarray, np.ndarray]:
+    """The configurations of Section 5: tokens ``0..kappa-1`` at the vertices, then ``per_vertex``
+    tokens ``draw(v, i, g)`` (an array (per_vertex, d)) around each vertex ``i`` in turn, ``v`` the
+    checked vertices and ``g`` the Generator of ``rng``. Returns ``x0`` and the labels ``sigma``
+    (the vertex of each token)."""
+    v = _vertices("vertices", vertices)
+    per_vertex = V.positive_int("per_vertex", per_vertex, minimum=0)
+    g = V.rng("rng", rng)
+    k = len(v)
+    xs, sig = [v], [np.arange(k)]
+    if per_vertex:
+        for i in range(k):
+            xs.append(draw(v, i, g))
+            sig.append(np.full(per_vertex, i))
+    return np.concatenate(xs), np.concatenate(sig)
+
+
 def c0(vertices) -> float:
     """The constant ``c_0 = min_{i != l} (<v_i, v_i> - <v_i, v_l>)`` of Theorems 5.2 and 5.4.
 

@@ -188,10 +188,15 @@ def _rescale(x3, B, beta):
 
 # ----------------------------------------------------------------------------- the cores
 class _Tiles:
-    """The loops over system chunks, query blocks and key tiles of one step, with one reusable tile buffer."""
+    """The loops over system chunks, query blocks and key tiles of one step, with one reusable tile buffer.
 
-    def __init__(self, R, n, p: Plan):
-        self.R, self.n, self.p = R, n, p
+    ``Q`` (R, n, d) are the (scaled) queries and ``KT`` (R, d, n) the keys transposed; a tile of
+    scores is ``Q[rs, qs] @ KT[rs, :, ks]``.
+    """
+
+    def __init__(self, Q, KT, p: Plan):
+        self.Q, self.KT, self.p = Q, KT, p
+        self.R, self.n = Q.shape[0], Q.shape[1]
         self._buf = np.empty(p.systems * p.queries * p.keys)
 
     def blocks(self):
@@ -201,14 +206,26 @@ class _Tiles:
             for q0 in range(0, self.n, p.queries):
                 yield slice(r0, r1), slice(q0, min(self.n, q0 + p.queries))
 
-    def keys(self):
+    def scores(self, rs, qs):
+        """The scores of the block ``(rs, qs)`` key tile by key tile: ``(k0, ks, S)``, ``S`` a
+        C-contiguous (Rb, q, k) view of the buffer, overwritten by the next tile."""
         for k0 in range(0, self.n, self.p.keys):
-            yield k0, slice(k0, min(self.n, k0 + self.p.keys))
+            ks = slice(k0, min(self.n, k0 + self.p.keys))
+            shape = (rs.stop - rs.start, qs.stop - qs.start, ks.stop - ks.start)
+            S = self._buf[: shape[0] * shape[1] * shape[2]].reshape(shape)
+            np.matmul(self.Q[rs, qs], self.KT[rs, :, ks], out=S)
+            yield k0, ks, S
 
-    def tile(self, rs, qs, ks):
-        """A C-contiguous (Rb, q, k) view of the buffer."""
-        shape = (rs.stop - rs.start, qs.stop - qs.start, ks.stop - ks.start)
-        return self._buf[: shape[0] * shape[1] * shape[2]].reshape(shape)
+    def weights(self, rs, qs, shift, c, acc):
+        """The tiles of ``exp`` of the scores of the block, as :meth:`scores`. ``shift``: each tile
+        relative to the running row maximum ``c`` (R_b, q), rescaling the running sums ``acc``
+        (``_tile_kernels`` ``online_shift``); else the scores are known to lie in [-200, 200]."""
+        TK = _tile_kernels.impl()
+        for k0, ks, Z in self.scores(rs, qs):
+            if shift:
+                TK.online_shift(Z, c, acc)
+            np.exp(Z, out=Z)
+            yield k0, ks, Z
 
 
 def _softmax_core(Q, KT, Va, p: Plan, shift: bool):
@@ -219,19 +236,13 @@ def _softmax_core(Q, KT, Va, p: Plan, shift: bool):
     known to lie in [-200, 200]). Returns ``(acc, c)``: the sums relative to ``e^{c_i}``.
     """
     R, n = Q.shape[0], Q.shape[1]
-    TK = _tile_kernels.impl()
-    tiles = _Tiles(R, n, p)
+    tiles = _Tiles(Q, KT, p)
     acc = np.zeros(Va.shape[:1] + (n, Va.shape[-1]))
     c = np.full((R, n), -np.inf) if shift else np.zeros((R, n))
     for rs, qs in tiles.blocks():
         a, cq = acc[rs, qs], c[rs, qs]  # views: the kernels write through them
         tmp = np.empty(a.shape)
-        for _, ks in tiles.keys():
-            Z = tiles.tile(rs, qs, ks)
-            np.matmul(Q[rs, qs], KT[rs, :, ks], out=Z)
-            if shift:
-                TK.online_shift(Z, cq, a)
-            np.exp(Z, out=Z)
+        for _, ks, Z in tiles.weights(rs, qs, shift, cq, a):
             np.matmul(Z, Va[rs, ks], out=tmp)
             a += tmp
     return acc, c
@@ -258,7 +269,7 @@ def _leader_state(x3, values3, B, tol, p: Plan):
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
     R, n = xs.shape[0], xs.shape[1]
     TK = _tile_kernels.impl()
-    tiles = _Tiles(R, n, p)
+    tiles = _Tiles(Q, KT, p)
     m = values3.shape[-1]
     acc = np.zeros((R, n, m))
     fs = np.empty((R, n, 4))
@@ -267,9 +278,7 @@ def _leader_state(x3, values3, B, tol, p: Plan):
     ist[..., 1] = -1
     for rs, qs in tiles.blocks():
         fsq, istq, accq = (np.ascontiguousarray(a[rs, qs]) for a in (fs, ist, acc))
-        for k0, ks in tiles.keys():
-            S = tiles.tile(rs, qs, ks)
-            np.matmul(Q[rs, qs], KT[rs, :, ks], out=S)
+        for k0, ks, S in tiles.scores(rs, qs):
             TK.leader_scan(S, values3[rs, ks], k0, fsq, istq, accq, tol)
         fs[rs, qs], ist[rs, qs], acc[rs, qs] = fsq, istq, accq
     top, low, mlow, xhigh = (fs[..., k] for k in range(4))
@@ -399,7 +408,7 @@ def _sap_picks(x3, B, beta, rng, p: Plan):
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
     shift = not b * _norm(B) * D._max_sq_norm(xs) <= 200.0
     TK = _tile_kernels.impl()
-    tiles = _Tiles(R, n, p)
+    tiles = _Tiles(Q, KT, p)
     J = np.full((R, n), -1, dtype=np.intp)
     for rs, qs in tiles.blocks():
         Rb, q = rs.stop - rs.start, qs.stop - qs.start
@@ -407,12 +416,7 @@ def _sap_picks(x3, B, beta, rng, p: Plan):
         c = np.full((Rb, q), -np.inf)
         w = np.empty((Rb, q))
         Jq = np.full((Rb, q), -1, dtype=np.intp)
-        for k0, ks in tiles.keys():
-            Z = tiles.tile(rs, qs, ks)
-            np.matmul(Q[rs, qs], KT[rs, :, ks], out=Z)
-            if shift:
-                TK.online_shift(Z, c, total)
-            np.exp(Z, out=Z)
+        for k0, _, Z in tiles.weights(rs, qs, shift, c, total):
             TK.row_sums(Z, w)
             before = total[..., 0]
             switch = (before == 0.0) & (w > 0.0)  # the first tile with weight: probability 1
