@@ -49,10 +49,8 @@ LOCAL_SCHEMES = ("data:", "blob:", "about:")
 WIDTH = 1280
 SCREENSHOTS = bookbuild.ROOT / "_build" / "screenshots"
 MIN_TEXT_PX, MIN_PANEL_PX = 9.0, 200.0
-# Chapters not yet converted to attention_fw.notebook.Page (figures without metadata and gallery
-# links, statement labels in code type). Whoever converts a chapter removes it from this list.
-# Every chapter is converted now; a new chapter in progress would wait here.
-NOT_YET_CONVERTED: tuple = ()
+# TeX that reached the page as text (a title's $\beta$ quoted as link text shows "\beta")
+RAW_TEX = re.compile(r"\\[A-Za-z]{2,}")
 RAW_MARKUP = re.compile(r"\{(?:eq|cite(?::[pt])?|ref|numref|doc|glue(?::\w+)?|download|math|term|"
                         r"unconfirmed|abbr)\}`|:label:|:name:|^\s*:::|```|\{glue:", re.M)
 SOURCE_LABEL = re.compile(r"^(?:eq|thm|lem|prop|def|rem|cor|hyp|ass|sec|fig)\w*: ?[\w.-]+$")
@@ -252,10 +250,6 @@ def reports(served_book, browser):
     return out
 
 
-def _converted(page: str) -> bool:
-    return Path(page).stem not in NOT_YET_CONVERTED
-
-
 def _local_file(html: Path, url: str) -> Path:
     """The file of the built book that a page's URL (http or file) points to."""
     path = unquote(urlparse(url).path)
@@ -310,15 +304,14 @@ def _context(text, m):
 
 
 def test_no_raw_markup_or_source_scaffolding(reports):
-    """No MyST that was not rendered on any page; in converted chapters (and the other pages) no
-    internal file name and no label of the paper's source in code type (the {unconfirmed} badge
-    replaces them)."""
+    """No MyST that was not rendered and no TeX shown as text on any page, no internal file name
+    and no label of the paper's source in code type (the {unconfirmed} badge replaces them)."""
     failures = {}
     for page, r in reports["http"].items():
         bad = [f"raw markup: {_context(r['prose'], m)}" for m in RAW_MARKUP.finditer(r["prose"])]
-        if _converted(page):
-            bad += [f"internal name: {_context(r['prose'], m)}" for m in INTERNAL_NAMES.finditer(r["prose"])]
-            bad += [f"source label in code type: {c!r}" for c in r["codes"] if SOURCE_LABEL.match(c)]
+        bad += [f"raw TeX: {_context(r['prose'], m)}" for m in RAW_TEX.finditer(r["prose"])]
+        bad += [f"internal name: {_context(r['prose'], m)}" for m in INTERNAL_NAMES.finditer(r["prose"])]
+        bad += [f"source label in code type: {c!r}" for c in r["codes"] if SOURCE_LABEL.match(c)]
         bad += ["a badge without its tooltip" for tip in r["badges"] if not tip.strip()]
         if bad:
             failures[page] = bad
@@ -336,8 +329,6 @@ def test_figures_are_legible_at_1280_px(served_book, reports):
     html, _ = served_book
     failures, measured = {}, 0
     for page, r in reports["http"].items():
-        if not _converted(page):
-            continue
         bad = []
         for f in r["figures"]:
             if not f["json"]:
@@ -363,8 +354,6 @@ def test_every_figure_caption_links_to_its_gallery_entry(reports):
     entries = set(gallery["gallery_ids"])
     failures, linked = {}, set()
     for page, r in reports["http"].items():
-        if not _converted(page):
-            continue
         bad = []
         for f in r["figures"]:
             if not f["name"] or not f["gallery"]:

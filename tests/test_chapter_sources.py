@@ -14,10 +14,7 @@ from bookbuild import ROOT
 
 MAX_VISIBLE_LINES = 15
 HIDDEN = {"hide-input", "remove-input", "remove-cell"}
-# Chapters still being converted (by another branch); they leave this tuple when converted.
-NOT_YET_SHORT: tuple = ()
 SOURCES = sorted(ROOT.glob("book/0*.py")) + [ROOT / "book" / "errata.py"]
-CONVERTED = [s for s in SOURCES if s.stem not in NOT_YET_SHORT]
 
 
 def _lines(cell) -> int:
@@ -37,10 +34,9 @@ def prose_lines(source) -> int:
 def test_the_sources_are_found():
     names = {s.stem for s in SOURCES}
     assert {"01-model", "02-frank-wolfe", "03-negative-definite", "05-finite-beta", "errata"} <= names
-    assert set(NOT_YET_SHORT) <= names, "an exempted chapter no longer exists: drop it from NOT_YET_SHORT"
 
 
-@pytest.mark.parametrize("source", CONVERTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_no_visible_code_cell_is_longer_than_15_lines(source):
     long = [(_lines(c), c.source.splitlines()[0]) for c in visible_code_cells(source)
             if _lines(c) > MAX_VISIBLE_LINES and "parameters" not in c.metadata.get("tags", [])]
@@ -48,7 +44,7 @@ def test_no_visible_code_cell_is_longer_than_15_lines(source):
                       f"(fold them with hide-input or move the code into the library): {long}")
 
 
-@pytest.mark.parametrize("source", CONVERTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_visible_code_lines_are_fewer_than_prose_lines(source):
     """Issue 16 asks it of chapter 5 (the worst offender); every converted chapter meets it."""
     code = sum(_lines(c) for c in visible_code_cells(source))

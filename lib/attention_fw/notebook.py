@@ -54,8 +54,8 @@ A chapter, step by step (``book/03-negative-definite.py`` is the example):
    format spec in the text;
 5. statement labels of the paper's source in code type go; where a number or text is
    uncertain, ``{unconfirmed}`what is uncertain``` follows the statement's name;
-6. remove the chapter from ``NOT_YET_CONVERTED`` in ``tests/test_browser.py``, which then checks
-   its captions, gallery entries, legibility (9 px text, 200 px panels) and text.
+6. ``tests/test_browser.py`` then checks every page's captions, gallery entries, legibility
+   (9 px text, 200 px panels) and text.
 """
 from __future__ import annotations
 
