@@ -471,12 +471,18 @@ def probe_context(kind: str, n: int, key_tile) -> dict:
             "peak_growth_mb": (peak - rss0) / 1024, "plan": vars(case.plan)}
 
 
-def _run_probe(kind, n, key_tile):
+def _run_probe(kind, n, key_tile, reps: int = 1):
+    """``reps`` fresh processes; the run with the median time (its memory too: the peak is the
+    same in every run, the time is what other jobs on the machine disturb)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-context", kind, str(n), str(key_tile or 0)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    if p.returncode != 0:
-        raise RuntimeError(f"probe {kind} n={n} failed:\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    runs = []
+    for _ in range(reps):
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"probe {kind} n={n} failed:\n{p.stderr[-3000:]}")
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    runs.sort(key=lambda r: r["seconds"])
+    return dict(runs[len(runs) // 2], reps=reps)
 
 
 def _fit_exponent(ns, values) -> float:
@@ -513,7 +519,7 @@ def bench_context(quick: bool, max_n: int = 65536) -> list:
                           f"step {med(t['step']):.2f} s, floor {med(t['floor']):.2f} s, one rep")))
     # Scaling: each (kind, n) in a fresh process, tiles of CONTEXT_KEY_TILE keys at every n (all queries).
     ns = [m for m in (1024, 2048, 4096, 8192, 16384, 32768, 65536) if m <= max_n]
-    rows = {kind: [_run_probe(kind, m, CONTEXT_KEY_TILE) for m in ns] for kind in CONTEXT_KINDS}
+    rows = {kind: [_run_probe(kind, m, CONTEXT_KEY_TILE, reps) for m in ns] for kind in CONTEXT_KINDS}
     for kind in CONTEXT_KINDS:
         top = rows[kind][-1]
         out.append(entry(f"{kind} step peak memory growth at n={top['n']}", top["peak_growth_mb"], "MB",
@@ -529,13 +535,19 @@ def bench_context(quick: bool, max_n: int = 65536) -> list:
         fits[kind] = {"time": _fit_exponent(ns, secs), "memory": _fit_exponent(ns, mem),
                       "time_large_n": (_fit_exponent([ns[k] for k in big], [secs[k] for k in big])
                                        if len(big) >= 3 else None)}
-        et, em = fits[kind]["time"], fits[kind]["memory"]
+        em = fits[kind]["memory"]
+        # The exponent of the n^2 work is read where the work dominates: below n = 4096 a step takes
+        # milliseconds and its fixed costs (dispatch, allocation, small BLAS blocks) are a large
+        # share, so the per-pair cost there is 2-3 times the asymptotic one and flattens the slope.
+        large = fits[kind]["time_large_n"]
+        et = large if large is not None else fits[kind]["time"]
         out.append(entry(f"{kind}: fitted exponent of time against n", et, "", target="~ 2 (1.8 to 2.2)",
                          met=bool(1.8 <= et <= 2.2) if len(ns) > 2 else None,
-                         how=(f"least squares of log time on log n over n = {ns[0]} ... {ns[-1]}, one fresh process "
-                              f"per n, tiles of {CONTEXT_KEY_TILE} keys"
-                              + (f"; over n >= 4096 only: {fits[kind]['time_large_n']:.3f}"
-                                 if fits[kind]["time_large_n"] is not None else ""))))
+                         how=(f"least squares of log time on log n over n = {ns[big[0]] if large is not None else ns[0]}"
+                              f" ... {ns[-1]} (median of {reps} fresh processes per n, tiles of {CONTEXT_KEY_TILE} "
+                              f"keys); over the whole range n = {ns[0]} ... {ns[-1]}: {fits[kind]['time']:.3f} "
+                              f"(per-pair cost {1e9 * secs[0] / ns[0] ** 2:.1f} ns at n = {ns[0]}, "
+                              f"{1e9 * secs[-1] / ns[-1] ** 2:.1f} ns at n = {ns[-1]})")))
         out.append(entry(f"{kind}: fitted exponent of peak memory growth against n", em, "", target="~ 1 (0.8 to 1.2)",
                          met=bool(0.8 <= em <= 1.2) if len(ns) > 2 else None,
                          how="same runs: O(n (d + tile)) state and tiles, no n^2 array"))
@@ -545,7 +557,8 @@ def bench_context(quick: bool, max_n: int = 65536) -> list:
                       for i, m in enumerate(ns)]}
     fig = _context_figure(ns, rows, fits)
     plotting.save(fig, "context-scaling", {"n": ns, "rows": rows, "fits": fits}, outdir=OUT, formats=("png", "svg"))
-    out.append(entry("time and peak memory growth against n (tiles of 256 keys, one fresh process each)", None, "",
+    out.append(entry(f"time and peak memory growth against n (tiles of 256 keys, median of {reps} fresh processes)",
+                     None, "",
                      how="table below; plot context-scaling.png (data in data/context-scaling.json)",
                      table=table, image="context-scaling.png"))
     return out
@@ -559,7 +572,10 @@ def _context_figure(ns, rows, fits):
     for kind, marker in zip(CONTEXT_KINDS, "osd"):
         secs = np.array([r["seconds"] for r in rows[kind]])
         mem = np.array([r["peak_growth_mb"] for r in rows[kind]])
-        axes[0].loglog(ns_a, secs, marker + "-", label=f"{kind} (slope {fits[kind]['time']:.2f})")
+        large = fits[kind]["time_large_n"]
+        slope = (f"slope {large:.2f} for n $\\geq$ 4096, {fits[kind]['time']:.2f} overall" if large is not None
+                 else f"slope {fits[kind]['time']:.2f}")
+        axes[0].loglog(ns_a, secs, marker + "-", label=f"{kind} ({slope})")
         axes[1].loglog(ns_a, np.maximum(mem, 1e-3), marker + "-", label=f"{kind} (slope {fits[kind]['memory']:.2f})")
     for ax, power, ref, unit in ((axes[0], 2, rows["softmax"][-1]["seconds"], "time of one step (s)"),
                                  (axes[1], 1, rows["softmax"][-1]["peak_growth_mb"], "peak memory growth (MB)")):
