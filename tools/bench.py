@@ -573,16 +573,18 @@ def _context_figure(ns, rows, fits):
         secs = np.array([r["seconds"] for r in rows[kind]])
         mem = np.array([r["peak_growth_mb"] for r in rows[kind]])
         large = fits[kind]["time_large_n"]
-        slope = (f"slope {large:.2f} for n $\\geq$ 4096, {fits[kind]['time']:.2f} overall" if large is not None
-                 else f"slope {fits[kind]['time']:.2f}")
-        axes[0].loglog(ns_a, secs, marker + "-", label=f"{kind} ({slope})")
+        slope = (f"{large:.2f} ({fits[kind]['time']:.2f})" if large is not None
+                 else f"(slope {fits[kind]['time']:.2f})")
+        axes[0].loglog(ns_a, secs, marker + "-", label=f"{kind} {slope}")
         axes[1].loglog(ns_a, np.maximum(mem, 1e-3), marker + "-", label=f"{kind} (slope {fits[kind]['memory']:.2f})")
     for ax, power, ref, unit in ((axes[0], 2, rows["softmax"][-1]["seconds"], "time of one step (s)"),
                                  (axes[1], 1, rows["softmax"][-1]["peak_growth_mb"], "peak memory growth (MB)")):
         ax.loglog(ns_a, ref * (ns_a / ns_a[-1]) ** power, "k:", lw=0.8, label=f"$\\propto n^{power}$")
         ax.set_xlabel("tokens $n$ ($d=64$, one system)")
         ax.set_ylabel(unit)
-        ax.legend(frameon=False, fontsize=7)
+        ax.legend(frameon=False, fontsize=7, title_fontsize=7, loc="upper left" if ax is axes[0] else "best",
+                  title=("slope for $n\\geq 4096$ (all $n$)"
+                         if ax is axes[0] and fits["softmax"]["time_large_n"] is not None else None))
     axes[1].axhline(8 * ns_a[-1] ** 2 / 2 ** 20, color="0.6", lw=0.8)
     axes[1].annotate("untiled scores at the largest $n$", (ns_a[0], 8 * ns_a[-1] ** 2 / 2 ** 20 * 0.5),
                      fontsize=7, color="0.4")
