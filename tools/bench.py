@@ -397,6 +397,10 @@ CONTEXT_D, CONTEXT_KEY_TILE = 64, 256
 CONTEXT_KINDS = ("softmax", "hardmax", "sap")
 
 
+# the time exponent's target is fitted from this n on (below it fixed per-step costs weigh)
+CONTEXT_LARGE_N = 4096
+
+
 def _context_case(kind: str, n: int, key_tile=None, beta: float = 1.0):
     """One tiled step on n tokens in d = 64 (N(0, I/d): |x_i| ~ 1) and its floor on the same tiles.
 
@@ -531,7 +535,7 @@ def bench_context(quick: bool, max_n: int = 65536) -> list:
     for kind in CONTEXT_KINDS:
         secs = [r["seconds"] for r in rows[kind]]
         mem = [max(r["peak_growth_mb"], 1e-3) for r in rows[kind]]
-        big = [k for k, m in enumerate(ns) if m >= 4096]
+        big = [k for k, m in enumerate(ns) if m >= CONTEXT_LARGE_N]
         fits[kind] = {"time": _fit_exponent(ns, secs), "memory": _fit_exponent(ns, mem),
                       "time_large_n": (_fit_exponent([ns[k] for k in big], [secs[k] for k in big])
                                        if len(big) >= 3 else None)}
@@ -583,7 +587,7 @@ def _context_figure(ns, rows, fits):
         ax.set_xlabel("tokens $n$ ($d=64$, one system)")
         ax.set_ylabel(unit)
         ax.legend(frameon=False, fontsize=7, title_fontsize=7, loc="upper left" if ax is axes[0] else "best",
-                  title=("slope for $n\\geq 4096$ (all $n$)"
+                  title=(f"slope for $n\\geq {CONTEXT_LARGE_N}$ (all $n$)"
                          if ax is axes[0] and fits["softmax"]["time_large_n"] is not None else None))
     axes[1].axhline(8 * ns_a[-1] ** 2 / 2 ** 20, color="0.6", lw=0.8)
     axes[1].annotate("untiled scores at the largest $n$", (ns_a[0], 8 * ns_a[-1] ** 2 / 2 ** 20 * 0.5),
