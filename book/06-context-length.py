@@ -151,14 +151,14 @@ page.glue(check_n=p.check_n, check_soft=(check.softmax_error, ".1e"),
 # the fraction of owners with the integral.
 
 # %%
-grid = sweeps.grid(n=p.own_ns, d=p.own_dims, seed=p.seed)
+grid = sweeps.grid(n=p.own_ns, d=p.own_dims, rng=p.seed)
 for g in grid:
     g["systems"] = max(1, p.own_tokens // g["n"])
 own = sweeps.run(CL.ownership_task, grid, **RUN)
 for r in own:
-    print(f"n = {r['n']:6,d}, d = {r['d']:2d}: {r['owners']:6,d} of "
-          f"{r['tokens']:,} own their cells ({r['fraction']:.4f}; "
-          f"exact {r['probability']:.4f})")
+    print(f"n = {r.n:6,d}, d = {r.d:2d}: {r.owners:6,d} of "
+          f"{r.tokens:,} own their cells ({r.fraction:.4f}; "
+          f"exact {r.probability:.4f})")
 
 # %% tags=["hide-input"]
 z = [(r["fraction"] - r["probability"]) / np.sqrt(max(r["probability"] * (1 - r["probability"]), 1e-12)
@@ -223,14 +223,14 @@ page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition),
 
 # %%
 run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma,
-                       steps=p.run_steps, seed=p.seed)
+                       steps=p.run_steps, rng=p.seed)
 run = sweeps.run(CL.hardmax_run_task, run_grid, **RUN)[0]
-print(f"owners: {run['owners']:,}; led by an owner: "
-      f"{run['led_by_owner']:,}; others: {run['others']:,}")
-print(f"moved at each layer: {run['moved']}")
-print(f"never moved: {run['never_moved']:,} "
-      f"(exactly the owners: {run['never_moved_are_owners']})")
-error = max(run["closed_form_error"])
+print(f"owners: {run.owners:,}; led by an owner: "
+      f"{run.led_by_owner:,}; others: {run.others:,}")
+print(f"moved at each layer: {run.moved}")
+print(f"never moved: {run.never_moved:,} "
+      f"(exactly the owners: {run.never_moved_are_owners})")
+error = max(run.closed_form_error)
 print(f"largest relative deviation from the closed form: {error:.1e}")
 
 # %% tags=["hide-input"]
@@ -283,7 +283,7 @@ page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax d
 # ```python
 # from attention_fw import context_length as CL, sweeps, tiled
 # tiled.set_memory_budget(2 * 2**30)    # allow 2 GiB of scores per step
-# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], seed=[0, 1],
+# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], rng=[0, 1],
 #                      systems=1)
 # results = sweeps.run(CL.ownership_task, params, executor="local-dask")
 # ```

@@ -48,13 +48,13 @@ def test_sampled_ownership_matches_the_probability():
     frac = ((first == np.arange(n)) & (count == 1)).mean(axis=1)
     se = frac.std(ddof=1) / np.sqrt(R)
     assert abs(frac.mean() - CL.own_cell_probability(n, d)) <= 5 * se
-    r = CL.ownership_task(n=n, d=d, systems=R, seed=1)
+    r = CL.ownership_task(n=n, d=d, systems=R, rng=1)
     assert r["tokens"] == n * R and 0 < r["owners"] < r["tokens"]
     assert abs(r["fraction"] - r["probability"]) <= 5 * se
 
 
 def test_owners_never_move_and_the_led_follow_the_closed_form():
-    r = CL.hardmax_run_task(n=600, d=8, gamma=0.4, steps=6, seed=2)
+    r = CL.hardmax_run_task(n=600, d=8, gamma=0.4, steps=6, rng=2)
     assert r["never_moved_are_owners"] and r["never_moved"] == r["owners"]
     assert r["moved"] == [r["n"] - r["owners"]] * r["steps"]
     assert 0 < r["owners"] < r["n"] and r["led_by_owner"] > 0
@@ -63,13 +63,19 @@ def test_owners_never_move_and_the_led_follow_the_closed_form():
 
 
 def test_tasks_use_the_same_tokens_as_a_direct_run():
-    """The run's owners are the ownership sweep's owners for the same (n, d, seed), and the tiled
-    hardmax step moves exactly the non-owners, as the untiled step does."""
-    r_own = CL.ownership_task(n=300, d=7, systems=1, seed=5)
-    r_run = CL.hardmax_run_task(n=300, d=7, gamma=0.5, steps=1, seed=5)
-    assert r_own["owners"] == r_run["owners"]
-    x = np.random.default_rng(np.random.SeedSequence([5, 300, 7])).standard_normal((300, 7))
-    assert ((D.hardmax_step(x, 0.5) != x).any(axis=1).sum()) == r_run["moved"][0]
+    """The run's owners are the ownership sweep's owners for the same (n, d, rng), and one layer
+    moves exactly the non-owners of those tokens, as the untiled step does; the tokens are keyed
+    by one draw of rng and by (n, d), so another (n, d) is another draw, not a reshaped one."""
+    r_own = CL.ownership_task(n=300, d=7, systems=1, rng=5)
+    r_run = CL.hardmax_run_task(n=300, d=7, gamma=0.5, steps=1, rng=5)
+    assert r_own.owners == r_run.owners
+    word = int(np.random.default_rng(5).integers(2 ** 63))
+    x = np.random.default_rng(np.random.SeedSequence([word, 300, 7])).standard_normal((300, 7))
+    first, count = T.leaders(x, return_counts=True)
+    assert ((first == np.arange(300)) & (count == 1)).sum() == r_own.owners
+    assert ((D.hardmax_step(x, 0.5) != x).any(axis=1).sum()) == r_run.moved[0]
+    y = np.random.default_rng(np.random.SeedSequence([word, 300, 8])).standard_normal((300, 8))
+    assert not np.isin(y.ravel()[:100], x.ravel()).any()
 
 
 def test_tiled_check_agrees_and_sees_a_tile_boundary():
@@ -90,6 +96,7 @@ def test_step_memory_counts_the_scores_and_covers_every_key():
     for n in (100, 1000, 5000, 65536):
         m = CL.step_memory(n, 64, budget=budget)
         assert m.untiled_bytes == 8 * n * n
+        assert CL.step_memory(n, 64, systems=3, budget=budget).untiled_bytes == 3 * 8 * n * n
         assert (m.tiles - 1) * m.tile_keys < n <= m.tiles * m.tile_keys
         assert m.tile_bytes <= max(budget, 8 * n * T.MIN_KEY_TILE)
     assert CL.step_memory(100, 8, budget=budget).tiles == 1                 # small problems: one tile

@@ -42,6 +42,8 @@ CALLS = {
     "convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
     "context_length.tiled_check": lambda rng: CTX.tiled_check(50, 4, key_tile=16, rng=rng),
+    "context_length.ownership_task": lambda rng: CTX.ownership_task(n=40, d=3, systems=2, rng=rng),
+    "context_length.hardmax_run_task": lambda rng: CTX.hardmax_run_task(n=40, d=3, gamma=0.5, steps=2, rng=rng),
     "dynamics.sap_step": lambda rng: D.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
     "tiled.sap_step": lambda rng: T.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, key_tile=2, return_choice=True),
     "dynamics.bernoulli_from_neg_log": lambda rng: D.bernoulli_from_neg_log(np.linspace(0, 3, 50), rng=rng),
@@ -106,6 +108,27 @@ def _same(a, b):
 def test_every_function_with_rng_is_covered():
     """The table above lists exactly the library's public callables with an ``rng`` parameter."""
     assert _library_functions_with_rng() == set(CALLS)
+
+
+def test_no_function_takes_a_seed_instead():
+    """One vocabulary: randomness comes in as ``rng``. The one exception is the stream factory
+    ``notebook.stream(name, seed)`` (and ``Page.stream``), which turns a chapter's seed into the
+    Generators that are then passed as ``rng``."""
+    found = set()
+    for info in pkgutil.iter_modules(attention_fw.__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"attention_fw.{info.name}")
+        for name, obj in vars(mod).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__ or not callable(obj):
+                continue
+            try:
+                params = inspect.signature(obj).parameters
+            except (TypeError, ValueError):
+                continue
+            if any("seed" in p for p in params):
+                found.add(f"{info.name}.{name}")
+    assert found == {"notebook.stream"}
 
 
 def test_rng_is_keyword_only():

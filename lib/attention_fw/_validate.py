@@ -122,3 +122,11 @@ def rng(name: str, seed) -> np.random.Generator:
     if seed is None or isinstance(seed, (numbers.Integral, np.random.SeedSequence)) and not isinstance(seed, bool):
         return np.random.default_rng(seed)
     raise TypeError(f"{name} must be an int seed, a SeedSequence or a numpy Generator, got {type(seed).__name__}")
+
+
+def seed_record(rng):
+    """What results and data files record of an ``rng`` argument: an int seed as itself, anything
+    else (a SeedSequence, a Generator, None) as None."""
+    if isinstance(rng, (numbers.Integral, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        return int(rng)
+    return None

@@ -19,8 +19,9 @@ and the event of Remark 4.6, here for every token rather than for ``kappa`` fixe
 :func:`tiled_check` compares the tiled steps with the untiled ones on one draw, :func:`step_memory`
 says what a step needs in memory with and without tiles (:func:`size_text` writes it in KiB, MiB
 or GiB). :func:`ownership_task` and :func:`hardmax_run_task` are the sweep tasks of the chapter (module level,
-deterministic in their parameters); both run through :mod:`attention_fw.tiled`, so
-``n = 65,536`` tokens need ``O(n (d + tile))`` memory.
+deterministic in their parameters, ``rng`` included); both find leaders with :mod:`attention_fw.tiled`
+and step through :func:`attention_fw.dynamics.simulate`, so ``n = 65,536`` tokens need
+``O(n (d + tile))`` memory.
 """
 from __future__ import annotations
 
@@ -32,14 +33,21 @@ from scipy import optimize, special, stats
 
 from . import _validate as chk
 from . import dynamics, tiled
+from .results import Result
 
 __all__ = ["own_cell_probability", "half_dimension", "ownership_task", "hardmax_run_task",
            "TiledCheck", "tiled_check", "StepMemory", "step_memory", "size_text"]
 
 
-def _gaussian_tokens(shape, seed, n, d):
-    """Tokens for the parameters (seed, n, d): one stream per parameter set, fixed by all three."""
-    return np.random.default_rng(np.random.SeedSequence([seed, n, d])).standard_normal(shape)
+def _gaussian_tokens(shape, rng, n, d):
+    """Tokens for one sweep point: a stream keyed by one draw of ``rng`` and by ``(n, d)``.
+
+    ``rng`` is an int, a SeedSequence or a Generator (the same seed gives the same tokens however
+    it is passed); mixing ``(n, d)`` into the stream makes the points of a sweep that share one
+    seed independent draws, rather than the same numbers cut into other shapes.
+    """
+    word = int(chk.rng("rng", rng).integers(2 ** 63))
+    return np.random.default_rng(np.random.SeedSequence([word, n, d])).standard_normal(shape)
 
 
 def own_cell_probability(n, d) -> np.ndarray:
@@ -76,64 +84,95 @@ def half_dimension(n) -> float:
     return float(optimize.brentq(lambda d: float(own_cell_probability(n, d)) - 0.5, 1.0, 400.0, xtol=1e-6))
 
 
-def ownership_task(*, n: int, d: int, systems: int, seed: int) -> dict:
+def ownership_task(*, n: int, d: int, systems: int, rng) -> Result:
     """Owners among ``systems`` independent draws of ``n`` Gaussian tokens in ``R^d`` (tiled leaders).
 
-    Returns ``owners`` (tokens that are their own unique leader), ``tokens`` (= systems * n),
-    ``fraction`` and the exact ``probability`` of :func:`own_cell_probability`.
+    ``rng`` (int, SeedSequence or Generator) seeds the tokens, together with ``(n, d)``.
+
+    Returns
+    -------
+    Result with ``n``, ``d``, ``systems``, ``seed`` (``rng`` if it is an int, else None),
+    ``owners`` (tokens that are their own unique leader), ``tokens`` (= systems * n),
+    ``fraction``, the exact ``probability`` of :func:`own_cell_probability`, and the memory of
+    the leader search, ``tile_bytes`` against ``untiled_bytes`` (:func:`step_memory`).
+
+    Examples
+    --------
+    >>> r = ownership_task(n=64, d=40, systems=2, rng=0)       # d >> 2 log n: all own their cells
+    >>> r.owners == r.tokens == 128, r.probability > 1 - 1e-5
+    (True, True)
     """
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
     systems = chk.positive_int("systems", systems)
-    x = _gaussian_tokens((systems, n, d), seed, n, d)
+    x = _gaussian_tokens((systems, n, d), rng, n, d)
     first, count = tiled.leaders(x, return_counts=True)
     owners = int(((first == np.arange(n)) & (count == 1)).sum())
-    p = tiled.plan(x.shape)
-    return {"n": n, "d": d, "systems": systems, "seed": seed, "owners": owners, "tokens": systems * n,
-            "fraction": owners / (systems * n), "probability": float(own_cell_probability(n, d)),
-            "tile_bytes": p.tile_bytes, "untiled_bytes": 8 * systems * n * n}
+    mem = step_memory(n, d, systems=systems)
+    return Result(n=n, d=d, systems=systems, seed=chk.seed_record(rng), owners=owners, tokens=systems * n,
+                  fraction=owners / (systems * n), probability=float(own_cell_probability(n, d)),
+                  tile_bytes=mem.tile_bytes, untiled_bytes=mem.untiled_bytes)
 
 
-def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, seed: int) -> dict:
-    """``steps`` layers of (SA-inf), ``B = I``, constant ``gamma``, from ``n`` Gaussian tokens in ``R^d`` (tiled steps).
+def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result:
+    """``steps`` layers of (SA-inf), ``B = I``, constant ``gamma``, from ``n`` Gaussian tokens in ``R^d``.
 
-    Returns the counts of owners (at ``t = 0``), of tokens led by an owner and of the others; the
-    number of tokens that moved at each layer and whether the tokens that never moved are exactly
-    the owners; for the tokens led by an owner ``v``, the largest deviation from Theorem 4.2's
-    closed form ``v + (1 - gamma)^t (x^0 - v)`` relative to ``|x^0 - v|``, and the median and
-    largest ratio ``|x^t - v| / |x^0 - v|``, at each layer.
+    The layers run through :func:`attention_fw.dynamics.simulate` (which switches to the tiled
+    steps when the ``n x n`` scores would not fit); ``rng`` (int, SeedSequence or Generator)
+    seeds the tokens, together with ``(n, d)``, exactly as :func:`ownership_task` does, so the two
+    tasks see the same tokens for the same seed (the first system of the sweep).
+
+    Returns
+    -------
+    Result with ``n``, ``d``, ``gamma``, ``steps``, ``seed`` (as in :func:`ownership_task`); the counts ``owners`` (at ``t = 0``),
+    ``led_by_owner`` (tokens whose unique leader owns its cell) and ``others``; ``moved`` (tokens
+    that moved at each layer), ``never_moved`` and ``never_moved_are_owners``; for the tokens
+    led by an owner ``v``, at each layer, ``closed_form_error`` (largest deviation from Theorem
+    4.2's closed form ``v + (1 - gamma)^t (x^0 - v)``, relative to ``|x^0 - v|``) and
+    ``ratio_median`` / ``ratio_max`` of ``|x^t - v| / |x^0 - v|``; ``probability``,
+    ``tile_bytes`` and ``untiled_bytes`` as in :func:`ownership_task`.
+
+    Examples
+    --------
+    >>> r = hardmax_run_task(n=200, d=6, gamma=0.5, steps=3, rng=1)
+    >>> r.never_moved_are_owners, r.moved == [r.n - r.owners] * 3, max(r.closed_form_error) < 1e-14
+    (True, True, True)
     """
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
     steps = chk.positive_int("steps", steps)
     gamma = chk.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True, high_open=True)
-    x0 = _gaussian_tokens((n, d), seed, n, d)
+    x0 = _gaussian_tokens((n, d), rng, n, d)
     first, count = tiled.leaders(x0, return_counts=True)
-    idx = np.arange(n)
-    owner = (first == idx) & (count == 1)
+    owner = (first == np.arange(n)) & (count == 1)
     led = ~owner & (count == 1) & owner[first]  # led by one owner
-    v = x0[first[led]]
-    gap0 = np.linalg.norm(x0[led] - v, axis=1)
-    x = x0
-    never_moved = np.ones(n, dtype=bool)
-    moved, cf_err, ratio_med, ratio_max = [], [], [], []
-    for t in range(1, steps + 1):
-        y = tiled.hardmax_step(x, gamma)
-        step_moved = (y != x).any(axis=1)
-        never_moved &= ~step_moved
-        moved.append(int(step_moved.sum()))
-        x = y
-        closed = v + (1.0 - gamma) ** t * (x0[led] - v)
-        cf_err.append(float((np.linalg.norm(x[led] - closed, axis=1) / gap0).max()) if led.any() else 0.0)
+    v, start = x0[first[led]], x0[led]
+    gap0 = np.linalg.norm(start - v, axis=1)
+    state = {"x": x0, "never_moved": np.ones(n, dtype=bool)}
+
+    def layer(x, t):
+        """What layer ``t`` did: tokens moved since ``t - 1``; distances to the leading owners."""
+        moved = (x != state["x"]).any(axis=1)
+        state["x"] = x.copy()
+        state["never_moved"] &= ~moved
+        closed = v + (1.0 - gamma) ** t * (start - v)
         ratio = np.linalg.norm(x[led] - v, axis=1) / gap0
-        ratio_med.append(float(np.median(ratio)) if led.any() else math.nan)
-        ratio_max.append(float(ratio.max()) if led.any() else math.nan)
-    p = tiled.plan(x0.shape)
-    return {"n": n, "d": d, "gamma": gamma, "steps": steps, "seed": seed,
-            "owners": int(owner.sum()), "led_by_owner": int(led.sum()), "others": int(n - owner.sum() - led.sum()),
-            "moved": moved, "never_moved": int(never_moved.sum()),
-            "never_moved_are_owners": bool(np.array_equal(never_moved, owner)),
-            "closed_form_error": cf_err, "ratio_median": ratio_med, "ratio_max": ratio_max,
-            "probability": float(own_cell_probability(n, d)),
-            "tile_bytes": p.tile_bytes, "untiled_bytes": 8 * n * n}
+        some = bool(led.any())
+        return {"moved": int(moved.sum()),
+                "closed_form_error": float((np.linalg.norm(x[led] - closed, axis=1) / gap0).max()) if some else 0.0,
+                "ratio_median": float(np.median(ratio)) if some else math.nan,
+                "ratio_max": float(ratio.max()) if some else math.nan}
+
+    rec = dynamics.FunctionRecorder("layer", layer, times=range(1, steps + 1))
+    per_layer = dynamics.simulate(x0, dynamics.Hardmax(gamma), steps, [rec]).records["layer"]
+    never_moved = state["never_moved"]
+    mem = step_memory(n, d)
+    return Result(n=n, d=d, gamma=gamma, steps=steps, seed=chk.seed_record(rng),
+                  owners=int(owner.sum()), led_by_owner=int(led.sum()), others=int(n - owner.sum() - led.sum()),
+                  moved=[int(m) for m in per_layer["moved"]], never_moved=int(never_moved.sum()),
+                  never_moved_are_owners=bool(np.array_equal(never_moved, owner)),
+                  **{key: [float(e) for e in per_layer[key]]
+                     for key in ("closed_form_error", "ratio_median", "ratio_max")},
+                  probability=float(own_cell_probability(n, d)),
+                  tile_bytes=mem.tile_bytes, untiled_bytes=mem.untiled_bytes)
 
 
 @dataclass(frozen=True)
@@ -173,7 +212,7 @@ def tiled_check(n: int, d: int = 64, *, key_tile: int = 256, gamma: float = 0.1,
 
 @dataclass(frozen=True)
 class StepMemory:
-    """Memory of one step on ``n`` tokens: the untiled ``n x n`` scores (float64) against the
+    """Memory of one step on ``n`` tokens (per system): the untiled ``n x n`` scores (float64) against the
     tiles of :func:`attention_fw.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles)."""
 
     n: int
@@ -183,17 +222,19 @@ class StepMemory:
     tile_bytes: int
 
 
-def step_memory(n: int, d: int, *, budget=None) -> StepMemory:
-    """What one step on ``n`` tokens in ``R^d`` holds in memory, untiled and tiled (``budget``
-    in bytes, default :func:`attention_fw.tiled.memory_budget`).
+def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
+    """What one step on ``systems`` systems of ``n`` tokens in ``R^d`` holds in memory, untiled
+    (``8 systems n^2`` bytes of float64 scores) and tiled (``budget`` in bytes, default
+    :func:`attention_fw.tiled.memory_budget`).
 
     >>> m = step_memory(65536, 64, budget=256 * 2**20)
     >>> size_text(m.untiled_bytes), m.tile_keys, m.tiles
     ('32 GiB', 256, 256)
     """
     n, d = chk.positive_int("n", n), chk.positive_int("d", d)
-    plan = tiled.plan((n, d), budget=budget)
-    return StepMemory(n=n, untiled_bytes=8 * n * n, tile_keys=plan.keys, tiles=-(-n // plan.keys),
+    systems = chk.positive_int("systems", systems)
+    plan = tiled.plan((systems, n, d), budget=budget)
+    return StepMemory(n=n, untiled_bytes=8 * systems * n * n, tile_keys=plan.keys, tiles=-(-n // plan.keys),
                       tile_bytes=plan.tile_bytes)
 
 

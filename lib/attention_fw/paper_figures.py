@@ -65,7 +65,6 @@ import argparse
 import copy
 import inspect
 import json
-import numbers
 import re
 import shutil
 import subprocess
@@ -114,13 +113,6 @@ def _pairs(P):
 # ---------------------------------------------------------------------------------------------
 # Panels
 # ---------------------------------------------------------------------------------------------
-def _seed_record(rng):
-    """What the data files record of ``rng``: an int seed as itself, anything else as None."""
-    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
-        return rng
-    return None
-
-
 def _stream_start(rng):
     """A function giving, at each call, a Generator at the start of the stream of ``rng`` (a copy:
     a Generator passed in is not advanced), so every panel draws as if freshly seeded."""
@@ -151,7 +143,7 @@ def cell_panel(kappa, *, rng=SEED, equal_norm=False, enforce_bijection=True, lab
     -------
     dict with the JSON keys documented in the module docstring.
     """
-    return _panel(kappa, _stream_start(rng)(), _seed_record(rng), equal_norm=equal_norm,
+    return _panel(kappa, _stream_start(rng)(), V.seed_record(rng), equal_norm=equal_norm,
                   enforce_bijection=enforce_bijection, labelling=labelling, B=B, points=points)
 
 
@@ -265,7 +257,7 @@ def _cells_figure(name, kappas, rng, width, ncols, **panel_kw):
     kappas = _kappas(kappas)
     width = _width(width, len(kappas))
     start = _stream_start(rng)
-    panels = [_panel(k, start(), _seed_record(rng), **panel_kw) for k in kappas]
+    panels = [_panel(k, start(), V.seed_record(rng), **panel_kw) for k in kappas]
     lims = _panel_limits(panels)
     fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols)
     for ax, panel, (centre, half) in zip(axes, panels, lims):
@@ -332,7 +324,7 @@ def figure3(kappas=(5, 7), B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None, ncols=
     for k in kappas:
         u, _ = G.sample_vertices(k, rng=start(), equal_norm=True, enforce_bijection=False)
         pts = G.level_set_vertices(u, Bm, c)
-        p = _panel(k, None, _seed_record(rng), labelling="exact", B=Bm, points=pts)
+        p = _panel(k, None, V.seed_record(rng), labelling="exact", B=Bm, points=pts)
         p["c"] = c
         p["J_vertices"] = 0.5 * np.einsum("ij,jk,ik->i", pts, Bm, pts)
         p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"], Bm)
@@ -373,7 +365,7 @@ def _figure4(name, kappa, target, eta, delta, width, rng):
     eta = V.real_scalar("eta", eta, low=0.0)
     delta = V.real_scalar("delta", delta, low=0.0)
     width = V.real_scalar("width", width, low=0.5, high=30)
-    panel = _panel(kappa, _stream_start(rng)(), _seed_record(rng), equal_norm=True, enforce_bijection=False,
+    panel = _panel(kappa, _stream_start(rng)(), V.seed_record(rng), equal_norm=True, enforce_bijection=False,
                    labelling="exact")
     K = panel["hull"]
     target = V.positive_int("target", target, minimum=0)
@@ -485,7 +477,7 @@ def command(name, params=None, style=None, usetex=False):
         if key == "width" and is_default(name, {"width": value}):
             continue
         if key == "rng":
-            if _seed_record(value) is not None:
+            if V.seed_record(value) is not None:
                 words += ["--seed", str(int(value))]
             else:
                 extra.append(f"rng={value!r}")
