@@ -559,7 +559,7 @@ V6 = geo.level_set_vertices(np.c_[np.cos(th), np.sin(th)], B4)
 X6 = np.random.default_rng(seeds_4c[0]).dirichlet(np.ones(6), size=(1, pc.n_interior)) @ V6
 schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmonic(),
                 "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
-runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, B4, s, steps))
+runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, s, B4, steps))
            for (kind, s), steps in zip(schedules_4c.items(), pc.schedule_steps)}
 fig_sched = cvp.fig_vertex_schedules(runs_4c, **page.data_only)
 page.figure(fig_sched, "vertex-convergence-schedules",
@@ -605,8 +605,8 @@ v42, h42 = geo.sample_vertices(6, rng=42, enforce_bijection=True)
 v42 = v42[h42]
 X1 = np.random.default_rng(seeds_4c[1]).dirichlet(np.ones(6), size=(1, 14)) @ V6
 X2 = np.random.default_rng(seeds_4c[2]).dirichlet(np.ones(6), size=(1, 14)) @ v42
-pl1 = vl.vertex_convergence(V6, X1, B4, pc.line_gamma, pc.line_steps)
-pl2 = vl.vertex_convergence(v42, X2, np.eye(2), pc.line_gamma, pc.line_steps)
+pl1 = vl.vertex_convergence(V6, X1, pc.line_gamma, B4, pc.line_steps)
+pl2 = vl.vertex_convergence(v42, X2, pc.line_gamma, np.eye(2), pc.line_steps)
 fig_lines = cvp.fig_vertex_straight_lines(
     [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
      ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **page.data_only)
@@ -632,7 +632,7 @@ glue("ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42
 v0, h0 = geo.sample_vertices(6, rng=0, enforce_bijection=True)
 v0 = v0[h0]
 X0 = np.random.default_rng(seeds_4c[3]).dirichlet(np.ones(6), size=10) @ v0
-run_no = vl.non_owning_run(v0, X0, np.eye(2), pc.line_gamma, 40)
+run_no = vl.non_owning_run(v0, X0, pc.line_gamma, np.eye(2), 40)
 fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **page.data_only)
 page.figure(fig_no, "vertex-not-owning-cell",
             statement="Theorem 4.2, genericity condition",
@@ -696,7 +696,7 @@ rng_dg = np.random.default_rng(seeds_4c[4])
 x_dg = rng_dg.normal(size=(pc.dg_systems, pc.dg_tokens, 2))
 M = rng_dg.normal(size=(2, 2))
 B_dg = M @ M.T + 0.1 * np.eye(2)
-dg_runs = {label: vl.duality_gap_check(x_dg, B_dg, spec, pc.dg_steps)
+dg_runs = {label: vl.duality_gap_check(x_dg, spec, B_dg, pc.dg_steps)
            for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
                                 ("$2^{-t-1}$", "halving")]}
 fig_dg = cvp.fig_duality_gap(dg_runs, **page.data_only)

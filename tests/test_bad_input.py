@@ -202,7 +202,7 @@ CASES = [
     ("origin_in_hull-3d", lambda: P.origin_in_hull_2d(np.ones((2, 3, 3))), E, "x"),
     ("thm31_ratio-Bstar-negative", lambda: C.thm31_ratio(X[None], -np.eye(2), 5), E, "Bstar"),
     ("section3-schedule-unknown", lambda: C.section3_rates(X[None], np.eye(2), 5, schedule="nope"), E, "schedule"),
-    ("vertex_convergence-B-size", lambda: VL.vertex_convergence(X, 0.5 * X, np.eye(3), 0.5, 5), E, "B"),
+    ("vertex_convergence-B-size", lambda: VL.vertex_convergence(X, 0.5 * X, 0.5, np.eye(3), 5), E, "B"),
     ("wilson-trials-zero", lambda: VL.wilson_interval(1, 0), E, "trials"),
     ("owns_cell_probability-kappa", lambda: VL.owns_cell_probability([2], 1, 10), E, "kappa"),
     ("ode_solution-t-negative", lambda: VL.ode_solution(X, np.eye(2), -1.0), E, "t"),

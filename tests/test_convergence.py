@@ -49,7 +49,7 @@ def test_exact_trajectory_agrees_with_float_dynamics():
     rng = np.random.default_rng(0)
     x0 = rng.normal(size=(5, 2))
     Bs = np.array([[2.0, 0.5], [0.5, 1.0]])
-    traj = C.exact_hardmax_trajectory(x0.tolist(), 30, Bs.tolist())
+    traj = C.exact_hardmax_trajectory(x0.tolist(), 30, Bstar=Bs.tolist())
     x = x0.copy()
     for t in range(30):
         x = D.hardmax_step(x, 2 / (t + 2), -Bs)
@@ -83,7 +83,7 @@ def test_symmetric_bookkeeping_matches_exact_arithmetic(seed):
     """The float simulation of symmetric clouds (mirror + exact zeros) follows the Fraction trajectory."""
     x = np.round(C.symmetric_cloud(1, 6, 2, rng=seed)[0] * 100) / 100
     Bs = [[1, 0], [0, Fraction(3, 10)]]
-    exact = C.exact_hardmax_trajectory(x.tolist(), 40, Bs)
+    exact = C.exact_hardmax_trajectory(x.tolist(), 40, Bstar=Bs)
     r = C.section3_rates(x, np.array(Bs, dtype=float), 40, times=np.arange(41), symmetric=True)
     for t in range(41):
         np.testing.assert_allclose(r["positions"][t, 0], np.array(exact[t], dtype=float), atol=1e-12)
@@ -226,7 +226,7 @@ def test_theorem_42_closed_form_machine_precision(sched):
     Vt = polygon(6) @ np.diag([1.0, 1 / np.sqrt(2)])  # on the ellipse <Bv, v> = 1 of B = diag(1, 2)
     B = np.diag([1.0, 2.0])
     X = np.random.default_rng(0).dirichlet(np.ones(6), size=(4, 15)) @ Vt
-    r = VL.vertex_convergence(np.broadcast_to(Vt, (4, 6, 2)), X, B, sched, 40)
+    r = VL.vertex_convergence(np.broadcast_to(Vt, (4, 6, 2)), X, sched, B, 40)
     assert np.all(r["labels_constant"])
     assert np.all(r["vertices_fixed"] <= 1e-12)
     err = np.abs(r["dist"] - r["closed"])
@@ -248,7 +248,7 @@ def test_theorem_42_rates():
     # measured through the dynamics: the halving schedule stalls at 0.2888 of the initial distance
     Vt = polygon(5)
     X = np.random.default_rng(1).dirichlet(np.ones(5), size=(1, 10)) @ Vt
-    r = VL.vertex_convergence(Vt, X, np.eye(2), S.Halving(), 60)
+    r = VL.vertex_convergence(Vt, X, S.Halving(), np.eye(2), 60)
     ratio = r["dist"][-1, 0, 5:] / r["dist"][0, 0, 5:]
     np.testing.assert_allclose(ratio, VL.HALVING_LIMIT, rtol=1e-12)
 
@@ -257,7 +257,7 @@ def test_non_owning_vertex_moves_and_hull_shrinks():
     """A vertex that does not own its cell moves; the hull area strictly decreases."""
     Vt = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.62, 0.62]])
     X = np.array([[0.1, 0.2], [-0.3, 0.1]])
-    r = VL.non_owning_run(Vt, X, np.diag([1.0, 2.0]), 0.3, 30)
+    r = VL.non_owning_run(Vt, X, 0.3, np.diag([1.0, 2.0]), 30)
     assert not r["owner"].all()
     assert np.all(r["vertex_shift"][-1, ~r["owner"]] > 0.1)
     assert np.all(r["vertex_shift"][:, r["owner"]] == 0.0)
@@ -273,7 +273,7 @@ def test_duality_gap_inequality_along_trajectories(sched, c):
     x = rng.normal(size=(20, 9, 2))
     M = rng.normal(size=(2, 2))
     B = M @ M.T + 0.1 * np.eye(2)
-    g = VL.duality_gap_check(x, B, sched, 300, c=c)
+    g = VL.duality_gap_check(x, sched, B, 300, c=c)
     scale = c * 0.5 * np.einsum("rnd,de,rne->r", x, B, x).max()
     assert np.all(g["lhs"] <= g["rhs"] + 1e-12 * scale)
     assert np.all(g["gap"] >= -1e-12 * scale)
@@ -381,9 +381,9 @@ def test_remark46_kappa_two_exact():
 def test_bad_inputs_name_the_argument():
     Vt = polygon(5)
     with pytest.raises(ValueError, match="interior"):
-        VL.vertex_convergence(Vt, np.zeros((2, 3, 2)), np.eye(2), 0.3, 5)
+        VL.vertex_convergence(Vt, np.zeros((2, 3, 2)), 0.3, np.eye(2), 5)
     with pytest.raises(ValueError, match="gamma"):
-        VL.vertex_convergence(Vt, Vt[:2] * 0.5, np.eye(2), 1.5, 5)
+        VL.vertex_convergence(Vt, Vt[:2] * 0.5, 1.5, np.eye(2), 5)
     with pytest.raises(ValueError, match="kappa"):
         VL.owns_cell_probability([3], 1, 10)
     with pytest.raises(ValueError, match="dts"):
@@ -397,4 +397,4 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="ns"):
         C.thm31_shifted([], 3, 5)
     with pytest.raises(ValueError, match="c"):
-        VL.duality_gap_check(np.ones((3, 2)), np.eye(2), 0.3, 5, c=-1.0)
+        VL.duality_gap_check(np.ones((3, 2)), 0.3, np.eye(2), 5, c=-1.0)

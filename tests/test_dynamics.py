@@ -193,7 +193,7 @@ def test_layer_equals_its_renormalised_form():
     x = rng.normal(size=(6, 3))
     Vm = rng.normal(size=(3, 3))
     B = rng.normal(size=(3, 3))
-    A = D.attention(x, B, 1.3)
+    A = D.attention(x, 1.3, B)
     rhs = np.linalg.solve(np.eye(3) + Vm, (x + (A @ x) @ Vm.T).T).T
     np.testing.assert_allclose(D.layer_step(x, 1.3, B, Vm), rhs, atol=1e-12)
 
@@ -311,7 +311,7 @@ def test_recorders_give_summaries_without_trajectory():
     (lambda: D.hardmax_step(np.zeros((3, 2)), 0.0), "gamma"),
     (lambda: D.softmax_step(np.zeros((3, 2)), 0.5, -1.0), "beta"),
     (lambda: D.softmax_step(np.zeros((3, 2)), 0.5, np.inf), "beta"),
-    (lambda: D.attention(np.zeros((3, 2)), np.eye(3)), "B"),
+    (lambda: D.attention(np.zeros((3, 2)), B=np.eye(3)), "B"),
     (lambda: D.preconditioner(-np.eye(2)), "V"),
     (lambda: D.simulate(np.zeros((3, 2)), "hardmax", 3), "rule"),
 ])

@@ -254,7 +254,7 @@ def test_softmax_step_with_B_matches_attention_at_large_beta(B):
     for scale in (1e-3, 1.0, 10.0, 1e3, 1e6):   # beta |S| from 1e-6 to 1e18: both shift branches
         x = rng.standard_normal((5, 6, 2)) * scale
         for beta in (0.0, 1e-3, 1.0, 50.0, 1e3, 1e6):
-            A = D.attention(x, B, beta)
+            A = D.attention(x, beta, B)
             y = D.softmax_step(x, 0.3, beta, B)
             assert np.all(np.isfinite(y))
             cond = np.finfo(float).eps * beta * scale * scale * 40
@@ -269,6 +269,6 @@ def test_hardmax_step_equals_the_hardmax_attention_average(x, gamma):
     ref = x + gamma * (A @ x - x)
     np.testing.assert_allclose(D.hardmax_step(x, gamma), ref, rtol=1e-12, atol=1e-12 * np.abs(x).max())
     B = np.diag(np.arange(1.0, x.shape[-1] + 1.0))
-    A = D.attention(x, B, np.inf)
+    A = D.attention(x, np.inf, B)
     np.testing.assert_allclose(D.hardmax_step(x, gamma, B), x + gamma * (A @ x - x), rtol=1e-12,
                                atol=1e-12 * np.abs(x).max())

@@ -1,5 +1,6 @@
-"""One seed, one result: every public function that takes ``rng`` gives identical output for the
-same seed passed as an int, a SeedSequence or a Generator (the vocabulary of attention_fw.dynamics)."""
+"""The vocabulary of attention_fw.dynamics, checked over every public function: one seed, one result
+(identical output for the same seed passed as an int, a SeedSequence or a Generator), randomness
+only through ``rng``, and one argument order."""
 import dataclasses
 import importlib
 import inspect
@@ -117,6 +118,20 @@ def test_no_function_takes_a_seed_instead():
     Generators that are then passed as ``rng``."""
     found = {key for key, params in _public_signatures() if any("seed" in p for p in params)}
     assert found == {"notebook.stream"}
+
+
+def test_one_argument_order():
+    """The positional arguments of every public function and class come in the order of the
+    vocabulary, ``(x, gamma, beta, B, V)`` (``schedule`` stands for ``gamma``, ``Bstar`` for ``B``),
+    any of them skipped; the bound of Theorem 5.4, a formula in the theorem's own parameters
+    ``(t, beta, n, gamma, ...)``, is the one exception."""
+    rank = {"gamma": 0, "schedule": 0, "beta": 1, "B": 2, "Bstar": 2, "V": 3}
+    out_of_order = set()
+    for key, params in _public_signatures():
+        seq = [rank[p] for p, par in params.items() if p in rank and par.kind is not par.KEYWORD_ONLY]
+        if seq != sorted(seq):
+            out_of_order.add(key)
+    assert out_of_order == {"metastability.metastability_bound"}
 
 
 def test_rng_is_keyword_only():

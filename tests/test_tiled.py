@@ -77,8 +77,8 @@ def test_attention_apply_is_attention_times_values(kernels):
     rng = np.random.default_rng(3)
     x, v = rng.standard_normal((2, 40, 3)), rng.standard_normal((2, 40, 5))
     for beta in (0.0, 2.0, 300.0):
-        ref = D.attention(x, None, beta) @ v
-        assert rel_err(T.attention_apply(x, v, None, beta, key_tile=6), ref, v) <= 1e-12
+        ref = D.attention(x, beta) @ v
+        assert rel_err(T.attention_apply(x, v, beta, key_tile=6), ref, v) <= 1e-12
     np.testing.assert_allclose(T.attention_apply(x, v, key_tile=6), D.attention(x) @ v, rtol=0, atol=1e-14)
 
 
@@ -171,7 +171,7 @@ def test_sap_jump_targets_follow_the_softmax_law(kernels):
     N, beta = 20_000, 1.5
     _, J = T.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.2, beta, rng=10, key_tile=5, return_choice=True)
     counts = np.stack([np.bincount(J[:, i], minlength=12) for i in range(12)])
-    assert chi_square_pvalue(counts, N * D.attention(x, None, beta)) > ALPHA
+    assert chi_square_pvalue(counts, N * D.attention(x, beta)) > ALPHA
 
 
 def test_sap_chain_over_many_steps_has_the_untiled_transition_law(kernels):
@@ -183,7 +183,7 @@ def test_sap_chain_over_many_steps_has_the_untiled_transition_law(kernels):
     x = rng.standard_normal((200, 10, 2))
     beta, u = 2.0, []
     for _ in range(60):
-        A = D.attention(x, None, beta)
+        A = D.attention(x, beta)
         y, J = T.sap_step(x, 0.3, beta, rng=rng, key_tile=3, return_choice=True)
         cum = np.cumsum(A, axis=-1) - A
         pj = np.take_along_axis(A, J[..., None], -1)[..., 0]

@@ -171,7 +171,7 @@ def _softmax_case():
         return D.softmax_step(x, gamma, beta)
 
     def unfused():  # the straightforward library composition: attention matrix, then A x
-        A = D.attention(x, None, beta)
+        A = D.attention(x, beta)
         return x + gamma * (A @ x - x)
 
     return types.SimpleNamespace(R=R, n=n, d=d, gamma=gamma, beta=beta, x=x, xt=xt, floor=floor,

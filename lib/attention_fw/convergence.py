@@ -99,7 +99,7 @@ def _frac(name, v):
     raise TypeError(f"{name} must hold integers, Fractions or floats, got {type(v).__name__}")
 
 
-def exact_hardmax_trajectory(x0, steps: int, Bstar=1, gamma=None):
+def exact_hardmax_trajectory(x0, steps: int, *, gamma=None, Bstar=1):
     """(SA-inf) of Section 3 in exact rational arithmetic (``fractions.Fraction``).
 
     ``x_i <- x_i + gamma^t (s_i - x_i)`` with ``s_i`` the average of the tokens minimising
@@ -192,7 +192,7 @@ def thm31_counterexample(x0=(3, -1), steps: int = 700) -> Result:
         ``0`` not in the initial hull (the theorem's hypothesis), fewer than 2 steps.
     """
     steps = V.positive_int("steps", steps, minimum=2)
-    traj = exact_hardmax_trajectory(list(x0), steps, 1)
+    traj = exact_hardmax_trajectory(list(x0), steps, Bstar=1)
     xs0 = [p[0] for p in traj[0]]
     if not (min(xs0) <= 0 <= max(xs0)):
         raise ValueError("x0 must have 0 in its convex hull (hypothesis of Theorem 3.1)")
@@ -393,7 +393,7 @@ def thm31_shifted(ns, R: int, steps: int, Bstar=None, *, rng=0, times=None) -> R
     return out
 
 
-def section3_rates(x0, Bstar, steps: int, schedule="fw", times=None, symmetric: bool = False) -> Result:
+def section3_rates(x0, Bstar, steps: int, *, schedule="fw", times=None, symmetric: bool = False) -> Result:
     """Energy, Frank-Wolfe gap and primal gaps along (SA-inf) with ``B = -B_*`` (Section 3).
 
     At each recorded ``t`` (per system, maximised over tokens):

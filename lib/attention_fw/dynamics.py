@@ -192,7 +192,7 @@ def _softmax_from_scores(S, beta):
     return Z
 
 
-def attention(x, B=None, beta=np.inf, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def attention(x, beta=np.inf, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     """Row-stochastic attention matrix ``A[..., i, j]`` (Section 1.1; hardmax for ``beta = inf``).
 
     Numerically stable for every ``beta`` in ``[0, inf]``: the scores are shifted by
@@ -285,7 +285,7 @@ def layer_step(x, beta, B, V) -> np.ndarray:
     if P.shape[0] != x.shape[-1]:
         raise ValueError(f"V must be {x.shape[-1]} x {x.shape[-1]} to match x, got {P.shape}")
     T = _tiled_for(x)
-    Ax = attention(x, B, beta) @ x if T is None else T.attention_apply(x, x, B, beta)
+    Ax = attention(x, beta, B) @ x if T is None else T.attention_apply(x, x, beta, B)
     return x + (Ax - x) @ P.T
 
 
@@ -315,7 +315,7 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
     d = x.shape[-1]
     B = _key_query(B, x)
     tol = _tie_tol(tie_rtol, d)
-    # The same leader set as attention(x, B, inf) (_hardmax_from_scores), in one pass over each
+    # The same leader set as attention(x, inf, B) (_hardmax_from_scores), in one pass over each
     # row of scores: max_j |S_ij| = max(max_j S_ij, -min_j S_ij), and the tied tokens (usually
     # one) are averaged directly instead of through a 0/1 matrix product. For small d the
     # scores are computed inside that pass; for larger d they come from one BLAS product.
@@ -424,7 +424,7 @@ def _scratch(name, shape):
 def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     """``(1 - gamma) x_i + gamma sum_j A_ij x_j`` for the softmax weights, without storing ``A``.
 
-    Same numbers as ``x + gamma (attention(x, B, beta) @ x - x)`` up to rounding, with each
+    Same numbers as ``x + gamma (attention(x, beta, B) @ x - x)`` up to rounding, with each
     pass over memory done once (the passes are the fused kernels of ``_kernels``): beta scales
     a (R, d, n) transposed copy of the tokens (contiguous, so the batched product runs in BLAS),
     which also yields ``max_k |x_k|^2`` and, unless ``checked``, the finiteness of x; the scores
@@ -700,7 +700,7 @@ class Layer(Rule):
 
     def step(self, x, t, systems=None):
         T = _tiled_for(x)
-        Ax = attention(x, self.B, self.beta) @ x if T is None else T.attention_apply(x, x, self.B, self.beta)
+        Ax = attention(x, self.beta, self.B) @ x if T is None else T.attention_apply(x, x, self.beta, self.B)
         return x + (Ax - x) @ self.P.T
 
 

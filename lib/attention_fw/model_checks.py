@@ -89,4 +89,4 @@ def sap_mean(x, gamma: float, beta: float, samples: int, *, rng) -> Result:
     se = np.sqrt(np.maximum(sq / done - mean ** 2, 0) / done)
     z = np.abs(mean - target) / np.where(se > 0, se, np.inf)
     return Result(x=x, gamma=gamma, beta=beta, target=target, mean=mean, se=se, z=z,
-                  checkpoints=checkpoints, errs=errs, weights=dyn.attention(x, None, beta))
+                  checkpoints=checkpoints, errs=errs, weights=dyn.attention(x, beta))

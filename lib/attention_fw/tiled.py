@@ -340,9 +340,9 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None)
     return _convex_step(x3, acc / cnt[..., None], gamma).reshape(x.shape)
 
 
-def attention_apply(x, values, B=None, beta=np.inf, *, tie_rtol=None, budget=None,
+def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=None,
                     key_tile=None) -> np.ndarray:
-    """``A @ values`` for the attention matrix ``A = dynamics.attention(x, B, beta)``, without forming ``A``.
+    """``A @ values`` for the attention matrix ``A = dynamics.attention(x, beta, B)``, without forming ``A``.
 
     ``values`` has shape (..., n, m) with the batch and token axes of ``x``.
     """

@@ -40,7 +40,7 @@ HALVING_LIMIT = 0.28878809508660242
 
 
 # ============================================================================ Theorem 4.2
-def vertex_convergence(vertices, interior, B, schedule, steps: int, tie_rtol: float = 0.0) -> Result:
+def vertex_convergence(vertices, interior, schedule, B, steps: int, *, tie_rtol: float = 0.0) -> Result:
     """(SA-inf) from the vertices of a polygon plus interior tokens, against the closed form of Theorem 4.2.
 
     Tokens are ``x^0 = [vertices; interior]``. Under the genericity conditions of Theorem 4.2
@@ -74,7 +74,7 @@ def vertex_convergence(vertices, interior, B, schedule, steps: int, tie_rtol: fl
     Examples
     --------
     >>> from attention_fw.polytope import regular_polygon
-    >>> res = vertex_convergence(regular_polygon(5), [[0.1, 0.2], [-0.3, 0.1]], np.eye(2), "halving", 30)
+    >>> res = vertex_convergence(regular_polygon(5), [[0.1, 0.2], [-0.3, 0.1]], "halving", np.eye(2), 30)
     >>> bool(np.allclose(res.dist, res.closed, rtol=1e-9, atol=0)), res.labels_constant.tolist()
     (True, [True])
     """
@@ -101,7 +101,7 @@ def vertex_convergence(vertices, interior, B, schedule, steps: int, tie_rtol: fl
                   vertices_fixed=np.abs(traj[:, :, :k] - Vt[None]).max(axis=(0, 2, 3)), trajectory=traj)
 
 
-def non_owning_run(vertices, interior, B, gamma: float, steps: int) -> Result:
+def non_owning_run(vertices, interior, gamma: float, B, steps: int) -> Result:
     """(SA-inf) with constant step from a polygon some of whose vertices do NOT own their cells.
 
     A vertex ``v_j`` with ``<B v_j, v_j> <= <B v_j, v_i>`` for some ``i`` is not its own
@@ -129,7 +129,7 @@ def non_owning_run(vertices, interior, B, gamma: float, steps: int) -> Result:
 
 
 # ============================================================================ duality gap (Section 4.1)
-def duality_gap_check(x0, B, schedule, steps: int, c: float = 1.0) -> Result:
+def duality_gap_check(x0, schedule, B, steps: int, *, c: float = 1.0) -> Result:
     """Both sides of the duality-gap proposition of Section 4.1 (number unverified, plausibly Prop 4.1) along (SA-inf).
 
     Setting: ``B^t = beta^t B`` with ``B >= 0`` and ``beta^t / beta^{t+1} = gamma^t / gamma^{t+1}``,
@@ -151,7 +151,7 @@ def duality_gap_check(x0, B, schedule, steps: int, c: float = 1.0) -> Result:
     Examples
     --------
     >>> from attention_fw.convergence import shifted_cloud
-    >>> res = duality_gap_check(shifted_cloud(2, 6, rng=0), np.eye(2), "fw", 40)
+    >>> res = duality_gap_check(shifted_cloud(2, 6, rng=0), "fw", np.eye(2), 40)
     >>> bool(np.all(res.lhs <= res.rhs + 1e-12))
     True
     """
