@@ -1,0 +1,40 @@
+"""The two maps of the repository stay true: the module list in ``attention_fw.__init__`` and the
+README's layout table name exactly the files that exist (a module added, renamed or removed without
+updating them fails here)."""
+import re
+from pathlib import Path
+
+import attention_fw
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "lib" / "attention_fw"
+
+
+def _modules():
+    return {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+
+
+def _layout_row(path: str) -> str:
+    """The README layout table's row for ``path`` (its second cell)."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Layout", 1)[1]
+    rows = [line for line in table.splitlines() if line.startswith(f"| `{path}`")]
+    assert len(rows) == 1, f"README's layout table has no single row for {path}"
+    return rows[0]
+
+
+def test_init_lists_exactly_the_modules():
+    listed = set(re.findall(r"^  (\w+)\s", attention_fw.__doc__, re.M))
+    assert listed == _modules()
+
+
+def test_readme_layout_names_every_module_and_tool():
+    lib_row = _layout_row("lib/attention_fw/")
+    assert {m for m in _modules() if f"`{m}`" not in lib_row} == set()
+    tools_row = _layout_row("tools/")
+    tools = {p.name for p in (ROOT / "tools").iterdir() if not p.name.startswith((".", "__"))}
+    assert {t for t in tools if f"`{t}" not in tools_row} == set()
+    book_row = _layout_row("book/")
+    chapters = {p.name for p in (ROOT / "book").glob("[0-9][0-9]-*.py")}
+    named = set(re.findall(r"`([\w.-]+\.py)`", book_row))   # the chapters as a range: first ... last
+    assert {"errata.py", "reproducibility.py", min(chapters), max(chapters)} <= named
