@@ -361,3 +361,14 @@ def test_cells_refuse_hulls_thinner_than_1e_12_of_their_size(scale):
                 polys = fn(v)
                 total = sum(g.polygon_area(P) for P in polys if len(P) >= 3)
                 assert total == pytest.approx(g.polygon_area(v), rel=1e-6)
+
+
+def test_degenerate_polygons_are_not_taken_for_clockwise_ones():
+    """A polygon of zero area (collinear corners, any order, any scale) is no clockwise polygon:
+    the orientation check lets it through, and what comes back has no area."""
+    flat = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])
+    for P in (flat, flat[::-1], 1e9 * flat, 1e-9 * flat):
+        assert g.polygon_area(g.clip_halfplanes(P, [[1.0, 0.0]])) == 0.0
+        assert not g.point_in_polygon([[5.0, 5.0]], P).any()
+        assert g.polygon_intersection(P, P).shape == (0, 2)
+        assert g.erode(P, 0.0).shape == (0, 2)

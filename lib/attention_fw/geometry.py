@@ -170,6 +170,19 @@ def _polygon(name, P, allow_empty=True):
     return arr
 
 
+def _ccw_polygon(name, P):
+    """A polygon that must list its corners counter-clockwise: a clockwise one (signed area
+    negative beyond rounding) is refused by name, rather than silently giving empty
+    intersections, no point inside and zero distances."""
+    arr = _polygon(name, P)
+    if len(arr) >= 3:
+        extent = float(np.ptp(arr, axis=0).max())
+        if _signed_area(arr) < -1e-12 * extent ** 2:
+            raise ValueError(f"{name} must list its corners counter-clockwise (its signed area is negative); "
+                             f"reverse it, e.g. {name}[::-1]")
+    return arr
+
+
 def polygon_area(polygon):
     """Area of a simple polygon (shoelace formula); 0 for fewer than 3 corners.
 
@@ -251,7 +264,7 @@ def point_in_polygon(points, polygon, tol=0.0):
     array([ True,  True, False])
     """
     X = V.as_float_array("points", points, min_ndim=1, last_dim=2, allow_empty=True)
-    P = _polygon("polygon", polygon)
+    P = _ccw_polygon("polygon", polygon)
     if len(P) < 3:
         return np.zeros(X.shape[:-1], dtype=bool)
     e = np.roll(P, -1, axis=0) - P
@@ -324,7 +337,7 @@ def clip_halfplanes(polygon, normals, offsets=None):
     >>> clip_halfplanes(square, [[1, 0]], [2.0]).shape   # {x_1 >= 2} misses the square
     (0, 2)
     """
-    P = _polygon("polygon", polygon)
+    P = _ccw_polygon("polygon", polygon)
     A = V.as_float_array("normals", normals, ndim=2, last_dim=2, allow_empty=True)
     b = np.zeros(len(A)) if offsets is None else V.as_float_array("offsets", offsets, ndim=1,
                                                                     allow_empty=True)
@@ -356,8 +369,8 @@ def polygon_intersection(P, Q):
     >>> polygon_intersection(square, square + 2).shape   # disjoint squares
     (0, 2)
     """
-    P = _polygon("P", P)
-    Q = _polygon("Q", Q)
+    P = _ccw_polygon("P", P)
+    Q = _ccw_polygon("Q", Q)
     if len(P) < 3 or len(Q) < 3:
         return _EMPTY.copy()
     n, c = _edge_halfplanes(Q)
@@ -695,18 +708,16 @@ def erode(polygon, delta):
     >>> erode(square, 0.5).shape   # the inradius is 1/2: nothing of positive area is left
     (0, 2)
     """
-    P = _polygon("polygon", polygon)
+    P = _ccw_polygon("polygon", polygon)
     delta = V.real_scalar("delta", delta, low=0.0)
     if len(P) < 3:
         return _EMPTY.copy()
-    if _signed_area(P) < 0:
-        raise ValueError("polygon must be counter-clockwise")
     n, c = _edge_halfplanes(P)
     return _clip_many(P, n, c + delta)
 
 
 def distance_to_complement(points, polygon):
-    """Distance from each point to the complement of a convex polygon, by brute force over edges.
+    """Distance from each point to the complement of a convex counter-clockwise polygon, by brute force over edges.
 
     Returns the Euclidean distance to the nearest boundary segment for points inside the closed
     polygon and 0 outside (used to check :func:`erode` independently of its construction).
@@ -718,7 +729,7 @@ def distance_to_complement(points, polygon):
     array([0.5 , 0.25, 0.  ])
     """
     X = V.as_float_array("points", points, ndim=2, last_dim=2)
-    P = _polygon("polygon", polygon)
+    P = _ccw_polygon("polygon", polygon)
     a, b = P, np.roll(P, -1, axis=0)
     ab = b - a
     t = np.einsum("nmj,mj->nm", X[:, None, :] - a, ab) / np.maximum(np.einsum("mj,mj->m", ab, ab), 1e-300)
