@@ -4,9 +4,9 @@
     python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots] [--width 800] [--height 9000] [PAGE ...]
 
 Runs headless Chromium (``chromium`` on PATH, or $CHROMIUM) once per page at 1280 px wide (``--width``),
-with networking disabled, and cuts each long screenshot into 1280 x 1600 slices
-``<out>/<page>-<k>.png`` that an image viewer shows at a readable scale. The blank bottom of a
-page is dropped.
+with networking disabled, and cuts each long screenshot into slices of 1600 px
+``<out>/<page>-<k>.png`` (``<page>-w<width>-<k>.png`` at another width) that an image viewer shows
+at a readable scale. The blank bottom of a page, and slices whose article column is blank, are dropped.
 """
 from __future__ import annotations
 
@@ -21,6 +21,18 @@ from pathlib import Path
 from PIL import Image, ImageChops, ImageStat
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def article_columns(width: int) -> tuple[int, int]:
+    """The horizontal extent of the article column in a window ``width`` CSS px wide.
+
+    At 1200 px and above the book's theme shows both sidebars and the article sits between
+    x = 300 and x = 980 (at 1280 px); below, the sidebars fold away and the article spans the
+    window but for its margins.
+    """
+    if width >= 1200:
+        return round(width * 300 / 1280), round(width * 980 / 1280)
+    return min(40, width // 10), width - min(40, width // 10)
 
 
 def main(argv=None) -> int:
@@ -48,15 +60,17 @@ def main(argv=None) -> int:
                             "--virtual-time-budget=8000", f"--screenshot={full}", page.as_uri()],
                            check=True, capture_output=True, timeout=120)
         img = Image.open(full).convert("RGB")
-        content = img.crop((300, 0, 980, img.height))            # the article column, without sidebars
+        left, right = article_columns(args.width)
+        content = img.crop((left, 0, right, img.height))          # the article column, without sidebars
         box = ImageChops.difference(content, Image.new("RGB", content.size, (255, 255, 255))).getbbox()
         bottom = box[3] if box else img.height
         n = 0
         for k, top in enumerate(range(0, bottom, args.slice)):
             piece = img.crop((0, top, img.width, min(top + args.slice, bottom)))
-            if ImageStat.Stat(piece.convert("L").crop((300, 0, 980, piece.height))).stddev[0] < 3:
+            if ImageStat.Stat(piece.convert("L").crop((left, 0, right, piece.height))).stddev[0] < 3:
                 continue                                        # blank article column
-            piece.save(args.out / f"{stem}-{k}.png")
+            suffix = "" if args.width == 1280 else f"-w{args.width}"
+            piece.save(args.out / f"{stem}{suffix}-{k}.png")
             n += 1
         full.unlink()
         print(f"{stem}: {n} slices")

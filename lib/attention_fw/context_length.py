@@ -57,6 +57,14 @@ def own_cell_probability(n, d) -> np.ndarray:
     ``Phi^(n-1)`` as ``exp((n - 1) log Phi)``; broadcasts over ``n`` and ``d`` (real ``d >= 1``
     allowed; below 1 the chi density is singular at 0). Agrees with adaptive quadrature to about
     1e-12, and with the closed form ``(2/n)(1 - 2^-n)`` at ``d = 1`` (tested).
+
+    Examples
+    --------
+    >>> p = own_cell_probability([2, 4, 10], 1)       # d = 1: Phi(|Z|) is uniform on (1/2, 1)
+    >>> bool(np.allclose(p, [2 / n * (1 - 2.0 ** -n) for n in (2, 4, 10)], rtol=1e-10))
+    True
+    >>> own_cell_probability(65536, [20, 64]).round(3)      # one head's d = 64: all own their cells
+    array([0.56, 1.  ])
     """
     n = np.asarray(n, dtype=float)
     d = np.asarray(d, dtype=float)
@@ -79,6 +87,12 @@ def half_dimension(n) -> float:
     """The (real) dimension ``d >= 1`` at which a token of ``n >= 4`` owns its cell with probability 1/2.
 
     (At ``d = 1`` the probability is ``(2/n)(1 - 2^-n)``, above 1/2 for ``n <= 3``.)
+
+    Examples
+    --------
+    >>> d = half_dimension(1024)
+    >>> round(d, 1), round(float(own_cell_probability(1024, d)), 6), d < 2 * math.log(1024)   # below 2 ln n
+    (11.1, 0.5, True)
     """
     n = chk.positive_int("n", n, minimum=4)
     return float(optimize.brentq(lambda d: float(own_cell_probability(n, d)) - 0.5, 1.0, 400.0, xtol=1e-6))
@@ -181,6 +195,12 @@ class TiledCheck:
 
     ``softmax_error``: largest difference of one softmax step (``gamma``, ``beta``), relative to
     the largest coordinate of the tokens; ``same_leaders``: identical hardmax leader sets.
+
+    Examples
+    --------
+    >>> c = tiled_check(100, 4, key_tile=32, rng=2)       # four tiles, the last one short
+    >>> c.key_tile, c.softmax_error < 1e-12, c.same_leaders
+    (32, True, True)
     """
 
     n: int
@@ -213,7 +233,16 @@ def tiled_check(n: int, d: int = 64, *, key_tile: int = 256, gamma: float = 0.1,
 @dataclass(frozen=True)
 class StepMemory:
     """Memory of one step on ``n`` tokens (per system): the untiled ``n x n`` scores (float64) against the
-    tiles of :func:`attention_fw.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles)."""
+    tiles of :func:`attention_fw.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles).
+
+    Examples
+    --------
+    >>> m = step_memory(1000, 8, budget=2 ** 20)        # 1 MiB instead of the 8 MB of scores
+    >>> m.untiled_bytes == 8 * 1000 ** 2, (m.tiles - 1) * m.tile_keys < 1000 <= m.tiles * m.tile_keys
+    (True, True)
+    >>> m.tile_bytes <= 2 ** 20
+    True
+    """
 
     n: int
     untiled_bytes: int

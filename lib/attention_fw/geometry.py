@@ -131,6 +131,15 @@ def convex_hull(points):
     ------
     ValueError
         Wrong shape, non-finite values, or a degenerate (collinear) point set.
+
+    Examples
+    --------
+    >>> pts = np.array([[0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5]])
+    >>> idx = convex_hull(pts)
+    >>> sorted(idx.tolist())   # the centre (index 4) is not a hull vertex
+    [0, 1, 2, 3]
+    >>> polygon_area(pts[idx])   # pts[idx] is the hull, here the unit square: area 1
+    1.0
     """
     pts = V.as_float_array("points", points, ndim=2, last_dim=2)
     if len(pts) < 3:
@@ -171,6 +180,15 @@ def polygon_area(polygon):
     Returns
     -------
     float >= 0
+
+    Examples
+    --------
+    >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
+    >>> polygon_area(square), polygon_area(square[::-1])   # unit square: area 1 in either orientation
+    (1.0, 1.0)
+    >>> from attention_fw.polytope import regular_polygon
+    >>> bool(np.isclose(polygon_area(regular_polygon(6)), 3 * np.sqrt(3) / 2))   # regular hexagon, radius 1
+    True
     """
     return abs(_signed_area(_polygon("polygon", polygon)))
 
@@ -182,6 +200,14 @@ def polygon_centroid(polygon):
     ------
     ValueError
         If the polygon has zero area.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> np.round(polygon_centroid(regular_polygon(5)), 6) + 0.0   # symmetric polygon: the origin
+    array([0., 0.])
+    >>> polygon_centroid([[0, 0], [3, 0], [0, 3]])   # triangle: the mean of its corners
+    array([1., 1.])
     """
     P = _polygon("polygon", polygon)
     a = _signed_area(P)
@@ -197,6 +223,14 @@ def is_convex(polygon, tol=1e-12):
     """True when the corners turn left (counter-clockwise convex) up to ``tol`` (relative).
 
     A polygon with fewer than 3 corners counts as convex (degenerate).
+
+    Examples
+    --------
+    >>> square = np.array([[0, 0], [1, 0], [1, 1], [0, 1]])
+    >>> is_convex(square), is_convex(square[::-1])   # convex, but clockwise order fails
+    (True, False)
+    >>> is_convex([[0, 0], [2, 0], [1, 0.5], [1, 2]])   # a dart: its corner (1, 0.5) turns right
+    False
     """
     P = _polygon("polygon", polygon)
     if len(P) < 3:
@@ -208,7 +242,14 @@ def is_convex(polygon, tol=1e-12):
 
 
 def point_in_polygon(points, polygon, tol=0.0):
-    """Mask of ``points`` (..., 2) lying in the closed convex CCW ``polygon`` (margin ``tol``)."""
+    """Mask of ``points`` (..., 2) lying in the closed convex CCW ``polygon`` (margin ``tol``).
+
+    Examples
+    --------
+    >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
+    >>> point_in_polygon([[0.5, 0.5], [1.0, 0.5], [1.5, 0.5]], square)   # inside, on the boundary (closed), outside
+    array([ True,  True, False])
+    """
     X = V.as_float_array("points", points, min_ndim=1, last_dim=2, allow_empty=True)
     P = _polygon("polygon", polygon)
     if len(P) < 3:
@@ -269,6 +310,19 @@ def clip_halfplanes(polygon, normals, offsets=None):
     Returns
     -------
     ndarray (m', 2), convex, counter-clockwise; shape (0, 2) when the intersection has no area.
+
+    Examples
+    --------
+    >>> square = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])   # area 4, centred at the origin
+    >>> polygon_area(clip_halfplanes(square, [[1, 0]]))   # {x_1 >= 0} through the centre keeps half
+    2.0
+    >>> clip_halfplanes(square, [[1, 0], [0, 1]], [0.5, 0.5])   # {x_1 >= 1/2} cap {x_2 >= 1/2}
+    array([[1. , 0.5],
+           [1. , 1. ],
+           [0.5, 1. ],
+           [0.5, 0.5]])
+    >>> clip_halfplanes(square, [[1, 0]], [2.0]).shape   # {x_1 >= 2} misses the square
+    (0, 2)
     """
     P = _polygon("polygon", polygon)
     A = V.as_float_array("normals", normals, ndim=2, last_dim=2, allow_empty=True)
@@ -291,7 +345,17 @@ def _edge_halfplanes(P):
 
 
 def polygon_intersection(P, Q):
-    """Intersection of two convex counter-clockwise polygons (shape (0, 2) if no area)."""
+    """Intersection of two convex counter-clockwise polygons (shape (0, 2) if no area).
+
+    Examples
+    --------
+    >>> square = np.array([[0, 0], [1, 0], [1, 1], [0, 1]])
+    >>> overlap = polygon_intersection(square, square + 0.5)   # the square [1/2, 1]^2
+    >>> polygon_area(overlap)   # side 1/2: area 1/4
+    0.25
+    >>> polygon_intersection(square, square + 2).shape   # disjoint squares
+    (0, 2)
+    """
     P = _polygon("P", P)
     Q = _polygon("Q", Q)
     if len(P) < 3 or len(Q) < 3:
@@ -301,7 +365,16 @@ def polygon_intersection(P, Q):
 
 
 def symmetric_difference_area(P, Q):
-    """Area of the symmetric difference of two convex polygons: |P| + |Q| - 2 |P cap Q|."""
+    """Area of the symmetric difference of two convex polygons: |P| + |Q| - 2 |P cap Q|.
+
+    Examples
+    --------
+    >>> square = np.array([[0, 0], [1, 0], [1, 1], [0, 1]])
+    >>> symmetric_difference_area(square, square + 0.5)   # 1 + 1 - 2 * 1/4
+    1.5
+    >>> symmetric_difference_area(square, square)   # a polygon against itself: 0
+    0.0
+    """
     return polygon_area(P) + polygon_area(Q) - 2.0 * polygon_area(polygon_intersection(P, Q))
 
 
@@ -421,6 +494,16 @@ def cells(vertices, B=None):
     ValueError, TypeError
         Bad shapes, non-finite values, fewer than 3 vertices, collinear vertices, or nearly
         collinear ones: a hull of area below ``FLAT_RATIO`` (1e-12) times its squared diameter.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> v = regular_polygon(6)
+    >>> areas = [polygon_area(c) for c in cells(v)]
+    >>> np.round(areas, 6)   # B = I, regular hexagon: congruent cells of area sqrt(3)/4
+    array([0.433013, 0.433013, 0.433013, 0.433013, 0.433013, 0.433013])
+    >>> bool(np.isclose(sum(areas), polygon_area(v)))   # the cells tile the hull K
+    True
     """
     v = _vertices_2d(vertices)
     B = _matrix(B, 2)
@@ -436,6 +519,16 @@ def unit_direction_cells(vertices):
 
     Parameters and returns as :func:`cells` (B = identity). Raises ValueError for a zero vertex
     and, as :func:`cells`, for (nearly) collinear vertices.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> def gap(v):   # largest area where the unit labelling and C_i(v) disagree
+    ...     return max(symmetric_difference_area(a, b) for a, b in zip(unit_direction_cells(v), cells(v)))
+    >>> round(gap(regular_polygon(5)), 9) + 0.0   # equal norms: the same cells
+    0.0
+    >>> round(gap(regular_polygon(4, phase=0.0) * [[2], [1], [1], [1]]), 6)   # one vertex twice as long: not the same
+    0.266667
     """
     v = _vertices_2d(vertices)
     norms = np.hypot(v[:, 0], v[:, 1])
@@ -465,6 +558,16 @@ def voronoi_cells(vertices, B=None):
     ValueError
         B not symmetric or not positive definite; bad vertices, including (nearly) collinear
         ones as in :func:`cells`.
+
+    Examples
+    --------
+    >>> pts, hull = sample_vertices(6, rng=42, enforce_bijection=True)   # unequal norms
+    >>> v = pts[hull]
+    >>> vor = voronoi_cells(v)
+    >>> bool(np.isclose(sum(polygon_area(c) for c in vor), polygon_area(v)))   # they tile K
+    True
+    >>> bool(all(point_in_polygon(v[i], vor[i]) for i in range(len(v))))   # v_i lies in its own Voronoi cell
+    True
     """
     v = _vertices_2d(vertices)
     B = _matrix(B, 2, spd=True)
@@ -473,7 +576,17 @@ def voronoi_cells(vertices, B=None):
 
 
 def voronoi_mismatch(vertices, B=None):
-    """Largest area of C_i(v) symmetric-difference (Vor_B(v_i) cap K) over i (0 under Prop 4.5)."""
+    """Largest area of C_i(v) symmetric-difference (Vor_B(v_i) cap K) over i (0 under Prop 4.5).
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> round(voronoi_mismatch(regular_polygon(7)), 9) + 0.0   # B = I, equal norms: 0 (Proposition 4.5)
+    0.0
+    >>> pts, hull = sample_vertices(6, rng=42, enforce_bijection=True)
+    >>> bool(voronoi_mismatch(pts[hull]) > 0.1)   # unequal norms: the cells are not Voronoi cells
+    True
+    """
     c = cells(vertices, B)
     vor = voronoi_cells(vertices, B)
     return max(symmetric_difference_area(a, b) for a, b in zip(c, vor))
@@ -494,6 +607,16 @@ def level_set_vertices(directions, B, c=1.0):
     Returns
     -------
     ndarray (k, d) with 1/2 <B x_i, x_i> = c/2 |u_i|^2.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> B = np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> X = level_set_vertices(regular_polygon(5), B, c=2.0)
+    >>> np.round(np.einsum("ij,jk,ik->i", X, B, X), 6)   # <Bx_i, x_i> = c for unit u_i
+    array([2., 2., 2., 2., 2.])
+    >>> round(voronoi_mismatch(X, B), 9) + 0.0   # equal B-norms: cells are B-Voronoi cells (Proposition 4.5)
+    0.0
     """
     U = V.as_float_array("directions", directions, ndim=2)
     B = _matrix(B, U.shape[1], spd=True)
@@ -525,6 +648,15 @@ def cone(vertices, i, eta, B=None):
     ------
     ValueError
         i out of range, eta negative, bad vertices.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> v = regular_polygon(4, phase=0.0)   # the square |x_1| + |x_2| <= 1, v_1 = (1, 0)
+    >>> round(symmetric_difference_area(cone(v, 0, 0.0), cells(v)[0]), 9) + 0.0   # eta = 0: the cell C_1(v)
+    0.0
+    >>> round(polygon_area(cone(v, 0, 0.5)), 6)   # here area (1 - eta)^2 / 2
+    0.125
     """
     v = _vertices_2d(vertices)
     i = V.positive_int("i", i, minimum=0)
@@ -551,6 +683,17 @@ def erode(polygon, delta):
     Returns
     -------
     ndarray (m', 2), convex CCW; shape (0, 2) when nothing of positive area is left.
+
+    Examples
+    --------
+    >>> square = np.array([[0, 0], [1, 0], [1, 1], [0, 1]])
+    >>> erode(square, 0.25)   # the square [1/4, 3/4]^2
+    array([[0.25, 0.25],
+           [0.75, 0.25],
+           [0.75, 0.75],
+           [0.25, 0.75]])
+    >>> erode(square, 0.5).shape   # the inradius is 1/2: nothing of positive area is left
+    (0, 2)
     """
     P = _polygon("polygon", polygon)
     delta = V.real_scalar("delta", delta, low=0.0)
@@ -567,6 +710,12 @@ def distance_to_complement(points, polygon):
 
     Returns the Euclidean distance to the nearest boundary segment for points inside the closed
     polygon and 0 outside (used to check :func:`erode` independently of its construction).
+
+    Examples
+    --------
+    >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
+    >>> distance_to_complement([[0.5, 0.5], [0.25, 0.5], [2.0, 2.0]], square)   # centre: half the side; outside: 0
+    array([0.5 , 0.25, 0.  ])
     """
     X = V.as_float_array("points", points, ndim=2, last_dim=2)
     P = _polygon("polygon", polygon)
@@ -594,6 +743,17 @@ def cell_labels(x, vertices, B=None):
     Returns
     -------
     int array x.shape[:-1]; ties go to the smallest index (a boundary point of several cells).
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> v = regular_polygon(5)
+    >>> cell_labels(v, v)   # B = I, equal norms: every vertex leads its own cell
+    array([0, 1, 2, 3, 4])
+    >>> int(cell_labels(np.zeros(2), v))   # the origin is on every cell: the tie goes to index 0
+    0
+    >>> cell_labels(2 * np.eye(3), np.eye(3)).tolist()   # any dimension d (here 3)
+    [0, 1, 2]
     """
     X = V.as_float_array("x", x, min_ndim=1)
     v = V.as_float_array("vertices", vertices, min_ndim=2, max_ndim=3)
@@ -610,7 +770,16 @@ def cell_labels(x, vertices, B=None):
 
 
 def unit_direction_labels(x, vertices):
-    """The authors' "unit" labels argmax_j <x, v_j / |v_j|> (published Figure 1, E18); any d."""
+    """The authors' "unit" labels argmax_j <x, v_j / |v_j|> (published Figure 1, E18); any d.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> v = regular_polygon(4, phase=0.0) * [[3], [1], [1], [1]]   # v_1 = (3, 0), three times longer
+    >>> x = [0.3, 0.5]
+    >>> int(unit_direction_labels(x, v)), int(cell_labels(x, v))   # unit labels ignore the norms, C_i(v) does not
+    (1, 0)
+    """
     v = V.as_float_array("vertices", vertices, ndim=2)
     n = np.linalg.norm(v, axis=1)
     if np.any(n == 0):
@@ -632,6 +801,16 @@ def owns_cell(vertices, B=None):
     Returns
     -------
     bool array (k,) or (R, k).
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> owns_cell(regular_polygon(7))   # regular polygon, B = I: every vertex owns its cell
+    array([ True,  True,  True,  True,  True,  True,  True])
+    >>> owns_cell([[1, 0], [0, 1], [-1, 0], [0.2, -0.1]])   # a hull vertex near 0: <v_4, v_1> > |v_4|^2
+    array([ True,  True,  True, False])
+    >>> owns_cell(np.stack([regular_polygon(3), regular_polygon(3, phase=0.0)])).shape   # a batch (R, k, d)
+    (2, 3)
     """
     v = V.as_float_array("vertices", vertices, min_ndim=2, max_ndim=3)
     if v.shape[-2] < 2:
@@ -661,6 +840,14 @@ def neighbour_condition(hull_vertices, B=None, strict=True):
     Returns
     -------
     bool array (k,)
+
+    Examples
+    --------
+    >>> v = [[1, 0], [1, 1], [-1, 0], [0, -1]]   # <v_1, v_2 - v_1> = 0: a tie at v_1
+    >>> neighbour_condition(v), owns_cell(v)   # strict: the same answer as owns_cell
+    (array([False,  True,  True,  True]), array([False,  True,  True,  True]))
+    >>> neighbour_condition(v, strict=False)   # the printed, non-strict version accepts the tie
+    array([ True,  True,  True,  True])
     """
     v = _vertices_2d(hull_vertices)
     B = _matrix(B, 2)
@@ -676,7 +863,18 @@ def neighbour_condition(hull_vertices, B=None, strict=True):
 # The published raster approach (benchmark reference)
 # ---------------------------------------------------------------------------------------------
 class RasterCells(NamedTuple):
-    """Result of :func:`raster_cells`."""
+    """Result of :func:`raster_cells`.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> v = regular_polygon(6)
+    >>> r = raster_cells(v, n=41, hulls=False)
+    >>> r.labels.shape, int(r.labels[0, 0])   # (n, n); the padded corner is outside K: -1
+    ((41, 41), -1)
+    >>> int(r.labels[30, 20]) == int(cell_labels([r.xs[20], r.ys[30]], v))   # labels[row, col] is at (xs[col], ys[row])
+    True
+    """
     xs: np.ndarray          # (n,) grid abscissae
     ys: np.ndarray          # (n,) grid ordinates
     labels: np.ndarray      # (n, n) int, argmax label, -1 outside K; labels[r, c] at (xs[c], ys[r])
@@ -694,6 +892,16 @@ def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
     Returns
     -------
     RasterCells
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import regular_polygon
+    >>> v = regular_polygon(6)
+    >>> r, exact = raster_cells(v, n=101), cells(v)
+    >>> all(bool(point_in_polygon(p, c, tol=1e-9).all()) for p, c in zip(r.polygons, exact))   # hull of grid points: inside C_i
+    True
+    >>> bool(all(0.9 < polygon_area(p) / polygon_area(c) < 1 for p, c in zip(r.polygons, exact)))   # about a grid spacing short
+    True
     """
     v = _vertices_2d(vertices)
     n = V.positive_int("n", n, minimum=2)

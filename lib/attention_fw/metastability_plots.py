@@ -288,20 +288,10 @@ def zoom_paths(x0, sigma, gamma: float, beta: float, t_det: int, eps: float = 0.
     """Token paths for the zoom of :func:`fig_sap_vs_sabeta`: SA-beta for ``t_det`` steps and
     one SAP run until its exit (at most ``1.3 t_det`` steps). Returns ``(sabeta, sap)``, arrays
     of shape (steps + 1, n, d)."""
-    g = np.random.default_rng(rng)
-    xd = x0.copy()
-    traj = [xd]
-    for _ in range(t_det):                        # SA-beta until its exit step
-        xd = dynamics.softmax_step(xd, gamma, beta)
-        traj.append(xd)
-    xs = x0.copy()
-    sap = [xs]
-    for _ in range(int(1.3 * t_det)):             # one SAP run, until its exit
-        xs = dynamics.sap_step(xs, gamma, beta, rng=g)
-        sap.append(xs)
-        if ET.exit_mask(xs, x0, sigma, eps)[0]:
-            break
-    return np.array(traj), np.array(sap)
+    sabeta = dynamics.simulate(x0, dynamics.Softmax(gamma, beta), t_det, trajectory=True)
+    sap = dynamics.simulate(x0, dynamics.MarkovChain(gamma, beta, rng=rng), int(1.3 * t_det), trajectory=True,
+                            stop=lambda x, t: bool(ET.exit_mask(x, x0, sigma, eps)[0]))
+    return sabeta.trajectory, sap.trajectory
 
 
 def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str = "sap-vs-sabeta"):
