@@ -165,6 +165,15 @@ def scores(x, B=None) -> np.ndarray:
     Returns
     -------
     array (..., n, n)
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> bool(np.allclose(scores(x), x @ x.T))            # B = I: the Gram matrix
+    True
+    >>> scores(np.eye(2), np.array([[0.0, 1.0], [0.0, 0.0]]))   # S_ij = <B e_i, e_j> = B_ji: S = x B^T x^T
+    array([[0., 0.],
+           [1., 0.]])
     """
     x = _tokens(x)
     return _scores(x, _key_query(B, x))
@@ -204,6 +213,18 @@ def attention(x, beta=np.inf, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarr
     ------
     ValueError, TypeError
         Bad shapes, non-finite tokens, ``B`` not ``d x d``, ``beta < 0`` or NaN.
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> attention(x, 2.0).sum(axis=1)                 # row-stochastic
+    array([1., 1., 1.])
+    >>> np.round(attention(x, 0.0), 4)                # beta = 0: uniform weights 1/n
+    array([[0.3333, 0.3333, 0.3333],
+           [0.3333, 0.3333, 0.3333],
+           [0.3333, 0.3333, 0.3333]])
+    >>> attention(x, np.inf)[2], attention(x, 1e6)[2]   # token 2 ties x_0 and x_1: hardmax averages them, the limit of softmax
+    (array([0.5, 0.5, 0. ]), array([0.5, 0.5, 0. ]))
     """
     beta = _beta(beta)
     x = _tokens(x)
@@ -224,7 +245,16 @@ def _leader_scores(x, B):
 
 
 def leaders(x, B=None) -> np.ndarray:
-    """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n)."""
+    """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> leaders(x)                  # a vertex leads itself; token 2 ties 0 and 1, the first index wins
+    array([0, 1, 0])
+    >>> leaders(x, -np.eye(2))      # B = -I: the leader minimises <x_i, x_j>
+    array([1, 0, 2])
+    """
     if (T := _tiled_for(x)) is not None:
         return T.leaders(x, B)
     x = _tokens(x)
@@ -232,7 +262,16 @@ def leaders(x, B=None) -> np.ndarray:
 
 
 def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
-    """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n)."""
+    """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> tie_counts(x)               # <x_2, x_0> = <x_2, x_1> = 0.3 > <x_2, x_2>: two leaders for token 2
+    array([1, 1, 2])
+    >>> tie_counts(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))   # coincident tokens count by index
+    array([2, 2, 1])
+    """
     if (T := _tiled_for(x)) is not None:
         return T.tie_counts(x, B, tie_rtol=tie_rtol)
     x = _tokens(x)
@@ -606,6 +645,16 @@ class Rule:
     ``systems`` (indices into the batch the rule was built for) is passed by :func:`simulate`
     when it steps only the systems that have not stopped yet, so that a rule holding one
     ``B`` per system uses the matching ones.
+
+    Examples
+    --------
+    A rule needs only ``step``; here ``x -> x / 2``, so three steps scale by ``2^-3``:
+
+    >>> class Halve(Rule):
+    ...     def step(self, x, t, systems=None):
+    ...         return x / 2
+    >>> simulate(np.ones((2, 1)), Halve(), 3).x.ravel()
+    array([0.125, 0.125])
     """
 
     B = None
@@ -705,7 +754,33 @@ class Layer(Rule):
 
 
 class Recorder:
-    """Something :func:`simulate` calls as ``recorder(x, t)`` at the times it is ``due``."""
+    """Something :func:`simulate` calls as ``recorder(x, t)`` at the times it is ``due``.
+
+    :func:`simulate` asks ``due(t, first, last)`` before each step (``first`` the initial layer,
+    ``last`` whether ``t`` is the final one), calls the recorder when it is due, and at the end
+    stores ``result()`` under ``name`` in ``records`` and the list ``times`` (the steps it
+    recorded, kept by the recorder) in ``record_times``.
+
+    Examples
+    --------
+    A recorder of the spread of the tokens at the last step; at ``beta = 0`` with
+    ``gamma = 1/2`` each step halves it, so ``2 -> 2 / 2^3``:
+
+    >>> class FinalSpread(Recorder):
+    ...     name = "spread"
+    ...     def __init__(self):
+    ...         self.times, self.values = [], []
+    ...     def due(self, t, first, last):
+    ...         return last
+    ...     def __call__(self, x, t):
+    ...         self.times.append(t)
+    ...         self.values.append(float(np.ptp(x[:, 0])))
+    ...     def result(self):
+    ...         return self.values
+    >>> run = simulate(np.array([[1.0, 0.0], [-1.0, 0.0]]), Softmax(0.5, 0.0), 3, [FinalSpread()])
+    >>> run.records["spread"], run.record_times["spread"].tolist()
+    ([0.25], [3])
+    """
 
     name: str = "record"
 
@@ -804,6 +879,15 @@ class SimulationResult:
     times, trajectory : the recorded states (``trajectory=True``), shape (T,) and (T, ...)
     records, record_times : per recorder name, its result and the steps it recorded
     stopped : (R,) int (or int for one system), the step at which ``stop`` first held, -1 if never
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> run = simulate(x, Hardmax(0.5), 3, trajectory=True)
+    >>> run.steps, run.times.tolist(), run.trajectory.shape, run.stopped     # no stop condition: -1
+    (3, [0, 1, 2, 3], (4, 3, 2), -1)
+    >>> run.trajectory[:, 2, 1]              # half-way to the leader (0, 1) each step: 1 - 0.7 / 2^t
+    array([0.3   , 0.65  , 0.825 , 0.9125])
     """
 
     x: np.ndarray

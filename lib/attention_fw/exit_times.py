@@ -133,6 +133,16 @@ def exit_mask(x, x0, sigma, eps: float, watch=None) -> np.ndarray:
     the hull of its group's initial positions ``conv{x0_k : sigma_k = sigma_j}``: ``x^t`` has
     left ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps), the event
     defining ``T2`` in Theorem 5.4. Only tokens with ``watch[j]`` True count (default: all).
+
+    Examples
+    --------
+    Group 0 starts on the segment ``[(0, 0), (1, 0)]``, group 1 at ``(0, 1)``; ``eps = 0.05``:
+
+    >>> x0, sigma = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), np.array([0, 0, 1])
+    >>> x = np.stack([x0, x0, x0])
+    >>> x[0, 0], x[1, 0], x[2, 2] = [0.5, 0.04], [0.5, 0.06], [0.0, 1.06]
+    >>> exit_mask(x, x0, sigma, 0.05)      # 0.04 from the group's hull: inside; 0.06: exit
+    array([False,  True,  True])
     """
     x0, sigma, _, _, eps = _check_common(x0, sigma, 0.5, 0.0, eps)
     x = V.tokens("x", x)
@@ -146,6 +156,15 @@ class ExitSample:
     """Exit times of R runs; ``censored[r]`` means run r had not exited by ``times[r]``.
 
     No run is ever dropped: a censored run contributes ``T2 > times[r]`` to the fits.
+
+    Examples
+    --------
+    Exits at 3 and 5, one run censored at 10; the Kaplan-Meier ``P[T2 >= t]`` drops by
+    1/3 at the first exit (3 at risk) and by half at the second (2 at risk):
+
+    >>> es = ExitSample(times=np.array([3.0, 5.0, 10.0]), censored=np.array([False, False, True]), cap=10.0)
+    >>> es.n_censored, es.survival([1, 4, 6]).round(6)
+    (1, array([1.      , 0.666667, 0.333333]))
     """
     times: np.ndarray
     censored: np.ndarray
@@ -198,6 +217,18 @@ def move_log_odds(x, beta: float):
     ``s_i`` is the softmax weight of the tokens coincident with ``x_i`` (exact equality).
     Returns ``(d, logits, same)`` with shapes (R, n), (R, n, n), (R, n, n); ``d = -inf`` for a
     token whose point holds every token of its system.
+
+    Examples
+    --------
+    At ``beta = 0`` the weights are uniform, so the odds ``e^{d_i}`` are (tokens elsewhere) /
+    (tokens at ``x_i``'s point): 1/2 for the pair at the origin, 2 for the lone token:
+
+    >>> x = np.array([[[0.0, 0.0], [0.0, 0.0], [1.0, 0.0]]])      # one system (R = 1)
+    >>> d, logits, same = move_log_odds(x, 0.0)
+    >>> np.exp(d).round(6), same[0, 0].tolist()
+    (array([[0.5, 0.5, 2. ]]), [True, True, False])
+    >>> move_log_odds(np.zeros((1, 3, 2)), 1.0)[0]                 # all at one point: never moves
+    array([[-inf, -inf, -inf]])
     """
     S = np.einsum("rid,rjd->rij", x, x)
     L = beta * S
@@ -238,6 +269,17 @@ def frozen_escape_rate(points, counts, beta: float) -> float:
     Returns
     -------
     float ``lambda = -log q`` (0.0 when the escape probability underflows, e.g. beta = 1e6).
+
+    Examples
+    --------
+    One token per vertex of the equilateral triangle: ``<p_a, p_b> - |p_a|^2 = -3/2``, so
+    ``lambda = 3 log(1 + 2 e^{-3 beta / 2})``; at ``beta = 0``, ``q = (1/3)^3``:
+
+    >>> v = regular_polygon(3)
+    >>> math.isclose(frozen_escape_rate(v, [1, 1, 1], 2.0), 3 * math.log1p(2 * math.exp(-3.0)))
+    True
+    >>> math.isclose(frozen_escape_rate(v, [1, 1, 1], 0.0), 3 * math.log(3))
+    True
     """
     c, lse = _frozen_log_odds(points, counts, beta)
     return float(np.sum(c * np.logaddexp(0.0, lse)))
@@ -337,6 +379,19 @@ def engine_state_at(x0, gamma: float, beta: float, t_final: int, runs: int, *, r
 
     For validation against plain stepping: the same law as ``t_final`` calls of ``sap_step``.
     Returns an array of shape (runs, n, d).
+
+    Examples
+    --------
+    Every move is a convex combination of tokens, so the tokens never leave ``conv(x0)``;
+    the first event happens at ``t >= 1``, so at ``t_final = 0`` every run is still ``x0``:
+
+    >>> from attention_fw.polytope import distance_to_hull
+    >>> v = regular_polygon(3)
+    >>> xs = engine_state_at(v, 0.5, 1.0, 50, 8, rng=0)
+    >>> xs.shape, bool(distance_to_hull(xs.reshape(-1, 2), v).max() < 1e-12)
+    ((8, 3, 2), True)
+    >>> bool(np.array_equal(engine_state_at(v, 0.5, 1.0, 0, 2, rng=0), np.stack([v, v])))
+    True
     """
     x0 = V.tokens("x0", x0, batched_ok=False)
     gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
@@ -475,6 +530,17 @@ def frozen_log_mean_exit(points, counts, beta: float) -> float:
     in the single-jump regime ``T`` is the exit time ``T2``. Computed in log space, so the
     value stays exact when ``lambda`` underflows (``beta = 1e6``): then
     ``log E[T] = -log lambda + lambda / 2 + O(lambda^2)``.
+
+    Examples
+    --------
+    Equilateral triangle, one token per vertex: ``log E[T] = -log(1 - e^{-lambda})``, and at
+    ``beta = 1e6``, where ``lambda = 6 e^{-3 beta / 2}`` underflows, ``log E[T] = 3 beta / 2 - log 6``:
+
+    >>> v = regular_polygon(3)
+    >>> math.isclose(frozen_log_mean_exit(v, [1, 1, 1], 2.0), -math.log(-math.expm1(-frozen_escape_rate(v, [1, 1, 1], 2.0))))
+    True
+    >>> frozen_escape_rate(v, [1, 1, 1], 1e6), math.isclose(frozen_log_mean_exit(v, [1, 1, 1], 1e6), 1.5e6 - math.log(6))
+    (0.0, True)
     """
     c, x = _frozen_log_odds(points, counts, beta)
     # log(log1p(e^x)): x - e^x/2 (+ O(e^{2x})) far in the tail, direct otherwise
@@ -494,6 +560,12 @@ def frozen_mean_slope(points, counts, betas, weights=None) -> float:
     The exact counterpart of :func:`attention_fw.survival.fit_log_mean_slope` on the same grid: pass the weights of
     a Monte Carlo fit (its ``weights``) to compare like with like. Tends to ``c0`` for the
     regular kappa-gon (and the simplex) as the grid moves to large beta.
+
+    Examples
+    --------
+    >>> v = regular_polygon(3)
+    >>> round(frozen_mean_slope(v, [1, 1, 1], [20.0, 25.0, 30.0]), 6), round(c0(v), 6)   # slope = c0 = 3/2
+    (1.5, 1.5)
     """
     b = V.as_float_array("betas", betas, ndim=1)
     if len(b) < 2 or np.ptp(b) == 0:
@@ -510,6 +582,14 @@ def frozen_slope_windows(points, counts, starts, width: float, num: int = 5) -> 
     """Unweighted slopes of :func:`frozen_mean_slope` on moving windows ``[s, s + width]``.
 
     Each window holds ``num`` equally spaced betas; returns one slope per start, shape (len(starts),).
+
+    Examples
+    --------
+    The slope rises to ``c0 = 3/2`` (equilateral triangle) as the window moves to large beta:
+
+    >>> w = frozen_slope_windows(regular_polygon(3), [1, 1, 1], [0.0, 5.0, 20.0], 5.0)
+    >>> w.shape, bool(np.all(np.diff(w) > 0)), round(float(w[-1]), 6)
+    ((3,), True, 1.5)
     """
     s = V.as_float_array("starts", starts, ndim=1)
     width = V.real_scalar("width", width, low=0, low_open=True)
@@ -546,6 +626,19 @@ def exit_time_task(*, beta: float, rng: int, n: int = 6, kappa: int = 3, gamma: 
 
     Returns a Result with the arrays ``times``, ``censored`` and the parameters, ``c0`` and
     the exact single-jump mean ``E_T2_frozen = 1/(1 - q)``.
+
+    Examples
+    --------
+    The defaults are in the single-jump regime (``eps < gamma |v_a - v_b|``): every run exits
+    at its first event, so none is censored, and ``E_T2_frozen`` is the closed form:
+
+    >>> r = exit_time_task(beta=1.0, rng=0, runs=50)
+    >>> sorted(r)
+    ['E_T2_frozen', 'beta', 'c0', 'cap', 'censored', 'eps', 'gamma', 'kappa', 'method', 'n', 'rng', 'times']
+    >>> r.times.shape, int(r.censored.sum()), round(r.c0, 6)
+    ((50,), 0, 1.5)
+    >>> math.isclose(r.E_T2_frozen, 1 / -math.expm1(-frozen_escape_rate(regular_polygon(3), [2, 2, 2], 1.0)))
+    True
     """
     v = regular_polygon(kappa)
     counts = tokens_per_vertex(n, kappa)
@@ -567,7 +660,20 @@ def e6_task(*, beta: float, rng: int, per_vertex: int = 2, radius: float = 0.05,
             sabeta_cap: int = 10**6) -> Result:
     """Erratum E6 of the book: from one configuration "after phase 1" (equilateral triangle,
     ``per_vertex`` tokens at distance ``radius`` from each vertex), the exit time ``T2`` of
-    ``runs`` (SAP) chains (plain stepping, censored at ``cap``) and of the deterministic (SA-beta)."""
+    ``runs`` (SAP) chains (plain stepping, censored at ``cap``) and of the deterministic (SA-beta).
+
+    Returns a Result with ``times``, ``censored`` (runs,) and ``cap`` of the chains,
+    ``sabeta_T`` (None if no exit by ``sabeta_cap``) and ``sabeta_cap``, ``beta``, and the
+    configuration ``x0`` (kappa (1 + per_vertex), 2) with its labels ``sigma``.
+
+    Examples
+    --------
+    >>> r = e6_task(beta=3.0, rng=0, runs=5, cap=200, sabeta_cap=100)
+    >>> sorted(r)
+    ['beta', 'cap', 'censored', 'sabeta_T', 'sabeta_cap', 'sigma', 'times', 'x0']
+    >>> r.x0.shape, r.times.shape, bool(np.all((1 <= r.times) & (r.times <= r.cap)))   # 3 (1 + 2) tokens; 1 <= T2 <= cap
+    ((9, 2), (5,), True)
+    """
     v = points_on_circle()
     x0, sigma = near_vertex_configuration(v, per_vertex, radius, rng=config_rng)
     es = stepping_exit_times(x0, sigma, gamma, beta, eps, runs, rng=rng, cap=cap)

@@ -381,6 +381,16 @@ class HullDistance:
 
     Calling it on ``x`` (..., d) gives the exact distance of :func:`distance_to_hull`; build
     it once when the same hull is queried at every step of a simulation.
+
+    Examples
+    --------
+    ``K = {|x| + |y| <= 1}``: 0 inside, 1 from the vertex ``(1, 0)``, ``1/sqrt(2)`` from the edge ``x + y = 1``:
+
+    >>> hd = HullDistance(regular_polygon(4, phase=0.0))
+    >>> np.round(hd(np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.0]])), 6)
+    array([0.      , 1.      , 0.707107])
+    >>> hd(np.zeros((5, 7, 2))).shape                # any batch of points (..., d)
+    (5, 7)
     """
 
     def __init__(self, P):

@@ -29,7 +29,23 @@ def _times(t):
 
 
 class Schedule:
-    """Base class: ``gamma(t)`` in (0, 1] for integer ``t >= 0``."""
+    """Base class: ``gamma(t)`` in (0, 1] for integer ``t >= 0``.
+
+    A subclass defines ``gamma(t)`` for an int or an integer array ``t``; calling the schedule
+    checks ``t``, and :meth:`product` is computed from ``gamma`` unless overridden by a closed form.
+
+    Examples
+    --------
+    ``gamma^t = 1/(t+3)``: the product telescopes, ``prod_{tau < t} (tau+2)/(tau+3) = 2/(t+2)``:
+
+    >>> class Third(Schedule):
+    ...     name = "1/(t+3)"
+    ...     def gamma(self, t):
+    ...         return 1.0 / (np.asarray(t, dtype=float) + 3.0)
+    >>> t = np.arange(4)
+    >>> np.round(Third().product(t) * (t + 2), 12)
+    array([2., 2., 2., 2.])
+    """
 
     name = "schedule"
 
@@ -53,7 +69,14 @@ class Schedule:
 
 
 class Constant(Schedule):
-    """``gamma^t = gamma`` (exponential rate ``(1-gamma)^t`` in Theorem 4.2)."""
+    """``gamma^t = gamma`` (exponential rate ``(1-gamma)^t`` in Theorem 4.2).
+
+    Examples
+    --------
+    >>> s = Constant(0.25)
+    >>> s(np.arange(3)), round(float(s.product(3)), 12)     # (3/4)^3 = 0.421875
+    (array([0.25, 0.25, 0.25]), 0.421875)
+    """
 
     def __init__(self, gamma: float):
         self.value = V.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
@@ -70,7 +93,16 @@ class Constant(Schedule):
 
 
 class FrankWolfe(Schedule):
-    """``gamma^t = 2/(t+2)``: the Frank-Wolfe rule of Theorem 3.1 (``gamma^0 = 1``; E3: not 2/(t+1))."""
+    """``gamma^t = 2/(t+2)``: the Frank-Wolfe rule of Theorem 3.1 (``gamma^0 = 1``; E3: not 2/(t+1)).
+
+    Examples
+    --------
+    >>> s = FrankWolfe()
+    >>> np.round(s(np.arange(3)), 6)          # 1, 2/3, 1/2
+    array([1.      , 0.666667, 0.5     ])
+    >>> s.product(np.arange(3))               # gamma^0 = 1: the first step lands on the oracle's answer
+    array([1., 0., 0.])
+    """
 
     name = "2/(t+2)"
 
@@ -83,7 +115,16 @@ class FrankWolfe(Schedule):
 
 
 class Harmonic(Schedule):
-    """``gamma^t = 1/(t+2)``: product ``1/(t+1)``, polynomial convergence only (E4)."""
+    """``gamma^t = 1/(t+2)``: product ``1/(t+1)``, polynomial convergence only (E4).
+
+    Examples
+    --------
+    >>> s = Harmonic()
+    >>> np.round(s(np.arange(3)), 6)                          # 1/2, 1/3, 1/4
+    array([0.5     , 0.333333, 0.25    ])
+    >>> s.product(3), round(float(Schedule.product(s, 3)), 12)   # closed form 1/(t+1) = the product of the steps
+    (0.25, 0.25)
+    """
 
     name = "1/(t+2)"
 
@@ -96,7 +137,14 @@ class Harmonic(Schedule):
 
 
 class Halving(Schedule):
-    """``gamma^t = 2^{-t-1}``: summable, the product tends to 0.288788... > 0: no convergence (E4)."""
+    """``gamma^t = 2^{-t-1}``: summable, the product tends to 0.288788... > 0: no convergence (E4).
+
+    Examples
+    --------
+    >>> s = Halving()
+    >>> s(np.arange(3)), round(float(s.product(60)), 6)       # prod_{k >= 1} (1 - 2^-k) = 0.288788...
+    (array([0.5  , 0.25 , 0.125]), 0.288788)
+    """
 
     name = "2^(-t-1)"
 
@@ -105,7 +153,16 @@ class Halving(Schedule):
 
 
 class ToOne(Schedule):
-    """``gamma^t = 1 - exp(-a(t+1))``: product ``exp(-a t(t+1)/2)``, super-exponential."""
+    """``gamma^t = 1 - exp(-a(t+1))``: product ``exp(-a t(t+1)/2)``, super-exponential.
+
+    Examples
+    --------
+    >>> s = ToOne(0.5)
+    >>> np.round(s(np.arange(3)), 6)                      # 1 - e^{-1/2}, 1 - e^{-1}, 1 - e^{-3/2}
+    array([0.393469, 0.632121, 0.77687 ])
+    >>> math.isclose(s.product(4), math.exp(-0.5 * 4 * 5 / 2)), math.isclose(s.product(4), Schedule.product(s, 4))
+    (True, True)
+    """
 
     def __init__(self, a: float = 0.5):
         self.a = V.real_scalar("a", a, low=0.0, low_open=True)
@@ -125,6 +182,13 @@ class FromValue(Schedule):
     """``gamma^t = h^t / (1 + h^t)`` from the value matrix ``V^t = h^t I`` (Section 1.6).
 
     ``h`` is a positive number or a callable ``t -> h^t > 0``.
+
+    Examples
+    --------
+    >>> FromValue(1.0)(np.arange(3))                       # V = I: P = (I + V)^{-1} V = I/2
+    array([0.5, 0.5, 0.5])
+    >>> np.round(FromValue(lambda t: t + 1)(np.arange(3)), 6)   # h^t = t + 1: (t+1)/(t+2)
+    array([0.5     , 0.666667, 0.75    ])
     """
 
     def __init__(self, h):
@@ -168,6 +232,13 @@ def get_schedule(spec, **params) -> Schedule:
         Unknown name (the message lists the accepted ones) or a step outside (0, 1].
     TypeError
         ``spec`` of another kind.
+
+    Examples
+    --------
+    >>> get_schedule("fw"), get_schedule(0.3), get_schedule("to-one", a=1.0)
+    (FrankWolfe(2/(t+2)), Constant(0.3), ToOne(1-exp(-1(t+1))))
+    >>> get_schedule("harmonic")(0)                       # gamma^0 = 1/2
+    0.5
     """
     if isinstance(spec, Schedule):
         if params:

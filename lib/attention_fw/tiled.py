@@ -69,7 +69,16 @@ def _check_budget(nbytes) -> int:
 
 
 def memory_budget() -> int:
-    """The memory budget in bytes: :func:`set_memory_budget`, else ``ATTENTION_FW_MEMORY_BUDGET``, else 256 MiB."""
+    """The memory budget in bytes: :func:`set_memory_budget`, else ``ATTENTION_FW_MEMORY_BUDGET``, else 256 MiB.
+
+    Examples
+    --------
+    >>> DEFAULT_BUDGET == 256 * 2**20                 # used when neither setting is made
+    True
+    >>> with budget(2**20):
+    ...     memory_budget()
+    1048576
+    """
     if _BUDGET is not None:
         return _BUDGET
     env = os.environ.get("ATTENTION_FW_MEMORY_BUDGET", "").strip()
@@ -82,7 +91,16 @@ def memory_budget() -> int:
 
 
 def set_memory_budget(nbytes) -> int | None:
-    """Set the budget (bytes; ``None`` restores the default). Returns the previous setting."""
+    """Set the budget (bytes; ``None`` restores the default). Returns the previous setting.
+
+    Examples
+    --------
+    >>> previous = set_memory_budget(2**20)
+    >>> memory_budget()
+    1048576
+    >>> set_memory_budget(previous)                    # restores the old setting, returns the one replaced
+    1048576
+    """
     global _BUDGET
     previous = _BUDGET
     _BUDGET = None if nbytes is None else _check_budget(nbytes)
@@ -91,7 +109,16 @@ def set_memory_budget(nbytes) -> int | None:
 
 @contextlib.contextmanager
 def budget(nbytes):
-    """``with tiled.budget(2**30): ...`` runs the block with another memory budget."""
+    """``with tiled.budget(2**30): ...`` runs the block with another memory budget.
+
+    Examples
+    --------
+    1 MiB holds two float64 arrays of ``2^16 = 256^2`` scores: one system of 256 tokens, not two:
+
+    >>> with budget(2**20):
+    ...     fits((1, 256, 2)), fits((2, 256, 2))
+    (True, False)
+    """
     previous = set_memory_budget(nbytes)
     try:
         yield
@@ -104,7 +131,15 @@ def _entries(nbytes) -> int:
 
 
 def fits(shape, budget=None) -> bool:
-    """True when the ``(R, n, n)`` arrays of the untiled steps fit the budget (``shape`` of the tokens)."""
+    """True when the ``(R, n, n)`` arrays of the untiled steps fit the budget (``shape`` of the tokens).
+
+    Examples
+    --------
+    ``ARRAYS_PER_TILE = 2`` arrays of ``n^2`` doubles: ``16 n^2 <= 2^20`` up to ``n = 256``:
+
+    >>> fits((256, 2), budget=2**20), fits((257, 2), budget=2**20)
+    (True, False)
+    """
     shape = tuple(shape)
     if len(shape) < 2:
         return True
@@ -114,7 +149,13 @@ def fits(shape, budget=None) -> bool:
 
 @dataclass(frozen=True)
 class Plan:
-    """How a step cuts its work: ``systems`` per chunk, ``queries`` per block, ``keys`` per tile."""
+    """How a step cuts its work: ``systems`` per chunk, ``queries`` per block, ``keys`` per tile.
+
+    Examples
+    --------
+    >>> Plan(systems=2, queries=100, keys=64).tile_bytes     # 8 bytes x 2 x 100 x 64
+    102400
+    """
 
     systems: int
     queries: int
@@ -131,6 +172,17 @@ def plan(shape, *, budget=None, key_tile=None) -> Plan:
     Keys are tiled first (all queries of all systems against ``k`` keys, ``k`` as wide as the
     budget allows, at least ``MIN_KEY_TILE``); then systems are taken in chunks; queries are
     split last. ``key_tile`` fixes ``k``.
+
+    Examples
+    --------
+    With 1 MiB (``2^16`` entries per tile): 4 systems of 100 tokens fit whole; 4 x 1000 need key
+    tiles of ``MIN_KEY_TILE = 64`` over all 1000 queries, one system at a time:
+
+    >>> plan((4, 100, 2), budget=2**20)
+    Plan(systems=4, queries=100, keys=100)
+    >>> p = plan((4, 1000, 2), budget=2**20)
+    >>> p, p.tile_bytes * ARRAYS_PER_TILE <= 2**20
+    (Plan(systems=1, queries=1000, keys=64), True)
     """
     shape = tuple(shape)
     if len(shape) not in (2, 3):
@@ -320,6 +372,13 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.nd
 
     Same numbers as :func:`attention_fw.dynamics.softmax_step` to rounding (tested to 1e-12
     relative), in memory ``O(R n (d + k))`` for tiles of ``k`` keys.
+
+    Examples
+    --------
+    >>> from attention_fw import dynamics
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.1, 0.2]])
+    >>> bool(np.allclose(softmax_step(x, 0.5, 2.0, key_tile=2), dynamics.softmax_step(x, 0.5, 2.0)))   # 3 tiles
+    True
     """
     gamma = D._gamma(gamma)
     beta = D._beta(beta, allow_inf=False)
@@ -331,7 +390,18 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.nd
 
 def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
     """One step of (SA-inf) with the keys in tiles: each token moves a fraction gamma towards the
-    average of its tied leaders (tie rule of :mod:`attention_fw.dynamics`, ties across tiles included)."""
+    average of its tied leaders (tie rule of :mod:`attention_fw.dynamics`, ties across tiles included).
+
+    Examples
+    --------
+    Token 2 ties ``x_0`` and ``x_1``, which lie in different one-key tiles; ``gamma = 1`` lands on their average:
+
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> hardmax_step(x, 1.0, key_tile=1)
+    array([[1. , 0. ],
+           [0. , 1. ],
+           [0.5, 0.5]])
+    """
     gamma = D._gamma(gamma)
     x, B = _prepare(x, B)
     x3 = _batch(x)
@@ -345,6 +415,18 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     """``A @ values`` for the attention matrix ``A = dynamics.attention(x, beta, B)``, without forming ``A``.
 
     ``values`` has shape (..., n, m) with the batch and token axes of ``x``.
+
+    Examples
+    --------
+    With ``values = I`` the product is ``A`` itself: uniform at ``beta = 0``, tied leaders averaged at ``inf``:
+
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> np.round(attention_apply(x, np.eye(3), 0.0, key_tile=1), 4)
+    array([[0.3333, 0.3333, 0.3333],
+           [0.3333, 0.3333, 0.3333],
+           [0.3333, 0.3333, 0.3333]])
+    >>> attention_apply(x, np.eye(3), np.inf, key_tile=1)[2]
+    array([0.5, 0.5, 0. ])
     """
     beta = D._beta(beta)
     x, B = _prepare(x, B)
@@ -365,6 +447,12 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
     """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.dynamics.leaders`).
 
     ``return_counts``: also the number of tied leaders of each token (:func:`tie_counts`, same pass).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> leaders(x, return_counts=True, key_tile=1)      # token 2 ties 0 and 1: first index, count 2
+    (array([0, 1, 0]), array([1, 1, 2]))
     """
     x, B = _prepare(x, B)
     x3 = _batch(x)
@@ -375,7 +463,14 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
 
 
 def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
-    """Number of tied leaders of every token (as :func:`attention_fw.dynamics.tie_counts`)."""
+    """Number of tied leaders of every token (as :func:`attention_fw.dynamics.tie_counts`).
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
+    >>> tie_counts(x, key_tile=1)          # <x_2, x_0> = <x_2, x_1> = 0.3: a tie across two tiles
+    array([1, 1, 2])
+    """
     x, B = _prepare(x, B)
     x3 = _batch(x)
     _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(tie_rtol, x.shape[-1]),
@@ -388,6 +483,16 @@ def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False, budget
 
     Each token independently picks ``J_i = j`` with probability ``A_ij`` and moves to
     ``(1 - gamma) x_i + gamma x_J``; ``rng`` an int seed, a SeedSequence or a Generator.
+
+    Examples
+    --------
+    The move is towards the pick; at ``beta = 1000`` every other pick has probability below
+    ``e^{-200}``, so each token picks its hardmax leader:
+
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.2]])
+    >>> y, J = sap_step(x, 0.5, 1000.0, rng=0, return_choice=True, key_tile=1)
+    >>> J, bool(np.allclose(y, x + 0.5 * (x[J] - x)))
+    (array([0, 1, 0]), True)
     """
     gamma = D._gamma(gamma)
     beta = D._beta(beta, allow_inf=False)
