@@ -110,3 +110,32 @@ def test_size_text_reads_back_to_three_digits():
     assert unit == "MiB" and abs(float(value) * 2 ** 20 - 123_456_789) <= 0.005 * 123_456_789
     with pytest.raises(ValueError, match="nbytes"):
         CL.size_text(-1)
+
+
+def test_variance_ratio_is_one_for_binomial_counts_and_the_beta_binomial_factor_otherwise():
+    """Synthetic per-system counts with a known law: binomial counts give a ratio of 1, and
+    beta-binomial counts (intra-class correlation rho) give 1 + (n - 1) rho; 4,000 systems put
+    the estimate within 4 standard errors, sqrt(2 / 3999) relative."""
+    rng = np.random.default_rng(3)
+    n, p, systems = 500, 0.3, 4000
+    tol = 4 * np.sqrt(2 / (systems - 1))
+
+    def result(counts):
+        return {"n": n, "probability": p, "owners_per_system": counts.tolist()}
+
+    assert abs(CL.variance_ratio([result(rng.binomial(n, p, systems))]) - 1) < tol
+    rho = 0.002                                   # Beta(a, b) with mean p and 1 / (a + b + 1) = rho
+    a = p * (1 / rho - 1)
+    b = (1 - p) * (1 / rho - 1)
+    counts = rng.binomial(n, rng.beta(a, b, systems))
+    want = 1 + (n - 1) * rho
+    assert abs(CL.variance_ratio([result(counts)]) / want - 1) < tol
+    with pytest.raises(ValueError, match="at least 2 systems"):
+        CL.variance_ratio([{"n": n, "probability": p, "owners_per_system": [3]}])
+
+
+def test_ownership_counts_per_system_and_pvalue():
+    r = CL.ownership_task(n=100, d=5, systems=30, rng=4)
+    assert len(r.owners_per_system) == 30 and sum(r.owners_per_system) == r.owners
+    assert r.pvalue == pytest.approx(stats.binomtest(r.owners, r.tokens, r.probability).pvalue, rel=1e-12)
+    assert 0.0 <= r.pvalue <= 1.0

@@ -35,7 +35,7 @@ from . import _validate as chk
 from . import dynamics, tiled
 from .results import Result
 
-__all__ = ["own_cell_probability", "half_dimension", "ownership_task", "hardmax_run_task",
+__all__ = ["own_cell_probability", "half_dimension", "ownership_task", "variance_ratio", "hardmax_run_task",
            "TiledCheck", "tiled_check", "StepMemory", "step_memory", "size_text"]
 
 
@@ -106,25 +106,66 @@ def ownership_task(*, n: int, d: int, systems: int, rng) -> Result:
     Returns
     -------
     Result with ``n``, ``d``, ``systems``, ``seed`` (``rng`` if it is an int, else None),
-    ``owners`` (tokens that are their own unique leader), ``tokens`` (= systems * n),
-    ``fraction``, the exact ``probability`` of :func:`own_cell_probability`, and the memory of
-    the leader search, ``tile_bytes`` against ``untiled_bytes`` (:func:`step_memory`).
+    ``owners`` (tokens that are their own unique leader), ``owners_per_system`` (list),
+    ``tokens`` (= systems * n), ``fraction``, the exact ``probability`` of
+    :func:`own_cell_probability`, ``pvalue`` (two-sided exact binomial test of ``owners``
+    against ``probability``: it treats the tokens as independent, which the tokens of one
+    sequence are not, see :func:`variance_ratio`), and the memory of the leader search,
+    ``tile_bytes`` against ``untiled_bytes`` (:func:`step_memory`).
 
     Examples
     --------
     >>> r = ownership_task(n=64, d=40, systems=2, rng=0)       # d >> 2 log n: all own their cells
-    >>> r.owners == r.tokens == 128, r.probability > 1 - 1e-5
-    (True, True)
+    >>> r.owners == r.tokens == 128, r.owners_per_system, r.probability > 1 - 1e-5
+    (True, [64, 64], True)
     """
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
     systems = chk.positive_int("systems", systems)
     x = _gaussian_tokens((systems, n, d), rng, n, d)
     first, count = tiled.leaders(x, return_counts=True)
-    owners = int(((first == np.arange(n)) & (count == 1)).sum())
+    per_system = ((first == np.arange(n)) & (count == 1)).sum(axis=-1)
+    owners = int(per_system.sum())
+    prob = float(own_cell_probability(n, d))
     mem = step_memory(n, d, systems=systems)
-    return Result(n=n, d=d, systems=systems, seed=chk.seed_record(rng), owners=owners, tokens=systems * n,
-                  fraction=owners / (systems * n), probability=float(own_cell_probability(n, d)),
+    return Result(n=n, d=d, systems=systems, seed=chk.seed_record(rng), owners=owners,
+                  owners_per_system=[int(k) for k in per_system], tokens=systems * n,
+                  fraction=owners / (systems * n), probability=prob,
+                  pvalue=float(stats.binomtest(owners, systems * n, prob).pvalue),
                   tile_bytes=mem.tile_bytes, untiled_bytes=mem.untiled_bytes)
+
+
+def variance_ratio(results) -> float:
+    """How much more the owner count of one sequence varies than a binomial count would.
+
+    ``results``: :func:`ownership_task` results with at least 2 systems each. For each, the
+    sample variance of the per-system owner counts over ``n p (1 - p)``; returned is their
+    mean, weighted by the degrees of freedom (``systems - 1``). The tokens of one sequence
+    compete for the same hull, so their ownership events are dependent: a ratio above 1 means
+    positively correlated owners (binomial standard errors and p-values, which treat the tokens
+    as independent, are then too small by about the square root of the ratio), below 1
+    negatively correlated ones.
+
+    Examples
+    --------
+    >>> low = variance_ratio([ownership_task(n=128, d=4, systems=400, rng=0)])
+    >>> high = variance_ratio([ownership_task(n=512, d=8, systems=400, rng=0)])
+    >>> low < 1 < high          # both signs occur (each over 3.5 standard errors from 1)
+    True
+    """
+    num = den = 0.0
+    for r in results:
+        counts = np.asarray(r["owners_per_system"], dtype=float)
+        if counts.size < 2:
+            raise ValueError("results must each hold at least 2 systems (owners_per_system)")
+        p = r["probability"]
+        var = r["n"] * p * (1.0 - p)
+        if var <= 0:
+            continue
+        num += (counts.size - 1) * counts.var(ddof=1) / var
+        den += counts.size - 1
+    if den == 0:
+        raise ValueError("results must hold a point with 0 < probability < 1")
+    return float(num / den)
 
 
 def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result:
