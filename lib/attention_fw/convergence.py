@@ -43,7 +43,13 @@ __all__ = [
 
 # ============================================================================ small helpers
 def log_times(steps: int, num: int = 200) -> np.ndarray:
-    """About ``num`` integer times in ``[0, steps]``, log-spaced (all small times kept), sorted, unique."""
+    """About ``num`` integer times in ``[0, steps]``, log-spaced (all small times kept), sorted, unique.
+
+    Examples
+    --------
+    >>> log_times(1000, 5).tolist()    # 0, then 1 to 1000 by ratios close to 1000**(1/4) = 5.6
+    [0, 1, 6, 32, 178, 1000]
+    """
     steps = V.positive_int("steps", steps)
     num = V.positive_int("num", num, minimum=2)
     t = np.unique(np.round(np.geomspace(1, steps, num)).astype(int))
@@ -69,6 +75,14 @@ def loglog_slope(t, y, t_min=None, t_max=None) -> float:
         ``t`` or ``y`` not one-dimensional, of different lengths, or holding NaN or inf
         (a non-finite value is an upstream failure, never silently dropped); fewer than two
         usable points.
+
+    Examples
+    --------
+    The exponent of a power law ``y = c t^p`` is ``p``; a zero is left out of the fit:
+
+    >>> t = np.arange(1.0, 11.0)
+    >>> round(loglog_slope(t, 3.0 / t ** 2), 9), round(loglog_slope(t, np.where(t == 5, 0.0, t)), 9)
+    (-2.0, 1.0)
     """
     t = V.as_float_array("t", t, ndim=1)
     y = V.as_float_array("y", y, ndim=1)
@@ -125,6 +139,14 @@ def exact_hardmax_trajectory(x0, steps: int, *, gamma=None, Bstar=1):
     ------
     TypeError, ValueError
         Non-numeric or non-finite entries, ragged tokens, a step outside (0, 1].
+
+    Examples
+    --------
+    The counterexample to Theorem 3.1, ``x^0 = (3, -1)`` with ``gamma^t = 2/(t+2)``:
+
+    >>> traj = exact_hardmax_trajectory([3, -1], 3)
+    >>> [[str(x[0]) for x in xt] for xt in traj]    # gamma^0 = 1 swaps; from t = 2 on, 1/3 is its own oracle
+    [['3', '-1'], ['-1', '3'], ['5/3', '1/3'], ['1', '1/3']]
     """
     steps = V.positive_int("steps", steps, minimum=0)
     pts = list(x0)
@@ -190,6 +212,15 @@ def thm31_counterexample(x0=(3, -1), steps: int = 700) -> Result:
     ------
     ValueError
         ``0`` not in the initial hull (the theorem's hypothesis), fewer than 2 steps.
+
+    Examples
+    --------
+    The token stuck at ``1/3`` keeps ``J = 1/18``, which the bound ``32/(t+1)`` reaches at
+    ``t = 575``; the other token, still above ``1/3``, is then strictly above the bound:
+
+    >>> res = thm31_counterexample((3, -1), steps=600)
+    >>> res.first_violation, str(res.limit), str(res.plateau), str(res.bound[575])
+    (575, '1/3', '1/18', '1/18')
     """
     steps = V.positive_int("steps", steps, minimum=2)
     traj = exact_hardmax_trajectory(list(x0), steps, Bstar=1)
@@ -446,6 +477,20 @@ class FixedHullFrankWolfe(D.Rule):
     ``s = argmin_{y in K} <B_* x, y>``, ``x <- x + gamma (s - x)`` over the FIXED hull
     ``K = conv(points)`` (points (R, m, d)); ``rule`` is ``"line-search"`` (exact line search
     on the quadratic) or any schedule spec.
+
+    Examples
+    --------
+    From ``x = (0.5, 0.2)`` in the square ``[-1, 1]^2`` with ``B_* = I`` the oracle is the
+    corner ``s = (-1, -1)``. The open loop's first step (``gamma^0 = 1``) jumps to it; exact
+    line search stops where the step ends orthogonal to the segment ``[x, s]``:
+
+    >>> P = np.array([[[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]]])
+    >>> x = np.array([[[0.5, 0.2]]])
+    >>> FixedHullFrankWolfe(P, np.eye(2), "fw").step(x, 0).tolist()
+    [[[-1.0, -1.0]]]
+    >>> y = FixedHullFrankWolfe(P, np.eye(2), "line-search").step(x, 0)[0, 0]
+    >>> float(np.round(y @ (P[0, 2] - x[0, 0]), 12)) + 0.0    # <B_* y, s - x> = 0
+    0.0
     """
 
     def __init__(self, points, Bstar, rule="fw"):
@@ -537,6 +582,16 @@ def linear_rate_bound(points, Bstar) -> Result:
     ------
     ValueError
         Non-planar points, 0 not in the interior, ``B_*`` not positive definite.
+
+    Examples
+    --------
+    The regular hexagon of circumradius 1 has ``r = cos(pi/6)`` and ``D = 2``; with
+    ``B_* = I``, ``rho = 1 - (sqrt(3)/4)^2 = 13/16``:
+
+    >>> from attention_fw.polytope import regular_polygon
+    >>> b = linear_rate_bound(regular_polygon(6), np.eye(2))
+    >>> round(float(b.rho), 12), round(b.r, 6), b.D
+    (0.8125, 0.866025, 2.0)
     """
     P = V.tokens("points", points, batched_ok=False)
     if P.shape[1] != 2:
@@ -558,6 +613,16 @@ def rate_slopes(res, window=(100, None)) -> Result:
     Clouds that collapse to one point in finitely many steps (their gaps are exactly 0) are
     left out. A slope is None when the median reaches 0 inside ``window`` (t_min, t_max).
     Returns a Result with the three slopes, ``collapsed`` (clouds left out) and ``systems``.
+
+    Examples
+    --------
+    In the counterexample ``(3, -1)`` (see :func:`thm31_counterexample`) the energy plateaus at
+    ``1/18`` while the gaps decay like ``x^t - 1/3 = 8/(t(t+1))``, the straight-line approach
+    to the stuck token:
+
+    >>> s = rate_slopes(section3_rates([[3.0], [-1.0]], [[1.0]], 400))
+    >>> {k: round(s[k], 1) + 0.0 for k in ("J", "fw_gap", "primal_current")}, s.collapsed
+    ({'J': 0.0, 'fw_gap': -2.0, 'primal_current': -2.0}, 0)
     """
     keep = res["diameter"][-1] > 0
     t = res["t"]
@@ -575,7 +640,19 @@ def rate_slopes(res, window=(100, None)) -> Result:
 
 def fixed_vs_current_slopes(fixed, current, t_min: float = 100) -> Result:
     """Log-log slopes (``t >= t_min``) of the median primal gap of :func:`fixed_hull_fw` (``fixed``)
-    and of :func:`section3_rates` on the current hull (``current``, clouds that collapse left out)."""
+    and of :func:`section3_rates` on the current hull (``current``, clouds that collapse left out).
+
+    Examples
+    --------
+    The counterexample ``(3, -1)``: on the current hull the gap decays as ``8/(t(t+1))``
+    (slope -2); over the fixed hull ``[-1, 3]`` classical Frank-Wolfe is faster than its
+    ``O(1/t)`` guarantee:
+
+    >>> x0 = [[3.0], [-1.0]]
+    >>> sl = fixed_vs_current_slopes(fixed_hull_fw(x0, [[1.0]], 400), section3_rates(x0, [[1.0]], 400))
+    >>> round(sl.current, 1), bool(sl.fixed < -1)
+    (-2.0, True)
+    """
     alive = current["diameter"][-1] > 0
     return Result(fixed=loglog_slope(fixed["t"], np.median(fixed["primal"], axis=1), t_min),
                   current=loglog_slope(current["t"], np.median(current["primal_current"][:, alive], axis=1), t_min))
@@ -584,7 +661,20 @@ def fixed_vs_current_slopes(fixed, current, t_min: float = 100) -> Result:
 def linear_contrast_rates(open_loop, line) -> Result:
     """Measured contraction factor of :func:`fixed_hull_fw` with exact line search (``line``, one
     system; fitted on ``log h^t`` while ``h^t > 1e-14 h^0``, the first 3 points left out) and the
-    log-log slope (``t >= 10``) of its open-loop run (``open_loop``)."""
+    log-log slope (``t >= 10``) of its open-loop run (``open_loop``).
+
+    Examples
+    --------
+    Every step of exact line search contracts the primal gap by at least ``rho`` of
+    :func:`linear_rate_bound` (0 interior), so the fitted factor is at most ``rho``:
+
+    >>> from attention_fw.polytope import regular_polygon
+    >>> hexagon, Bs = regular_polygon(6)[None] + 0.2, np.diag([2.0, 1.0])
+    >>> line = fixed_hull_fw(hexagon, Bs, 30, rule="line-search", times=np.arange(31))
+    >>> rates = linear_contrast_rates(fixed_hull_fw(hexagon, Bs, 200), line)
+    >>> bool(rates.rate <= linear_rate_bound(hexagon[0], Bs).rho)
+    True
+    """
     h_ls = line["primal"][:, 0]
     ok = h_ls > 1e-14 * h_ls[0]
     rate = np.exp(np.polyfit(line["t"][ok][3:], np.log(h_ls[ok][3:]), 1)[0])

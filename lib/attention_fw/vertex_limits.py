@@ -15,6 +15,15 @@ the figures are drawn by :mod:`attention_fw.convergence_plots`. (Section 3, ``B 
   :func:`euler_error`, :func:`ode_continuity`.
 
 Time convention: ``t = 0`` is the first step (``x^{t+1}`` is made with ``gamma^t``).
+
+Examples
+--------
+:data:`HALVING_LIMIT` is the limit of Theorem 4.2's factor ``prod_{tau < t} (1 - gamma^tau)``
+for ``gamma^t = 2^{-t-1}``: a token led by a vertex stops short of it (erratum E4).
+
+>>> from attention_fw.schedules import get_schedule
+>>> bool(abs(get_schedule("halving").product(60) - HALVING_LIMIT) < 1e-15)
+True
 """
 from __future__ import annotations
 
@@ -113,6 +122,18 @@ def non_owning_run(vertices, interior, gamma: float, B, steps: int) -> Result:
     Result with ``trajectory`` (steps+1, n, d), ``area`` (steps+1,) of ``K^t``,
     ``vertex_shift`` (steps+1, k) distance of each initial vertex token from its start,
     ``owner`` (k,) bool: ``<B v_j, v_j> > <B v_j, v_i>`` for all ``i != j``.
+
+    Examples
+    --------
+    With ``B = I`` the vertex ``(1, 0)`` scores ``<v, (3, 1)> = 3 > |v|^2 = 1``: it does not own
+    its cell and slides towards ``(3, 1)`` (half-way at ``gamma = 1/2``, a shift of
+    ``sqrt(5)/2``), the owners stay, and the triangle's area shrinks by ``1 - gamma`` per step:
+
+    >>> res = non_owning_run([[1, 0], [3, 1], [2.5, -1]], [[2, 0]], 0.5, np.eye(2), 3)
+    >>> res.owner.tolist(), np.round(res.vertex_shift[1], 6).tolist()
+    ([False, True, True], [1.118034, 0.0, 0.0])
+    >>> np.round(res.area / res.area[0], 12).tolist()
+    [1.0, 0.5, 0.25, 0.125]
     """
     Vt = V.tokens("vertices", vertices, batched_ok=False)
     X = V.tokens("interior", interior, batched_ok=False)
@@ -178,7 +199,18 @@ def duality_gap_check(x0, schedule, B, steps: int, *, c: float = 1.0) -> Result:
 
 # ============================================================================ Remark 4.6
 def wilson_interval(successes, trials, z: float = 1.96):
-    """Wilson score interval for a binomial proportion (vectorised). Returns ``(low, high)``."""
+    """Wilson score interval for a binomial proportion (vectorised). Returns ``(low, high)``.
+
+    Examples
+    --------
+    The interval contains the observed proportion and shrinks as the number of trials grows:
+
+    >>> low, high = wilson_interval([30, 300], [100, 1000])
+    >>> bool(np.all((low < 0.3) & (0.3 < high))), bool(high[1] - low[1] < high[0] - low[0])
+    (True, True)
+    >>> [round(float(b), 4) for b in wilson_interval(0, 10)]    # no success: [0, z^2/(n + z^2)], not [0, 0]
+    [0.0, 0.2775]
+    """
     k = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
@@ -208,6 +240,15 @@ def owns_cell_probability(dims, kappa: int, samples: int, *, rng=0, B_spectrum=N
     Returns
     -------
     Result with ``d``, ``p``, ``low``, ``high`` (95% Wilson), ``successes``, ``samples``, ``kappa``.
+
+    Examples
+    --------
+    On a line (``d = 1``) the middle one of three points never owns its cell (it would need
+    ``v > 0`` and ``v < 0``), so every draw gives 0 successes:
+
+    >>> res = owns_cell_probability([1, 2], 3, 200, rng=0)
+    >>> res.d.tolist(), int(res.successes[0]), round(float(res.high[0]), 4)    # high = z^2/(n + z^2)
+    ([1, 2], 0, 0.0188)
     """
     dims = [V.positive_int("dims", int(d)) if isinstance(d, (int, np.integer)) else V.positive_int("dims", d)
             for d in dims]
@@ -252,6 +293,19 @@ def owns_cell_union_bound(d, kappa: int) -> np.ndarray:
     ``q(d) = P(<v, w> >= |v|^2) = E[ Phi_bar(|v|) ]`` for independent ``v, w ~ N(0, I_d)``
     (given ``v``, ``<v, w> ~ N(0, |v|^2)``), computed by quadrature over the chi law of ``|v|``.
     Clipped at 0.
+
+    Examples
+    --------
+    For two points on a line ``q(1) = P(Cauchy >= 1) = 1/4`` and the bound ``1 - 2/4`` is exact
+    (both own their cells iff they have opposite signs); the bound grows with ``d``, and it lies
+    below the Monte Carlo probability (about 0.33 against 0.12 for ``d = 2``, ``kappa = 3``):
+
+    >>> round(owns_cell_union_bound(1, 2), 9)
+    0.5
+    >>> bool(np.all(np.diff(owns_cell_union_bound([2, 4, 10, 100], 3)) > 0))
+    True
+    >>> bool(owns_cell_probability([2], 3, 500, rng=0).low[0] > owns_cell_union_bound(2, 3))
+    True
     """
     kappa = V.positive_int("kappa", kappa, minimum=2)
     ds = np.atleast_1d(np.asarray(d))
@@ -302,6 +356,17 @@ def ode_solution(x0, B, t) -> np.ndarray:
     ------
     ValueError
         Non-generic ``x0`` (a tie, or a leader that is not its own leader), negative times.
+
+    Examples
+    --------
+    A square and one interior token led by the vertex ``(1, 0)``: the vertices stay, and at
+    ``t = log 2`` the token is half-way to its leader:
+
+    >>> from attention_fw.polytope import regular_polygon
+    >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
+    >>> x = ode_solution(x0, np.eye(2), [0.0, np.log(2)])
+    >>> bool(np.allclose(x[:, :4], x0[:4])), np.round(x[:, 4], 12).tolist()
+    (True, [[0.3, 0.1], [0.65, 0.05]])
     """
     x, single, L = _ode_leaders(x0, B)
     tt = np.atleast_1d(np.asarray(t, dtype=float))
@@ -326,6 +391,16 @@ def euler_error(x0, B, dts, T: float = 1.0) -> Result:
     -------
     Result with ``dt``, ``err_T``, ``err_sup``, ``leading_T`` (``(T/2) e^{-T} max_i |x_i^0 - v|``),
     ``leading_sup`` (``e^{-1}/2 max_i |x_i^0 - v|`` if ``T >= 1`` else the value at T).
+
+    Examples
+    --------
+    The Euler error at ``T = 1`` shrinks linearly with ``dt``, close to its leading term:
+
+    >>> from attention_fw.polytope import regular_polygon
+    >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
+    >>> res = euler_error(x0, np.eye(2), [0.1, 0.05, 0.025])
+    >>> round(res.slope, 1), bool(np.allclose(res.err_T / res.dt, res.leading_T, rtol=0.05))
+    (1.0, True)
     """
     x, _, L = _ode_leaders(x0, B)
     Bm = np.asarray(B, dtype=float)
@@ -364,6 +439,19 @@ def ode_continuity(x0, B, deltas, T: float = 3.0, dt: float = 1e-3, *, rng=0, di
     Returns
     -------
     Result with ``delta``, ``sup_dist``, ``same_cells`` (bool per delta), ``direction``.
+
+    Examples
+    --------
+    Moving the interior token ``(0.3, 0.1)`` of a square along ``(-1, 1)``: a small move keeps
+    its leader ``(1, 0)`` and the distance stays ``delta``; a move across the diagonal hands it
+    to the leader ``(0, 1)`` and the distance jumps:
+
+    >>> from attention_fw.polytope import regular_polygon
+    >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
+    >>> u = np.vstack([np.zeros((4, 2)), [[-1.0, 1.0]]])     # only the interior token moves
+    >>> res = ode_continuity(x0, np.eye(2), [0.001, 0.1, 0.5], T=2.0, dt=0.01, direction=u)
+    >>> res.same_cells.tolist(), np.round(res.sup_dist[:2], 12).tolist(), bool(res.sup_dist[2] > 1)
+    ([True, True, False], [0.001, 0.1], True)
     """
     x, single, L = _ode_leaders(x0, B)
     Bm = np.asarray(B, dtype=float)
