@@ -126,10 +126,10 @@ def exact_hardmax_trajectory(x0, steps: int, *, gamma=None, Bstar=1):
         Integers, Fractions or floats (floats are converted exactly).
     steps : int
         Number of steps; the result holds ``x^0, ..., x^steps``.
-    Bstar : number or d x d nested sequence
-        ``B_*`` (symmetric positive semidefinite is the setting of Section 3; not checked here).
-    gamma : callable ``t -> Fraction``, optional
+    gamma : callable ``t -> Fraction``, optional, keyword-only
         Step sizes; default ``2/(t+2)`` exactly (Theorem 3.1).
+    Bstar : number or d x d nested sequence, keyword-only
+        ``B_*`` (symmetric positive semidefinite is the setting of Section 3; not checked here).
 
     Returns
     -------
@@ -206,7 +206,7 @@ def thm31_counterexample(x0=(3, -1), steps: int = 700) -> Result:
         ``first_violation`` (first t with ``max_i J > bound``, or None), ``first_violation_token``
         (list, per token), ``equality_times`` (list per token of the t with ``J == bound``),
         ``plateau`` (``J`` of the lowest token at the end), ``limit`` (final position of the lowest
-        token), ``diameter`` (``d(K^0)``).
+        token), ``lowest_token`` (its index), ``diameter`` (``d(K^0)``).
 
     Raises
     ------
@@ -611,7 +611,8 @@ def rate_slopes(res, window=(100, None)) -> Result:
     """Log-log slopes of the medians over clouds of ``J``, ``fw_gap`` and ``primal_current`` of :func:`section3_rates`.
 
     Clouds that collapse to one point in finitely many steps (their gaps are exactly 0) are
-    left out. A slope is None when the median reaches 0 inside ``window`` (t_min, t_max).
+    left out. Zero medians inside ``window`` (t_min, t_max) are dropped from the fit (see
+    :func:`loglog_slope`); a slope is None when fewer than two positive points are left.
     Returns a Result with the three slopes, ``collapsed`` (clouds left out) and ``systems``.
 
     Examples

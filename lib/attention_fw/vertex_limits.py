@@ -391,6 +391,8 @@ def euler_error(x0, B, dts, T: float = 1.0) -> Result:
     -------
     Result with ``dt``, ``err_T``, ``err_sup``, ``leading_T`` (``(T/2) e^{-T} max_i |x_i^0 - v|``),
     ``leading_sup`` (``e^{-1}/2 max_i |x_i^0 - v|`` if ``T >= 1`` else the value at T).
+    Also ``T``, ``slope`` (log-log slope of ``err_T`` against ``dt``) and ``amplitude``
+    (``max_i |x_i^0 - v|``).
 
     Examples
     --------
@@ -438,7 +440,8 @@ def ode_continuity(x0, B, deltas, T: float = 3.0, dt: float = 1e-3, *, rng=0, di
 
     Returns
     -------
-    Result with ``delta``, ``sup_dist``, ``same_cells`` (bool per delta), ``direction``.
+    Result with ``delta``, ``sup_dist``, ``same_cells`` (bool per delta), ``direction``, and the
+    ``T`` and ``dt`` of the runs.
 
     Examples
     --------
