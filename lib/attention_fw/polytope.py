@@ -408,6 +408,10 @@ class HullDistance:
                 self.faces.append((Q[0], E, E @ np.linalg.inv(G)))   # G symmetric
 
     def __call__(self, x):
+        x = np.asarray(x, dtype=float)
+        if x.ndim < 1 or x.shape[-1] != self.P.shape[1]:
+            raise ValueError(f"x must be points (..., {self.P.shape[1]}) in the dimension of the hull, "
+                             f"got shape {x.shape}")
         best = np.min(np.linalg.norm(x[..., None, :] - self.P, axis=-1), axis=-1)
         for base, E, EG in self.faces:
             y = x - base
