@@ -258,6 +258,8 @@ def tiled_check(n: int, d: int = 64, *, key_tile: int = 256, gamma: float = 0.1,
     The tests hold the tiled steps to the untiled ones (softmax to 1e-12 relative, identical
     leaders, the chain's law); this is the same comparison on one draw, for a page to show.
 
+    Examples
+    --------
     >>> c = tiled_check(300, 8, key_tile=64, rng=0)
     >>> c.softmax_error < 1e-12, c.same_leaders
     (True, True)
@@ -297,6 +299,8 @@ def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
     (``8 systems n^2`` bytes of float64 scores) and tiled (``budget`` in bytes, default
     :func:`attention_fw.tiled.memory_budget`).
 
+    Examples
+    --------
     >>> m = step_memory(65536, 64, budget=256 * 2**20)
     >>> size_text(m.untiled_bytes), m.tile_keys, m.tiles
     ('32 GiB', 256, 256)
@@ -311,6 +315,8 @@ def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
 def size_text(nbytes: int) -> str:
     """A number of bytes in the largest binary unit that keeps it at least 1: ``'8 MiB'``, ``'1.5 GiB'``.
 
+    Examples
+    --------
     >>> size_text(8 * 1024**2), size_text(3 * 2**29), size_text(512)
     ('8 MiB', '1.5 GiB', '512 bytes')
     """
