@@ -59,6 +59,16 @@ def hypothesis_beta_min(vertices, *, beta_hi: float = 1e12) -> float:
 
     Computed (not a claim of the paper) by bisection on log(beta) of a linear programme; the
     cones shrink monotonically as beta decreases. Returns ``inf`` if empty even at ``beta_hi``.
+
+    Examples
+    --------
+    >>> v = points_on_circle()
+    >>> hypothesis_beta_min(v, beta_hi=400.0)       # the unit triangle's eroded cones are still empty at 400
+    inf
+    >>> bool(eroded_slack(v, 0, 450 ** (-1 / 8), 450 ** (-1 / 4)) >= 0)   # ... and no longer at 450
+    True
+    >>> hypothesis_beta_min(10 * v)                 # ten times larger, they are non-empty from beta = 1 on
+    1.0
     """
     v = _vertices("vertices", vertices)
 
@@ -71,6 +81,16 @@ def configuration_beta_min(x0, vertices, sigma, *, beta_hi: float = 1e12) -> flo
     """Smallest beta at which the interior tokens of ``x0`` lie in their eroded cones
     ``I_sigma(j)(beta^{-1/8}) (-) beta^{-1/4} B_1`` (Theorem 5.2's hypothesis); the sets grow
     with beta, so the hypothesis then holds for every larger beta. ``inf`` if never (up to beta_hi).
+
+    Examples
+    --------
+    >>> v = points_on_circle()
+    >>> x0, sigma = np.vstack([v, 0.5 * v]), np.array([0, 1, 2, 0, 1, 2])
+    >>> b = configuration_beta_min(x0, v, sigma)
+    >>> [bool(eroded_cone_mask(x0[3], v, 0, s ** (-1 / 8), s ** (-1 / 4))) for s in (b / 1.01, b * 1.01)]
+    [False, True]
+
+    Token 3 (half-way to ``v_0``) enters its eroded cone at ``b`` (tokens 4 and 5 too, by symmetry).
     """
     v = _vertices("vertices", vertices)
     x0 = V.tokens("x0", x0, batched_ok=False)
@@ -94,6 +114,15 @@ def sample_eroded_cone(vertices, i: int, eta: float, delta: float, size: int, *,
     ------
     ValueError
         If the set is empty or too small to hit within ``max_tries`` batches.
+
+    Examples
+    --------
+    >>> v = points_on_circle()
+    >>> pts = sample_eroded_cone(v, 0, 0.05, 0.03, 100, rng=0, min_dist=0.3)
+    >>> pts.shape, bool(eroded_cone_mask(pts, v, 0, 0.05, 0.03).all())      # every point lies in the eroded cone
+    ((100, 2), True)
+    >>> bool((np.linalg.norm(pts - v[0], axis=1) >= 0.3).all())             # ... at distance >= min_dist from v_0
+    True
     """
     v = _vertices("vertices", vertices)
     size = V.positive_int("size", size)
@@ -169,6 +198,15 @@ def phase1_constants(x0, vertices, sigma, gamma: float) -> Result:
     ValueError
         ``n == kappa`` (the statement is vacuous, ``m`` undefined), or the first kappa tokens
         are not the vertices, or ``m == 0``.
+
+    Examples
+    --------
+    >>> v = points_on_circle()                                    # c0 = 1.5, d(K) = sqrt(3)
+    >>> c = phase1_constants(np.vstack([v, 0.4 * v]), v, np.array([0, 1, 2, 0, 1, 2]), 0.1)
+    >>> round(c.m, 6), bool(np.isclose(c.tau, 1.5 / (2 * np.sqrt(3)))), round(c.C, 6)   # tau = c0/(2 d(K)), C = 1/0.9
+    (0.6, True, 1.111111)
+    >>> c.T1, 0.9 ** c.T1 * c.m >= c.tau > 0.9 ** (c.T1 + 1) * c.m   # T1: last t with (1 - gamma)^t m >= tau
+    (3, True)
     """
     v = _vertices("vertices", vertices)
     x0 = V.tokens("x0", x0, batched_ok=False)
@@ -208,6 +246,14 @@ def phase1_event(xT, vertices, sigma, beta: float, tau: float, C: float) -> Resu
     Result of bool arrays of shape (R,): ``"event"``, ``"vertices"`` (first part), ``"interior"``
     (second part), and float arrays ``"vertex_drift"`` (max over vertex tokens) and
     ``"interior_radius"`` (max over the others, in units of ``tau``).
+
+    Examples
+    --------
+    >>> v = points_on_circle()
+    >>> xT = np.stack([np.vstack([v, 0.99 * v]), np.vstack([v, 0.9 * v])])   # interior tokens at 0.01 and 0.1
+    >>> ev = phase1_event(xT, v, np.array([0, 1, 2, 0, 1, 2]), 1e4, 0.05, 1.0)
+    >>> ev.event.tolist(), ev.vertices.tolist(), np.round(ev.interior_radius, 6)   # radius / tau vs C = 1
+    ([True, False], [True, True], array([0.2, 2. ]))
     """
     v = _vertices("vertices", vertices)
     xT = V.tokens("xT", xT)
@@ -372,6 +418,12 @@ def theorem54_radius(vertices) -> float:
     ``v_j`` and ``z`` within ``r`` of ``v_i``: ``<x, z> - <x, y> >= c0 - 4 R r - 2 r^2``).
     Before the exit time the tokens stay in ``conv{x_ji^0}_j + B(0, eps)``, so ``r`` must cover
     the start radius plus ``eps``. Returns 0.0 when ``c0 <= 0`` (no admissible radius).
+
+    Examples
+    --------
+    >>> r = theorem54_radius(points_on_circle())                  # R = 1, c0 = 1.5
+    >>> round(r, 6), round(4 * r + 2 * r ** 2, 12)                # sqrt(1.375) - 1, with equality 4Rr + 2r^2 = c0/2
+    (0.172604, 0.75)
     """
     v = _vertices("vertices", vertices)
     R = float(np.linalg.norm(v, axis=1).max())
@@ -399,6 +451,15 @@ def theorem54_hypotheses(vertices, eps: float, gamma: float, rho: float = 0.0) -
 
     Also returns the numbers ``eps_max``, ``gamma_max``, ``r_star``, ``M = ceil(eps / (gamma d(K)))``
     (bad steps an exit needs) and ``d`` (the diameter).
+
+    Examples
+    --------
+    >>> v = points_on_circle()                                    # d(K) = sqrt(3)
+    >>> h = theorem54_hypotheses(v, 0.1, 0.02)
+    >>> h.all, round(h.gamma_max, 6), h.M                         # gamma_max = 0.1/(2 sqrt 3); M = ceil(0.1/(0.02 sqrt 3))
+    (True, 0.028868, 3)
+    >>> theorem54_hypotheses(v, 0.1, 0.05).ratio                  # 0.1 / 0.05 = 2 < 2 d(K)
+    False
     """
     v = _vertices("vertices", vertices)
     eps = V.real_scalar("eps", eps, low=0, low_open=True)
@@ -431,6 +492,16 @@ def theorem54_region(vertices, rho: float = 0.0) -> np.ndarray:
     ``(0, 0)``, ``(eps_max, 0)``, ``(eps_max, eps_max / (2 d(K)))`` (counter-clockwise, shape (3, 2));
     empty (shape (0, 2)) when ``eps_max <= 0``. (``eps_max / (2 d) < 1`` always, so ``gamma < 1``
     is implied.)
+
+    Examples
+    --------
+    >>> v = points_on_circle()                 # eps_max = theorem54_radius(v) = 0.172604, d(K) = sqrt(3)
+    >>> np.round(theorem54_region(v), 6) + 0.0  # top corner: gamma = 0.172604 / (2 sqrt 3)
+    array([[0.      , 0.      ],
+           [0.172604, 0.      ],
+           [0.172604, 0.049826]])
+    >>> theorem54_region(v, rho=0.2).shape     # start radius beyond eps_max: empty
+    (0, 2)
     """
     v = _vertices("vertices", vertices)
     rho = V.real_scalar("rho", rho, low=0)
@@ -448,7 +519,18 @@ def phase1_task(*, beta: float, rng: int, gamma: float, runs: int, config_beta: 
                 per_vertex: int, min_dist: float, config_rng: int, horizon: int | None = None,
                 d: int = 2) -> Result:
     """Theorem 5.2 Monte Carlo at ``beta`` from a configuration built for ``config_beta`` (regular
-    simplex in R^d; d = 2 is the equilateral triangle). See :func:`run_phase1`."""
+    simplex in R^d; d = 2 is the equilateral triangle). See :func:`run_phase1`.
+
+    Examples
+    --------
+    >>> res = phase1_task(beta=1e6, rng=1, gamma=0.5, runs=20, config_beta=1e6, per_vertex=1,
+    ...                   min_dist=0.05, config_rng=0)
+    >>> res.runs, round(res.bound, 6), res.fraction        # bound = 1 - beta^(-1/8)
+    (20, 0.822172, 1.0)
+
+    At ``beta = 1e6`` every (SAP) step of this configuration picks the hardmax leader (every other
+    weight stays below ``e^(-1e4)``), so every run meets the event whatever the draw.
+    """
     v = regular_simplex(d) if d != 2 else points_on_circle()
     x0, sigma = phase1_configuration(v, per_vertex, config_beta, rng=config_rng, min_dist=min_dist)
     return run_phase1(x0, v, sigma, gamma, beta, runs, rng=rng, horizon=horizon)
@@ -456,6 +538,13 @@ def phase1_task(*, beta: float, rng: int, gamma: float, runs: int, config_beta: 
 
 def collapse_task(*, x0: tuple, gamma: float, beta: float, tol: float, max_steps: int,
                   record_every: int = 1) -> Result:
-    """Prop 5.1: :func:`collapse_sabeta` with hashable inputs (``x0`` as nested tuples)."""
+    """Prop 5.1: :func:`collapse_sabeta` with hashable inputs (``x0`` as nested tuples).
+
+    Examples
+    --------
+    >>> res = collapse_task(x0=((1.0, 0.0), (0.0, 1.0)), gamma=0.5, beta=1.0, tol=1e-9, max_steps=1000)
+    >>> res.converged, np.round(res.limit, 6)    # symmetric under (a, b) -> (b, a): the midpoint of the hull
+    (True, array([0.5, 0.5]))
+    """
     return collapse_sabeta(np.asarray(x0, float), gamma, beta, tol=tol, max_steps=max_steps,
                            record_every=record_every)

@@ -19,8 +19,10 @@ __all__ = ["beta_limit", "held_out_constant", "sap_mean", "score_gap"]
 def score_gap(x, t=None) -> np.ndarray:
     """Smallest margin between the best and the second-best score ``<x_i, x_j>``, per system.
 
-    >>> score_gap(np.array([[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]]))
-    np.float64(0.5)
+    Examples
+    --------
+    >>> float(score_gap(np.array([[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]])))   # row margins 1 - 0.5, 4 - 1, 1 - 0.5
+    0.5
     """
     S = np.sort(dyn.scores(x), axis=-1)
     return (S[..., -1] - S[..., -2]).min(axis=-1)
@@ -33,6 +35,8 @@ def beta_limit(x0, betas, h: float, steps: int) -> Result:
     smallest hardmax score gap ``Delta`` per system (layers 0..steps-1), ``bD = beta * Delta``
     and ``const``: the largest ``error * exp(beta Delta)`` over the points with ``beta Delta > 10``.
 
+    Examples
+    --------
     >>> res = beta_limit(np.array([[[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]]]), [1.0, 100.0], 0.25, 3)
     >>> bool(res.errors[1, 0] < 1e-12 < res.errors[0, 0])
     True
@@ -53,7 +57,17 @@ def beta_limit(x0, betas, h: float, steps: int) -> Result:
 
 def held_out_constant(res: Result) -> tuple[float, int, int]:
     """Fit ``const`` on the even systems only; return it, and how many of the odd systems' points
-    with ``beta Delta > 10`` lie under its line, out of how many (a check that is not circular)."""
+    with ``beta Delta > 10`` lie under its line, out of how many (a check that is not circular).
+
+    Examples
+    --------
+    >>> from attention_fw.results import Result
+    >>> bD = np.array([[5.0, 11.0, 12.0, 13.0, 14.0]])              # system 0 (beta Delta <= 10) is ignored
+    >>> res = Result(bD=bD, errors=2 * np.exp(-bD) * [9.0, 0.5, 1.0, 0.5, 1.0])
+    >>> const, under, held = held_out_constant(res)                  # fitted on systems 2 and 4: const = 2
+    >>> round(const, 6), under, held                                 # the odd systems 1 and 3 lie at half of it
+    (2.0, 2, 2)
+    """
     far = res.bD > 10
     fit = far & (np.arange(res.errors.shape[1]) % 2 == 0)[None, :]
     held = far & ~fit
@@ -68,6 +82,8 @@ def sap_mean(x, gamma: float, beta: float, samples: int, *, rng) -> Result:
     ``checkpoints`` and ``errs`` record the largest coordinate error after each batch.
     ``se`` is the standard error of each coordinate of the mean, ``z`` the error in its units.
 
+    Examples
+    --------
     >>> res = sap_mean(np.array([[0.0, 0.0], [1.0, 0.0]]), 0.5, 1.0, 4000, rng=0)
     >>> bool(res.z.max() < 5), res.checkpoints
     (True, [1000, 2000, 4000])

@@ -72,6 +72,13 @@ def resolve(presets: dict, preset, **overrides) -> SimpleNamespace:
         Unknown preset (the message lists the accepted names) or unknown parameter.
     TypeError
         An override whose type does not match the preset's value (message gives the expected type).
+
+    Examples
+    --------
+    >>> PRESETS = {"paper": dict(beta=10.0, runs=1000), "quick": dict(beta=4.0, runs=10)}
+    >>> p = resolve(PRESETS, "quick", beta=6, runs=None)
+    >>> p.beta, p.runs, p.preset, p.overrides        # the override wins (as a float), None keeps the preset's value
+    (6.0, 10, 'quick', {'beta': 6})
     """
     names = sorted(presets)
     if not isinstance(preset, str) or preset not in presets:

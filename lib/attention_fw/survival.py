@@ -45,7 +45,20 @@ def kaplan_meier(times, censored, t) -> np.ndarray:
 
 @dataclass
 class CensoredFit:
-    """Maximum-likelihood fit of a geometric (or exponential) law to right-censored times."""
+    """Maximum-likelihood fit of a geometric (or exponential) law to right-censored times.
+
+    Returned by :func:`fit_geometric_censored` and :func:`fit_exponential_censored`.
+
+    Examples
+    --------
+    >>> fit = fit_exponential_censored([1.0, 3.0], np.array([False, False]))
+    >>> fit.model, fit.rate, fit.n_exits, round(fit.median, 6)      # exponential median: log(2) / rate
+    ('exponential', 0.5, 2, 1.386294)
+    >>> fit_geometric_censored([2.0, 4.0, 10.0], np.array([False, False, True])).median   # p = 1/8
+    6.0
+
+    The geometric median is the smallest ``t`` with ``1 - (7/8)^t >= 1/2``: ``(7/8)^5 = 0.51``, ``(7/8)^6 = 0.45``.
+    """
     model: str
     rate: float            # geometric: success probability p; exponential: rate lambda
     mean: float            # 1 / rate (inf when no exit was observed)
@@ -94,7 +107,16 @@ def fit_geometric_censored(times, censored, level: float = 0.95) -> CensoredFit:
 
 def fit_exponential_censored(times, censored, level: float = 0.95) -> CensoredFit:
     """MLE of an exponential law from right-censored data: ``lambda_hat = D / sum(times)``,
-    ``se(log lambda_hat) = 1 / sqrt(D)``."""
+    ``se(log lambda_hat) = 1 / sqrt(D)``.
+
+    Examples
+    --------
+    >>> fit = fit_exponential_censored([1.0, 2.0, 3.0], np.array([False, False, False]))
+    >>> fit.rate, fit.mean                          # no censoring: 1 / (mean of the times)
+    (0.5, 2.0)
+    >>> fit_exponential_censored([1.0, 2.0, 5.0], np.array([False, False, True])).rate   # 2 exits / 8 time units
+    0.25
+    """
     return _censored_rate_fit("exponential", times, censored, level, lambda lam, D: 1 / math.sqrt(D))
 
 
@@ -125,6 +147,14 @@ def fit_log_mean_slope(betas, fits, level: float = 0.95) -> Result:
     Weights are the inverse variances of ``log(mean)`` from each fit. Returns the slope, the
     intercept, the standard error of the slope, its ``level`` confidence interval (normal) and the
     weights, as a Result with ``slope``, ``intercept``, ``slope_se``, ``slope_ci``, ``level`` and ``weights``.
+
+    Examples
+    --------
+    >>> betas = [1.0, 2.0, 3.0]
+    >>> fits = [fit_exponential_censored(np.full(4, np.exp(0.5 * b)), np.zeros(4, bool)) for b in betas]
+    >>> res = fit_log_mean_slope(betas, fits)        # the means are exactly exp(0.5 beta)
+    >>> round(res.slope, 6), round(res.intercept, 6) + 0.0, res.slope_ci[0] < 0.5 < res.slope_ci[1]
+    (0.5, 0.0, True)
     """
     b = V.as_float_array("betas", betas, ndim=1)
     if len(fits) != len(b) or len(b) < 2:

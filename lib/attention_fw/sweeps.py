@@ -51,6 +51,13 @@ def grid(**axes) -> list[dict]:
     ValueError
         An empty axis (``grid(beta=[])``): the product would be silently empty, and a sweep
         over it would compute nothing.
+
+    Examples
+    --------
+    >>> len(grid(beta=[1.0, 2.0], seed=[0, 1, 2], n=6))   # 2 x 3 x 1 points
+    6
+    >>> grid(beta=[1.0, 2.0], seed=[0, 1, 2])[:4]         # the last axis varies fastest
+    [{'beta': 1.0, 'seed': 0}, {'beta': 1.0, 'seed': 1}, {'beta': 1.0, 'seed': 2}, {'beta': 2.0, 'seed': 0}]
     """
     keys = list(axes)
     vals = [v if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0 else [v] for v in axes.values()]
@@ -105,6 +112,15 @@ def code_version(fn=None) -> str:
     (:func:`library_imports`); for anything else (``None``, a function defined outside the
     library) every module of the library. Editing the engine or the dynamics moves the
     cache to a fresh folder, so stale results are never loaded.
+
+    Examples
+    --------
+    >>> from attention_fw import schedules
+    >>> h = code_version(schedules.get_schedule)
+    >>> len(h), h == code_version(schedules.Constant), h == code_version(None)
+    (12, True, False)
+
+    Two tasks of one module share its import closure, hence the hash; ``None`` hashes every module.
     """
     mod = getattr(fn, "__module__", "") or ""
     if mod.startswith("attention_fw."):
@@ -120,7 +136,17 @@ def code_version(fn=None) -> str:
 
 def memory(cache_dir: str | Path | None = None, fn=None):
     """The :class:`joblib.Memory` used for sweeps of ``fn``: ``<cache_dir>/<code_version(fn)>``, with
-    ``cache_dir`` defaulting to ``<repo>/.cache/joblib``."""
+    ``cache_dir`` defaulting to ``<repo>/.cache/joblib``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from attention_fw.polytope import c0
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     sub = Path(memory(tmp, c0).location).relative_to(tmp).as_posix()
+    >>> sub == code_version(c0)                          # one folder per version of the code
+    True
+    """
     base = Path(cache_dir) if cache_dir is not None else paths.CACHE / "joblib"
     return joblib.Memory(location=str(base / code_version(fn)), verbose=0)
 
@@ -179,6 +205,14 @@ def run(fn, params, *, executor=None, max_workers: int | None = None, cache: boo
         ``fn`` not callable, ``params`` not a list of dicts, unknown executor kind.
     ValueError
         Malformed executor string.
+
+    Examples
+    --------
+    >>> from attention_fw.polytope import c0, regular_polygon
+    >>> params = [{"vertices": regular_polygon(k)} for k in (3, 4, 6)]
+    >>> out = run(c0, params, cache=False, executor="serial", progress=False)
+    >>> [round(c, 12) for c in out]                      # in order: c0 of the regular k-gon is 1 - cos(2 pi / k)
+    [1.5, 1.0, 0.5]
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
