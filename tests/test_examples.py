@@ -11,7 +11,8 @@ EXAMPLES = re.compile(r"\n\s*Examples\n\s*-{8}\n.*?>>> ", re.S)   # the numpy-st
 
 # the model, the geometry, the engine and the experiments
 DOCUMENTED = ["dynamics", "tiled", "schedules", "frank_wolfe", "geometry", "polytope", "exit_times",
-              "convergence", "vertex_limits", "context_length", "results"]
+              "convergence", "vertex_limits", "metastability", "survival", "model_checks", "context_length",
+              "sweeps", "presets", "results"]
 
 
 def _public(mod):

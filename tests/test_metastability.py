@@ -129,6 +129,19 @@ def test_T1_definition():
         assert c["C"] > 1
 
 
+def test_T1_is_one_at_the_tie_tau_equal_to_one_step():
+    """When tau = (1 - gamma) m (the interior tokens start close to their vertices), T1 is 1
+    exactly: log(tau / m) / log(1 - gamma) = 1, which rounding used to floor to 0; phase 1 then
+    runs its 3 T1 steps."""
+    for frac, gamma in ((0.7, 0.1), (0.95, 0.2), (0.9, 0.05)):
+        x0 = np.vstack([TRI, frac * TRI])
+        sig = np.array([0, 1, 2, 0, 1, 2])
+        c = M.phase1_constants(x0, TRI, sig, gamma)
+        assert c["tau"] == (1 - gamma) * c["m"]
+        assert c["T1"] == 1
+        assert M.run_phase1(x0, TRI, sig, gamma, 1e4, 4, rng=0)["runs"] == 4
+
+
 def test_phase1_vacuous_without_interior_tokens():
     with pytest.raises(ValueError, match="x0"):
         M.phase1_constants(TRI, TRI, np.arange(3), 0.1)
@@ -474,7 +487,9 @@ def test_sweep_grid_is_the_cartesian_product_and_rejects_an_empty_axis():
     assert len(params) == 2 * 3 * 1
     assert {(q["beta"], q["seed"]) for q in params} == {(b, s) for b in (1.0, 2.0) for s in (0, 1, 2)}
     assert all(q["n"] == 4 and type(q["n"]) is int and type(q["beta"]) is float for q in params)
-    for empty in ([], (), np.array([])):
+    assert sweeps.grid(rng=range(3), beta=2.0) == sweeps.grid(rng=[0, 1, 2], beta=2.0)   # a range is an axis
+    assert sweeps.grid(executor="serial") == [{"executor": "serial"}]                      # a string is one value
+    for empty in ([], (), np.array([]), range(0)):
         with pytest.raises(ValueError, match=r"^beta must hold at least one value"):
             sweeps.grid(seed=[0, 1], beta=empty)
 

@@ -96,6 +96,10 @@ def configuration_beta_min(x0, vertices, sigma, *, beta_hi: float = 1e12) -> flo
     x0 = V.tokens("x0", x0, batched_ok=False)
     k = len(v)
     sigma = _sigma("sigma", sigma, len(x0), k)
+    lonely = sorted(set(range(k)) - set(sigma[k:].tolist()))
+    if lonely:
+        raise ValueError(f"sigma must give every vertex at least one interior token (x0[kappa:]); "
+                         f"vertices {lonely} have none")
 
     def ok(beta):
         return all(bool(np.all(eroded_cone_mask(x0[k:][sigma[k:] == i], v, i, beta ** (-1 / 8), beta ** (-1 / 4))))
@@ -226,7 +230,9 @@ def phase1_constants(x0, vertices, sigma, gamma: float) -> Result:
         raise ValueError("an interior token sits on its vertex (m = 0)")
     cc = c0(v)
     tau = min(cc / (2 * diameter(v)), math.sqrt(2 * cc) / 2, (1 - gamma) * m)
-    T1 = int(math.floor(math.log(tau / m) / math.log(1 - gamma)))
+    # T1 >= 1 always (tau <= (1 - gamma) m); at the tie tau = (1 - gamma) m the ratio is 1 exactly,
+    # and rounding could floor it to 0
+    T1 = max(1, int(math.floor(math.log(tau / m) / math.log(1 - gamma))))
     C = float(dist.max() / (m * (1 - gamma)))
     return Result(m=m, tau=tau, T1=T1, C=C, c0=cc, max_dist=float(dist.max()))
 

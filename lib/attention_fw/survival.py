@@ -138,7 +138,7 @@ def _censored_rate_fit(kind, times, censored, level, se_log_rate) -> CensoredFit
     rate = D / expo
     se = se_log_rate(rate, D)
     lm = -math.log(rate)
-    return CensoredFit(kind, rate, 1 / rate, (lm - z * se, lm + z * se), len(T), D, len(T) - D, expo, level)
+    return CensoredFit(kind, rate, 1 / rate, (float(lm - z * se), float(lm + z * se)), len(T), D, len(T) - D, expo, level)
 
 
 def fit_log_mean_slope(betas, fits, level: float = 0.95) -> Result:

@@ -42,9 +42,10 @@ __all__ = ["grid", "memory", "code_version", "library_imports", "run"]
 
 
 def grid(**axes) -> list[dict]:
-    """Cartesian product of parameter axes, in the order given: ``grid(beta=[1, 2], seed=[0, 1])``.
+    """Cartesian product of parameter axes, in the order given: ``grid(beta=[1, 2], rng=[0, 1])``.
 
-    Scalars are treated as one-element axes.
+    An axis is a list, tuple, range or 1-d array; anything else (a scalar, a string) is a
+    one-element axis.
 
     Raises
     ------
@@ -60,7 +61,8 @@ def grid(**axes) -> list[dict]:
     [{'beta': 1.0, 'seed': 0}, {'beta': 1.0, 'seed': 1}, {'beta': 1.0, 'seed': 2}, {'beta': 2.0, 'seed': 0}]
     """
     keys = list(axes)
-    vals = [v if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0 else [v] for v in axes.values()]
+    vals = [list(v) if isinstance(v, (list, tuple, range, np.ndarray)) and np.ndim(v) > 0 else [v]
+            for v in axes.values()]
     for key, v in zip(keys, vals):
         if len(v) == 0:
             raise ValueError(f"{key} must hold at least one value, got an empty {type(v).__name__}")
