@@ -164,13 +164,14 @@ for r in own:
 alpha = 0.05 / len(own)                       # 5% over all points (Bonferroni)
 p_min = min(r.pvalue for r in own)
 several = [r for r in own if r.systems >= 8 and min(r.probability, 1 - r.probability) * r.n >= 10]
-ratios = [CL.variance_ratio([r]) for r in several]
-if ratios:
-    span = (fmt(min(ratios), ".2f") if len(ratios) == 1
-            else f"between {fmt(min(ratios), '.2f')} and {fmt(max(ratios), '.2f')}")
-    ratio_text = (f"at the {len(ratios)} points with 8 or more sequences, the owner counts of "
-                  f"the sequences vary {span} times as much as binomial counts would, so binomial "
-                  "standard errors are off by the square root of that factor")
+by_n = {}
+for r in several:
+    by_n.setdefault(r.n, []).append(r)
+if by_n:
+    factors = [f"{fmt(CL.variance_ratio(rs), '.1f')} times (n = {n:,})" for n, rs in sorted(by_n.items())]
+    ratio_text = ("pooled over the points with 8 or more sequences, the owner counts of the sequences vary "
+                  + " and ".join(factors) + " as much as binomial counts would, so binomial standard "
+                  "errors are off by the square root of that factor")
 else:
     ratio_text = "no point here has the 8 or more sequences it takes"
 top = max(own, key=lambda r: (r.n, r.d))
