@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from . import context_length as CL
-from .plotting import TWO_COLUMN, save
+from .plotting import TWO_COLUMN, saved
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
@@ -20,12 +20,6 @@ COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 def _count(k: int) -> str:
     """An integer with thousands separators, for mathtext (``65{,}536``)."""
     return f"{k:,}".replace(",", "{,}")
-
-
-def _save(fig, name, data, outdir, formats):
-    kw = {} if formats is None else dict(formats=formats)
-    save(fig, name, data, outdir=outdir, close=False, **kw)
-    return fig
 
 
 def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, name: str = "ctx-ownership"):
@@ -61,7 +55,7 @@ def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, na
     ax.legend(frameon=False, loc="center", bbox_to_anchor=(0.68, 0.35), title="exact (lines), sampled (dots)",
               title_fontsize=7)
     fig.tight_layout()
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put"):
@@ -95,4 +89,4 @@ def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put
     data = {k: run[k] for k in ("n", "d", "gamma", "steps", "seed", "owners", "led_by_owner", "others", "moved",
                                 "never_moved", "never_moved_are_owners", "closed_form_error", "ratio_median",
                                 "ratio_max", "probability")}
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)

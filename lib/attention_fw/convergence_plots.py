@@ -21,15 +21,9 @@ from . import convergence as C
 from .polytope import hull_area
 from . import geometry as G
 from . import vertex_limits as VL
-from .plotting import ONE_COLUMN, TWO_COLUMN, save
+from .plotting import ONE_COLUMN, TWO_COLUMN, saved
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-
-
-def _save(fig, name, data, outdir, formats=None):
-    kw = {} if formats is None else dict(formats=formats)
-    save(fig, name, data, outdir=outdir, close=False, **kw)
-    return fig
 
 
 def _band(ax, t, Y, color, label, lw=1.3, q=(10, 90)):
@@ -103,7 +97,7 @@ def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "
                 first_violation=tv, first_violation_token=res["first_violation_token"],
                 equality_times=res["equality_times"], plateau=str(res["plateau"]), limit=str(res["limit"]),
                 x0=[3, -1], Bstar=1, schedule="2/(t+2)")
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=None, formats=None,
@@ -158,7 +152,7 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
                 origin_dist_shifted=shf["origin_dist"], origin_dist_symmetric=sym["origin_dist"],
                 limit_distance_over_diameter_shifted=dist_lim, example_positions=P[:, r],
                 example_times=example["t"])
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, formats=None, name: str = "fw-rates-section3"):
@@ -208,7 +202,7 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
                 exact_collapse_counts=counts,
                 **{f"{k}_shifted": shf[k] for k in ("J", "fw_gap", "primal_current", "primal_initial")},
                 **{f"{k}_symmetric": np.where(sym[k] > 0, sym[k], 0.0) for k in ("J", "fw_gap", "primal_current")})
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, name: str = "fw-fixed-vs-current-hull"):
@@ -257,7 +251,7 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
                 primal_fixed_fw=fixed["primal"], slope_fixed=s_fixed, slope_current=s_cur, example_index=r,
                 collapsed_in_finite_time=~alive,
                 positions_tokens=current["positions"][:, r], positions_fixed=fixed["positions"][:, r])
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, formats=None, name: str = "fw-linear-contrast"):
@@ -292,7 +286,7 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     fig.tight_layout()
     data = dict(t=t, primal_line_search=h_ls, primal_open_loop=h_ol, t_open_loop=open_loop["t"], rho=rho,
                 measured_factor=rate, slope_open_loop=s_ol, r=bound["r"], D=bound["D"], mu=bound["mu"], L=bound["L"])
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 # ============================================================================ Section 4
@@ -347,7 +341,7 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
                           labels_constant=res["labels_constant"],
                           vertex_displacement=res["vertices_fixed"])
     fig.tight_layout()
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def _draw_cells(ax, verts, B, alpha=0.35):
@@ -397,7 +391,7 @@ def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str
     axes[0].plot([], [], "kx", label="origin")
     axes[0].legend(fontsize=6.5, loc="lower left")
     fig.tight_layout()
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "vertex-not-owning-cell"):
@@ -432,7 +426,7 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
     b.set_title("(b) the hull is not fixed", fontsize=8)
     fig.tight_layout()
     data = dict(trajectory=tr, owner=own, area=run["area"], vertex_shift=run["vertex_shift"], B=np.asarray(B))
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duality-gap-prop"):
@@ -474,7 +468,7 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     b.set_title("(b) the proposition holds iff this stays $\\leq 1$", fontsize=8)
     b.legend(fontsize=6.2, loc="lower left")
     fig.tight_layout()
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, formats=None, name: str = "remark46-owns-cell"):
@@ -508,7 +502,7 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, forma
     ax.legend(fontsize=6, loc="lower right")
     ax.set_title(r"Remark 4.6: $v_1,\dots,v_\kappa\sim\mathcal{N}(0,I_d)$, $B=I_d$", fontsize=8)
     fig.tight_layout()
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str = "ode-euler-error"):
@@ -539,7 +533,7 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str =
     data = dict(dt=dt, err_T=err["err_T"], err_sup=err["err_sup"], leading_T=err["leading_T"], T=err["T"],
                 slope=slope, path_t=paths["t"], path_exact=paths["exact"],
                 euler={str(h): dict(t=tt, x=vals) for h, (tt, vals) in paths["euler"].items()})
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, formats=None, name: str = "ode-continuity"):
@@ -561,4 +555,4 @@ def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, f
     fig.tight_layout()
     data = dict(delta=generic["delta"], sup_dist_generic=generic["sup_dist"], sup_dist_boundary=boundary["sup_dist"],
                 same_cells_boundary=same, eta=eta, T=generic["T"], dt=generic["dt"])
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)

@@ -21,16 +21,10 @@ from . import exit_times as ET
 from . import geometry as geo
 from . import metastability as M
 from . import polytope as P
-from .plotting import ONE_COLUMN, TWO_COLUMN, save
+from .plotting import ONE_COLUMN, TWO_COLUMN, saved
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
            "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta"]
-
-
-def _save(fig, name, data, outdir, formats=None):
-    kw = {} if formats is None else dict(formats=formats)
-    save(fig, name, data, outdir=outdir, close=False, **kw)
-    return fig
 
 
 def fmt_beta(b):
@@ -104,7 +98,7 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     data = dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
                 C=k1["C"], beta_config=beta_cfg, x0=x0, sigma=sigma,
                 fraction_by_time=[r["fraction_by_time"] for r in ph1])
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats=None,
@@ -129,7 +123,7 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
     ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
     data = dict(region=region, r_star=hyp["r_star"], d=diam, eps=eps, gamma=gamma, hypotheses=dict(hyp))
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
@@ -166,7 +160,7 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
     ax.legend(fontsize=6.5, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
               frameon=False, columnspacing=1.2, handlelength=1.5)
     fig.tight_layout()
-    return _save(fig, name, hist_data, outdir, formats)
+    return saved(fig, name, hist_data, outdir, formats)
 
 
 def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
@@ -235,7 +229,7 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.legend(fontsize=5.5, loc="lower right")
     ax.set_title("(c) slope on moving windows", fontsize=8)
     fig.tight_layout()
-    return _save(fig, name, rate_data, outdir, formats)
+    return saved(fig, name, rate_data, outdir, formats)
 
 
 def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
@@ -281,7 +275,7 @@ def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str =
                   bbox_to_anchor=(0.62, 0.0))
     axs[0].set_ylabel(r"$\mathbb{P}[T_2\geq t]$")
     fig.tight_layout()
-    return _save(fig, name, surv_data, outdir, formats)
+    return saved(fig, name, surv_data, outdir, formats)
 
 
 def zoom_paths(x0, sigma, gamma: float, beta: float, t_det: int, eps: float = 0.1, *, rng):
@@ -362,7 +356,7 @@ def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str =
     data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
                 sabeta_T=[d if d is not None else -1 for d in e6_det],
                 path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"])
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)
 
 
 def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "collapse-prop51"):
@@ -412,4 +406,4 @@ def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "col
     fig.tight_layout()
     data = dict(x0=x0, beta=bc, limit=lim, steps=steps_col, converged=conv,
                 dist_to_initial_hull=P.distance_to_hull(lim, x0))
-    return _save(fig, name, data, outdir, formats)
+    return saved(fig, name, data, outdir, formats)

@@ -326,6 +326,27 @@ def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI) -> bytes:
     return buf.getvalue()
 
 
+def saved(fig, name: str, data: dict | None = None, outdir=None, formats=None):
+    """:func:`save` ``fig`` (left open; ``formats=None``: every format) and return it: the last
+    line of a library plot function, which draws, writes its figure and data, and hands the
+    figure back.
+
+    Examples
+    --------
+    >>> import tempfile, matplotlib.pyplot as plt
+    >>> fig = plt.figure()
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     back = saved(fig, "demo", {"x": [1, 2]}, tmp, formats=())   # the data only
+    ...     files = sorted(p.name for p in Path(tmp).rglob("*.*"))
+    >>> back is fig, files
+    (True, ['demo.json'])
+    >>> plt.close(fig)
+    """
+    kw = {} if formats is None else dict(formats=formats)
+    save(fig, name, data, outdir=outdir, close=False, **kw)
+    return fig
+
+
 def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int = PNG_DPI,
          outdir: str | Path | None = None, close: bool = True, meta: dict | None = None) -> dict[str, Path]:
     """Write ``fig`` as ``<outdir>/<name>.{pdf,png,svg}`` and ``data`` as ``<outdir>/data/<name>.json``.
