@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--height", type=int, default=16000)
     ap.add_argument("--slice", type=int, default=1600)
     args = ap.parse_args(argv)
+    args.html = args.html.resolve()                      # a file URI needs an absolute path
     exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         print("screenshot_pages: chromium not found (sudo apt-get install -y chromium)", file=sys.stderr)
