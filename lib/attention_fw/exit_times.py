@@ -133,6 +133,7 @@ def exit_mask(x, x0, sigma, eps: float, watch=None) -> np.ndarray:
     the hull of its group's initial positions ``conv{x0_k : sigma_k = sigma_j}``: ``x^t`` has
     left ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps), the event
     defining ``T2`` in Theorem 5.4. Only tokens with ``watch[j]`` True count (default: all).
+    One system ``x`` (n, d) counts as a batch of one: the result has shape (1,).
 
     Examples
     --------
@@ -143,6 +144,8 @@ def exit_mask(x, x0, sigma, eps: float, watch=None) -> np.ndarray:
     >>> x[0, 0], x[1, 0], x[2, 2] = [0.5, 0.04], [0.5, 0.06], [0.0, 1.06]
     >>> exit_mask(x, x0, sigma, 0.05)      # 0.04 from the group's hull: inside; 0.06: exit
     array([False,  True,  True])
+    >>> exit_mask(x[1], x0, sigma, 0.05)   # one system
+    array([ True])
     """
     x0, sigma, _, _, eps = _check_common(x0, sigma, 0.5, 0.0, eps)
     x = V.tokens("x", x)
