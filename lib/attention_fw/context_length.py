@@ -39,15 +39,16 @@ __all__ = ["own_cell_probability", "half_dimension", "ownership_task", "variance
            "TiledCheck", "tiled_check", "StepMemory", "step_memory", "size_text"]
 
 
-def _gaussian_tokens(shape, rng, n, d):
-    """Tokens for one sweep point: a stream keyed by one draw of ``rng`` and by ``(n, d)``.
+def _gaussian_tokens(shape, rng):
+    """Tokens of ``shape`` (..., n, d) for one sweep point: a stream keyed by one draw of ``rng``
+    and by ``(n, d)``.
 
     ``rng`` is an int, a SeedSequence or a Generator (the same seed gives the same tokens however
     it is passed); mixing ``(n, d)`` into the stream makes the points of a sweep that share one
     seed independent draws, rather than the same numbers cut into other shapes.
     """
     word = int(chk.rng("rng", rng).integers(2 ** 63))
-    return np.random.default_rng(np.random.SeedSequence([word, n, d])).standard_normal(shape)
+    return np.random.default_rng(np.random.SeedSequence([word, *shape[-2:]])).standard_normal(shape)
 
 
 def own_cell_probability(n, d) -> np.ndarray:
@@ -121,7 +122,7 @@ def ownership_task(*, n: int, d: int, systems: int, rng) -> Result:
     """
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
     systems = chk.positive_int("systems", systems)
-    x = _gaussian_tokens((systems, n, d), rng, n, d)
+    x = _gaussian_tokens((systems, n, d), rng)
     first, count = tiled.leaders(x, return_counts=True)
     per_system = ((first == np.arange(n)) & (count == 1)).sum(axis=-1)
     owners = int(per_system.sum())
@@ -195,12 +196,13 @@ def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
     steps = chk.positive_int("steps", steps)
     gamma = chk.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True, high_open=True)
-    x0 = _gaussian_tokens((n, d), rng, n, d)
+    x0 = _gaussian_tokens((n, d), rng)
     first, count = tiled.leaders(x0, return_counts=True)
     owner = (first == np.arange(n)) & (count == 1)
     led = ~owner & (count == 1) & owner[first]  # led by one owner
     v, start = x0[first[led]], x0[led]
     gap0 = np.linalg.norm(start - v, axis=1)
+    some = bool(led.any())
     state = {"x": x0, "never_moved": np.ones(n, dtype=bool)}
 
     def layer(x, t):
@@ -210,7 +212,6 @@ def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result
         state["never_moved"] &= ~moved
         closed = v + (1.0 - gamma) ** t * (start - v)
         ratio = np.linalg.norm(x[led] - v, axis=1) / gap0
-        some = bool(led.any())
         return {"moved": int(moved.sum()),
                 "closed_form_error": float((np.linalg.norm(x[led] - closed, axis=1) / gap0).max()) if some else 0.0,
                 "ratio_median": float(np.median(ratio)) if some else math.nan,
