@@ -55,6 +55,20 @@ def parameter_names(nb) -> list[str]:
     return names
 
 
+def default_preset(nb) -> str | None:
+    """The literal value of ``preset = ...`` in the cell tagged ``parameters`` (None if absent)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "preset"
+                                                         for t in node.targets)):
+                    try:
+                        return ast.literal_eval(node.value)
+                    except ValueError:
+                        return None
+    return None
+
+
 def kernel_config(socket_dir: str):
     """Kernels talk over Unix sockets in a private folder, not over TCP.
 
@@ -175,6 +189,11 @@ def main(argv=None) -> int:
     # has a precomputed stand-in; the downloaded notebook re-creates its widgets when run.
     executed = nbformat.read(tmp, as_version=4)
     executed.metadata.pop("widgets", None)
+    # What the page was computed with: the book's Sphinx extension (book/_ext/book_html.py)
+    # puts a banner on every page whose preset is not "paper" or whose parameters were changed.
+    executed.metadata["attention_fw_run"] = {
+        "preset": params.get("preset", default_preset(nb)),
+        "overrides": {k: v for k, v in params.items() if k != "preset"}}
     # Papermill's injected-parameters cell is bookkeeping, not part of the argument: it stays in
     # the downloadable notebook (a reader sees what was overridden) but never on the page.
     for cell in executed.cells:

@@ -1,38 +1,74 @@
 #!/usr/bin/env python
-"""Screenshots of the built book, for looking at every page as a reader would.
+"""Screenshots of the built book as a reader sees it: one window at a time, scrolling down.
 
-    python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots] [--width 800] [--height 9000] [PAGE ...]
+    python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots]
+                                     [--widths 1280,1920,390] [--height 900] [--max-shots 40] [PAGE ...]
 
-Runs headless Chromium (``chromium`` on PATH, or $CHROMIUM) once per page at 1280 px wide (``--width``),
-with networking disabled, and cuts each long screenshot into slices of 1600 px
-``<out>/<page>-<k>.png`` (``<page>-w<width>-<k>.png`` at another width) that an image viewer shows
-at a readable scale. The blank bottom of a page, and slices whose article column is blank, are dropped.
+Opens each page (``book/<page>.html``; default: every page) in headless Chromium (``chromium`` on
+PATH, or $CHROMIUM; networking disabled) in a window ``width`` x ``height`` CSS px for each width,
+waits for MathJax and the images, then takes one screenshot of the window per scroll position,
+from the top to the bottom of the page, overlapping by 10 %:
+``<out>/<page>-w<width>-<k>.png``. Sticky headers and sidebars stay where a reader sees them
+(a single screenshot as tall as the page would show them only at the top). Windows narrower
+than 768 px are emulated as a phone (touch, device width).
 """
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
+import base64
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from PIL import Image, ImageChops, ImageStat
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from cdp import Browser, chromium_executable, evaluate  # noqa: E402
+
+READY_JS = """
+(async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  for (let i = 0; i < 200 && document.readyState !== 'complete'; i++) await sleep(50);
+  if (document.querySelector('span.math, div.math')) {
+    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) await sleep(50);
+    if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
+  }
+  const imgs = Array.from(document.images);
+  imgs.forEach(i => { i.loading = 'eager'; });
+  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
+  return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight);
+})()
+"""
 
 
-def article_columns(width: int) -> tuple[int, int]:
-    """The horizontal extent of the article column in a window ``width`` CSS px wide.
-
-    At 1200 px and above the book's theme shows both sidebars and the article sits between
-    x = 300 and x = 980 (at 1280 px); below, the sidebars fold away and the article spans the
-    window but for its margins.
-    """
-    if width >= 1200:
-        return round(width * 300 / 1280), round(width * 980 / 1280)
-    return min(40, width // 10), width - min(40, width // 10)
+def shoot(browser: Browser, url: str, width: int, height: int, out_stem: Path, max_shots: int) -> int:
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        mobile = width < 768
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
+                                                            "deviceScaleFactor": 1, "mobile": mobile}, session)
+        if mobile:
+            browser.send("Emulation.setTouchEmulationEnabled", {"enabled": True}, session)
+        for domain in ("Page", "Runtime"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Page.navigate", {"url": url}, session)
+        time.sleep(0.5)
+        total = int(evaluate(browser, session, READY_JS, timeout=60) or height)
+        step = max(1, int(height * 0.9))
+        n = 0
+        for k, top in enumerate(range(0, max(1, total - height // 10), step)):
+            if k >= max_shots:
+                break
+            evaluate(browser, session, f"window.scrollTo(0, {top}); "
+                     "new Promise(r => requestAnimationFrame(() => setTimeout(r, 150)))")
+            data = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=60)["data"]
+            Path(f"{out_stem}-{k}.png").write_bytes(base64.b64decode(data))
+            n += 1
+        return n
+    finally:
+        browser.send("Target.closeTarget", {"targetId": target})
 
 
 def main(argv=None) -> int:
@@ -40,41 +76,32 @@ def main(argv=None) -> int:
     ap.add_argument("pages", nargs="*", help="page stems, e.g. 01-model (default: every page of book/)")
     ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
-    ap.add_argument("--width", type=int, default=1280, help="window width in CSS px (e.g. 800 for a narrow window)")
-    ap.add_argument("--height", type=int, default=16000)
-    ap.add_argument("--slice", type=int, default=1600)
+    ap.add_argument("--widths", default="1280,1920,390", help="window widths in CSS px, comma-separated")
+    ap.add_argument("--height", type=int, default=900, help="window height in CSS px (844 for widths < 768)")
+    ap.add_argument("--max-shots", type=int, default=40, help="at most this many windows per page and width")
     args = ap.parse_args(argv)
     args.html = args.html.resolve()                      # a file URI needs an absolute path
-    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    exe = chromium_executable()
     if not exe:
         print("screenshot_pages: chromium not found (sudo apt-get install -y chromium)", file=sys.stderr)
         return 2
+    widths = [int(w) for w in args.widths.split(",") if w.strip()]
     pages = args.pages or sorted(p.stem for p in (args.html / "book").glob("*.html"))
     args.out.mkdir(parents=True, exist_ok=True)
-    for stem in pages:
-        page = args.html / "book" / f"{stem}.html"
-        with tempfile.TemporaryDirectory() as profile:
-            full = args.out / f"{stem}-full.png"
-            subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                            f"--user-data-dir={profile}", f"--window-size={args.width},{args.height}",
-                            "--virtual-time-budget=8000", f"--screenshot={full}", page.as_uri()],
-                           check=True, capture_output=True, timeout=120)
-        img = Image.open(full).convert("RGB")
-        left, right = article_columns(args.width)
-        content = img.crop((left, 0, right, img.height))          # the article column, without sidebars
-        box = ImageChops.difference(content, Image.new("RGB", content.size, (255, 255, 255))).getbbox()
-        bottom = box[3] if box else img.height
-        n = 0
-        for k, top in enumerate(range(0, bottom, args.slice)):
-            piece = img.crop((0, top, img.width, min(top + args.slice, bottom)))
-            if ImageStat.Stat(piece.convert("L").crop((left, 0, right, piece.height))).stddev[0] < 3:
-                continue                                        # blank article column
-            suffix = "" if args.width == 1280 else f"-w{args.width}"
-            piece.save(args.out / f"{stem}{suffix}-{k}.png")
-            n += 1
-        full.unlink()
-        print(f"{stem}: {n} slices")
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Browser(exe, Path(profile))
+        try:
+            for stem in pages:
+                page = args.html / "book" / f"{stem}.html"
+                if not page.is_file():
+                    print(f"screenshot_pages: no page {page}", file=sys.stderr)
+                    return 2
+                for width in widths:
+                    height = 844 if width < 768 and args.height == 900 else args.height
+                    n = shoot(browser, page.as_uri(), width, height, args.out / f"{stem}-w{width}", args.max_shots)
+                    print(f"{stem} at {width} px: {n} windows")
+        finally:
+            browser.close()
     return 0
 
 

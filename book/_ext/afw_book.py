@@ -12,7 +12,8 @@
   ``_build/html/figures/`` (all links are relative: the book reads offline, from ``file://``
   and under any sub-path); a missing file fails the build.
 * ``{unconfirmed}`what is uncertain```: the badge of a statement whose number or printed form
-  could not be confirmed; the text is its tooltip (explained once in the introduction).
+  could not be confirmed; the text opens under it on hover, keyboard focus or a tap
+  (explained once in the introduction).
 """
 from __future__ import annotations
 
@@ -50,13 +51,14 @@ def unconfirmed_role(name, rawtext, text, lineno, inliner, options=None, content
 
 
 def _visit_unconfirmed_html(self, node):
+    # A label with a (visually hidden) checkbox: a tap or click ticks it and the explanation
+    # opens; keyboard focus and hover open it too (book/_static/custom.css). All phrasing
+    # content, so the badge may sit inside a paragraph.
     tip = html.escape(node["tip"], quote=True)
-    self.body.append(f'<span class="afw-unconfirmed" tabindex="0" role="note" data-tip="{tip}" '
-                     f'aria-label="unconfirmed: {tip}">')
-
-
-def _depart_unconfirmed_html(self, node):
-    self.body.append("</span>")
+    self.body.append(f'<span class="afw-unconfirmed" data-tip="{tip}"><label>'
+                     f'<input type="checkbox" aria-label="unconfirmed: show what is uncertain">'
+                     f'unconfirmed</label><span class="afw-tip" role="note">{tip}</span></span>')
+    raise nodes.SkipNode
 
 
 def _visit_unconfirmed_latex(self, node):
@@ -115,6 +117,35 @@ def _links(docname: str, name: str, rel: str, gallery_uri: str) -> nodes.inline:
     return line
 
 
+_OPEN = re.compile(r'<div class="afw-figure[^"]*"[^>]*>')
+
+
+def _pan(raw: nodes.raw, rel: str) -> None:
+    """Let the glued figure keep a legible width in a narrow window: its link goes into a box
+    that scrolls sideways (``div.afw-figure-pan``), at least as wide as the smallest width at
+    which its text and panels are legible (``--afw-min-width``, :func:`notebook.display_width`)."""
+    text = raw.astext()
+    m = _OPEN.search(text)
+    if not m or "afw-figure-pan" in text:
+        return
+    meta = _meta(rel)
+    w_in = float(meta["size_in"][0])
+    need = 0.0
+    if meta.get("font_pt"):
+        need = max(need, nbh.MIN_TEXT_PX * 72.0 * w_in / float(meta["font_pt"][0]))
+    if meta.get("panel_widths_in"):
+        need = max(need, nbh.MIN_PANEL_PX * w_in / min(meta["panel_widths_in"]))
+    head = m.group(0)
+    var = f"--afw-min-width: {int(need + 0.999)}px"
+    head = (head.replace(' style="', f' style="{var}; ', 1) if ' style="' in head
+            else head[:-1] + f' style="{var}">')
+    end = text.rindex("</div>")
+    body = text[m.end():end]
+    new = text[:m.start()] + head + f'<div class="afw-figure-pan">{body}</div>' + text[end:]
+    raw.children = [nodes.Text(new)]
+    raw.rawsource = new
+
+
 def collect_figures(app, doctree):
     """Record the glued figures of this page; decorate the numbered ones."""
     env = app.env
@@ -133,6 +164,7 @@ def collect_figures(app, doctree):
         if figure is None:
             continue
         figure["classes"] += ["afw-figure-block"] + (["afw-wide"] if "afw-wide" in raw.astext() else [])
+        _pan(raw, rel)
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         if captions:
             captions[0] += nodes.Text(" ")
@@ -301,7 +333,7 @@ def setup(app):
     # MathJax on every page, not only on pages with math of their own: the navigation and the
     # gallery's chapter titles hold math too (a title such as "Finite $\beta$").
     app.set_html_assets_policy("always")
-    app.add_node(unconfirmed, html=(_visit_unconfirmed_html, _depart_unconfirmed_html),
+    app.add_node(unconfirmed, html=(_visit_unconfirmed_html, None),
                  latex=(_visit_unconfirmed_latex, None), text=(_visit_unconfirmed_text, None))
     app.add_role("unconfirmed", unconfirmed_role)
     app.add_node(gallery_placeholder)
