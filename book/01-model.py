@@ -32,9 +32,11 @@
 # (`attention_fw.model.dynamics`); this page only calls it and plots.
 #
 # :::{note}
-# The paper's body could not be read directly (see the provenance notes in the
-# {ref}`errata <errata>`). Equation (1.2) was not found in any source and is not reproduced;
-# the printed form of (1.3) is reconstructed and marked as such below.
+# The paper is quoted through five public sources (a formalization and a reproduction log that
+# transcribe its LaTeX source, the authors' figure scripts, the abstracts and a review; the
+# {ref}`errata <errata>` page says which statement rests on which). None of them gives
+# Equation (1.2), which is not reproduced; the printed form of (1.3) is put together from them
+# and marked as such below.
 # :::
 
 # %% tags=["parameters"]
@@ -176,8 +178,8 @@ lim = mc.beta_limit(X0, p.betas, p.h, p.steps)
 page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit",
             mp.beta_limit_data(lim, p.n),
             statement="Section 1: the hardmax limit (SA∞) of layer (1.3)",
-            caption="Layer (1.3) at finite beta converges to the hardmax "
-                    "dynamics like exp(-beta Delta)")
+            caption="Layer (1.3) at finite β converges to the hardmax "
+                    "dynamics like e^(−βΔ)")
 
 # %% tags=["hide-input"]
 const_half, held_in, held_n = mc.held_out_constant(lim)
@@ -269,7 +271,7 @@ sap = mc.sap_mean(x, p.gamma, p.beta_mc, p.samples,
 page.figure(mp.fig_sap_expectation(sap), "ch1-sap-expectation",
             mp.sap_data(sap),
             statement="Section 1: the Markov chain (SAP) and (SAβ)",
-            caption="One (SAP) step is one (SA-beta) step in expectation: "
+            caption="One (SAP) step is one (SAβ) step in expectation: "
                     "Monte Carlo check")
 
 # %% tags=["hide-input"]
@@ -354,8 +356,8 @@ def live(beta=8.0, gamma=0.1, layers=60):
 live()  # one frame, so that the build checks the explorer's code
 
 # %% tags=["remove-output", "skip-execution"]
-# Not executed by the book's build (no frontend there, and a widget cell can
-# stall a headless run: jupyter/nbclient#312); Jupyter runs it as any other.
+# Not executed by the book's build (there is no frontend to draw the widgets
+# there); Jupyter runs it as any other.
 widgets.interact(
     live,
     beta=widgets.FloatLogSlider(value=8.0, base=10, min=-1, max=2.5,

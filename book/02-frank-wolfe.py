@@ -124,7 +124,7 @@ fig, s = fwp.fig_oracle(pts, B, i)
 data = {"points": pts, "B": B, "i": i, "lmo": s, "residuals": residuals}
 page.figure(fig, "ch2-oracle", data,
             statement="Section 2: the Frank–Wolfe reading of (SA∞)",
-            caption="One (SA-inf) step is one Frank-Wolfe step: the oracle "
+            caption="One (SA∞) step is one Frank–Wolfe step: the oracle "
                     "picks a vertex of the hull")
 
 # %% [markdown]
@@ -287,7 +287,7 @@ hull_data = {"relative_area": hull.areas / hull.areas[0], "gamma": p.gamma,
 # %%
 page.figure(fwp.fig_hull_area(hull.areas), "ch2-hull-area", hull_data,
             statement="Hull lemma of Section 2.3 (number unverified)",
-            caption="Under (SA-inf) the hull of the tokens only shrinks, "
+            caption="Under (SA∞) the hull of the tokens only shrinks, "
                     "for any key-query matrix")
 
 # %% [markdown]

@@ -127,8 +127,8 @@ print(f"relative tiling error {tiling_err:.1e}, largest overlap area {overlap:.1
 #
 # The paper's Figure 1 (as its caption is reported) shows unequal-norm vertices for
 # $\kappa=5,7,9,10$. The authors' repository holds two committed series with these $\kappa$ (seed 42,
-# the authors' sampling recipe); the more likely one, `cells-k*-var-bij-unit-noself.pdf`, was made
-# with the option `normalize_inner_product=True`. With this option each point is
+# the authors' sampling recipe); the more likely one was made with the option
+# `normalize_inner_product=True` of their script. With this option each point is
 # coloured by $\arg\max_j\langle x, v_j/\|v_j\|\rangle$ (the "unit" labelling). That is **not**
 # $\mathcal C_i(v)$ when the norms differ (erratum E18). Which variant the paper prints is not
 # confirmed; this one is the most likely. {numref}`fig-figure1` redraws these committed files with
@@ -145,7 +145,7 @@ fig1c = page.paper_figure("figure1-corrected", kappas=tuple(p.kappas),
 # :name: "fig-figure1"
 #
 # Figure 1 of the paper, most likely variant (the published one is not confirmed): the
-# authors' committed `var-bij-unit` files, i.e. the unit-direction regions
+# authors' committed files drawn with unit directions, i.e. the regions
 # $\{x\in\mathcal K: \arg\max_j\langle x, v_j/\|v_j\|\rangle=i\}$ for unequal-norm vertices
 # (colours: HSV hues in hull order; labels $v_j$ in sampling order). Panels share one metric
 # scale.
@@ -459,8 +459,8 @@ def live_cells(kappa=7, seed=42, b=2.0, angle=30.0):
 live_cells()  # one frame, so that the build checks the explorer's code
 
 # %% tags=["remove-output", "skip-execution"]
-# Not executed by the book's build (no frontend there, and a widget cell can stall a headless
-# run: jupyter/nbclient#312); Jupyter runs it like any other cell.
+# Not executed by the book's build (there is no frontend to draw the widgets there);
+# Jupyter runs it like any other cell.
 widgets.interact(live_cells, kappa=widgets.IntSlider(value=7, min=3, max=12),
                  seed=widgets.IntSlider(value=42, min=0, max=200),
                  b=widgets.FloatLogSlider(value=2.0, base=2, min=-4, max=4, step=0.1),

@@ -519,7 +519,7 @@ rate = dict(kappas=p.kappas, betas=p.jump_betas, fits=mle, rows=rate_rows,
             halves=halves, half_fits=half_fits, half_exact=half_exact)
 fig = MP.fig_rate(rate, **page.data_only)
 page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
-            caption="Mean exit time against beta, fitted slopes against c0, "
+            caption="Mean exit time against β, fitted slopes against c₀, "
                     "and slopes on moving windows")
 
 # %% [markdown]
@@ -681,7 +681,7 @@ e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
 fig = MP.fig_sap_vs_sabeta(e6, TRI, **page.data_only)
 page.figure(fig, "sap-vs-sabeta",
             statement="Theorems 5.2 and 5.4 (erratum E6)",
-            caption="The chain (SAP) against the deterministic SA-beta "
+            caption="The chain (SAP) against the deterministic (SAβ) "
                     "from the same start")
 
 # %% tags=["hide-input"]
@@ -753,7 +753,7 @@ res_col = sweeps.run(M.collapse_task, grid_col, **RUN)
 fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas, **page.data_only)
 page.figure(fig, "collapse-prop51",
             statement="Proposition 5.1 (errata E5, E12)",
-            caption="Collapse of SA-beta to a point of the initial hull, "
+            caption="Collapse of (SAβ) to a point of the initial hull, "
                     "not the origin")
 
 # %% tags=["hide-input"]

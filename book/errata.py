@@ -15,34 +15,54 @@
 # (errata)=
 # # Errata: where the printed paper and the correct behaviour differ
 #
-# The paper's body could not be read directly. Its content was reconstructed from a
-# machine-generated review, the arXiv and ICML abstracts, the authors' figure scripts, a
-# public Lean formalization and a public reproduction log; some statements, theorem numbers
-# and printed forms could not be confirmed, and the book marks them as uncertain. Against
-# these sources, eighteen printed claims are wrong or inconsistent. Each section below
-# computes the correct behaviour in a few lines (the chapters go further; links at the end
-# of each item). "Printed" quotes the paper as reported by the sources, not the paper itself.
+# Each statement of the paper that the book quotes comes from the first arXiv version (v1)
+# through five public sources, and rests on the ones named in the last column of the table:
 #
-# | # | where | printed (v1) | correct behaviour |
-# | --- | --- | --- | --- |
-# | {ref}`E1 <e1>` | abstract, §3 | tokens contract *linearly* to one cluster *at the origin* | rate $O(1/t)$, sublinear; the cluster point is in general not the origin |
-# | {ref}`E2 <e2>` | Theorem 3.1 | $J^t(x_i^{t+1})\le\frac2{t+1}\lambda_{\max}(B_*^0)\mathsf d(\mathcal K^0)^2$ if $0\in\mathcal K^0$ | false: needs $0\in\mathcal K^t$ for all $t$ |
-# | {ref}`E3 <e3>` | §3 text | $\gamma^t=2/(t+1)$ | $\gamma^t=2/(t+2)$ |
-# | {ref}`E4 <e4>` | Theorem 4.2 | exponential for any $\gamma^t\in(0,1)$ | only if $\gamma^t\ge c>0$ |
-# | {ref}`E5 <e5>` | abstract, §5 | collapse to the origin | collapse to a point of the initial hull |
-# | {ref}`E6 <e6>` | abstract, §1.2 | hardmax approximates finite $\beta$ over $e^{O(\beta)}$ layers | proved for the chain (SAP) only; no coupling to (SAβ) |
-# | {ref}`E7 <e7>` | proof of Lemma 2.1 | piecewise-affine maps preserve positive measure | false; the lemma is still true |
-# | {ref}`E8 <e8>` | §5, (SAβ) | $V^t=\gamma I_d$ | gives the step $\gamma/(1+\gamma)$ through (1.3) |
-# | {ref}`E9 <e9>` | Theorem 5.2 | $C$ universal | $C$ depends on ratios of initial distances |
-# | {ref}`E10 <e10>` | A.3, Claim 3 | $p\ge\frac1{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$ | the chain is invalid |
-# | {ref}`E11 <e11>` | Theorem 5.4 | exponent as printed | omits $\mathsf d(\mathcal K)$ and a binomial factor |
-# | {ref}`E12 <e12>` | Prop 5.1 | proof "mutatis mutandis" | no proof given; a direct proof works for all $\beta$, $\gamma\in(0,1]$ |
-# | {ref}`E13 <e13>` | Prop 4.5 | $\mathrm{Vor}_B(v_i)$ compares with all $y\in\mathcal K$ | compare with the vertices only |
-# | {ref}`E14 <e14>` | polytope remark | two-sided condition, non-strict membership | only the "$<0$" side, strict ownership |
-# | {ref}`E15 <e15>` | (5.1) | $\arccos\langle x-v_i,y-v_i\rangle$ | the angle (normalised); in 2-D an acute triangle |
-# | {ref}`E16 <e16>` | Figure 4 | $\delta=0.02$ | the published file used $\delta=0.03$ |
-# | {ref}`E17 <e17>` | Figure 3 script | `B = diag(1,1)` | the PDFs were made with $\mathrm{diag}(1,2)$ |
-# | {ref}`E18 <e18>` | Figure 1 script | "unit" normalisation | plots direction-Voronoi cells, not $\mathcal C_i(v)$ |
+# * **formalization**: a public Lean formalization of the paper, whose files transcribe the v1
+#   statements nearly verbatim, with the labels of the paper's LaTeX source, say what the source
+#   says and what was changed, and machine-check two refutations. It is the basis of
+#   **12** of the 18 errata below.
+# * **log**: a public reproduction log of the ICML 2026 reproduction challenge, which copies
+#   equations verbatim from the paper's LaTeX source (with line numbers) and gives the theorem
+#   numbers (Theorems 3.1, 4.2, 5.2, 5.4, Proposition 4.5): the basis of **1** erratum (E8) and
+#   of those **5** numbers.
+# * **scripts**: the authors' figure scripts and published figure files (their public
+#   repository): the exact parameters of the paper's Figures 1–4 and **3** errata (E16–E18).
+# * **abstracts**: the arXiv abstract and the ICML 2026 poster abstract: the headline claims and
+#   their ICML corrections, **3** errata (E1, E4, E5).
+# * **review**: a machine-generated review of v1: the list of theorems, the content of the figure
+#   captions and details of the appendix: **8** errata, **3** of them (E6, E9, E10) on this
+#   source alone.
+#
+# The numbers of 14 equations and statements and of the four figures are confirmed by at least one
+# source; the number of one theorem (4.8) by none, and four numbers (two lemmas, a proposition and
+# a remark) are inferred from the order of the text: these carry the badge
+# {unconfirmed}`The number or printed form of this statement is not confirmed by any of the five sources.`.
+# "Printed" quotes v1 as these sources transcribe it. Against them, eighteen printed claims are
+# wrong or inconsistent; each section below computes the correct behaviour in a few lines (the
+# chapters go further; links at the end of each item), and **computed** in the last column means
+# that the book's own computation is part of the evidence.
+#
+# | # | where | printed (v1) | correct behaviour | sources |
+# | --- | --- | --- | --- | --- |
+# | {ref}`E1 <e1>` | abstract, §3 | tokens contract *linearly* to one cluster *at the origin* | rate $O(1/t)$, sublinear; the cluster point is in general not the origin | review, abstracts, formalization, computed |
+# | {ref}`E2 <e2>` | Theorem 3.1 | $J^t(x_i^{t+1})\le\frac2{t+1}\lambda_{\max}(B_*^0)\mathsf d(\mathcal K^0)^2$ if $0\in\mathcal K^0$ | false: needs $0\in\mathcal K^t$ for all $t$ | formalization, computed |
+# | {ref}`E3 <e3>` | §3 text | $\gamma^t=2/(t+1)$ | $\gamma^t=2/(t+2)$ | review, formalization |
+# | {ref}`E4 <e4>` | Theorem 4.2 | exponential for any $\gamma^t\in(0,1)$ | only if $\gamma^t\ge c>0$ | review, formalization, abstracts |
+# | {ref}`E5 <e5>` | abstract, §5 | collapse to the origin | collapse to a point of the initial hull | abstracts, formalization |
+# | {ref}`E6 <e6>` | abstract, §1.2 | hardmax approximates finite $\beta$ over $e^{O(\beta)}$ layers | proved for the chain (SAP) only; no coupling to (SAβ) | review |
+# | {ref}`E7 <e7>` | proof of Lemma 2.1 | piecewise-affine maps preserve positive measure | false; the lemma is still true | formalization |
+# | {ref}`E8 <e8>` | §5, (SAβ) | $V^t=\gamma I_d$ | gives the step $\gamma/(1+\gamma)$ through (1.3) | formalization, log |
+# | {ref}`E9 <e9>` | Theorem 5.2 | $C$ universal | $C$ depends on ratios of initial distances | review |
+# | {ref}`E10 <e10>` | A.3, Claim 3 | $p\ge\frac1{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$ | the chain is invalid | review |
+# | {ref}`E11 <e11>` | Theorem 5.4 | exponent as printed | omits $\mathsf d(\mathcal K)$ and a binomial factor | formalization, review |
+# | {ref}`E12 <e12>` | Prop 5.1 | proof "mutatis mutandis" | no proof given; a direct proof works for all $\beta$, $\gamma\in(0,1]$ | review, formalization |
+# | {ref}`E13 <e13>` | Prop 4.5 | $\mathrm{Vor}_B(v_i)$ compares with all $y\in\mathcal K$ | compare with the vertices only | formalization |
+# | {ref}`E14 <e14>` | polytope remark | two-sided condition, non-strict membership | only the "$<0$" side, strict ownership | formalization |
+# | {ref}`E15 <e15>` | (5.1) | $\arccos\langle x-v_i,y-v_i\rangle$ | the angle (normalised); in 2-D an acute triangle | formalization, computed |
+# | {ref}`E16 <e16>` | Figure 4 | $\delta=0.02$ | the published file used $\delta=0.03$ | scripts, computed |
+# | {ref}`E17 <e17>` | Figure 3 script | `B = diag(1,1)` | the PDFs were made with $\mathrm{diag}(1,2)$ | scripts, computed |
+# | {ref}`E18 <e18>` | Figure 1 script | "unit" normalisation | plots direction-Voronoi cells, not $\mathcal C_i(v)$ | scripts |
 
 # %% tags=["parameters"]
 preset = "paper"

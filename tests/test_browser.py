@@ -22,6 +22,18 @@ At a 1280-px window (issue 13), every page must also show that:
   gallery, and the gallery has that entry;
 * a full-page screenshot is saved in ``_build/screenshots/<page>.png`` for a person to look at.
 
+What a reader sees while scrolling (issue 23), at window widths of 1280, 1440, 1600, 1920, 800
+and 390 px (390: a phone, emulated with touch), each figure scrolled into view at the top and at
+the bottom of the window (where sticky sidebars would cover it):
+
+* no figure (numbered figure, gallery thumbnail, animation) meets the box of a sidebar;
+* no page scrolls sideways at 390 px (wide tables, equations and figures scroll in their own box);
+* the smallest text of every figure and animation, as shown, is at least 9 CSS px at 1280 and
+  800 px and at least 8 CSS px at 390 px;
+* the "unconfirmed" badge opens its explanation on a tap (phone) and on keyboard focus;
+* a page computed with another preset than ``paper`` (the quick build) says so in a banner;
+* the reference list is author-year, sorted by author, without TeX markup.
+
 The DevTools protocol client is ``cdp.py`` (over ``--remote-debugging-pipe``: no extra
 Python package, no port).
 Chromium is required: without it the test fails and says how to install it.
@@ -49,6 +61,10 @@ LOCAL_SCHEMES = ("data:", "blob:", "about:")
 WIDTH = 1280
 SCREENSHOTS = bookbuild.ROOT / "_build" / "screenshots"
 MIN_TEXT_PX, MIN_PANEL_PX = 9.0, 200.0
+MIN_PHONE_TEXT_PX = 8.0
+SIDEBAR_WIDTHS = (1280, 1440, 1600, 1920)   # 1600: the narrowest window with the Contents sidebar
+LEGIBLE_WIDTHS = (1280, 800)
+PHONE = 390
 # TeX that reached the page as text (a title's $\beta$ quoted as link text shows "\beta")
 RAW_TEX = re.compile(r"\\[A-Za-z]{2,}")
 RAW_MARKUP = re.compile(r"\{(?:eq|cite(?::[pt])?|ref|numref|doc|glue(?::\w+)?|download|math|term|"
@@ -384,3 +400,237 @@ def test_math_and_figures_are_present_where_expected(reports):
     r = reports["http"]["book/01-model.html"]
     assert r["math"] > 0 and r["typeset"] >= r["math"]
     assert sum(r["images"] for r in reports["http"].values()) > 0
+
+
+# ------------------------------------------------------------------ what a reader sees, scrolling
+# Scrolls each figure to the top and to the bottom of the window and records every sidebar box it
+# meets; records the shown width of each figure and animation, and whether the page scrolls sideways.
+LAYOUT_JS = """
+(async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  if (document.querySelector('span.math, div.math')) {
+    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) await sleep(50);
+    if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
+  }
+  const imgs = Array.from(document.images);
+  imgs.forEach(i => { i.loading = 'eager'; });
+  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
+  const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 20)));
+  const shown = el => { const s = getComputedStyle(el), b = el.getBoundingClientRect();
+                        return s.display !== 'none' && s.visibility !== 'hidden' && b.width > 0 && b.height > 0; };
+  const box = el => el.getBoundingClientRect();
+  const meet = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5 &&
+                         Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
+  const sidebars = () => Array.from(document.querySelectorAll('.bd-sidebar-primary, .bd-sidebar-secondary'))
+                              .filter(el => shown(el) && !(el.tagName === 'DIALOG' && !el.open));
+  const article = document.querySelector('article.bd-article') || document.body;
+  const figures = Array.from(article.querySelectorAll('figure, .afw-thumb, .afw-animation')).filter(shown);
+  const overlaps = [];
+  for (const f of figures) {
+    for (const block of ['start', 'end']) {
+      f.scrollIntoView({block: block, inline: 'nearest'});
+      await frame();
+      for (const s of sidebars()) {
+        if (meet(box(f), box(s))) overlaps.push(`${f.id || f.className} (window ${block}) meets ` +
+                                                `${s.id || s.className}`);
+      }
+    }
+  }
+  window.scrollTo(0, 0);
+  await frame();
+  const doc = document.documentElement;
+  return {
+    overlaps: overlaps,
+    checked: figures.length,
+    sideways: doc.scrollWidth > doc.clientWidth + 1 ? `${doc.scrollWidth} px wide in ${doc.clientWidth}` : null,
+    figures: Array.from(article.querySelectorAll('figure')).filter(shown).map(f => {
+      const d = f.querySelector('[data-afw-figure]'), img = f.querySelector('img');
+      return {id: f.id, name: d ? d.dataset.afwFigure : null, json: d ? d.dataset.afwJson : null,
+              width: img ? box(img).width : 0};
+    }),
+    animations: Array.from(article.querySelectorAll('.afw-animation')).filter(shown).map(a => {
+      const img = a.querySelector('img');
+      return {font_pt: parseFloat(a.dataset.afwFontPt || 'NaN'), width_in: parseFloat(a.dataset.afwWidthIn || 'NaN'),
+              width: img ? box(img).width : 0};
+    }),
+    banner: Array.from(document.querySelectorAll('.afw-preset-banner')).map(b => [b.dataset.afwPreset, b.textContent]),
+    references: Array.from(document.querySelectorAll('.citation, div.citation, dl.citation > dt, .citation-list > *'))
+                     .map(e => e.textContent.trim()),
+    labels: Array.from(document.querySelectorAll('.citation-list .label, .citation .label, dl.citation > dt'))
+                 .map(e => e.textContent.trim()),
+  };
+})()
+"""
+
+
+def layout_report(browser, url: str, width: int) -> dict:
+    """Load ``url`` in a window ``width`` px wide (a touch phone below 768 px) and run LAYOUT_JS."""
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        phone = width < 768
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844 if phone else 900,
+                                                            "deviceScaleFactor": 1, "mobile": phone}, session)
+        if phone:
+            browser.send("Emulation.setTouchEmulationEnabled", {"enabled": True}, session)
+        for domain in ("Page", "Runtime"):
+            browser.send(f"{domain}.enable", session=session)
+        _navigate(browser, session, url)
+        return evaluate(browser, session, LAYOUT_JS, timeout=120)
+    finally:
+        browser.send("Target.closeTarget", {"targetId": target})
+
+
+def _navigate(browser, session, url):
+    browser.send("Page.navigate", {"url": url}, session)
+    deadline = time.monotonic() + PAGE_TIMEOUT
+    while time.monotonic() < deadline:
+        if evaluate(browser, session, "document.readyState") == "complete" and \
+                evaluate(browser, session, "location.href") == url:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not finish loading in {PAGE_TIMEOUT} s")
+
+
+@pytest.fixture(scope="module")
+def layouts(served_book, browser):
+    """{width: {page: layout report}} for every page at every width of this module."""
+    html, origin = served_book
+    return {w: {page: layout_report(browser, origin + page, w) for page in book_pages(html)}
+            for w in sorted({*SIDEBAR_WIDTHS, *LEGIBLE_WIDTHS, PHONE})}
+
+
+@pytest.mark.parametrize("width", [*SIDEBAR_WIDTHS, PHONE])
+def test_no_figure_is_covered_by_a_sidebar(layouts, width):
+    failures = {page: r["overlaps"] for page, r in layouts[width].items() if r["overlaps"]}
+    assert failures == {}, json.dumps(failures, indent=1)
+    assert sum(r["checked"] for r in layouts[width].values()) >= 10, "too few figures: the check would be vacuous"
+
+
+def test_no_page_scrolls_sideways_on_a_phone(layouts):
+    failures = {page: r["sideways"] for page, r in layouts[PHONE].items() if r["sideways"]}
+    assert failures == {}, json.dumps(failures, indent=1)
+
+
+@pytest.mark.parametrize("width", [*LEGIBLE_WIDTHS, PHONE])
+def test_figure_and_animation_text_is_legible_at_every_width(served_book, layouts, width):
+    """Shown text height = font size (pt) / 72 x shown width / width (in) of the saved figure,
+    for the smallest font of each figure (its data file) and of each animation (its player)."""
+    html, _ = served_book
+    least = MIN_PHONE_TEXT_PX if width == PHONE else MIN_TEXT_PX
+    failures, measured, animations = {}, 0, 0
+    for page, r in layouts[width].items():
+        bad = []
+        for f in r["figures"]:
+            if not f["json"]:
+                continue
+            meta = _figure_meta(html, _page_url(page), f["json"])
+            if not meta["font_pt"]:
+                continue
+            text = meta["font_pt"][0] / 72.0 * f["width"] / meta["size_in"][0]
+            measured += 1
+            if text < least:
+                bad.append(f"{f['name']}: shown {f['width']:.0f} px wide, smallest text {text:.1f} px")
+        for k, a in enumerate(r["animations"]):
+            if not (a["font_pt"] > 0 and a["width_in"] > 0):
+                bad.append(f"animation {k}: no recorded font size or width (use attention_fw.plot.animate)")
+                continue
+            text = a["font_pt"] / 72.0 * a["width"] / a["width_in"]
+            animations += 1
+            if text < least:
+                bad.append(f"animation {k}: shown {a['width']:.0f} px wide, smallest text {text:.1f} px")
+        if bad:
+            failures[page] = bad
+    assert failures == {}, json.dumps(failures, indent=1)
+    assert measured >= 5 and animations >= 1, "too few figures or animations measured: vacuous"
+
+
+def _page_url(page: str) -> str:
+    return "http://book.invalid/" + page
+
+
+BADGE_JS = """
+(async () => {
+  const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 30)));
+  const badge = document.querySelector('.afw-unconfirmed');
+  if (!badge) return null;
+  const tip = badge.querySelector('.afw-tip');
+  const open = () => getComputedStyle(tip).display !== 'none' && tip.getBoundingClientRect().height > 0;
+  badge.scrollIntoView({block: 'center'});
+  await frame();
+  const closed = !open();
+  const b = badge.querySelector('label').getBoundingClientRect();
+  return {closed: closed, x: b.left + b.width / 2, y: b.top + b.height / 2, tip: tip.textContent,
+          expected: badge.dataset.tip};
+})()
+"""
+TIP_OPEN_JS = """(() => { const t = document.querySelector('.afw-unconfirmed .afw-tip');
+  return getComputedStyle(t).display !== 'none' && t.getBoundingClientRect().height > 0; })()"""
+
+
+def test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus(served_book, browser):
+    html, origin = served_book
+    page = next(p for p in book_pages(html) if 'class="afw-unconfirmed"' in (html / p).read_text())
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": PHONE, "height": 844, "deviceScaleFactor": 1,
+                                                            "mobile": True}, session)
+        browser.send("Emulation.setTouchEmulationEnabled", {"enabled": True}, session)
+        browser.send("Runtime.enable", session=session)
+        _navigate(browser, session, origin + page)
+        r = evaluate(browser, session, BADGE_JS)
+        assert r and r["closed"], f"{page}: the badge's explanation is open before anything happened"
+        assert r["tip"].strip() == r["expected"].strip() != ""
+        point = {"x": r["x"], "y": r["y"]}
+        browser.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [point]}, session)
+        browser.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []}, session)
+        time.sleep(0.3)
+        assert evaluate(browser, session, TIP_OPEN_JS), f"{page}: a tap on the badge does not open it"
+        browser.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [point]}, session)
+        browser.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []}, session)
+        time.sleep(0.3)
+        assert not evaluate(browser, session, TIP_OPEN_JS), f"{page}: a second tap does not close it"
+        # keyboard: Tab until the focus is inside the badge (a focusable control, as a link is)
+        evaluate(browser, session, "document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
+        for _ in range(400):
+            browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Tab", "code": "Tab",
+                                                    "windowsVirtualKeyCode": 9}, session)
+            browser.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": "Tab", "code": "Tab",
+                                                    "windowsVirtualKeyCode": 9}, session)
+            if evaluate(browser, session, "!!(document.activeElement && document.activeElement.closest('.afw-unconfirmed'))"):
+                break
+        else:
+            raise AssertionError(f"{page}: the badge cannot be reached with the Tab key")
+        assert evaluate(browser, session, "document.activeElement.closest('.afw-unconfirmed') === "
+                                          "document.querySelector('.afw-unconfirmed')")
+        time.sleep(0.2)
+        assert evaluate(browser, session, TIP_OPEN_JS), f"{page}: keyboard focus does not open the badge"
+    finally:
+        browser.send("Target.closeTarget", {"targetId": target})
+
+
+def test_a_quick_build_says_so_on_every_computed_page(layouts):
+    """The quick build's pages computed by a notebook carry the preset banner; the others do not."""
+    pages = layouts[1280]
+    computed = {f"book/{p.stem}.html" for p in bookbuild.chapter_sources()}
+    for page, r in pages.items():
+        if page in computed:
+            assert [p for p, _ in r["banner"]] == ["quick"], f"{page}: banner {r['banner']}"
+            text = r["banner"][0][1]
+            assert "quick" in text and "make book" in text, f"{page}: {text!r}"
+        else:
+            assert r["banner"] == [], f"{page} is not computed, yet has a banner: {r['banner']}"
+
+
+RAW_REFERENCE = re.compile(r"[\\{}~`]|''|--|\$")
+
+
+def test_references_are_author_year_sorted_and_without_tex(layouts):
+    r = layouts[1280]["book/intro.html"]
+    labels = [lab.strip("[]") for lab in r["labels"]]
+    assert len(labels) >= 5, f"no reference list found: {r['labels']}"
+    assert all(re.fullmatch(r"[^\W\d][^\d]* \d{4}[a-z]?", lab) for lab in labels), labels
+    assert labels == sorted(labels, key=str.casefold), f"the list is not sorted by author: {labels}"
+    bad = [ref for ref in r["references"] if RAW_REFERENCE.search(ref)]
+    assert bad == [], f"TeX markup in the reference list: {bad}"

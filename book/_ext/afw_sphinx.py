@@ -146,6 +146,16 @@ def _pan(raw: nodes.raw, rel: str) -> None:
     raw.rawsource = new
 
 
+_PAPER_FIGURE = re.compile(r"figure(\d+)(?:\b|-)")
+
+
+def paper_figure(name: str) -> str | None:
+    """The number k of the paper's Figure k that a figure file reproduces (``figure2``,
+    ``figure1-corrected``, ``figure4-delta002``), or None."""
+    m = _PAPER_FIGURE.match(name)
+    return m.group(1) if m else None
+
+
 def collect_figures(app, doctree):
     """Record the glued figures of this page; decorate the numbered ones."""
     env = app.env
@@ -166,6 +176,9 @@ def collect_figures(app, doctree):
         figure["classes"] += ["afw-figure-block"] + (["afw-wide"] if "afw-wide" in raw.astext() else [])
         _pan(raw, rel)
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
+        paper = paper_figure(name)
+        if captions and paper and "paper's Figure" not in captions[0].astext():
+            captions[0].insert(0, nodes.inline("", f"(paper's Figure {paper}) ", classes=["afw-paper-figure"]))
         if captions:
             captions[0] += nodes.Text(" ")
             captions[0] += _links(docname, name, rel, gallery_uri)
@@ -253,6 +266,9 @@ def _entry_html(app, entries) -> str:
         uri = builder.get_relative_uri(GALLERY, rec["docname"])
         number = _figure_number(env, rec["docname"], rec["label"])
         target = f'{uri}#{rec["label"]}' if rec["label"] else uri
+        paper = paper_figure(name)
+        if number and paper:
+            number += f" (paper's Figure {paper})"
         shown.append(f'<a href="{e(target)}">{e(number + ", " if number else "")}'
                      f'{_title_html(env, rec["docname"])}</a>')
     downloads = " · ".join(f'<a href="{prefix}{e(rel)}.{ext}" download>{label}</a>' for ext, label in FORMATS)

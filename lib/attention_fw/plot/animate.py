@@ -18,6 +18,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.animation import FuncAnimation
+from matplotlib.text import Text
 from scipy.spatial import ConvexHull, QhullError
 
 from .. import _validate as V
@@ -77,7 +78,10 @@ def jshtml(fig, update, frames: int, *, interval: int = 200, default_mode: str =
 
     Returns
     -------
-    str : HTML to show with ``IPython.display.HTML``.
+    str : HTML to show with ``IPython.display.HTML``: the player inside
+    ``<div class="afw-animation" data-afw-font-pt=... data-afw-width-in=...>``, the smallest font
+    size (points) of the figure's text and its width (inches), from which a page can tell how
+    large its text is shown (font size x shown width / (72 x width)).
     """
     frames = V.positive_int("frames", frames)
     if default_mode not in ("once", "loop", "reflect"):
@@ -86,8 +90,12 @@ def jshtml(fig, update, frames: int, *, interval: int = 200, default_mode: str =
     with matplotlib.rc_context({"animation.embed_limit": 60.0, "savefig.bbox": "standard"}):
         anim = FuncAnimation(fig, lambda k: update(k), frames=frames, interval=interval, blit=False)
         html = anim.to_jshtml(default_mode=default_mode)
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    width_in = float(fig.get_size_inches()[0])
     plt.close(fig)
-    return offline_player(html)
+    font = f' data-afw-font-pt="{min(sizes):g}"' if sizes else ""
+    return (f'<div class="afw-animation"{font} data-afw-width-in="{width_in:g}">'
+            f"{offline_player(html)}</div>")
 
 
 def _hull_polygon(points):
