@@ -424,7 +424,7 @@ LAYOUT_JS = """
   const sidebars = () => Array.from(document.querySelectorAll('.bd-sidebar-primary, .bd-sidebar-secondary'))
                               .filter(el => shown(el) && !(el.tagName === 'DIALOG' && !el.open));
   const article = document.querySelector('article.bd-article') || document.body;
-  const figures = Array.from(article.querySelectorAll('figure, .afw-thumb, .afw-animation')).filter(shown);
+  const figures = Array.from(article.querySelectorAll('figure, .afw-thumb, div.animation')).filter(shown);
   const overlaps = [];
   for (const f of figures) {
     for (const block of ['start', 'end']) {
@@ -448,8 +448,8 @@ LAYOUT_JS = """
       return {id: f.id, name: d ? d.dataset.afwFigure : null, json: d ? d.dataset.afwJson : null,
               width: img ? box(img).width : 0};
     }),
-    animations: Array.from(article.querySelectorAll('.afw-animation')).filter(shown).map(a => {
-      const img = a.querySelector('img');
+    animations: Array.from(article.querySelectorAll('div.animation')).filter(shown).map(player => {
+      const a = player.closest('.afw-animation') || player, img = player.querySelector('img');
       return {font_pt: parseFloat(a.dataset.afwFontPt || 'NaN'), width_in: parseFloat(a.dataset.afwWidthIn || 'NaN'),
               width: img ? box(img).width : 0};
     }),
@@ -577,6 +577,8 @@ def test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus(served_book, brows
         browser.send("Emulation.setDeviceMetricsOverride", {"width": PHONE, "height": 844, "deviceScaleFactor": 1,
                                                             "mobile": True}, session)
         browser.send("Emulation.setTouchEmulationEnabled", {"enabled": True}, session)
+        browser.send("Emulation.setEmulatedMedia", {"features": [{"name": "hover", "value": "none"},
+                                                                 {"name": "pointer", "value": "coarse"}]}, session)
         browser.send("Runtime.enable", session=session)
         _navigate(browser, session, origin + page)
         r = evaluate(browser, session, BADGE_JS)
