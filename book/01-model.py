@@ -38,6 +38,19 @@
 # Equation (1.2), which is not reproduced; the printed form of (1.3) is put together from them
 # and marked as such below.
 # :::
+#
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: the layer (1.1), its renormalised form (1.3) with $P=(I+V)^{-1}V$, the hardmax
+#   limit (SA∞) as $\beta\to\infty$, the softmax dynamics (SAβ) and the Markov chain (SAP), one
+#   step of which is one (SAβ) step in expectation.
+# * **True**, computed here: at finite $\beta$ the layer approaches (SA∞) like
+#   $e^{-\beta\Delta}$, $\Delta$ the gap between the best and the second-best score; the mean of
+#   one (SAP) step is one (SAβ) step, to Monte Carlo precision.
+# * **Careful**: $V=\gamma I_d$ in (1.3) gives the step $\gamma/(1+\gamma)$, not $\gamma$
+#   (erratum E8); Equation (1.2) is in no source and is not reproduced.
+# * **Where**: sections 1.1 to 1.4 below, in that order.
+# :::
 
 # %% tags=["parameters"]
 preset = "paper"

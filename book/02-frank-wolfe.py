@@ -33,6 +33,18 @@
 # $x_i^t+P^t(s_i^t-x_i^t)$, $P^t=(I+V^t)^{-1}V^t$. This chapter checks the oracle, the
 # uniqueness of the leader (Lemma 2.1), the shrinking of the hull, and the remark showing
 # that a diagonal value matrix can make the hull grow.
+#
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: one (SA∞) step of a token is one Frank–Wolfe step over the current hull; the
+#   leader is unique for almost every start (Lemma 2.1); the hull only shrinks; a diagonal value
+#   matrix can make it grow.
+# * **True**, checked below: the oracle of each token is the hull's linear oracle; Lemma 2.1
+#   holds, but one step of its proof does not (a piecewise-affine map can send a set of positive
+#   measure to a null set: erratum E7); the hull shrinks for any key–query matrix; the remark
+#   on diagonal value matrices holds.
+# * **Where**: the oracle, the ties of Lemma 2.1, the hull and the remark, in this order.
+# :::
 
 # %% tags=["parameters"]
 preset = "paper"

@@ -30,6 +30,20 @@
 # four figures from these polygons (`afw_book.paper_figures`). The published figures
 # coloured a $1000\times1000$ grid instead. The numbers of the cells lemma and of the
 # polygon-condition remark are not confirmed by any source.
+#
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: each token runs in a straight line to the vertex whose cell holds it, with a
+#   closed form (Theorem 4.2), exponentially fast for any steps $\gamma^t\in(0,1)$; with equal
+#   norms the cells are Voronoi cells (Proposition 4.5); Gaussian vertices own their cells as
+#   $d\to\infty$ (Remark 4.6); the continuous-time limit is an ODE with explicit solution.
+# * **True**: the closed form; exponential convergence only when $\gamma^t\ge c>0$ (E4);
+#   Proposition 4.5 when the comparison is with the vertices only (E13); the polytope remark with
+#   its strict, one-sided condition (E14); Figures 1–3 from exact polygons, Figure 3 with
+#   $B=\mathrm{diag}(1,2)$ (E17), Figure 1 as the authors drew it, not the cells (E18).
+# * **Where**: the sections below, each headed by the statement it checks; the errata are
+#   linked where they arise.
+# :::
 
 # %% tags=["parameters"]
 preset = "paper"     # "paper": the published parameters; "quick": a few seconds, for tests

@@ -44,6 +44,20 @@
 # `attention_fw.experiments.metastability.engine_exit_times`, whose cost per exit does not depend on
 # $\beta$, validated against plain stepping where both are feasible. Parameter sweeps run
 # through `afw_book.sweeps` and are cached on disk, so re-rendering recomputes nothing.
+#
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: tokens cluster near the vertices in $O(1)$ steps (Theorem 5.2), stay for a time
+#   exponential in $\beta$ (Theorem 5.4), and collapse to one point (Proposition 5.1; the origin,
+#   says the abstract).
+# * **True**: both theorems for the chain (SAP), not for (SAβ) (E6), with a constant $C$ that
+#   depends on the data (E9), a corrected Claim 3 (E10) and an exponent that needs the diameter
+#   of the hull (E11); the collapse is to a point of the initial hull, not the origin (E5), with a
+#   direct proof (E12); hypothesis (5.1) is an angle condition (E15); Figure 4 was made with
+#   $\delta=0.03$ (E16).
+# * **Where**: the sections below, each headed by the statement it checks; the errata are
+#   linked where they arise.
+# :::
 
 # %% tags=["parameters"]
 preset = "paper"          # "paper": as published; "quick": seconds (tests)
