@@ -1,16 +1,17 @@
 """Determinism and offline builds.
 
 * Two consecutive runs of the figure writer give byte-identical files.
-* The whole book builds with the network unavailable: ``make book PRESET=quick`` in a scratch
-  copy runs inside a fresh network namespace (``unshare -n`` with only loopback up) when the
-  machine allows it, and always under a Python-level guard that refuses and logs every
-  non-loopback connection or name lookup of every Python process of the build (make ->
-  runner -> papermill -> kernel, jupyter-book -> Sphinx). The guard's log must stay empty.
+* The whole book builds with the network unavailable: the session's one
+  ``make book PRESET=quick`` (``bookbuild.quick_book``, shared with the browser tests) runs inside
+  a fresh network namespace (``unshare -n`` with only loopback up) when the machine allows it,
+  and always under a Python-level guard that refuses and logs every non-loopback connection or
+  name lookup of every Python process of the build (make -> runner -> papermill -> kernel,
+  jupyter-book -> Sphinx). The guard's log must stay empty.
 * The built HTML requests nothing outside ``_build/html``: no script, stylesheet, font, image
   or frame from a remote URL (plain hyperlinks are allowed), and every local resource exists.
-* ``figures/MANIFEST.sha256`` written by the pipeline lists every figure file with its SHA-256,
-  and a second ``make figures`` after a change that re-executes every notebook rewrites the
-  same bytes.
+* ``figures/MANIFEST.sha256`` written by the pipeline lists every figure file with its SHA-256
+  (that re-executing every notebook rewrites the same bytes is checked once, from nothing, in
+  ``test_figures_heal.py``).
 """
 from __future__ import annotations
 
@@ -35,25 +36,14 @@ def test_two_figure_generations_are_byte_identical(tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------ offline book
-def _offline(cmd: list[str]) -> tuple[list[str], str]:
-    if figrun.unshare_works():
-        inner = " ".join(f"'{c}'" for c in cmd)
-        return ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {inner}"], "unshare -n + guard"
-    return cmd, "guard only (unshare -n unavailable here)"
-
-
 @pytest.fixture(scope="module")
 def offline_book(tmp_path_factory):
+    """The session's one quick build (``bookbuild.quick_book``), which runs offline."""
     import bookbuild
 
-    base = tmp_path_factory.mktemp("offline")
-    repo = bookbuild.make_copy(base / "repo")
-    env = figrun.guarded_env(bookbuild.env_for(repo), base / "guard")
-    cmd, how = _offline(["make", "--no-print-directory", "book", "PRESET=quick"])
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
-    return {"repo": repo, "env": env, "proc": proc, "how": how, "log": base / "guard" / "attempts.log"}
-
-
+    build = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+    proc = subprocess.CompletedProcess(["make", "book", "PRESET=quick"], build.returncode, build.log, build.stderr)
+    return {"repo": build.repo, "env": build.env, "proc": proc, "how": build.offline, "log": build.guard_log}
 
 
 @pytest.mark.slow
@@ -152,8 +142,8 @@ def _manifest(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_manifest_matches_the_figures_and_a_rebuild_rewrites_the_same_bytes(offline_book):
-    repo, env = offline_book["repo"], offline_book["env"]
+def test_manifest_matches_the_figures(offline_book):
+    repo = offline_book["repo"]
     assert offline_book["proc"].returncode == 0
     figures = repo / "figures"
     manifest = _manifest(figures)
@@ -167,14 +157,7 @@ def test_manifest_matches_the_figures_and_a_rebuild_rewrites_the_same_bytes(offl
         assert hashlib.sha256((figures / rel).read_bytes()).hexdigest() == digest, f"{rel}: hash mismatch"
     if shutil.which("sha256sum"):
         assert subprocess.run(["sha256sum", "--quiet", "-c", "MANIFEST.sha256"], cwd=figures).returncode == 0
-    before = figrun.files(figures)
-    # A change under lib/ re-executes every notebook (make's dependency rule); the figures
-    # must come out byte for byte the same.
-    (repo / "lib" / "attention_fw" / "__init__.py").touch()
-    cmd, _ = _offline(["make", "--no-print-directory", "figures", "PRESET=quick"])
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("run_notebook:") >= 3, "the notebooks were not re-executed"
-    after = figrun.files(figures)
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    assert changed == [], f"a second make figures changed: {changed}"
+    # That a rebuild rewrites the same bytes is checked once, where every notebook runs again from
+    # nothing: test_figures_heal.test_rm_rf_figures_then_make_figures_restores_every_file (every
+    # file restored, equal to the first build's bytes). A change under lib/ re-executes every
+    # notebook by make's dependency rule: test_book's dry runs of make check the rule itself.
