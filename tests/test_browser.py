@@ -444,9 +444,11 @@ LAYOUT_JS = """
     checked: figures.length,
     sideways: doc.scrollWidth > doc.clientWidth + 1 ? `${doc.scrollWidth} px wide in ${doc.clientWidth}` : null,
     figures: Array.from(article.querySelectorAll('figure')).filter(shown).map(f => {
-      const d = f.querySelector('[data-afw-figure]'), img = f.querySelector('img');
-      return {id: f.id, name: d ? d.dataset.afwFigure : null, json: d ? d.dataset.afwJson : null,
-              width: img ? box(img).width : 0};
+      const d = f.querySelector('[data-afw-figure]');
+      // what is shown: the whole figure, or (on a phone) its panels one under the other
+      const imgs = Array.from(f.querySelectorAll('img')).filter(shown).map(
+        i => ({width: box(i).width, width_in: i.dataset.afwWidthIn ? parseFloat(i.dataset.afwWidthIn) : null}));
+      return {id: f.id, name: d ? d.dataset.afwFigure : null, json: d ? d.dataset.afwJson : null, imgs: imgs};
     }),
     animations: Array.from(article.querySelectorAll('div.animation')).filter(shown).map(player => {
       const a = player.closest('.afw-animation') || player, img = player.querySelector('img');
@@ -512,6 +514,23 @@ def test_no_page_scrolls_sideways_on_a_phone(layouts):
     assert failures == {}, json.dumps(failures, indent=1)
 
 
+def test_multi_panel_figures_are_stacked_on_a_phone(served_book, layouts):
+    """At 390 px a figure of panels side by side shows them one under the other (several
+    images, each a part of the figure), where its PNG has white gutters between them."""
+    html, _ = served_book
+    stacked, multi = 0, 0
+    for page, r in layouts[PHONE].items():
+        for f in r["figures"]:
+            if not f["json"]:
+                continue
+            meta = _figure_meta(html, _page_url(page), f["json"])
+            if (meta.get("panels") or 0) >= 2:
+                multi += 1
+                stacked += len(f["imgs"]) >= 2 and all(img["width_in"] for img in f["imgs"])
+    assert multi >= 5, "too few multi-panel figures: vacuous"
+    assert stacked >= 0.8 * multi, f"only {stacked} of {multi} multi-panel figures are stacked on a phone"
+
+
 @pytest.mark.parametrize("width", [*LEGIBLE_WIDTHS, PHONE])
 def test_figure_and_animation_text_is_legible_at_every_width(served_book, layouts, width):
     """Shown text height = font size (pt) / 72 x shown width / width (in) of the saved figure,
@@ -527,10 +546,13 @@ def test_figure_and_animation_text_is_legible_at_every_width(served_book, layout
             meta = _figure_meta(html, _page_url(page), f["json"])
             if not meta["font_pt"]:
                 continue
-            text = meta["font_pt"][0] / 72.0 * f["width"] / meta["size_in"][0]
-            measured += 1
-            if text < least:
-                bad.append(f"{f['name']}: shown {f['width']:.0f} px wide, smallest text {text:.1f} px")
+            if not f["imgs"]:
+                bad.append(f"{f['name']}: no image shown")
+            for img in f["imgs"]:      # width_in: a panel's width, else the whole figure's
+                text = meta["font_pt"][0] / 72.0 * img["width"] / (img["width_in"] or meta["size_in"][0])
+                measured += 1
+                if text < least:
+                    bad.append(f"{f['name']}: shown {img['width']:.0f} px wide, smallest text {text:.1f} px")
         for k, a in enumerate(r["animations"]):
             if not (a["font_pt"] > 0 and a["width_in"] > 0):
                 bad.append(f"animation {k}: no recorded font size or width (use attention_fw.plot.animate)")

@@ -118,30 +118,109 @@ def _links(docname: str, name: str, rel: str, gallery_uri: str) -> nodes.inline:
 
 
 _OPEN = re.compile(r'<div class="afw-figure[^"]*"[^>]*>')
+_IMG = re.compile(r'<img src="([^"]+)\.png" alt="([^"]*)"')
+PANEL = re.compile(r"\.panel-(\d+)\.png$")
+PNG_DPI = 200          # afw_book.figures.PNG_DPI: pixels per inch of the saved PNGs
+MIN_PHONE_TEXT_PX = 8.0
 
 
-def _pan(raw: nodes.raw, rel: str) -> None:
-    """Let the glued figure keep a legible width in a narrow window: its link goes into a box
-    that scrolls sideways (``div.afw-figure-pan``), at least as wide as the smallest width at
-    which its text and panels are legible (``--afw-min-width``, :func:`notebook.display_width`)."""
-    text = raw.astext()
-    m = _OPEN.search(text)
-    if not m or "afw-figure-pan" in text:
-        return
-    meta = _meta(rel)
+def legible_width(meta: dict) -> float:
+    """The smallest width (CSS px) at which a figure's text and panels are legible
+    (:func:`afw_book.notebook.display_width` without the column)."""
     w_in = float(meta["size_in"][0])
     need = 0.0
     if meta.get("font_pt"):
         need = max(need, nbh.MIN_TEXT_PX * 72.0 * w_in / float(meta["font_pt"][0]))
     if meta.get("panel_widths_in"):
         need = max(need, nbh.MIN_PANEL_PX * w_in / min(meta["panel_widths_in"]))
+    return need
+
+
+def panel_cuts(png: Path, panels: int) -> list[int]:
+    """Where to cut a figure of ``panels`` panels side by side into columns: the middle of the
+    ``panels - 1`` widest vertical white gutters of its PNG (a column of pixels at least 98.5 %
+    white, 16 px = 0.08 in or wider, away from the edges). [] when there is no such gutter or a
+    column would be narrower than 15 % of the figure (then the figure pans instead)."""
+    import numpy as np
+    from PIL import Image
+
+    if panels < 2:
+        return []
+    with Image.open(png) as im:
+        grey = np.asarray(im.convert("L"))
+    width = grey.shape[1]
+    white = (grey > 245).mean(axis=0) >= 0.985
+    runs, start = [], None
+    for x, w in enumerate([*white, False]):
+        if w and start is None:
+            start = x
+        elif not w and start is not None:
+            runs.append((start, x))
+            start = None
+    inner = [(a, b) for a, b in runs if a > 0.08 * width and b < 0.92 * width and b - a >= 16]
+    inner.sort(key=lambda r: (r[0] - r[1], r[0]))
+    cuts = sorted((a + b) // 2 for a, b in inner[:panels - 1])
+    edges = [0, *cuts, width]
+    if not cuts or any(b - a < 0.15 * width for a, b in zip(edges, edges[1:])):
+        return []
+    return cuts
+
+
+def _write_panels(png: Path, cuts: list[int], out_stem: Path) -> list[int]:
+    """Cut ``png`` at ``cuts`` into ``<out_stem>.panel-<k>.png``; returns their widths (px)."""
+    from PIL import Image
+
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    widths = []
+    with Image.open(png) as im:
+        edges = [0, *cuts, im.width]
+        for k, (a, b) in enumerate(zip(edges, edges[1:]), start=1):
+            piece = im.crop((a, 0, b, im.height))
+            target = out_stem.with_name(f"{out_stem.name}.panel-{k}.png")
+            piece.save(target, format="PNG")
+            widths.append(b - a)
+    return widths
+
+
+def _pan(raw: nodes.raw, rel: str, outdir: Path) -> None:
+    """Let the glued figure stay legible in a narrow window. Its link goes into a box that
+    scrolls sideways (``div.afw-figure-pan``), at least as wide as the width at which its text
+    and panels are legible (``--afw-min-width``); a figure of several panels side by side also
+    gets them one under the other (``div.afw-panels``: the PNG cut at its white gutters, each
+    column at least as wide as its text needs to be 8 px high), which a phone shows instead."""
+    text = raw.astext()
+    m = _OPEN.search(text)
+    if not m or "afw-figure-pan" in text:
+        return
+    meta = _meta(rel)
     head = m.group(0)
-    var = f"--afw-min-width: {int(need + 0.999)}px"
+    var = f"--afw-min-width: {int(legible_width(meta) + 0.999)}px"
     head = (head.replace(' style="', f' style="{var}; ', 1) if ' style="' in head
             else head[:-1] + f' style="{var}">')
     end = text.rindex("</div>")
     body = text[m.end():end]
-    new = text[:m.start()] + head + f'<div class="afw-figure-pan">{body}</div>' + text[end:]
+    stacked = ""
+    img = _IMG.search(body)
+    png = paths.figures_dir() / f"{rel}.png"
+    cuts = panel_cuts(png, int(meta.get("panels") or 0)) if img and png.is_file() else []
+    if cuts:
+        widths = _write_panels(png, cuts, Path(outdir) / nbh.HTML_FIGURES / rel)
+        base, alt = img.group(1), img.group(2)
+        font = float(meta["font_pt"][0]) if meta.get("font_pt") else 0.0
+        parts = []
+        for k, px in enumerate(widths, start=1):
+            w_in = px / PNG_DPI
+            need = MIN_PHONE_TEXT_PX * 72.0 * w_in / font if font else 0.0
+            shown = int(max(need, w_in * nbh.CSS_PX_PER_IN) + 0.999)
+            # a part wider than the phone's column pans in its own box, at its legible width
+            parts.append(f'<div class="afw-figure-pan"><a class="afw-figure-link" href="{base}.svg" '
+                         f'title="Open the full-size SVG" style="min-width: {int(need + 1)}px; '
+                         f'max-width: {max(shown, int(need + 1))}px; margin: 0 auto">'
+                         f'<img src="{base}.panel-{k}.png" alt="{alt} (part {k} of {len(widths)})" '
+                         f'data-afw-width-in="{w_in:.4f}"></a></div>')
+        stacked = f'<div class="afw-panels">{"".join(parts)}</div>'
+        head = head.replace('class="afw-figure', 'class="afw-figure afw-stacked', 1)
+    new = text[:m.start()] + head + f'<div class="afw-figure-pan">{body}</div>{stacked}' + text[end:]
     raw.children = [nodes.Text(new)]
     raw.rawsource = new
 
@@ -174,7 +253,7 @@ def collect_figures(app, doctree):
         if figure is None:
             continue
         figure["classes"] += ["afw-figure-block"] + (["afw-wide"] if "afw-wide" in raw.astext() else [])
-        _pan(raw, rel)
+        _pan(raw, rel, app.outdir)
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         paper = paper_figure(name)
         if captions and paper and "paper's Figure" not in captions[0].astext():
@@ -328,6 +407,8 @@ def copy_figure_files(app, exception):
             if not target.is_relative_to((out / nbh.HTML_FIGURES).resolve()):
                 continue
             src = source_root / rel
+            if PANEL.search(rel) and target.is_file():
+                continue                      # a column of a figure, cut when its page was read
             if not src.is_file():
                 missing.append(f"{page.relative_to(out)} -> {rel}")
                 continue
