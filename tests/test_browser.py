@@ -405,7 +405,7 @@ def test_math_and_figures_are_present_where_expected(reports):
 # ------------------------------------------------------------------ what a reader sees, scrolling
 # Scrolls each figure to the top and to the bottom of the window and records every sidebar box it
 # meets; records the shown width of each figure and animation, and whether the page scrolls sideways.
-LAYOUT_JS = """
+READY_JS = """
 (async () => {
   const sleep = ms => new Promise(r => setTimeout(r, ms));
   if (document.querySelector('span.math, div.math')) {
@@ -415,6 +415,12 @@ LAYOUT_JS = """
   const imgs = Array.from(document.images);
   imgs.forEach(i => { i.loading = 'eager'; });
   await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
+  return true;
+})()
+"""
+LAYOUT_JS = """
+(async () => {
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
   const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 20)));
   const shown = el => { const s = getComputedStyle(el), b = el.getBoundingClientRect();
                         return s.display !== 'none' && s.visibility !== 'hidden' && b.width > 0 && b.height > 0; };
@@ -465,20 +471,25 @@ LAYOUT_JS = """
 """
 
 
-def layout_report(browser, url: str, width: int) -> dict:
-    """Load ``url`` in a window ``width`` px wide (a touch phone below 768 px) and run LAYOUT_JS."""
+def layout_reports(browser, url: str, widths) -> dict:
+    """Load ``url`` once and, for each width, resize the window (a touch phone below 768 px) and
+    run LAYOUT_JS: {width: report}."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     try:
-        phone = width < 768
-        browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844 if phone else 900,
-                                                            "deviceScaleFactor": 1, "mobile": phone}, session)
-        if phone:
-            browser.send("Emulation.setTouchEmulationEnabled", {"enabled": True}, session)
         for domain in ("Page", "Runtime"):
             browser.send(f"{domain}.enable", session=session)
-        _navigate(browser, session, url)
-        return evaluate(browser, session, LAYOUT_JS, timeout=120)
+        out = {}
+        for k, width in enumerate(widths):
+            phone = width < 768
+            browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844 if phone else 900,
+                                                                "deviceScaleFactor": 1, "mobile": phone}, session)
+            browser.send("Emulation.setTouchEmulationEnabled", {"enabled": phone}, session)
+            if k == 0:
+                _navigate(browser, session, url)
+                evaluate(browser, session, READY_JS, timeout=120)
+            out[width] = evaluate(browser, session, LAYOUT_JS, timeout=120)
+        return out
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
 
@@ -498,8 +509,12 @@ def _navigate(browser, session, url):
 def layouts(served_book, browser):
     """{width: {page: layout report}} for every page at every width of this module."""
     html, origin = served_book
-    return {w: {page: layout_report(browser, origin + page, w) for page in book_pages(html)}
-            for w in sorted({*SIDEBAR_WIDTHS, *LEGIBLE_WIDTHS, PHONE})}
+    widths = sorted({*SIDEBAR_WIDTHS, *LEGIBLE_WIDTHS, PHONE}, reverse=True)
+    out = {w: {} for w in widths}
+    for page in book_pages(html):
+        for w, report in layout_reports(browser, origin + page, widths).items():
+            out[w][page] = report
+    return out
 
 
 @pytest.mark.parametrize("width", [*SIDEBAR_WIDTHS, PHONE])
