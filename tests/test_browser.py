@@ -178,7 +178,7 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
         report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
         report["problems"] = problems
         report["requests"] = len(requests)
-        if screenshot is not None:  # a window as tall as the page (as tools/screenshot_pages.py)
+        if screenshot is not None:  # a window as tall as the page (tools/screenshot_pages.py scrolls a real window)
             height = min(int(report["height"]), 16000)
             browser.send("Emulation.setDeviceMetricsOverride",
                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
