@@ -1,9 +1,14 @@
 """Fixtures shared by the test files (regular polygons come from attention_fw.geometry.polytope.regular_polygon)."""
+import os
+
 import numpy as np
 import pytest
 
 from attention_fw.model import dynamics as D
 from cdp import INSTALL_HINT, Browser, chromium_executable
+
+# The library leaves matplotlib's backend alone; the tests (and the processes they start) never open a window.
+os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 @pytest.fixture

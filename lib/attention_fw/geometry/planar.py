@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from matplotlib.path import Path
 from scipy.spatial import ConvexHull
 
 from .. import _validate as V
@@ -923,6 +922,8 @@ def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
     xs, ys = np.linspace(lo[0], hi[0], n), np.linspace(lo[1], hi[1], n)
     xx, yy = np.meshgrid(xs, ys)
     grid = np.c_[xx.ravel(), yy.ravel()]
+    from matplotlib.path import Path      # the published scripts' test; matplotlib only here (the plot extra)
+
     inside = Path(K).contains_points(grid)
     labels = np.argmax(grid @ (v @ B).T, axis=1)
     labels[~inside] = -1

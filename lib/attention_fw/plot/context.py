@@ -12,7 +12,8 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..experiments import context_length as CL
-from afw_book.figures import TWO_COLUMN, saved
+from ._figure import saved
+from .style import TWO_COLUMN
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 

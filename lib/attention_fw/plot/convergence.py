@@ -21,7 +21,8 @@ from ..experiments import convergence as C
 from ..geometry.polytope import hull_area
 from ..geometry import planar as G
 from ..experiments import vertex_limits as VL
-from afw_book.figures import ONE_COLUMN, TWO_COLUMN, saved
+from ._figure import saved
+from .style import ONE_COLUMN, TWO_COLUMN
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 

@@ -10,7 +10,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 from ..model import frank_wolfe as fw
-from afw_book import figures as plotting
+from . import style as plotting
 
 __all__ = ["fig_oracle", "fig_ties", "fig_hull_area", "fig_diagonal_V"]
 

@@ -21,7 +21,8 @@ from ..experiments import exit_times as ET
 from ..geometry import planar as geo
 from ..experiments import metastability as M
 from ..geometry import polytope as P
-from afw_book.figures import ONE_COLUMN, TWO_COLUMN, saved
+from ._figure import saved
+from .style import ONE_COLUMN, TWO_COLUMN
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
            "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from afw_book import figures as plotting
+from . import style as plotting
 from ..results import Result
 
 __all__ = ["fig_beta_limit", "fig_sap_expectation", "draw_paths", "beta_limit_data", "sap_data"]
