@@ -128,7 +128,7 @@ figure: $(STAMP)
 PORT ?= 8888
 lab: $(STAMP)
 	@echo "lab: JupyterLab on http://localhost:$(PORT); the URL to open, with its token, is printed below. Ctrl-C stops it."
-	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
+	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_ROOT=$(CURDIR) ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
 	    --config=$(CURDIR)/tools/lab/jupyter_lab_config.py --port=$(PORT)$(if $(filter-out 0 no false,$(NO_BROWSER)), --no-browser)
 
 # Preview the built book (building it first when needed) as GitHub Pages serves a project:

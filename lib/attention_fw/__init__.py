@@ -43,16 +43,18 @@ plot (optional: matplotlib)
   plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
   plot.context          the figures of Chapter 6
   plot.animate          offline animations of trajectories
+  plot.style            the book's figure style as a context (``with style(): ...``), venue styles
+  plot._figure          how a plot function hands back its figure with the numbers behind it
 shared
   results               the result object every experiment returns
   _validate             input checks with messages that name the argument
+  _version              the version, written only there
 
 The book's own layer (paths, page helpers, presets, sweeps, figure files, the paper-figures
 command line) is the separate package ``afw_book``.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from . import experiments, geometry, model
 from .model.dynamics import (FirstTime, FunctionRecorder, Hardmax, Layer, MarkovChain, Recorder, Rule, SimulationResult,
                              Softmax, attention, hardmax_step, layer_step, leaders, sap_step, scores, simulate,
