@@ -23,6 +23,9 @@ model
   model._kernels        the fused passes of the batched steps (numba, numpy fallback)
   model.tiled           the same steps with the keys in tiles, in O(R n (d + tile)) memory (real context lengths)
   model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
+  model._checks         the input checks and the one tie rule shared by the dense and the tiled steps
+  model._scaling        score scaling shared by both: scores that neither overflow nor all underflow
+  model._sampling       exact Bernoulli draws of tiny probabilities (the chain's tail group), shared by both
   model.schedules       step-size rules gamma^t (small objects with one method)
   model.frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, the oracle, the shrinking hull
 geometry

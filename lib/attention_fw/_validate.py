@@ -10,6 +10,9 @@ import numbers
 
 import numpy as np
 
+__all__ = ["as_float_array", "require_finite", "tokens", "square_matrix", "psd_matrix", "batch", "real_scalar",
+           "positive_int", "rng", "seed_record"]
+
 
 def as_float_array(name: str, value, *, ndim=None, min_ndim=None, max_ndim=None,
                    last_dim=None, finite: bool = True, allow_empty: bool = False) -> np.ndarray:

@@ -18,6 +18,8 @@ import numpy as np
 
 from .. import _validate as V
 
+__all__ = ["Schedule", "Constant", "FrankWolfe", "Harmonic", "Halving", "ToOne", "FromValue", "get_schedule"]
+
 
 def _times(t):
     arr = np.asarray(t)

@@ -22,6 +22,8 @@ from scipy.spatial import ConvexHull, QhullError
 
 from .. import _validate as V
 
+__all__ = ["ANIMATION_DPI", "offline_player", "jshtml", "trajectory_animation", "frames_view"]
+
 ANIMATION_DPI = 80
 
 # matplotlib's player links Font Awesome 4 from a CDN for its button icons. The book must

@@ -15,6 +15,8 @@ from ..experiments import context_length as CL
 from ._figure import saved
 from .style import TWO_COLUMN
 
+__all__ = ["COLORS", "fig_ownership", "fig_stay_put"]
+
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 

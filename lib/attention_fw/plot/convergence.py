@@ -24,6 +24,10 @@ from ..experiments import vertex_limits as VL
 from ._figure import saved
 from .style import ONE_COLUMN, TWO_COLUMN
 
+__all__ = ["COLORS", "fig_thm31_counterexample", "fig_thm31_symmetric_vs_shifted", "fig_rates_section3",
+           "fig_fixed_vs_current", "fig_linear_contrast", "fig_vertex_schedules", "fig_vertex_straight_lines",
+           "fig_vertex_not_owning", "fig_duality_gap", "fig_remark46", "fig_ode_euler", "fig_ode_continuity"]
+
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 

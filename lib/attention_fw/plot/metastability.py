@@ -25,7 +25,7 @@ from ._figure import saved
 from .style import ONE_COLUMN, TWO_COLUMN
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
-           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta"]
+           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta", "survival_curves", "zoom_paths"]
 
 
 def fmt_beta(b):
