@@ -70,7 +70,7 @@ REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
 RUNNER     := $(PY) tools/run_notebook.py
-BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_ext/*.py book/_static/*)
+BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/reference/*.md book/*.bib book/_ext/*.py book/_static/*)
 
 # The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,
 # so that `make -n` sees it too) only when the preset differs from the last execution.

@@ -169,7 +169,8 @@ page.figure(fig, "fw-thm31-counterexample",
 # arithmetic a token whose oracle is its own mirror image lands **exactly** on $0$ at $t=2$
 # (where $\gamma=1/2$) and stays there; floating point leaves it at $10^{-16}$, where its oracle is
 # decided by rounding noise. The library therefore carries the exact-arithmetic bookkeeping
-# (re-mirroring and exact zeros, `symmetric=True`), which the tests validate against the
+# (re-mirroring and exact zeros, `symmetric=True` of {py:func}`~attention_fw.experiments.convergence.section3_rates`),
+# which the tests validate against the
 # `Fraction` implementation.
 #
 # We compare {glue:text}`sym_total` symmetric Gaussian clouds in $\mathbb R^2$

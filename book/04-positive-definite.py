@@ -26,7 +26,7 @@
 #
 # Every cell is $\mathcal K$ cut by half-planes whose boundary lines pass through the origin, so
 # in the plane the cells are wedges from the origin truncated by $\mathcal K$. This chapter
-# computes them **exactly**, as polygons (`attention_fw.geometry.planar`), and regenerates the paper's
+# computes them **exactly**, as polygons ({py:mod}`attention_fw.geometry.planar`), and regenerates the paper's
 # four figures from these polygons (`afw_book.paper_figures`). The published figures
 # coloured a $1000\times1000$ grid instead. The numbers of the cells lemma and of the
 # polygon-condition remark are not confirmed by any source.

@@ -41,7 +41,7 @@
 #
 # Exit times grow like $e^{c\beta}$, so simulating the chain one step at a time stops at small
 # $\beta$. The experiments below use an exact **rejection-free** (kinetic Monte Carlo) engine,
-# `attention_fw.experiments.metastability.engine_exit_times`, whose cost per exit does not depend on
+# {py:func}`attention_fw.experiments.exit_times.engine_exit_times`, whose cost per exit does not depend on
 # $\beta$, validated against plain stepping where both are feasible. Parameter sweeps run
 # through `afw_book.sweeps` and are cached on disk, so re-rendering recomputes nothing.
 

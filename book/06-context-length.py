@@ -25,7 +25,7 @@
 #
 # **Memory.** A step of the library holds the whole $n\times n$ matrix of scores
 # $\langle Bx_i,x_j\rangle$. At $n=65{,}536$ that is tens of gigabytes, more than many machines have. The
-# module `attention_fw.model.tiled` computes the same steps with the keys in tiles, in memory
+# module {py:mod}`attention_fw.model.tiled` computes the same steps with the keys in tiles, in memory
 # $O(n(d+k))$ for tiles of $k$ keys:
 #
 # * the softmax step (SAβ) keeps a running maximum and a running sum for each query, as

@@ -1,7 +1,7 @@
 """A stranger's install: the library's wheel in a fresh virtual environment outside the repository.
 
-The wheel is built from ``lib/`` (``pip wheel --no-deps``, with the pinned setuptools of the
-project's environment), installed with all its extras into a new venv in a temporary folder,
+The wheel is built from a copy of ``lib/`` (``pip wheel --no-deps``, with the pinned setuptools
+of the project's environment), installed with all its extras into a new venv in a temporary folder,
 the dependencies at the versions of ``requirements.txt`` (pip's cache serves them; the index is
 only asked when the cache lacks one). Then, from a folder that is not the repository:
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,9 +47,10 @@ def _run(cmd, cwd, env=None, timeout=1800):
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stranger")
     assert ROOT not in tmp.resolve().parents
-    dist = tmp / "dist"
+    dist, src = tmp / "dist", tmp / "src"                # built from a copy: no build/ left in the repository
+    shutil.copytree(ROOT / "lib", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-          "-w", dist, ROOT / "lib"], cwd=tmp)
+          "-w", dist, src], cwd=tmp)
     wheels = list(dist.glob("attention_fw-*.whl"))
     assert len(wheels) == 1, wheels
     pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines()

@@ -45,7 +45,7 @@ multiplicity), which is exactly the limit beta -> infinity of the softmax; the
 paper's set-of-points reading differs only when tokens coincide. Ties are
 detected with a relative tolerance on the scores just above the rounding error
 of a length-d dot product (``tie_rtol = 8 d eps`` relative to the row's largest
-|score|, unless given), so that exact ties spoilt by floating-point rounding are
+``|score|``, unless given), so that exact ties spoilt by floating-point rounding are
 still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
 are not. ``tie_rtol=0`` asks for exact equality.
 
@@ -620,7 +620,7 @@ class Layer(Rule):
 
 
 class Recorder:
-    """Something :func:`simulate` calls as ``recorder(x, t)`` at the times it is ``due``.
+    """Something :func:`~attention_fw.model.dynamics.simulate` calls as ``recorder(x, t)`` at the times it is ``due``.
 
     :func:`simulate` asks ``due(t, first, last)`` before each step (``first`` the initial layer,
     ``last`` whether ``t`` is the final one), calls the recorder when it is due, and at the end
@@ -663,7 +663,7 @@ class Recorder:
 class FunctionRecorder(Recorder):
     """Record ``fn(x, t)`` at ``t = t0, t0 + every, ...`` and at the last step, or exactly at ``times``.
 
-    ``fn`` returns an array or a dict of arrays; :meth:`result` stacks them over the recorded
+    ``fn`` returns an array or a dict of arrays; :meth:`~Recorder.result` stacks them over the recorded
     times (a dict of stacks for dicts).
 
     Examples
@@ -736,15 +736,15 @@ class FirstTime(Recorder):
 
 @dataclass
 class SimulationResult:
-    """Output of :func:`simulate`.
+    """Output of :func:`~attention_fw.model.dynamics.simulate`.
 
-    Attributes
-    ----------
-    x : final tokens (the tokens of a stopped system stay at its stopping step)
-    steps : number of steps run
-    times, trajectory : the recorded states (``trajectory=True``), shape (T,) and (T, ...)
-    records, record_times : per recorder name, its result and the steps it recorded
-    stopped : (R,) int (or int for one system), the step at which ``stop`` first held, -1 if never
+    Its attributes:
+
+    - ``x``: the final tokens (the tokens of a stopped system stay at its stopping step);
+    - ``steps``: the number of steps run;
+    - ``times``, ``trajectory``: the recorded states (``trajectory=True``), shape (T,) and (T, ...);
+    - ``records``, ``record_times``: per recorder name, its result and the steps it recorded;
+    - ``stopped``: (R,) int (or int for one system), the step at which ``stop`` first held, -1 if never.
 
     Examples
     --------

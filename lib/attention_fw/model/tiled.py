@@ -59,7 +59,7 @@ DEFAULT_BUDGET = 256 * 2 ** 20
 """Bytes of scores a step may hold at once unless told otherwise."""
 
 MIN_KEY_TILE = 64
-"""Narrowest key tile: below this the products lose much of their BLAS speed."""
+"""Narrowest key tile; below this the products lose much of their BLAS speed."""
 
 ARRAYS_PER_TILE = 2
 """Tile-sized arrays a step may hold at once (the scores, and a copy or product of them)."""

@@ -1,9 +1,8 @@
 """Figures of the context-length chapter (:mod:`attention_fw.experiments.context_length`).
 
-Each ``fig_*`` function takes the result dicts of the sweep tasks, draws one figure, writes it
-through :func:`afw_book.figures.save` (the numbers as JSON beside it) and returns the open
-figure. Figure names are fixed (``ctx-ownership``, ``ctx-stay-put``); ``outdir`` and ``formats``
-redirect them (``figures/custom/`` for runs with other parameters).
+Each ``fig_*`` function takes the result dicts of the sweep tasks and draws one figure and returns it
+with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
+``outdir`` and ``formats`` are ignored (deprecated).
 """
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from .style import TWO_COLUMN
 __all__ = ["COLORS", "fig_ownership", "fig_stay_put"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+"""matplotlib's default colour cycle, read once at import (never changed)."""
 
 
 def _count(k: int) -> str:

@@ -1,7 +1,7 @@
 """How do the figures of the Frank-Wolfe chapter look? Each function takes the numbers and returns the figure.
 
 The numbers come from :mod:`attention_fw.model.frank_wolfe` and :mod:`attention_fw.model.dynamics`; the
-chapter saves and glues the figures (:meth:`afw_book.notebook.Page.figure`).
+chapter saves and glues the figures (``afw_book.notebook.Page.figure``).
 """
 from __future__ import annotations
 

@@ -3,11 +3,10 @@
 The experiments are :mod:`attention_fw.experiments.metastability` (phase 1, Theorem 5.4's bound and
 region, collapse), :mod:`attention_fw.experiments.exit_times` (exit times of the chain and of SA-beta)
 and :mod:`attention_fw.experiments.survival` (censored fits). Each ``fig_*`` function takes the
-experiment's results, draws one figure, writes its numbers through
-:func:`afw_book.figures.save` (``outdir``, ``formats`` as in
-:mod:`attention_fw.plot.convergence`; a chapter passes ``**page.data_only`` and then hands
-the figure to :meth:`afw_book.notebook.Page.figure`) and returns the open figure.
-Figure names are fixed (``phase1-event``, ``metastability-admissible``, ...).
+experiment's results, draws one figure and returns it
+with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
+``name`` is the figure's file stem for whoever saves it (``phase1-event``, ...); ``outdir`` and
+``formats`` are ignored (deprecated, see ``saved``).
 """
 from __future__ import annotations
 

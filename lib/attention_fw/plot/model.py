@@ -1,7 +1,7 @@
 """How do the figures of the model chapter look? Each function takes a result and returns the figure.
 
 The results come from :mod:`attention_fw.experiments.model_checks`; the chapter saves and glues the figures
-(:meth:`afw_book.notebook.Page.figure`).
+(``afw_book.notebook.Page.figure``).
 """
 from __future__ import annotations
 

@@ -26,7 +26,9 @@ __all__ = ["STYLE", "VENUES", "ONE_COLUMN", "TWO_COLUMN", "TEX_PROGRAMS", "style
 
 # Widths in inches for a one-column and a two-column paper layout.
 ONE_COLUMN = 3.4
+"""Width in inches of a one-column figure."""
 TWO_COLUMN = 7.0
+"""Width in inches of a two-column figure."""
 
 # Column and text widths (inches) and font sizes (points) of paper venues, for
 # ``make figure ARGS="... --style <venue>"`` (:func:`venue_rc`). Sources:
@@ -45,6 +47,7 @@ VENUES = {
     "arxiv-1col": dict(column=4.77, text=4.77, font=10, serif="Computer Modern"),
     "arxiv-2col": dict(column=3.17, text=6.49, font=10, serif="Computer Modern"),
 }
+"""Column and text widths (inches), body font size (points) and serif family of each venue."""
 
 STYLE = {
     "font.family": "serif",
@@ -73,7 +76,7 @@ STYLE = {
     "text.usetex": False,
     "path.simplify": False,
 }
-"""The book's rcParams: mathtext with Computer Modern (no TeX needed), 9 pt text, white background."""
+"""The book's rcParams, mathtext with Computer Modern (no TeX needed), 9 pt text, white background."""
 
 
 @contextlib.contextmanager
