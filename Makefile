@@ -17,10 +17,11 @@ $(STAMP): requirements.txt lib/pyproject.toml
 
 venv: $(STAMP)
 
-# Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), then every test.
+# Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), ruff, mypy over lib/, then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
 	$(VENV)/bin/ruff check lib tools tests book
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the

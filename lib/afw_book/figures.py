@@ -29,6 +29,7 @@ import logging
 import signal
 import threading
 from pathlib import Path
+from typing import Any, cast
 
 import matplotlib
 import matplotlib.figure
@@ -67,7 +68,7 @@ def use_style() -> None:
     elsewhere use ``with style(): ...``). It also quiets fontTools' warning about the fixed font
     timestamps of the subset fonts in PDFs, which is noise in every notebook's output.
     """
-    matplotlib.rcParams.update(STYLE)
+    matplotlib.rcParams.update(cast(Any, STYLE))
     logging.getLogger("fontTools").setLevel(logging.ERROR)
 
 
@@ -216,7 +217,7 @@ def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI) -> bytes:
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     buf = io.BytesIO()
-    with matplotlib.rc_context(_SAVE_RC):
+    with matplotlib.rc_context(cast(Any, _SAVE_RC)):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     return buf.getvalue()
 

@@ -144,7 +144,7 @@ def fmt(value, spec: str | None = None) -> str:
         raise TypeError(f"value must be a number, a string or a bool, got {type(value).__name__}")
     if spec is None:
         if isinstance(value, numbers.Integral):
-            return f"{value:,}" if abs(value) >= 10_000 else str(value)
+            return f"{value:,}" if abs(int(value)) >= 10_000 else str(value)
         spec = ".3g"
     if value == 0 and spec.endswith(("e", "E")):
         return "0"
@@ -260,7 +260,7 @@ class Page:
             raise ValueError(f"params must come from presets.resolve with one preset, got {sorted(map(str, presets))}")
         self.chapter = chapter
         self.preset = presets.pop()
-        self.overrides = {}
+        self.overrides: dict = {}
         for p in params:
             self.overrides.update(getattr(p, "overrides", {}))
         self.canonical = self.preset == "paper" and not self.overrides

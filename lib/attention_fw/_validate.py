@@ -123,7 +123,7 @@ def rng(name: str, seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None or isinstance(seed, (numbers.Integral, np.random.SeedSequence)) and not isinstance(seed, bool):
-        return np.random.default_rng(seed)
+        return np.random.default_rng(seed)  # type: ignore[arg-type]  # numpy's stubs omit numbers.Integral
     raise TypeError(f"{name} must be an int seed, a SeedSequence or a numpy Generator, got {type(seed).__name__}")
 
 

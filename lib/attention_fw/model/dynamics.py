@@ -76,6 +76,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -162,7 +163,7 @@ def _softmax_from_scores(S, beta):
     return Z
 
 
-def attention(x, beta=np.inf, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def attention(x, beta=np.inf, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """Row-stochastic attention matrix ``A[..., i, j]`` (Section 1.1; hardmax for ``beta = inf``).
 
     Numerically stable for every ``beta`` in ``[0, inf]``: the scores are shifted by
@@ -222,7 +223,7 @@ def leaders(x, B=None) -> np.ndarray:
     return _leader_scores(x, _key_query(B, x)).argmax(axis=-1)
 
 
-def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def tie_counts(x, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n).
 
     Examples
@@ -286,7 +287,7 @@ def layer_step(x, beta, B, V) -> np.ndarray:
     return x + (Ax - x) @ P.T
 
 
-def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def hardmax_step(x, gamma, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
@@ -544,7 +545,7 @@ class Hardmax(Rule):
     array([0., 1.])
     """
 
-    def __init__(self, schedule=0.5, B=None, *, tie_rtol: float = TIE_RTOL, **schedule_params):
+    def __init__(self, schedule=0.5, B=None, *, tie_rtol: float | None = TIE_RTOL, **schedule_params):
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
         self.B = _rule_key_query(B)
         self.tie_rtol = tie_rtol
@@ -758,11 +759,11 @@ class SimulationResult:
 
     x: np.ndarray
     steps: int
-    times: np.ndarray | None = None
-    trajectory: np.ndarray | None = None
+    times: Any = None               # np.ndarray when trajectory=True
+    trajectory: Any = None          # np.ndarray when trajectory=True
     records: dict = field(default_factory=dict)
     record_times: dict = field(default_factory=dict)
-    stopped: np.ndarray | int | None = None
+    stopped: Any = None             # (R,) int array, or int for one system (always set by simulate)
 
 
 def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = False,
@@ -824,6 +825,7 @@ def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = Fal
         if stop is None:
             x = rule.step(x, t)
         elif batched:
+            assert act is not None          # set above for a batch
             xa = rule.step(x[act], t, act)
             x[act] = xa
             hit = np.asarray(stop(xa, t + 1), dtype=bool)

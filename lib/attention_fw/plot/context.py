@@ -33,7 +33,7 @@ def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, na
     dmax = max(max(r["d"] for r in results), head_d)
     dgrid = np.linspace(1.0, dmax + 2, 400)
     fig, ax = plt.subplots(figsize=(TWO_COLUMN * 0.62, 2.7))
-    data = {"head_d": head_d, "curves": [], "points": []}
+    data: dict = {"head_d": head_d, "curves": [], "points": []}
     for k, n in enumerate(ns):
         c = COLORS[k % len(COLORS)]
         p = CL.own_cell_probability(n, dgrid)

@@ -246,7 +246,7 @@ def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
             out[f"n{n}_beta{beta:g}"] = dict(
                 t=t, survival=es.survival(t),
                 bound_printed=M.metastability_bound(t, beta, n, gamma, eps, c0, form="printed"),
-                bound_corrected=M.metastability_bound(t, beta, n, gamma, eps, c0, diam=diam, form="corrected"),
+                bound_corrected=M.metastability_bound(t, beta, n, gamma, eps, c0, diam=float(diam), form="corrected"),
                 censored=es.n_censored, runs=len(es.times))
     return out
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Iterator
+from typing import Any, cast
 
 import matplotlib
 
@@ -41,7 +42,7 @@ TWO_COLUMN = 7.0
 #    Computer Modern.
 # In every 10pt class \small is 9pt and \footnotesize 8pt: labels and titles are set at 9pt,
 # tick labels and legends at 8pt, so the figure's text matches the captions around it.
-VENUES = {
+VENUES: dict[str, dict[str, Any]] = {
     "icml": dict(column=3.25, text=6.75, font=10, serif="Times"),
     "neurips": dict(column=5.5, text=5.5, font=10, serif="Times"),
     "arxiv-1col": dict(column=4.77, text=4.77, font=10, serif="Computer Modern"),
@@ -49,7 +50,7 @@ VENUES = {
 }
 """Column and text widths (inches), body font size (points) and serif family of each venue."""
 
-STYLE = {
+STYLE: dict[str, Any] = {
     "font.family": "serif",
     "font.serif": ["cmr10", "DejaVu Serif"],
     "mathtext.fontset": "cm",
@@ -85,7 +86,7 @@ def style(rc: dict | None = None) -> Iterator[None]:
 
     The caller's rcParams are restored on exit, also when the block raises.
     """
-    with matplotlib.rc_context({**STYLE, **(rc or {})}):
+    with matplotlib.rc_context(cast(Any, {**STYLE, **(rc or {})})):
         yield
 
 
