@@ -65,11 +65,9 @@ def use_style() -> None:
     """Apply the book's figure style for the rest of the session (a chapter's first cell calls it).
 
     This is the book's explicit, global switch (the library itself changes nothing at import;
-    elsewhere use ``with style(): ...``). It also quiets fontTools' warning about the fixed font
-    timestamps of the subset fonts in PDFs, which is noise in every notebook's output.
+    elsewhere use ``with style(): ...``).
     """
     matplotlib.rcParams.update(cast(Any, STYLE))
-    logging.getLogger("fontTools").setLevel(logging.ERROR)
 
 
 def output_dir(canonical: bool = True) -> Path:
@@ -212,12 +210,25 @@ def _log_written(path: Path) -> None:
             fh.write(f"{Path(path).resolve()}\n")
 
 
+@contextlib.contextmanager
+def _fonttools_quiet():
+    """fontTools warns about the (deliberately) fixed font timestamps when it subsets fonts into a
+    PDF: noise in every notebook's output. Quieted while a figure is rendered, then restored."""
+    logger = logging.getLogger("fontTools")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI) -> bytes:
     """Render ``fig`` to bytes in format ``fmt`` with reproducible metadata."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     buf = io.BytesIO()
-    with matplotlib.rc_context(cast(Any, _SAVE_RC)):
+    with matplotlib.rc_context(cast(Any, _SAVE_RC)), _fonttools_quiet():
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     return buf.getvalue()
 
