@@ -321,7 +321,7 @@ def run_phase1(x0, vertices, sigma, gamma: float, beta: float, runs: int, *, rng
 
 def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: float,
                         diam: float | None = None, form: str = "printed") -> np.ndarray:
-    """Lower bound on ``P[T2 >= t]`` of Theorem 5.4 (``eq: metastability.bound``), clipped at 0.
+    """Lower bound on ``P[T2 >= t]`` of Theorem 5.4, clipped at 0.
 
     ``form="printed"``: ``1 - exp((1 + eps/gamma) log(gamma t / eps) + (1 + eps/gamma) log n
     - beta c0 eps / (2 gamma))`` as printed in the paper.
