@@ -147,3 +147,31 @@ def test_version_is_the_installed_distribution_s():
     assert written == [MODULES["attention_fw._version"]]
     assert "version = " not in (LIB / "pyproject.toml").read_text().split("[tool.setuptools.dynamic]")[0]
     assert afw_book.__doc__
+
+
+def test_a_plot_function_returns_its_figure_with_its_numbers_and_writes_nothing(tmp_path, monkeypatch):
+    """attention_fw.plot draws and returns; the numbers travel with the figure; no file is written,
+    and the old outdir/formats arguments write nothing either (they warn)."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+    import pytest
+
+    from attention_fw.experiments import metastability as M
+    from attention_fw.geometry.polytope import points_on_circle
+    from attention_fw.plot import figure_data
+    from attention_fw.plot import metastability as MP
+
+    monkeypatch.chdir(tmp_path)
+    tri = points_on_circle()
+    hyp = M.theorem54_hypotheses(tri, 0.15, 0.04)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # no warning on the plain call
+        fig = MP.fig_admissible(tri, hyp, 0.15, 0.04)
+    data = figure_data(fig)
+    assert isinstance(data, dict) and data and json.dumps(data, default=lambda o: o.tolist())
+    with pytest.warns(DeprecationWarning, match="no longer write files"):
+        fig2 = MP.fig_admissible(tri, hyp, 0.15, 0.04, outdir=tmp_path / "out", formats=("png",))
+    assert figure_data(fig2).keys() == data.keys()
+    assert list(tmp_path.rglob("*")) == []
+    plt.close("all")
