@@ -327,8 +327,9 @@ class Page:
         if data is None:
             source = outdir / "data" / f"{name}.json"
             if not source.is_file():
-                raise FileNotFoundError(f"no data for figure {name!r} in {source.parent}: pass data=..., "
-                                        "or call the plot function with **page.data_only first")
+                raise FileNotFoundError(f"no data for figure {name!r} in {source.parent}: pass data=..., draw it "
+                                        "with a plot function of attention_fw.plot (its numbers travel with the "
+                                        "figure), or save them first with **page.data_only")
             data = json.loads(source.read_text())
             data.pop("meta", None)
         meta = {"chapter": self.chapter, "statement": statement, "caption": caption,
