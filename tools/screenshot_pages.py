@@ -4,7 +4,7 @@
     python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots]
                                      [--widths 1280,1920,390] [--height 900] [--max-shots 40] [PAGE ...]
 
-Opens each page (``book/<page>.html``; default: every page) in headless Chromium (``chromium`` on
+Opens each page (``book/<page>.html``; default: every page, the library reference's included) in headless Chromium (``chromium`` on
 PATH, or $CHROMIUM; networking disabled) in a window ``width`` x ``height`` CSS px for each width,
 waits for MathJax and the images, then takes one screenshot of the window per scroll position,
 from the top to the bottom of the page, overlapping by 10 %:
@@ -73,7 +73,7 @@ def shoot(browser: Browser, url: str, width: int, height: int, out_stem: Path, m
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("pages", nargs="*", help="page stems, e.g. 01-model (default: every page of book/)")
+    ap.add_argument("pages", nargs="*", help="pages under book/, e.g. 01-model or reference/model (default: every page)")
     ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
     ap.add_argument("--widths", default="1280,1920,390", help="window widths in CSS px, comma-separated")
@@ -86,7 +86,8 @@ def main(argv=None) -> int:
         print("screenshot_pages: chromium not found (sudo apt-get install -y chromium)", file=sys.stderr)
         return 2
     widths = [int(w) for w in args.widths.split(",") if w.strip()]
-    pages = args.pages or sorted(p.stem for p in (args.html / "book").glob("*.html"))
+    pages = args.pages or sorted(p.relative_to(args.html / "book").with_suffix("").as_posix()
+                                 for p in (args.html / "book").rglob("*.html"))
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as profile:
         browser = Browser(exe, Path(profile))
@@ -96,9 +97,10 @@ def main(argv=None) -> int:
                 if not page.is_file():
                     print(f"screenshot_pages: no page {page}", file=sys.stderr)
                     return 2
+                name = stem.replace("/", "-")                   # reference/model -> reference-model
                 for width in widths:
                     height = 844 if width < 768 and args.height == 900 else args.height
-                    n = shoot(browser, page.as_uri(), width, height, args.out / f"{stem}-w{width}", args.max_shots)
+                    n = shoot(browser, page.as_uri(), width, height, args.out / f"{name}-w{width}", args.max_shots)
                     print(f"{stem} at {width} px: {n} windows")
         finally:
             browser.close()
