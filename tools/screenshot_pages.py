@@ -4,8 +4,9 @@
     python tools/screenshot_pages.py [--html _build/html] [--out _build/screenshots]
                                      [--widths 1280,1920,390] [--height 900] [--max-shots 40] [PAGE ...]
 
-Opens each page (``book/<page>.html``; default: every page, the library reference's included) in headless Chromium (``chromium`` on
-PATH, or $CHROMIUM; networking disabled) in a window ``width`` x ``height`` CSS px for each width,
+Opens each page (``book/<page>.html``; default: every page, the library reference's included) in
+headless Chromium (``chromium`` on PATH, or $CHROMIUM; networking disabled) in a window ``width`` x
+``height`` CSS px for each width,
 waits for MathJax and the images, then takes one screenshot of the window per scroll position,
 from the top to the bottom of the page, overlapping by 10 %:
 ``<out>/<page>-w<width>-<k>.png``. Sticky headers and sidebars stay where a reader sees them
