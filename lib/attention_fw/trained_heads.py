@@ -1,0 +1,522 @@
+"""Trained attention heads against the paper's hypotheses, and attention on real text against the geometry.
+
+For head ``h`` of a layer with query and key blocks ``W_Q, W_K`` (the head's 32 rows of the
+layer's 384 x 384 query and key weights) the score of query token ``x_i`` on key token ``x_j`` is,
+biases aside, ``x_i^T M x_j`` with ``M = W_Q^T W_K / sqrt(32)``; the head's value-output map is
+``U = W_O[:, block] W_V[block]``. The paper's model (1.3) has the key-query matrix ``B`` with
+``<B x_i, x_j> = x_i^T M x_j`` (so ``B = M^T``) and wants ``B`` symmetric of one sign and ``V = cI``.
+
+Statistics of one head (float64):
+
+* :func:`antisym_ratio` ``||M - M^T||_F / ||M + M^T||_F`` (0 for a symmetric ``M``);
+* :func:`pos_mass` (sum of the positive eigenvalues of ``S = (M + M^T)/2``) / (sum of their
+  absolute values): 1 for ``S >= 0``, 0 for ``S <= 0``;
+* :func:`value_scalar_dist` ``min_c ||U - cI||_F / ||U||_F`` (0 for ``U = cI``, ``c != 0``).
+
+What rank forces (proved in the chapter, checked in the tests): ``S = C^T J C`` with ``C`` the 64
+stacked rows of ``W_Q`` and ``W_K`` and ``J`` the 64 x 64 matrix ``[[0, I], [I, 0]] / (2 sqrt 32)``
+of inertia (32, 32, 0), so ``S`` has at most 32 positive and 32 negative eigenvalues, exactly 32
+of each when ``C`` has rank 64 (:func:`inertia`); and a rank-``r`` map ``U`` of ``R^d`` has
+``value_scalar_dist >= sqrt(1 - r/d)``, which is ``sqrt(11/12)`` for ``r = 32``, ``d = 384``
+(:func:`value_bound`). The question that matters for the dynamics is the sign of the form on the
+subspace the tokens occupy (:func:`token_subspace`, :func:`restricted`).
+
+On real text (:func:`sentence_stats`): the effective support ``exp(entropy)`` of the attention rows,
+the distinct hardmax leaders, the vertices of the hull of the keys in the head's 32-dimensional
+space by an exact linear-programming test (:func:`hull_vertices`), the attention mass on those
+vertices and on the sink tokens.
+
+Examples
+--------
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> A = rng.standard_normal((4, 4))
+>>> antisym_ratio(A + A.T), pos_mass(np.eye(3)), pos_mass(-np.eye(3))
+(0.0, 1.0, 0.0)
+>>> value_scalar_dist(2.5 * np.eye(5))
+0.0
+>>> hull_vertices(np.array([[0.0, 0], [1, 0], [0, 1], [0.2, 0.2]])).tolist()
+[True, True, True, False]
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+
+__all__ = ["head_matrices", "antisym_ratio", "pos_mass", "value_scalar_dist", "value_bound", "inertia",
+           "head_table", "token_subspace", "restricted", "token_sign", "bias_share", "hull_vertices",
+           "effective_support", "sentence_stats", "participation_ratio", "token_classes", "SentenceStats"]
+
+
+# ------------------------------------------------------------------------------ one head's matrices
+def head_matrices(weights: dict, head: int, head_dim: int = 32) -> dict:
+    """``M`` (d x d), ``U`` (d x d) and the head's blocks from one layer's attention weights.
+
+    ``weights`` holds ``query``, ``key``, ``value``, ``output`` (``y = W x + b``, ``d x d``) and
+    their ``*_bias`` (as :meth:`attention_fw.encoder.Encoder.attention_weights` returns them).
+    """
+    d = weights["query"].shape[1]
+    if d % head_dim or not (0 <= int(head) < d // head_dim):
+        raise ValueError(f"head must be in [0, {d // head_dim}), got {head!r}")
+    blk = slice(int(head) * head_dim, (int(head) + 1) * head_dim)
+    wq, wk, wv = (np.asarray(weights[k][blk], dtype=np.float64) for k in ("query", "key", "value"))
+    wo = np.asarray(weights["output"][:, blk], dtype=np.float64)
+    return {"M": wq.T @ wk / math.sqrt(head_dim), "U": wo @ wv, "Wq": wq, "Wk": wk, "Wv": wv, "Wo": wo,
+            "bq": np.asarray(weights["query_bias"][blk], float), "bk": np.asarray(weights["key_bias"][blk], float),
+            "bv": np.asarray(weights["value_bias"][blk], float), "head_dim": head_dim}
+
+
+def _square(name, M):
+    M = np.asarray(M, dtype=np.float64)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.size == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix, got shape {M.shape}")
+    if not np.isfinite(M).all():
+        raise ValueError(f"{name} must be finite")
+    return M
+
+
+def antisym_ratio(M) -> float:
+    """``||M - M^T||_F / ||M + M^T||_F`` (``inf`` for a non-zero antisymmetric ``M``).
+
+    >>> antisym_ratio(np.array([[1.0, 2.0], [0.0, 1.0]]))    # ||(0 2; -2 0)|| / ||(2 2; 2 2)||
+    0.7071067811865476
+    """
+    M = _square("M", M)
+    num, den = np.linalg.norm(M - M.T), np.linalg.norm(M + M.T)
+    if den == 0:
+        if num == 0:
+            raise ValueError("M is zero: antisym_ratio is undefined")
+        return math.inf
+    return float(num / den)
+
+
+def _sym_eigs(M):
+    M = _square("M", M)
+    return np.linalg.eigvalsh((M + M.T) / 2)
+
+
+def pos_mass(M) -> float:
+    """Sum of the positive eigenvalues of ``(M + M^T)/2`` over the sum of their absolute values.
+
+    >>> pos_mass(np.diag([3.0, -1.0, 0.0]))
+    0.75
+    """
+    ev = _sym_eigs(M)
+    total = np.abs(ev).sum()
+    if total == 0:
+        raise ValueError("the symmetric part of M is zero: pos_mass is undefined")
+    return float(ev[ev > 0].sum() / total)
+
+
+def value_scalar_dist(U) -> float:
+    """``min_c ||U - cI||_F / ||U||_F``; the minimiser is ``c = tr(U)/d``, so this is
+    ``sqrt(1 - tr(U)^2 / (d ||U||_F^2))``.
+
+    >>> round(value_scalar_dist(np.diag([1.0, -1.0])), 12)     # trace 0: c = 0 is best
+    1.0
+    """
+    U = _square("U", U)
+    d = U.shape[0]
+    fro2 = float(np.sum(U * U))
+    if fro2 == 0:
+        raise ValueError("U is zero: value_scalar_dist is undefined")
+    c = np.trace(U) / d
+    resid = U - c * np.eye(d)
+    return float(np.linalg.norm(resid) / math.sqrt(fro2))
+
+
+def value_bound(rank: int, d: int) -> float:
+    """Smallest ``value_scalar_dist`` a map of rank ``rank`` on ``R^d`` can have: ``sqrt(1 - rank/d)``.
+
+    Proof: with ``P`` the orthogonal projector on the range of ``U`` (rank ``r``),
+    ``tr U = tr(P U) = <P, U>_F <= ||P||_F ||U||_F = sqrt(r) ||U||_F`` (Cauchy-Schwarz), so
+    ``tr(U)^2 / (d ||U||^2) <= r/d``; equality for ``U = cP``.
+
+    >>> value_bound(32, 384) == math.sqrt(11 / 12)
+    True
+    """
+    if not (0 <= rank <= d):
+        raise ValueError(f"rank must be in [0, d], got rank={rank!r}, d={d!r}")
+    return math.sqrt(1 - rank / d)
+
+
+def inertia(M, rtol: float = 1e-10) -> tuple[int, int, int]:
+    """(positive, negative, zero) eigenvalue counts of ``(M + M^T)/2``, zero meaning
+    ``|lambda| <= rtol * max |lambda|``.
+
+    >>> inertia(np.diag([2.0, -1.0, 0.0, 5.0]))
+    (2, 1, 1)
+    """
+    ev = _sym_eigs(M)
+    tol = rtol * np.abs(ev).max()
+    return int((ev > tol).sum()), int((ev < -tol).sum()), int((np.abs(ev) <= tol).sum())
+
+
+def head_table(encoder) -> list[dict]:
+    """:func:`head_row` for every head of ``encoder``, layer by layer."""
+    return [head_row(encoder, layer, h) for layer in range(encoder.layers) for h in range(encoder.heads)]
+
+
+# ------------------------------------------------------------------------------ the tokens' subspace
+def token_subspace(X, share: float = 0.9) -> np.ndarray:
+    """Orthonormal basis (d, k) of the smallest span of top principal directions of the token
+    states ``X`` (N, d) holding ``share`` of their energy ``sum ||x||^2`` (uncentred: the scores
+    are bilinear in the states themselves, not in their deviations from the mean).
+
+    >>> X = np.array([[3.0, 0, 0], [0, 1, 0], [-3, 0, 0]])       # energies 18 and 1
+    >>> token_subspace(X, 0.9).shape, token_subspace(X, 0.99).shape
+    ((3, 1), (3, 2))
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or len(X) == 0:
+        raise ValueError(f"X must be a non-empty (tokens, d) array, got shape {X.shape}")
+    if not (0 < share <= 1):
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
+    _, s, vt = np.linalg.svd(X, full_matrices=False)
+    energy = np.cumsum(s ** 2) / np.sum(s ** 2)
+    k = int(np.searchsorted(energy, share - 1e-12) + 1)
+    return vt[:k].T
+
+
+def restricted(M, P) -> np.ndarray:
+    """The form ``M`` on the span of the orthonormal columns of ``P``: ``P^T M P``."""
+    P = np.asarray(P, dtype=np.float64)
+    return P.T @ _square("M", M) @ P
+
+
+def token_sign(M, X) -> float:
+    """Fraction of the token states ``X`` (N, d) with ``x^T M x > 0`` (the paper's ``B > 0`` needs 1,
+    ``B < 0`` needs 0)."""
+    X = np.asarray(X, dtype=np.float64)
+    return float(np.mean(np.einsum("nd,de,ne->n", X, _square("M", M), X) > 0))
+
+
+def bias_share(X, mask, m: dict) -> float:
+    """Share of the biases in how the scores vary over the keys.
+
+    The score is ``(W_Q x_i + b_Q) . (W_K x_j + b_K) / sqrt(32)``. Over the keys ``j`` of one query
+    only ``x_i^T M x_j`` and the key term ``b_Q . W_K x_j / sqrt(32)`` vary (the other terms shift a
+    whole row and cancel in the softmax). Returns ``sum ||key term, row-centred||^2 / sum ||score,
+    row-centred||^2`` over the rows of the batch ``X`` (b, n, d) with ``mask`` (b, n).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    num, den = _bias_parts(X, np.asarray(mask, dtype=np.float64), m)
+    return num / den
+
+
+def participation_ratio(Y) -> float:
+    """Effective dimension ``(sum lambda)^2 / sum lambda^2`` of the covariance of the rows of ``Y``.
+
+    >>> participation_ratio(np.array([[1.0, 0], [-1, 0], [0, 1], [0, -1]]))
+    2.0
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    lam = np.linalg.eigvalsh(np.cov(Y.T, bias=True)) if Y.shape[1] > 1 else np.array([np.var(Y)])
+    lam = np.clip(lam, 0, None)
+    return float(lam.sum() ** 2 / np.sum(lam ** 2))
+
+
+# ------------------------------------------------------------------------------ hull vertices
+CERTIFICATE_DIRECTIONS = 2000
+"""Random directions tried by :func:`hull_vertices` before its LPs (a fixed stream: they only
+certify vertices, the answer does not depend on them)."""
+
+
+def hull_vertices(points, *, tol: float = 1e-9) -> np.ndarray:
+    """Which of ``points`` (n, k) are vertices of their convex hull (bool (n,)), by an exact LP test.
+
+    A point is a vertex iff it is not a convex combination of the other (distinct) points: the
+    linear program ``sum_j lambda_j p_j = p_i, sum_j lambda_j = 1, lambda >= 0`` over the others
+    is infeasible (HiGHS through :func:`scipy.optimize.linprog`). Coincident points count once:
+    every copy of a vertex is a vertex. Cheap certificates come first: when the distinct points
+    are affinely independent all are vertices; a point that is the unique maximiser of a linear
+    functional (``<p_i - mean, .>``, the same in the metric of the inverse covariance, or one of
+    :data:`CERTIFICATE_DIRECTIONS` random directions) is a vertex; only the rest go to the LP. The points are centred and
+    scaled to unit largest norm before the test; ``tol`` is the relative margin of the
+    certificates.
+
+    Examples
+    --------
+    A square's corners with its centre and a repeated corner:
+
+    >>> pts = np.array([[0.0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5], [1, 1]])
+    >>> hull_vertices(pts).tolist()
+    [True, True, True, True, False, True]
+    """
+    P = np.asarray(points, dtype=np.float64)
+    if P.ndim != 2 or len(P) == 0:
+        raise ValueError(f"points must be a non-empty (n, k) array, got shape {P.shape}")
+    if not np.isfinite(P).all():
+        raise ValueError("points must be finite")
+    uniq, inverse = np.unique(P, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    m = len(uniq)
+    if m <= 2:
+        return np.ones(len(P), bool)
+    Q = uniq - uniq.mean(axis=0)
+    Q = Q / np.abs(Q).max()
+    vert = np.zeros(m, bool)
+    if np.linalg.matrix_rank(Q[1:] - Q[0]) == m - 1:              # affinely independent: a simplex
+        vert[:] = True
+        return vert[inverse]
+    # certificates: p_i is the unique maximiser of <a, .> for a = p_i - mean, a = C^+ (p_i - mean)
+    # (C the covariance) or one of CERTIFICATE_DIRECTIONS fixed random directions in that metric
+    C = np.cov(Q.T, bias=True) if Q.shape[1] > 1 else np.atleast_2d(np.var(Q))
+    white = np.linalg.pinv(C, hermitian=True)
+    eye = np.eye(m, dtype=bool)
+    for A in (Q, Q @ white):
+        G = A @ Q.T                                                 # G[i, j] = <a_i, q_j>
+        own = np.diag(G)
+        rival = np.where(eye, -np.inf, G).max(axis=1)
+        vert |= own > rival + tol * np.maximum(1.0, np.abs(own))
+    w, V = np.linalg.eigh(white)
+    R = np.random.default_rng(0).standard_normal((CERTIFICATE_DIRECTIONS, Q.shape[1])) @ (V * np.sqrt(np.clip(w, 0, None))).T
+    F = R @ Q.T                                                     # (directions, m)
+    top = np.argmax(F, axis=1)
+    second = np.partition(F, -2, axis=1)[:, -2]
+    ok = F[np.arange(len(F)), top] > second + tol * np.maximum(1.0, np.abs(second))
+    vert[top[ok]] = True
+    for i in np.flatnonzero(~vert):
+        others = np.delete(Q, i, axis=0)
+        A_eq = np.vstack([others.T, np.ones(m - 1)])
+        b_eq = np.append(Q[i], 1.0)
+        for method in ("highs-ds", "highs-ipm", "highs"):           # the dual simplex first; others on trouble
+            res = linprog(np.zeros(m - 1), A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method=method)
+            if res.status in (0, 2):
+                break
+        else:
+            raise RuntimeError(f"hull_vertices: the LP for point {i} ended with status {res.status} ({res.message})")
+        vert[i] = res.status == 2                                   # infeasible: not in the others' hull
+    return vert[inverse]
+
+
+# ------------------------------------------------------------------------------ attention on text
+def effective_support(weights, axis: int = -1) -> np.ndarray:
+    """``exp(entropy)`` of attention rows (1 for a one-hot row, ``n`` for a uniform one).
+
+    >>> effective_support(np.array([[1.0, 0, 0, 0], [0.25, 0.25, 0.25, 0.25]])).round(12).tolist()
+    [1.0, 4.0]
+    """
+    a = np.asarray(weights, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(a > 0, a * np.log(a), 0.0).sum(axis=axis)
+    return np.exp(h)
+
+
+_PUNCT = re.compile(r"^[^\w\s]+$")
+
+
+def token_classes(pieces) -> np.ndarray:
+    """0 for [CLS], 1 for [SEP], 2 for punctuation, 3 for the other word pieces.
+
+    >>> token_classes(["[CLS]", "and", ",", "god", "[SEP]"]).tolist()
+    [0, 3, 2, 3, 1]
+    """
+    out = np.full(len(pieces), 3)
+    for i, p in enumerate(pieces):
+        out[i] = 0 if p == "[CLS]" else 1 if p == "[SEP]" else 2 if _PUNCT.match(p) else 3
+    return out
+
+
+CLASS_NAMES = ("[CLS]", "[SEP]", "punctuation", "words")
+
+
+@dataclass
+class SentenceStats:
+    """One sentence at one head: ``n`` tokens, mean effective support, distinct hardmax leaders,
+    hull vertices of the keys (``vertices`` count and ``is_vertex`` mask, or None when not
+    computed), mean attention mass on the vertices, on each token class (``class_mass``, 4) and
+    the share of each class among the tokens (``class_share``), whether each unique leader is a
+    vertex (``leaders_are_vertices``)."""
+    n: int
+    support: float
+    leaders: int
+    vertices: int | None
+    is_vertex: np.ndarray | None
+    vertex_mass: float | None
+    class_mass: np.ndarray
+    class_share: np.ndarray
+    leaders_are_vertices: bool | None
+    leader_index: np.ndarray
+
+
+def sentence_stats(scores, weights, keys, pieces, *, hull: bool = True) -> SentenceStats:
+    """The statistics of one head on one sentence (real tokens only: ``scores``, ``weights`` (n, n),
+    ``keys`` (n, 32), ``pieces`` its n word pieces)."""
+    s = np.asarray(scores, dtype=np.float64)
+    a = np.asarray(weights, dtype=np.float64)
+    n = len(pieces)
+    if s.shape != (n, n) or a.shape != (n, n) or np.shape(keys)[0] != n:
+        raise ValueError(f"scores and weights must be ({n}, {n}) and keys ({n}, k) for {n} pieces")
+    lead = np.argmax(s, axis=1)
+    top = s[np.arange(n), lead]
+    unique = (s >= top[:, None] - 1e-12 * np.maximum(1, np.abs(top[:, None]))).sum(axis=1) == 1
+    cls = token_classes(pieces)
+    class_mass = np.array([a[:, cls == c].sum(axis=1).mean() for c in range(4)])
+    class_share = np.array([(cls == c).mean() for c in range(4)])
+    vert = hull_vertices(keys) if hull else None
+    return SentenceStats(
+        n=n, support=float(effective_support(a).mean()), leaders=int(len(np.unique(lead))),
+        vertices=None if vert is None else int(vert.sum()), is_vertex=vert,
+        vertex_mass=None if vert is None else float(a[:, vert].sum(axis=1).mean()),
+        class_mass=class_mass, class_share=class_share,
+        leaders_are_vertices=None if vert is None else bool(vert[lead[unique]].all()), leader_index=lead)
+
+
+# ------------------------------------------------------------------------------ the 72 heads, fast
+def head_spectrum(m: dict) -> np.ndarray:
+    """The (at most 64) non-zero eigenvalues of ``S = (M + M^T)/2`` of a head, exactly.
+
+    ``S = C^T J C`` with ``C`` the stacked blocks ``W_Q``, ``W_K`` (64 x d) and
+    ``J = [[0, I], [I, 0]] / (2 sqrt(head_dim))``; with ``C^T = Q R`` (QR), ``S = Q (R J R^T) Q^T``,
+    so the non-zero eigenvalues of ``S`` are those of the 64 x 64 matrix ``R J R^T``.
+    """
+    r = m["head_dim"]
+    C = np.vstack([m["Wq"], m["Wk"]])
+    _, R = np.linalg.qr(C.T)
+    J = np.zeros((2 * r, 2 * r))
+    J[:r, r:] = J[r:, :r] = np.eye(r) / (2 * math.sqrt(r))
+    return np.linalg.eigvalsh(R @ J @ R.T)
+
+
+def head_row(encoder, layer: int, head: int) -> dict:
+    """One head's entry of the table: ``layer``, ``head``, ``antisym_ratio``, ``pos_mass``,
+    ``value_scalar_dist`` (all float64), the inertia of ``S`` (``positive``, ``negative``) and the
+    rank of ``U``."""
+    m = head_matrices(encoder.attention_weights(layer), head, encoder.head_dim)
+    ev = head_spectrum(m)
+    tol = 1e-10 * np.abs(ev).max()
+    # rank of U = W_O W_V from the 32 x 32 core of the two thin factors
+    _, ro = np.linalg.qr(m["Wo"])
+    _, rv = np.linalg.qr(m["Wv"].T)
+    rank_u = int(np.linalg.matrix_rank(ro @ rv.T))
+    return {"layer": int(layer), "head": int(head), "antisym_ratio": antisym_ratio(m["M"]),
+            "pos_mass": float(ev[ev > 0].sum() / np.abs(ev).sum()), "value_scalar_dist": value_scalar_dist(m["U"]),
+            "positive": int((ev > tol).sum()), "negative": int((ev < -tol).sum()), "rank_U": rank_u}
+
+
+# ------------------------------------------------------------------------------ a corpus through the model
+def _batches(lengths, max_tokens):
+    order = np.argsort(lengths, kind="stable")
+    batch, longest = [], 0
+    for i in order:
+        longest = max(longest, int(lengths[i]))
+        if batch and longest * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch, longest = [], int(lengths[i])
+        batch.append(int(i))
+    if batch:
+        yield batch
+
+
+def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens: int = 4096,
+                 token_sample: int = 4000, rng=0) -> dict:
+    """Every head of ``encoder`` on the sentences ``texts``: per sentence and head the effective
+    support, the distinct leaders and the mass per token class; the hull vertices of the keys
+    for the sentences whose indices are in ``hull_for``; per head the statistics of ``M`` on the
+    subspaces holding ``shares`` of the energy of the layer's input states, the fraction of
+    tokens with ``x^T M x > 0`` and the biases' share of the variation of the scores; per head
+    the effective dimension (participation ratio) of its keys.
+
+    Returns a dict of arrays: ``n`` (sentences,), ``support``, ``leaders`` (sentences, layers,
+    heads), ``class_mass`` (sentences, layers, heads, 4), ``class_share`` (sentences, 4),
+    ``hull`` (list of dicts for ``hull_for``: ``sentence``, ``layer``, ``head``, ``n``,
+    ``vertices``, ``vertex_mass``, ``leaders_are_vertices``), ``subspace`` (per share: ``dim``
+    per layer and ``pos_mass``, ``antisym_ratio`` per (layer, head)), ``token_sign``,
+    ``bias_share``, ``key_dim`` (layers, heads), ``states`` (per layer a sample of input
+    states, ``token_sample`` rows).
+    """
+    L, H = encoder.layers, encoder.heads
+    tok = encoder.tokenize(list(texts))
+    S = len(texts)
+    out = {"n": tok.lengths.copy(), "support": np.zeros((S, L, H)), "leaders": np.zeros((S, L, H), int),
+           "class_mass": np.zeros((S, L, H, 4)), "class_share": np.zeros((S, 4)), "hull": []}
+    hull_for = set(int(i) for i in hull_for)
+    bias_num, bias_den = np.zeros((L, H)), np.zeros((L, H))
+    states = [[] for _ in range(L)]
+    keys = [[[] for _ in range(H)] for _ in range(L)]
+    for idx in _batches(tok.lengths, max_tokens):
+        n = int(tok.lengths[idx].max())
+        ids, mask = tok.ids[idx, :n], tok.mask[idx, :n]
+        f = encoder.forward(ids, mask, keep=True, dtype=np.float32)
+        w = mask.astype(np.float64)
+        cls = np.zeros((len(idx), n, 4))
+        for r, i in enumerate(idx):
+            c = token_classes(tok.pieces[i])
+            cls[r, np.arange(len(c)), c] = 1.0
+        out["class_share"][idx] = cls.sum(1) / w.sum(1)[:, None]
+        rows = w.sum(1)[:, None]                                         # real rows per sentence
+        for layer in range(L):
+            kept = f.heads[layer]
+            a = kept["weights"].astype(np.float64)                       # (b, H, n, n)
+            s = kept["scores"].astype(np.float64)
+            sup = effective_support(a)                                   # (b, H, n)
+            out["support"][idx, layer] = (sup * w[:, None, :]).sum(-1) / rows
+            lead = np.where(w[:, None, :] > 0, np.argmax(s, axis=-1), -1)   # padded rows -> -1
+            srt = np.sort(lead, axis=-1)
+            distinct = (np.diff(srt, axis=-1) != 0) & (srt[..., 1:] >= 0)
+            out["leaders"][idx, layer] = distinct.sum(-1) + (srt[..., :1] >= 0).sum(-1)
+            mass = np.einsum("bhij,bjc->bhic", a, cls)
+            out["class_mass"][idx, layer] = (mass * w[:, None, :, None]).sum(2) / rows[:, None, :]
+            X = f.inputs[layer].astype(np.float64)
+            states[layer].append(X[mask.astype(bool)])
+            W = encoder.attention_weights(layer)
+            for h in range(H):
+                m = head_matrices(W, h, encoder.head_dim)
+                num, den = _bias_parts(X, w, m)
+                bias_num[layer, h] += num
+                bias_den[layer, h] += den
+                k = kept["keys"][:, h].astype(np.float64)
+                keys[layer][h].append(k[mask.astype(bool)])
+                for r, i in enumerate(idx):
+                    if i in hull_for:
+                        ni = int(tok.lengths[i])
+                        st = sentence_stats(s[r, h, :ni, :ni], a[r, h, :ni, :ni], k[r, :ni], tok.pieces[i])
+                        out["hull"].append({"sentence": int(i), "layer": layer, "head": h, "n": ni,
+                                            "vertices": st.vertices, "vertex_mass": st.vertex_mass,
+                                            "support": st.support, "leaders": st.leaders,
+                                            "leaders_are_vertices": st.leaders_are_vertices,
+                                            "is_vertex": st.is_vertex, "leader_index": st.leader_index})
+    out["hull"].sort(key=lambda e: (e["sentence"], e["layer"], e["head"]))
+    out["bias_share"] = bias_num / bias_den
+    gen = np.random.default_rng(rng)
+    out["subspace"], out["token_sign"], out["key_dim"], out["states"] = {}, np.zeros((L, H)), np.zeros((L, H)), []
+    for share in shares:
+        out["subspace"][share] = {"dim": np.zeros(L, int), "pos_mass": np.zeros((L, H)),
+                                  "antisym_ratio": np.zeros((L, H))}
+    for layer in range(L):
+        X = np.concatenate(states[layer])
+        sample = X[gen.choice(len(X), size=min(token_sample, len(X)), replace=False)]
+        out["states"].append(sample)
+        bases = {share: token_subspace(X, share) for share in shares}
+        W = encoder.attention_weights(layer)
+        for h in range(H):
+            m = head_matrices(W, h, encoder.head_dim)
+            out["token_sign"][layer, h] = token_sign(m["M"], X)
+            out["key_dim"][layer, h] = participation_ratio(np.concatenate(keys[layer][h]))
+            for share, P in bases.items():
+                Mp = restricted(m["M"], P)
+                sub = out["subspace"][share]
+                sub["dim"][layer] = P.shape[1]
+                sub["pos_mass"][layer, h] = pos_mass(Mp)
+                sub["antisym_ratio"][layer, h] = antisym_ratio(Mp)
+    return out
+
+
+def _bias_parts(X, w, m):
+    """Numerator and denominator of :func:`bias_share` for one batch."""
+    q = X @ m["Wq"].T + m["bq"]
+    k = X @ m["Wk"].T + m["bk"]
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(m["head_dim"])
+    kb = (k @ m["bq"]) / math.sqrt(m["head_dim"])
+    cnt = w.sum(axis=1)[:, None, None]
+
+    def centred_energy(a):
+        mean = (a * w[:, None, :]).sum(-1, keepdims=True) / cnt
+        return float((((a - mean) ** 2 * w[:, None, :]).sum(-1) * w).sum())
+
+    return centred_energy(np.broadcast_to(kb[:, None, :], s.shape)), centred_energy(s)
