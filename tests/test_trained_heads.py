@@ -11,7 +11,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.spatial import ConvexHull
 
-from attention_fw import trained_heads as T
+from attention_fw.experiments import trained_heads as T
 
 ROOT = Path(__file__).resolve().parents[1]
 D, R = 384, 32
@@ -249,9 +249,9 @@ def test_sentence_stats_on_a_constructed_head():
 # ------------------------------------------------------------------------------ the trained model
 @pytest.fixture(scope="module")
 def study():
-    from attention_fw import encoder as E
+    from attention_fw import encoder
 
-    enc = E.load()
+    enc = encoder.load()
     corpus = json.loads((ROOT / "book" / "data" / "trained-corpus.json").read_text())["sentences"]
     texts = [c["text"] for c in corpus[:6]]
     return enc, T.corpus_study(enc, texts, hull_for=[0, 3], token_sample=200)

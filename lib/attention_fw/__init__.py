@@ -36,6 +36,10 @@ experiments
   experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
   experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
   experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
+  experiments.trained_heads   Chapter 8: the heads of a trained encoder against the hypotheses; attention on text vs the hull
+encoder (a trained model: safetensors, tokenizers)
+  encoder.files         all-MiniLM-L6-v2's files from the package index, verified by SHA-256, cached outside the repository
+  encoder.bert          its numpy forward pass, each head's scores, weights, keys and values exposed
 plot (optional: matplotlib)
   plot.model            the figures of Section 1 (the model)
   plot.frank_wolfe      the figures of Section 2 (the Frank-Wolfe reading)
