@@ -46,6 +46,7 @@ plot (optional: matplotlib)
   plot.convergence      the figures of Sections 3 and 4
   plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
   plot.context          the figures of Chapter 6
+  plot.trained          the figures of Chapter 8 (a trained transformer)
   plot.animate          offline animations of trajectories
 shared
   results               the result object every experiment returns

@@ -192,7 +192,7 @@ def token_sign(M, X) -> float:
     """Fraction of the token states ``X`` (N, d) with ``x^T M x > 0`` (the paper's ``B > 0`` needs 1,
     ``B < 0`` needs 0)."""
     X = np.asarray(X, dtype=np.float64)
-    return float(np.mean(np.einsum("nd,de,ne->n", X, _square("M", M), X) > 0))
+    return float(np.mean(((X @ _square("M", M)) * X).sum(axis=1) > 0))
 
 
 def bias_share(X, mask, m: dict) -> float:
@@ -520,3 +520,153 @@ def _bias_parts(X, w, m):
         return float((((a - mean) ** 2 * w[:, None, :]).sum(-1) * w).sum())
 
     return centred_energy(np.broadcast_to(kb[:, None, :], s.shape)), centred_energy(s)
+
+
+# ------------------------------------------------------------------------------ the paper's dynamics with a trained head
+def clusters(x, tol: float) -> int:
+    """Number of groups of the points ``x`` (n, d) whose single-linkage distance is at most ``tol``.
+
+    >>> clusters(np.array([[0.0, 0], [0, 1e-9], [1, 0]]), 1e-6)
+    2
+    """
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < 2:
+        return len(x)
+    return int(fcluster(linkage(x, "single"), t=tol, criterion="distance").max())
+
+
+def head_dynamics(x0, M, *, steps: int, gamma: float = 0.5, every: int = 1, cluster_rtol: float = 1e-3) -> dict:
+    """Iterate the attention-only update (1.3) with ``V = h I`` (step ``gamma = h/(1+h)``) and the
+    trained head's form at its trained temperature: ``x_i <- (1 - gamma) x_i + gamma sum_j A_ij x_j``,
+    ``A_ij`` the softmax over ``j`` of ``x_i^T M x_j`` (``M`` includes the head's ``1/sqrt(32)``;
+    in the paper's notation ``B = M^T``, ``beta = 1``), simultaneous for all tokens, no biases, no
+    MLP, no LayerNorm. Built on :func:`attention_fw.model.dynamics.simulate` with its ``Softmax`` rule.
+
+    Returns ``x`` (saved layers, n, d), ``t`` (the layers saved), ``diameter`` (relative to the
+    start), ``clusters`` (groups at ``cluster_rtol`` times the initial diameter), ``leaders``
+    (distinct hardmax leaders at each saved layer) and ``selfled`` (tokens that are their own
+    leader).
+
+    Examples
+    --------
+    With ``M = -I`` every token is pulled towards the others and the cloud collapses:
+
+    >>> x0 = np.random.default_rng(0).standard_normal((6, 3))
+    >>> run = head_dynamics(x0, -np.eye(3), steps=60)
+    >>> int(run["clusters"][-1]), bool(run["diameter"][-1] < 1e-6)
+    (1, True)
+    """
+    from ..model.dynamics import Softmax, simulate
+
+    x0 = np.asarray(x0, dtype=np.float64)
+    M = _square("M", M)
+    run = simulate(x0, Softmax(gamma, 1.0, B=M.T), steps, trajectory=True, every=every)
+    xs = np.asarray(run.trajectory)
+    t = np.asarray(run.times)
+    diam0 = float(np.max(np.linalg.norm(x0[:, None] - x0[None], axis=-1)))
+    diam = np.array([np.max(np.linalg.norm(x[:, None] - x[None], axis=-1)) for x in xs]) / diam0
+    lead = [np.argmax(x @ M @ x.T, axis=1) for x in xs]
+    return {"x": xs, "t": t, "diameter": diam, "clusters": np.array([clusters(x, cluster_rtol * diam0) for x in xs]),
+            "leaders": np.array([len(np.unique(a)) for a in lead]),
+            "selfled": np.array([int((a == np.arange(len(a))).sum()) for a in lead]), "gamma": gamma, "steps": steps}
+
+
+# ------------------------------------------------------------------------------ helpers of the chapter
+def passages(texts, sizes, count: int) -> list[str]:
+    """Longer inputs from consecutive sentences: for each ``k`` in ``sizes``, the first ``count``
+    non-overlapping runs of ``k`` consecutive ``texts`` joined by spaces.
+
+    >>> passages(["a.", "b.", "c.", "d.", "e."], [2], 2)
+    ['a. b.', 'c. d.']
+    """
+    out = []
+    for k in sizes:
+        if int(k) < 1:
+            raise ValueError(f"sizes must be positive integers, got {k!r}")
+        runs = [" ".join(texts[s:s + k]) for s in range(0, len(texts) - k + 1, k)]
+        out += runs[:count]
+    return out
+
+
+def spread(n, k: int) -> np.ndarray:
+    """Indices of ``k`` entries of ``n`` spread evenly over its sorted values (smallest and largest
+    included).
+
+    >>> spread(np.array([5, 50, 10, 20, 40]), 3).tolist()
+    [0, 3, 1]
+    """
+    n = np.asarray(n)
+    order = np.argsort(n, kind="stable")
+    pos = np.unique(np.round(np.linspace(0, len(n) - 1, min(k, len(n)))).astype(int))
+    return order[pos]
+
+
+def sentence_panel(encoder, text: str, layer: int, head: int) -> dict:
+    """One sentence at one head, for a picture: word pieces, weights, each row's leader, the keys'
+    vertices in the head's space and in the plane of their two first principal components."""
+    t = encoder.tokenize([text])
+    f = encoder.forward(t.ids, t.mask, keep=True)
+    kept = f.heads[layer]
+    k = kept["keys"][0, head]
+    st = sentence_stats(kept["scores"][0, head], kept["weights"][0, head], k, t.pieces[0])
+    c = k - k.mean(axis=0)
+    _, _, vt = np.linalg.svd(c, full_matrices=False)
+    return {"layer": int(layer), "head": int(head), "pieces": t.pieces[0], "weights": kept["weights"][0, head],
+            "leader_index": st.leader_index, "is_vertex": st.is_vertex, "is_vertex_2d": hull_vertices(c @ vt[:2].T),
+            "support": st.support}
+
+
+def sink_head(study: dict) -> tuple[int, int]:
+    """(layer, head) whose rows give the most mass, on average, to [CLS] and [SEP]."""
+    m = study["class_mass"][..., :2].sum(-1).mean(axis=0)
+    layer, head = np.unravel_index(np.argmax(m), m.shape)
+    return int(layer), int(head)
+
+
+def dynamics_runs(encoder, states, heads: dict, *, steps: int, betas, gamma: float = 0.5):
+    """:func:`head_dynamics` for each named head ``{label: (layer, head)}`` of ``encoder``, as
+    trained and with ``M`` replaced by its symmetric part, at each multiple ``beta`` of the trained
+    inverse temperature, from ``states[layer][0]`` (the token states of one sentence entering the
+    head's layer, as :meth:`Encoder.forward` keeps them).
+
+    Returns ``(runs, sweep)``: ``sweep`` has every run (``label``, ``head_label``, ``layer``,
+    ``head``, ``kind``, ``beta`` and the results of :func:`head_dynamics` but the states);
+    ``runs`` the runs at ``beta = 1`` with their states ``x``, for pictures.
+    """
+    betas = [float(b) for b in betas]
+    if 1.0 not in betas:
+        betas = [1.0] + betas
+    runs, sweep = [], []
+    for label, (layer, head) in heads.items():
+        m = head_matrices(encoder.attention_weights(layer), head, encoder.head_dim)
+        x0 = np.asarray(states[layer][0], dtype=np.float64)
+        for kind, M in (("trained", m["M"]), ("symmetric part", (m["M"] + m["M"].T) / 2)):
+            for beta in betas:
+                r = head_dynamics(x0, beta * M, steps=steps, gamma=gamma)
+                r.update(head_label=label, layer=int(layer), head=int(head), kind=kind, beta=beta,
+                         label=f"{label} ({layer}.{head}), {kind}, beta x{beta:g}")
+                if beta == 1.0:
+                    runs.append(dict(r, label=f"{label} head {layer}.{head}, {kind}"))
+                r.pop("x")
+                sweep.append(r)
+    return runs, sweep
+
+
+def first_below(values, t, tol: float):
+    """The first ``t`` at which ``values`` is below ``tol`` (None if never).
+
+    >>> first_below([1.0, 0.1, 1e-7], [0, 1, 2], 1e-6)
+    2
+    """
+    idx = np.flatnonzero(np.asarray(values) < tol)
+    return int(np.asarray(t)[idx[0]]) if len(idx) else None
+
+
+def describe(run: dict) -> str:
+    """The end of a :func:`head_dynamics` run in words: clusters and diameter."""
+    c, d = int(run["clusters"][-1]), float(run["diameter"][-1])
+    if c == 1:
+        return f"one cluster after {int(run['t'][-1])} layers (diameter {d:.0e} of the start)"
+    return f"{c} clusters after {int(run['t'][-1])} layers (diameter {d:.2f} of the start)"
