@@ -35,7 +35,7 @@
 # * **The hull prediction cannot be tested at this size: every key is a vertex.** In the head's
 #   32 dimensions, all the keys of every sentence tested (up to 256 tokens) are vertices of their
 #   hull. The heads attend to far fewer tokens than that; what they attend to is decided by the
-#   scores, not by the hull, and a large share of the mass goes to [CLS] and [SEP].
+#   scores, not by the hull, and a large share of the mass goes to [CLS].
 # * **The paper's dynamics with a trained head collapse.** At the trained temperature, the tokens
 #   of a sentence fall to one point within a few dozen layers, whichever head drives them. Only at
 #   several times the trained inverse temperature does the most positive head freeze the tokens in
@@ -59,8 +59,8 @@ from afw_book.presets import resolve
 PRESETS = {
     "paper": dict(verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
                   shares=[0.9, 0.99], dyn_steps=400, dyn_betas=[1.0, 4.0, 16.0], seed=0),
-    "quick": dict(verses=16, passage_sizes=[8], passages_per_size=1, hull_sentences=2,
-                  shares=[0.9, 0.99], dyn_steps=40, dyn_betas=[1.0, 16.0], seed=0),
+    "quick": dict(verses=12, passage_sizes=[4], passages_per_size=1, hull_sentences=2,
+                  shares=[0.9, 0.99], dyn_steps=30, dyn_betas=[1.0, 16.0], seed=0),
 }
 p = resolve(PRESETS, preset, verses=verses, passage_sizes=passage_sizes, passages_per_size=passages_per_size,
             hull_sentences=hull_sentences, shares=shares, dyn_steps=dyn_steps, dyn_betas=dyn_betas, seed=seed)
@@ -228,6 +228,9 @@ page.glue(verses_used=len(texts), inputs=len(inputs), n_min=int(lengths.min()), 
           ar_sub_lo=(sub[lo_share]["antisym_ratio"].min(), ".2f"),
           all_pos=len(all_pos), all_neg=len(all_neg), near_pos=near_pos, near_neg=near_neg,
           all_pos_list=", ".join(f"{a}.{b}" for a, b in all_pos) or "none",
+          neg_text=(f"for {len(all_neg)} heads the form is negative on every token ({near_neg} on at least 99%)"
+                    if len(all_neg) else f"for no head is the form negative on every token, and for {near_neg} on at "
+                    "least 99% of them"),
           best_head=f"{best[0]}.{best[1]}", worst_head=f"{worst[0]}.{worst[1]}",
           best_sign=(sign[best], ".2f"), worst_sign=(sign[worst], ".2f"),
           bias_l0=(study["bias_share"][0].mean(), ".2f"), bias_rest=(study["bias_share"][1:].mean(), ".3f"),
@@ -260,8 +263,7 @@ page.figure(fig, "trained-heads-map", statement="Sections 3-4 hypotheses (B symm
 #
 # The sign on the tokens themselves is another matter. For {glue:text}`all_pos` heads
 # ({glue:text}`all_pos_list`, as layer.head) $x^\top Mx>0$ holds for every one of the corpus
-# tokens, and for {glue:text}`near_pos` heads for at least 99% of them; {glue:text}`all_neg`
-# heads have $x^\top Mx<0$ on every token ({glue:text}`near_neg` on at least 99%). This is
+# tokens, and for {glue:text}`near_pos` heads for at least 99% of them; {glue:text}`neg_text`. This is
 # compatible with an indefinite restricted form: the token states share a large common component
 # (the mean of the states has a large norm), and the form is positive along it. The head with the
 # largest `pos_mass` on the tokens' subspace is {glue:text}`best_head` ($x^\top Mx>0$ on a
@@ -352,18 +354,19 @@ page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices
 # that the paper attributes to the hull is, in this model, made by the scores.
 #
 # **The sinks.** [CLS] and [SEP] together are a fraction {glue:text}`cls_sep_share` of the tokens,
-# yet the mean mass they receive is, layer by layer, {glue:text}`cls_mass_l` for [CLS] and
-# {glue:text}`sep_mass_l` for [SEP]. Punctuation receives {glue:text}`punct_mass` of the mass for a
-# share {glue:text}`punct_share` of the tokens. A head that parks its mass on [CLS] or [SEP] has a
-# leader that is a vertex, as every key is, but it is chosen by the scores' constant preference for
-# that token (the key-bias term is one source in layer 0), not by the query's direction.
+# yet the mean mass [CLS] receives is, layer by layer, {glue:text}`cls_mass_l`; [SEP] receives
+# {glue:text}`sep_mass_l`, and punctuation {glue:text}`punct_mass` for a share
+# {glue:text}`punct_share` of the tokens. From layer 1 on, [CLS] is the sink: a head that parks its
+# mass there has a leader that is a vertex, as every key is, but it is chosen by the scores'
+# preference for that one token, whatever the query, not by the query's direction.
 #
-# One sentence at two heads shows both behaviours: a head with a broad support, and a head whose
-# rows go to a sink.
+# One sentence at two heads shows both behaviours: the head with the broadest support relative to
+# $n$, and the head that gives the most mass to [CLS] and [SEP].
 
 # %%
 panel_text = corpus[0]["text"]
-panels = [TH.sentence_panel(enc, panel_text, *best), TH.sentence_panel(enc, panel_text, *TH.sink_head(study))]
+panels = [TH.sentence_panel(enc, panel_text, *TH.broad_head(study)),
+          TH.sentence_panel(enc, panel_text, *TH.sink_head(study))]
 for q in panels:
     print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of {len(q['pieces'])} tokens, "
           f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} distinct leaders")
@@ -446,9 +449,10 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 # the most positive head, as trained, gives {glue:text}`pos_hot` (symmetrised:
 # {glue:text}`pos_sym_hot`): a handful of tokens that lead themselves stay put and the others join
 # them, the picture of Theorem 4.2 ($B\succ0$: tokens run to vertices that own their cells). The
-# most negative head gives {glue:text}`neg_hot`: the collapse of Section 3. The symmetric part
-# behaves like the trained form in both cases, so in these runs the sign of the form on the
-# tokens, not its antisymmetric part, decides which picture appears.
+# most negative head gives {glue:text}`neg_hot`: the collapse of Section 3. Symmetrising a head
+# does not change which picture appears (the symmetric part of the positive head freezes at a
+# lower $\beta$ already), so in these runs the sign of the form on the tokens, not its
+# antisymmetric part, decides.
 #
 # ## What this says about the paper's regime
 #
@@ -457,10 +461,11 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 #   is forced by the shape of multi-head attention ($32\ll384$), so it will hold for any trained
 #   model of this kind.
 # * The sign that matters for the dynamics, that of $x^\top Mx$ on the tokens actually present, is
-#   clear-cut for a fraction of the heads: some are "positive" and some "negative" on every token.
+#   clear-cut for a few heads, which are "positive" on every token of the corpus; no head is
+#   "negative" on all of them, the most negative one is positive on a small fraction.
 # * The hull of the keys does not explain sparsity here. In 32 dimensions, every key of a
 #   sentence of up to 256 tokens is a vertex, so the vertex count equals $n$. The heads attend to
-#   few tokens because of their scores, with much of the mass on [CLS] and [SEP].
+#   few tokens because of their scores, with much of the mass on [CLS].
 # * Run through the paper's model, trained heads at their own temperature collapse a sentence to a
 #   point within tens of layers, whatever their sign. The paper's contrast between clustering
 #   ($B\prec0$) and vertices ($B\succ0$) appears only after cooling by a factor of about

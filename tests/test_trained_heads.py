@@ -286,3 +286,33 @@ def test_the_72_trained_heads_satisfy_the_rank_facts(study):
     assert {(r["positive"], r["negative"], r["rank_U"]) for r in table} == {(32, 32, 32)}
     assert min(r["value_scalar_dist"] for r in table) >= math.sqrt(11 / 12)
     assert all(0 < r["pos_mass"] < 1 for r in table)
+
+
+def test_the_chapter_data_file_holds_the_72_heads_and_the_similarity_check(study, tmp_path):
+    """figures/data/trained-heads-map.json: a list "heads" of 72 objects with exactly the five keys
+    (floats written in full, at least 10 significant digits) and the 3 x 3 "similarity_check"."""
+    from attention_fw import encoder
+    from attention_fw.plot import trained as TP
+
+    enc, st = study
+    ref = json.loads((ROOT / "book" / "data" / "minilm-reference.json").read_text())
+    sim = encoder.cosine_similarities(enc.encode(ref["sentences"]))
+    table = T.head_table(enc)
+    fig = TP.fig_heads_map(table, st["subspace"], st["token_sign"], sim, share=0.9, outdir=tmp_path, formats=())
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = (tmp_path / "data" / "trained-heads-map.json").read_text()
+    data = json.loads(text)
+    assert len(data["heads"]) == 72
+    assert all(set(h) == {"layer", "head", "antisym_ratio", "pos_mass", "value_scalar_dist"} for h in data["heads"])
+    assert [(h["layer"], h["head"]) for h in data["heads"]] == [(L, h) for L in range(6) for h in range(12)]
+    for h, r in zip(data["heads"], table):
+        assert h["pos_mass"] == r["pos_mass"] and h["value_scalar_dist"] == r["value_scalar_dist"]   # no rounding
+    import re
+
+    for key in ("antisym_ratio", "pos_mass", "value_scalar_dist"):
+        for m in re.finditer(rf'"{key}": ([0-9.e+-]+)', text):
+            digits = m.group(1).split("e")[0].replace(".", "").lstrip("0")
+            assert len(digits) >= 10, m.group(0)
+    assert np.abs(np.array(data["similarity_check"]) - np.array(ref["similarity"])).max() < 5e-4

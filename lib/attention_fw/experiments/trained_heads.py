@@ -670,3 +670,10 @@ def describe(run: dict) -> str:
     if c == 1:
         return f"one cluster after {int(run['t'][-1])} layers (diameter {d:.0e} of the start)"
     return f"{c} clusters after {int(run['t'][-1])} layers (diameter {d:.2f} of the start)"
+
+
+def broad_head(study: dict) -> tuple[int, int]:
+    """(layer, head) with the largest median effective support relative to the number of tokens."""
+    m = np.median(study["support"] / np.asarray(study["n"])[:, None, None], axis=0)
+    layer, head = np.unravel_index(np.argmax(m), m.shape)
+    return int(layer), int(head)

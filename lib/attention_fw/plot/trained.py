@@ -134,7 +134,9 @@ def fig_sentence(panels: list, outdir=None, formats=None, name: str = "trained-s
         ax.set_ylim(n + 1.2, -1.8)
         ax.set_title(f"({chr(97 + j)}) layer {p['layer']}, head {p['head']}: "
                      f"support {p['support']:.1f} of $n={n}$", loc="left", fontsize=8)
-    fig.legend(*axes[0].get_legend_handles_labels(), frameon=False, fontsize=7, loc="lower center", ncol=3)
+    fig.subplots_adjust(bottom=0.24, top=0.93, left=0.09, right=0.9, wspace=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), frameon=False, fontsize=7, loc="lower center",
+               bbox_to_anchor=(0.5, 0.0), ncol=3)
     fig.colorbar(im, ax=list(axes), fraction=0.02, pad=0.01).set_label("attention weight")
     data = {"panels": [{k: p[k] for k in ("layer", "head", "pieces", "weights", "leader_index", "is_vertex",
                                           "is_vertex_2d", "support")} for p in panels]}
@@ -166,7 +168,8 @@ def fig_dynamics(runs: list, sweep: list, outdir=None, formats=None, name: str =
                      fontsize=7.5)
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_xlabel(f"{r['clusters'][-1]} cluster(s) at $t={r['t'][-1]}$", fontsize=7)
+        c = int(r["clusters"][-1])
+        ax.set_xlabel(f"{c} cluster{'' if c == 1 else 's'} at $t={r['t'][-1]}$", fontsize=7)
         data["runs"].append({"label": r["label"], "layer": r["layer"], "head": r["head"], "t": r["t"],
                              "projected": y, "clusters": r["clusters"], "diameter": r["diameter"]})
     a = fig.add_subplot(gs[1, : max(1, k // 2)])
