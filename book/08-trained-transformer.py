@@ -59,8 +59,8 @@ from afw_book.presets import resolve
 PRESETS = {
     "paper": dict(verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
                   shares=[0.9, 0.99], dyn_steps=400, dyn_betas=[1.0, 4.0, 16.0], seed=0),
-    "quick": dict(verses=12, passage_sizes=[4], passages_per_size=1, hull_sentences=2,
-                  shares=[0.9, 0.99], dyn_steps=30, dyn_betas=[1.0, 16.0], seed=0),
+    "quick": dict(verses=8, passage_sizes=[3], passages_per_size=1, hull_sentences=2,
+                  shares=[0.9, 0.99], dyn_steps=25, dyn_betas=[1.0, 16.0], seed=0),
 }
 p = resolve(PRESETS, preset, verses=verses, passage_sizes=passage_sizes, passages_per_size=passages_per_size,
             hull_sentences=hull_sentences, shares=shares, dyn_steps=dyn_steps, dyn_betas=dyn_betas, seed=seed)
