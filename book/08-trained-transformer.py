@@ -341,10 +341,12 @@ page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices
 # vertices rather than $n$" cannot be told apart from "it follows $n$" at these sizes: the two
 # numbers are equal. The reason is dimension. The keys of a head spread over many directions (their
 # effective dimension, the participation ratio of their covariance, is between
-# {glue:text}`key_dim_lo` and {glue:text}`key_dim_hi`, median {glue:text}`key_dim_med`), and a few
-# hundred points in general position in that many dimensions are essentially all extreme, as
-# Chapter 6 found for Gaussian tokens when $d$ is large against $2\ln n$. The hull becomes selective
-# only for far longer contexts than this model reads.
+# {glue:text}`key_dim_lo` and {glue:text}`key_dim_hi`, median {glue:text}`key_dim_med`, and they
+# are not flat in the remaining directions of the 32). For comparison, $n$ Gaussian points in
+# dimension $k$ have of the order of $(\ln n)^{(k-1)/2}$ vertices as $n\to\infty$, more than
+# $n=256$ already for $k$ around 8: at these context lengths a hull in a head's space keeps
+# essentially every point. It would become selective only for contexts far longer than this model
+# reads.
 #
 # **What the heads attend to is much smaller than the hull.** The median effective support is a
 # fraction {glue:text}`support_frac` of $n$ (for inputs of 100 tokens or more, a median support of
