@@ -237,8 +237,7 @@ page.glue(verses_used=len(texts), inputs=len(inputs), n_min=int(lengths.min()), 
           bias_max=(study["bias_share"].max(), ".2f"))
 fig = TP.fig_heads_map(table, sub, sign, sim, share=lo_share,
                        extra={"shares": p.shares, "bias_share": study["bias_share"],
-                              "subspace_99": {"dim": sub[hi_share]["dim"], "pos_mass": sub[hi_share]["pos_mass"]}},
-                       **page.data_only)
+                              "subspace_99": {"dim": sub[hi_share]["dim"], "pos_mass": sub[hi_share]["pos_mass"]}})
 page.figure(fig, "trained-heads-map", statement="Sections 3-4 hypotheses (B symmetric of one sign, V = cI)",
             caption="The 72 heads of all-MiniLM-L6-v2 by pos_mass and antisym_ratio, on the whole space and on "
                     "the tokens' subspace")
@@ -317,7 +316,7 @@ page.glue(hull_count=len(tested), frac_vertices=(frac_vertices, ".4f"),
           punct_share=(share_tok[2], ".2f"),
           key_dim_lo=(study["key_dim"].min(), ".1f"), key_dim_hi=(study["key_dim"].max(), ".1f"),
           key_dim_med=(np.median(study["key_dim"]), ".1f"))
-fig = TP.fig_support(study, hull, **page.data_only)
+fig = TP.fig_support(study, hull)
 page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices (Section 1.6); the sparsity remark",
             caption="Effective support, distinct leaders and hull vertices of the keys against n, and the mass "
                     "received by [CLS], [SEP], punctuation and words")
@@ -374,7 +373,7 @@ for q in panels:
           f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} distinct leaders")
 
 # %% tags=["hide-input"]
-fig = TP.fig_sentence(panels, **page.data_only)
+fig = TP.fig_sentence(panels)
 page.figure(fig, "trained-sentence", statement="Hardmax leaders are hull vertices (Section 1.6)",
             caption="Attention of one sentence at two heads, with each row's hardmax leader and the keys' "
                     "hull vertices")
@@ -423,7 +422,7 @@ page.glue(dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]), dyn_betas_text=", ".jo
           neg_hot=TH.describe(summary[("most negative", "trained", max(p.dyn_betas))]),
           pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", max(p.dyn_betas))]),
           beta_hot=fmt(max(p.dyn_betas)))
-fig = TP.fig_dynamics(runs, sweep, **page.data_only)
+fig = TP.fig_dynamics(runs, sweep)
 page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
             caption="The attention-only dynamics (1.3) driven by two trained heads, as trained and symmetrised: "
                     "tokens in the plane, diameter and clusters against the layer")

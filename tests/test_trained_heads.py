@@ -298,10 +298,11 @@ def test_the_chapter_data_file_holds_the_72_heads_and_the_similarity_check(study
     ref = json.loads((ROOT / "book" / "data" / "minilm-reference.json").read_text())
     sim = encoder.cosine_similarities(enc.encode(ref["sentences"]))
     table = T.head_table(enc)
-    fig = TP.fig_heads_map(table, st["subspace"], st["token_sign"], sim, share=0.9, outdir=tmp_path, formats=())
-    import matplotlib.pyplot as plt
+    from afw_book.figures import save
+    from attention_fw.plot import figure_data
 
-    plt.close(fig)
+    fig = TP.fig_heads_map(table, st["subspace"], st["token_sign"], sim, share=0.9)
+    save(fig, "trained-heads-map", figure_data(fig), outdir=tmp_path, formats=())
     text = (tmp_path / "data" / "trained-heads-map.json").read_text()
     data = json.loads(text)
     assert len(data["heads"]) == 72

@@ -1,26 +1,29 @@
 """Figures of the trained-transformer chapter (:mod:`attention_fw.experiments.trained_heads`).
 
-Each ``fig_*`` function draws one figure from the chapter's results, writes it through
-:func:`afw_book.figures.save` (the numbers as JSON beside it) and returns the open figure. Names are
-fixed (``trained-heads-map``, ``trained-support``, ``trained-sentence``, ``trained-dynamics``);
-``outdir`` and ``formats`` redirect them.
+Each ``fig_*`` function draws one figure from the chapter's results and returns it with the
+numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file. The
+chapter saves them as ``trained-heads-map``, ``trained-support``, ``trained-sentence`` and
+``trained-dynamics``.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from afw_book.figures import TWO_COLUMN, saved
-
 from ..experiments import trained_heads as T
+from ._figure import saved
+from .style import TWO_COLUMN
+
+__all__ = ["COLORS", "HEAD_KEYS", "fig_heads_map", "fig_support", "fig_sentence", "fig_dynamics"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+"""matplotlib's default colour cycle, read once at import (never changed)."""
 LAYER_CMAP = "viridis"
 HEAD_KEYS = ("layer", "head", "antisym_ratio", "pos_mass", "value_scalar_dist")
+"""The keys of each entry of the ``heads`` table in the data of :func:`fig_heads_map`."""
 
 
-def fig_heads_map(table: list, subspace: dict, token_sign, similarity_check, *, share: float, extra: dict | None = None,
-                  outdir=None, formats=None, name: str = "trained-heads-map"):
+def fig_heads_map(table: list, subspace: dict, token_sign, similarity_check, *, share: float, extra: dict | None = None):
     """(a) The 72 heads by ``pos_mass`` and ``antisym_ratio`` on the whole space; (b) the same on the
     tokens' principal subspace (``share`` of the energy), open markers where ``x^T M x > 0`` for
     every token of the corpus. Colour: the layer. The data hold ``heads`` (the five statistics of
@@ -56,10 +59,10 @@ def fig_heads_map(table: list, subspace: dict, token_sign, similarity_check, *, 
             "similarity_check": similarity_check, "share": share,
             "subspace": {"dim": sub["dim"], "pos_mass": sub["pos_mass"], "antisym_ratio": sub["antisym_ratio"]},
             "token_sign": token_sign, **(extra or {})}
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, "trained-heads-map", data)
 
 
-def fig_support(study: dict, hull: list, outdir=None, formats=None, name: str = "trained-support"):
+def fig_support(study: dict, hull: list):
     """(a) Effective support of the attention rows, distinct hardmax leaders and hull vertices of the
     keys against the number of tokens n (medians over the 72 heads per sentence; vertices for the
     sentences tested by LP); (b) attention mass received by [CLS], [SEP], punctuation and words per
@@ -108,10 +111,10 @@ def fig_support(study: dict, hull: list, outdir=None, formats=None, name: str = 
             "hull": [{k: e[k] for k in ("sentence", "layer", "head", "n", "vertices", "vertex_mass", "support",
                                         "leaders", "leaders_are_vertices")} for e in hull],
             "class_names": list(T.CLASS_NAMES), "class_mass": cm, "class_share": share}
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, "trained-support", data)
 
 
-def fig_sentence(panels: list, outdir=None, formats=None, name: str = "trained-sentence"):
+def fig_sentence(panels: list):
     """One sentence's attention at two heads: the weights (rows: queries, columns: keys), each row's
     hardmax leader (dots) and the keys that are vertices of the hull in the head's 32 dimensions
     (ticks on top; all of them here) and of the hull of the keys' 2-D principal projection (squares)."""
@@ -140,10 +143,10 @@ def fig_sentence(panels: list, outdir=None, formats=None, name: str = "trained-s
     fig.colorbar(im, ax=list(axes), fraction=0.02, pad=0.01).set_label("attention weight")
     data = {"panels": [{k: p[k] for k in ("layer", "head", "pieces", "weights", "leader_index", "is_vertex",
                                           "is_vertex_2d", "support")} for p in panels]}
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, "trained-sentence", data)
 
 
-def fig_dynamics(runs: list, sweep: list, outdir=None, formats=None, name: str = "trained-dynamics"):
+def fig_dynamics(runs: list, sweep: list):
     """The attention-only dynamics (1.3) under trained heads: (top) the tokens in the plane of their
     two first principal components at the start (grey), along the way and at the end, for each run
     of ``runs`` (a head, as trained or symmetrised, at its trained temperature); (bottom right) the
@@ -197,4 +200,4 @@ def fig_dynamics(runs: list, sweep: list, outdir=None, formats=None, name: str =
     b.set_ylim(0, None)
     a.legend(frameon=False, fontsize=6, loc="lower left", ncol=2, handlelength=1.6, columnspacing=0.8)
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, "trained-dynamics", data)
