@@ -248,7 +248,7 @@ class Encoder:
             self.w = self._w32()
         try:
             x = self.embed(ids, positions=positions)
-            res = Forward(embedding=None, tokens=None, mask=mask)
+            res = Forward(embedding=np.empty((0, self.d)), tokens=np.empty((0, 0, self.d)), mask=mask)
             for layer in range(self.layers):
                 if keep:
                     res.inputs.append(x)

@@ -539,8 +539,8 @@ def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens:
            "class_mass": np.zeros((S, L, H, 4)), "class_share": np.zeros((S, 4)), "hull": []}
     hull_for = set(int(i) for i in hull_for)
     bias_num, bias_den = np.zeros((L, H)), np.zeros((L, H))
-    states = [[] for _ in range(L)]
-    keys = [[[] for _ in range(H)] for _ in range(L)]
+    states: list[list[np.ndarray]] = [[] for _ in range(L)]
+    keys: list[list[list[np.ndarray]]] = [[[] for _ in range(H)] for _ in range(L)]
     for idx in _batches(tok.lengths, max_tokens):
         n = int(tok.lengths[idx].max())
         ids, mask = tok.ids[idx, :n], tok.mask[idx, :n]

@@ -155,7 +155,7 @@ def fig_dynamics(runs: list, sweep: list):
     k = len(runs)
     fig = plt.figure(figsize=(TWO_COLUMN, 4.6))
     gs = fig.add_gridspec(2, k, height_ratios=[1, 0.85])
-    data = {"runs": [], "sweep": []}
+    data: dict[str, list] = {"runs": [], "sweep": []}
     for j, r in enumerate(runs):
         ax = fig.add_subplot(gs[0, j])
         x = np.asarray(r["x"])
