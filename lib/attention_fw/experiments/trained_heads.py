@@ -59,7 +59,7 @@ def head_matrices(weights: dict, head: int, head_dim: int = 32) -> dict:
     """``M`` (d x d), ``U`` (d x d) and the head's blocks from one layer's attention weights.
 
     ``weights`` holds ``query``, ``key``, ``value``, ``output`` (``y = W x + b``, ``d x d``) and
-    their ``*_bias`` (as :meth:`attention_fw.encoder.Encoder.attention_weights` returns them).
+    their ``*_bias`` (as :meth:`attention_fw.encoder.bert.Encoder.attention_weights` returns them).
 
     Examples
     --------
@@ -287,11 +287,11 @@ def hull_vertices(points, *, tol: float = 1e-9) -> np.ndarray:
 
     A point is a vertex iff it is not a convex combination of the other (distinct) points: the
     linear program ``sum_j lambda_j p_j = p_i, sum_j lambda_j = 1, lambda >= 0`` over the others
-    is infeasible (HiGHS through :func:`scipy.optimize.linprog`). Coincident points count once:
+    is infeasible (HiGHS through ``scipy.optimize.linprog``). Coincident points count once:
     every copy of a vertex is a vertex. Cheap certificates come first: when the distinct points
     are affinely independent all are vertices; a point that is the unique maximiser of a linear
     functional (``<p_i - mean, .>``, the same in the metric of the inverse covariance, or one of
-    :data:`CERTIFICATE_DIRECTIONS` random directions) is a vertex; only the rest go to the LP. The points are centred and
+    ``CERTIFICATE_DIRECTIONS`` random directions) is a vertex; only the rest go to the LP. The points are centred and
     scaled to unit largest norm before the test; ``tol`` is the relative margin of the
     certificates.
 
@@ -752,7 +752,7 @@ def dynamics_runs(encoder, states, heads: dict, *, steps: int, betas, gamma: flo
     """:func:`head_dynamics` for each named head ``{label: (layer, head)}`` of ``encoder``, as
     trained and with ``M`` replaced by its symmetric part, at each multiple ``beta`` of the trained
     inverse temperature, from ``states[layer][0]`` (the token states of one sentence entering the
-    head's layer, as :meth:`Encoder.forward` keeps them).
+    head's layer, as :meth:`attention_fw.encoder.bert.Encoder.forward` keeps them).
 
     Returns ``(runs, sweep)``: ``sweep`` has every run (``label``, ``head_label``, ``layer``,
     ``head``, ``kind``, ``beta`` and the results of :func:`head_dynamics` but the states);

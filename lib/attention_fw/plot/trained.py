@@ -147,17 +147,18 @@ def fig_sentence(panels: list):
 
 
 def fig_dynamics(runs: list, sweep: list):
-    """The attention-only dynamics (1.3) under trained heads: (top) the tokens in the plane of their
-    two first principal components at the start (grey), along the way and at the end, for each run
-    of ``runs`` (a head, as trained or symmetrised, at its trained temperature); (bottom right) the
-    number of clusters against the layer for each ``sweep`` run (a head at beta times its
-    temperature)."""
+    """The attention-only dynamics (1.3) under trained heads: (top, two per row) the tokens in the
+    plane of their two first principal components at the start (grey), along the way and at the
+    end, for each run of ``runs`` (a head, as trained or symmetrised, at its trained temperature);
+    (bottom) the diameter and the number of clusters against the layer for each ``sweep`` run (a
+    head at beta times its temperature)."""
     k = len(runs)
-    fig = plt.figure(figsize=(TWO_COLUMN, 4.6))
-    gs = fig.add_gridspec(2, k, height_ratios=[1, 0.85])
+    rows = (k + 1) // 2
+    fig = plt.figure(figsize=(TWO_COLUMN, 2.3 * rows + 2.4))
+    gs = fig.add_gridspec(rows + 1, 2, height_ratios=[1] * rows + [0.95])
     data: dict[str, list] = {"runs": [], "sweep": []}
     for j, r in enumerate(runs):
-        ax = fig.add_subplot(gs[0, j])
+        ax = fig.add_subplot(gs[j // 2, j % 2])
         x = np.asarray(r["x"])
         c = x[0].mean(axis=0)
         _, _, vt = np.linalg.svd(x[0] - c, full_matrices=False)
@@ -167,16 +168,16 @@ def fig_dynamics(runs: list, sweep: list):
             ax.plot(y[:, i, 0], y[:, i, 1], color=COLORS[0], lw=0.4, alpha=0.5)
         ax.plot(y[0, :, 0], y[0, :, 1], "o", color="0.65", ms=2.5)
         ax.plot(y[-1, :, 0], y[-1, :, 1], "o", color=COLORS[3], ms=3.5)
-        ax.set_title(f"({chr(97 + j)}) {r['head_label']} head\n{r['layer']}.{r['head']}, {r['kind']}", loc="left",
-                     fontsize=7.5)
+        ax.set_title(f"({chr(97 + j)}) {r['head_label']} head {r['layer']}.{r['head']}, {r['kind']}", loc="left",
+                     fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
         c = int(r["clusters"][-1])
         ax.set_xlabel(f"{c} cluster{'' if c == 1 else 's'} at $t={r['t'][-1]}$", fontsize=7)
         data["runs"].append({"label": r["label"], "layer": r["layer"], "head": r["head"], "t": r["t"],
                              "projected": y, "clusters": r["clusters"], "diameter": r["diameter"]})
-    a = fig.add_subplot(gs[1, : max(1, k // 2)])
-    b = fig.add_subplot(gs[1, max(1, k // 2):])
+    a = fig.add_subplot(gs[rows, 0])
+    b = fig.add_subplot(gs[rows, 1])
     heads = list(dict.fromkeys(r["head_label"] for r in sweep))
     betas = sorted({r["beta"] for r in sweep})
     ramps = [plt.get_cmap("Blues"), plt.get_cmap("Reds"), plt.get_cmap("Greens")]
