@@ -229,8 +229,8 @@ page.glue(verses_used=len(texts), inputs=len(inputs), n_min=int(lengths.min()), 
           all_pos=len(all_pos), all_neg=len(all_neg), near_pos=near_pos, near_neg=near_neg,
           all_pos_list=", ".join(f"{a}.{b}" for a, b in all_pos) or "none",
           neg_text=(f"for {len(all_neg)} heads the form is negative on every token ({near_neg} on at least 99%)"
-                    if len(all_neg) else f"for no head is the form negative on every token, and for {near_neg} on at "
-                    "least 99% of them"),
+                    if len(all_neg) else "no head is negative on every token, " + (
+                        "nor on 99% of them" if near_neg == 0 else f"{near_neg} on at least 99% of them")),
           best_head=f"{best[0]}.{best[1]}", worst_head=f"{worst[0]}.{worst[1]}",
           best_sign=(sign[best], ".2f"), worst_sign=(sign[worst], ".2f"),
           bias_l0=(study["bias_share"][0].mean(), ".2f"), bias_rest=(study["bias_share"][1:].mean(), ".3f"),
@@ -307,8 +307,9 @@ page.glue(hull_count=len(tested), frac_vertices=(frac_vertices, ".4f"),
           min_vertices=(min(e["vertices"] / e["n"] for e in hull), ".3f"),
           n_hull_max=max(e["n"] for e in hull),
           support_frac=(support_frac, ".2f"),
-          support_big=(np.median(sup[big]) if big.any() else float("nan"), ".0f") if big.any() else "no input",
-          n_big=(np.median(study["n"][big]) if big.any() else 0, ".0f") if big.any() else "no input",
+          big_text=(f"for inputs of 100 tokens or more, a median support of {fmt(np.median(sup[big]), '.0f')} tokens "
+                    f"out of a median {fmt(np.median(study['n'][big]), '.0f')}") if big.any()
+          else "no input here has 100 tokens or more",
           leaders_med=(np.median(study["leaders"] / study["n"][:, None, None]), ".2f"),
           vertex_mass=(np.mean([e["vertex_mass"] for e in hull]), ".4f"),
           cls_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 0]), sep_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 1]),
@@ -348,8 +349,7 @@ page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices
 # reads.
 #
 # **What the heads attend to is much smaller than the hull.** The median effective support is a
-# fraction {glue:text}`support_frac` of $n$ (for inputs of 100 tokens or more, a median support of
-# {glue:text}`support_big` tokens out of a median {glue:text}`n_big`), and the distinct leaders are a
+# fraction {glue:text}`support_frac` of $n$ ({glue:text}`big_text`), and the distinct leaders are a
 # median fraction {glue:text}`leaders_med` of the tokens. The attention mass on hull vertices is
 # {glue:text}`vertex_mass`, which says nothing, since nearly every key is a vertex. The sparsity
 # that the paper attributes to the hull is, in this model, made by the scores.
@@ -416,8 +416,8 @@ for r in sweep:
 summary = {(r["head_label"], r["kind"], r["beta"]): r for r in sweep}
 collapse_t = [TH.first_below(r["diameter"], r["t"], 1e-6) for r in runs]
 page.glue(dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]), dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
-          collapse_max=max(c for c in collapse_t if c is not None) if all(c is not None for c in collapse_t)
-          else "more than " + fmt(p.dyn_steps),
+          collapse_text=(f"within {max(collapse_t)} layers" if all(c is not None for c in collapse_t)
+                         else f"in some runs not within the {p.dyn_steps} layers run here"),
           pos_hot=TH.describe(summary[("most positive", "trained", max(p.dyn_betas))]),
           neg_hot=TH.describe(summary[("most negative", "trained", max(p.dyn_betas))]),
           pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", max(p.dyn_betas))]),
@@ -441,7 +441,7 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 # ```
 #
 # At the trained temperature every run collapses: the diameter falls below $10^{-6}$ of its
-# initial value within {glue:text}`collapse_max` layers, and all tokens end at one point. The
+# initial value {glue:text}`collapse_text`, and all tokens end at one point. The
 # weights are too flat for any token to hold on to its own position: each step averages over tens
 # of tokens, as in the small-$\beta$ regime of Section 5, where Prop 5.1 makes the tokens collapse.
 # This is the picture of Section 3 ($B\prec0$, one cluster), reached here by heads of either sign.
