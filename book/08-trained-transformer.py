@@ -440,7 +440,7 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 # $\beta$ of the trained inverse temperature (solid: as trained; dashed: symmetric part).
 # ```
 #
-# At the trained temperature every run collapses: the diameter falls below $10^{-6}$ of its
+# At the trained temperature the runs collapse: the diameter falls below $10^{-6}$ of its
 # initial value {glue:text}`collapse_text`, and all tokens end at one point. The
 # weights are too flat for any token to hold on to its own position: each step averages over tens
 # of tokens, as in the small-$\beta$ regime of Section 5, where Prop 5.1 makes the tokens collapse.
