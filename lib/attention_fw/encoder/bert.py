@@ -117,6 +117,14 @@ class Forward:
     heads : list of dict
         One per layer: ``scores`` (with the mask), ``weights``, ``queries``, ``keys``, ``values``
         of every head, arrays of shape (b, 12, n, ...) (``keep=True``).
+
+    Examples
+    --------
+    >>> enc = load()
+    >>> t = enc.tokenize(["And God saw the light."])
+    >>> f = enc.forward(t.ids, t.mask, keep=True)
+    >>> f.embedding.shape, len(f.inputs), f.heads[0]["weights"].shape
+    ((1, 384), 6, (1, 12, 8, 8))
     """
     embedding: np.ndarray
     tokens: np.ndarray
