@@ -61,7 +61,7 @@ line_steps = None        # iterations of Frank-Wolfe with line search
 seed = None              # seed of every random draw on this page
 
 # %%
-from attention_fw.presets import resolve
+from afw_book.presets import resolve
 
 PRESETS = {
     "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4,
@@ -83,10 +83,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from attention_fw import convergence as cv
-from attention_fw import convergence_plots as cvp
-from attention_fw import plotting
-from attention_fw.notebook import Page
+from attention_fw.experiments import convergence as cv
+from attention_fw.plot import convergence as cvp
+from afw_book import figures as plotting
+from afw_book.notebook import Page
 
 # %matplotlib inline
 plotting.use_style()

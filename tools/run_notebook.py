@@ -7,7 +7,7 @@
 * checks the overrides against the names assigned in the cell tagged ``parameters`` and
   fails *before* starting a kernel when a name is unknown (the message lists the accepted
   names); wrong-typed values and unknown presets are rejected by
-  ``attention_fw.presets.resolve`` in the notebook's second cell, before any computation;
+  ``afw_book.presets.resolve`` in the notebook's second cell, before any computation;
 * executes with papermill (working directory: the notebook's folder), writing the result
   atomically: the output file exists only if every cell ran without error, so ``make``
   never mistakes a failed run for an up-to-date one;
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
     os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
     socket_dir = tempfile.mkdtemp(prefix="afw-kernel-")
-    write_log = Path(socket_dir) / "written.log"       # attention_fw.plotting appends to it
+    write_log = Path(socket_dir) / "written.log"       # afw_book.figures appends to it
     log_backup = os.environ.get("ATTENTION_FW_WRITE_LOG")
     os.environ["ATTENTION_FW_WRITE_LOG"] = str(write_log)
     t0 = time.perf_counter()

@@ -14,7 +14,7 @@ plus the numbers behind it as JSON, with three guarantees:
 * described: the data JSON carries a ``meta`` entry with the figure's layout as saved
   (:func:`layout`: size in inches, smallest and largest font size, number and widths of
   panels), merged with what the caller passes as ``meta`` (chapter, statement, caption,
-  command; see :mod:`attention_fw.notebook`). The book checks legibility on the page from it.
+  command; see :mod:`afw_book.notebook`). The book checks legibility on the page from it.
 
 Where files go is decided in one place, :func:`output_dir`. Venue layouts for papers (column
 widths and font sizes of ICML, NeurIPS, arXiv) are in :data:`VENUES`.
@@ -180,7 +180,7 @@ def output_dir(canonical: bool = True) -> Path:
     """The one rule for where figure files go.
 
     ``canonical``: the published parameters (a paper figure with its defaults, or a chapter run
-    in the ``paper`` preset without overrides) go to :func:`attention_fw.paths.figures_dir`
+    in the ``paper`` preset without overrides) go to :func:`afw_book.paths.figures_dir`
     (``figures/``, or ``$ATTENTION_FW_FIGURES``); anything else goes to its ``custom/``
     subfolder, so the canonical files are never overwritten by an experiment. When the figure
     folder is itself a ``custom`` folder (``make notebook`` sets
@@ -362,7 +362,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
     dpi : int
         Resolution of the PNG.
     outdir : path, optional
-        Defaults to :func:`attention_fw.paths.figures_dir`.
+        Defaults to :func:`afw_book.paths.figures_dir`.
     meta : dict, optional
         Description of the figure (chapter, statement, caption, command, ...). When a data
         file is written together with at least one image, the JSON gets a ``meta`` entry:
