@@ -39,7 +39,8 @@ from . import dynamics
 from .results import Result
 
 __all__ = ["hull_primitives", "sabeta_exit_times", "settled_points", "reduced_exit_times",
-           "leading_order_exit", "fit_rate", "coupling_distances"]
+           "leading_order_exit", "fit_rate", "coupling_distances", "FAMILY", "family_configuration",
+           "beta_grid", "family_task"]
 
 _KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
 
@@ -715,22 +716,36 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
     return Result(T=res.T, points=sp.points, masses=sp.masses, contraction_steps=sp.steps.max(axis=1))
 
 
-def _ray_exit(p, u, hull, eps):
-    """Smallest s >= 0 with dist(p + s u, hull) = eps (u a unit vector; inf if never)."""
-    from .polytope import HullDistance
-    hd = HullDistance(hull)
-    f = lambda s: float(hd((p + s * u)[None])[0]) - eps      # noqa: E731
-    if f(0.0) > 0:
+class _GroupDistance:
+    """Exact distance to ``conv(points)`` through the kernel's primitives (fast, for many queries)."""
+
+    def __init__(self, points):
+        hp = hull_primitives(points)
+        self.d = hp.corners.shape[2]
+        self.args = (np.array([0]), np.array([len(hp.halfspaces)]), np.ascontiguousarray(hp.halfspaces).reshape(-1, self.d + 1),
+                     np.array([0]), np.array([len(hp.kinds)]), hp.kinds, np.ascontiguousarray(hp.corners))
+
+    def __call__(self, p, eps):
+        """The distance when it is at most ``eps``, a number above ``eps`` otherwise."""
+        lo, hi, HS, plo, phi, PK, PC = self.args
+        return math.sqrt(_dist2(np.ascontiguousarray(p, dtype=float), 0, eps, lo, hi, HS, plo, phi, PK, PC, self.d))
+
+
+def _ray_exit(p, u, gd, eps):
+    """Smallest s >= 0 with dist(p + s u, hull) = eps (u a unit vector, gd a _GroupDistance; inf if never)."""
+    def out(s):
+        return gd(p + s * u, eps) > eps
+    if out(0.0):
         return 0.0
     hi = 1.0
-    while f(hi) <= 0:
+    while not out(hi):
         hi *= 2
         if hi > 1e6:
             return math.inf
     lo = 0.0
-    for _ in range(80):
+    for _ in range(60):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if f(mid) <= 0 else (lo, mid)
+        lo, hi = (lo, mid) if out(mid) else (mid, hi)
     return hi
 
 
@@ -769,18 +784,20 @@ def leading_order_exit(x0, sigma, gamma: float, beta, eps: float, *, B=None) -> 
     gaps = np.zeros(len(betas))
     grp = np.zeros(len(betas), np.int64)
     m = sp.masses
+    gds = [_GroupDistance(x0[sigma == g]) for g in sp.labels]
     for k, b in enumerate(betas):
         p = sp.points[k]
         S = p @ Bm.T @ p.T                                    # S_gh = <B p_g, p_h>
         gap = np.diag(S)[:, None] - S
         np.fill_diagonal(gap, np.inf)
         for g in range(len(p)):
-            wgt = (m / m[g]) * np.exp(-b * gap[g])
+            wgt = (m / m[g]) * np.exp(-b * np.where(np.isinf(gap[g]), 0.0, gap[g]))
+            wgt[g] = 0.0
             u = gamma * (wgt[:, None] * (p - p[g])).sum(axis=0)
             speed = float(np.linalg.norm(u))
             if speed == 0:
                 continue
-            s = _ray_exit(p[g], u / speed, x0[sigma == sp.labels[g]], eps)
+            s = _ray_exit(p[g], u / speed, gds[g], eps)
             if s / speed < T[k]:
                 T[k], gaps[k], grp[k] = s / speed, float(gap[g].min()), g
     return Result(T=T, gap=gaps, points=sp.points, group=grp)
@@ -853,3 +870,203 @@ def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng=0
     one = np.linalg.norm(X - det[:, None], axis=-1).max(axis=-1).T
     mean = np.linalg.norm(X.mean(axis=1) - det, axis=-1).max(axis=-1)
     return Result(t=t, one=one, mean=mean, sabeta=det)
+
+
+# ----------------------------------------------------------------------------------------
+# the family of configurations of the book's chapter
+# ----------------------------------------------------------------------------------------
+
+def _random_polygon(kappa, seed, *, radii=None):
+    g = np.random.default_rng(seed)
+    while True:
+        a = np.sort(g.uniform(0, 2 * np.pi, kappa))
+        gaps = np.diff(np.r_[a, a[0] + 2 * np.pi])
+        if gaps.min() > 0.6 * 2 * np.pi / kappa and gaps.max() < np.pi * 0.9:
+            break
+    r = 1.0 if radii is None else g.uniform(*radii, kappa)[:, None]
+    return r * np.c_[np.cos(a), np.sin(a)]
+
+
+def _random_sphere(kappa, seed):
+    g = np.random.default_rng(seed)
+    while True:
+        v = g.normal(size=(kappa, 3))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        if spatial.distance.pdist(v).min() > 0.9 and np.linalg.norm(v.mean(0)) < 0.3:
+            return v
+
+
+_B2 = np.array([[1.4, 0.0], [0.0, 0.6]])
+_B2R = np.array([[1.2, 0.3], [0.3, 0.8]])
+_B3 = np.diag([1.3, 1.0, 0.7])
+
+# name: (vertices, tokens, gamma, eps, B); tokens: ("c", m) m coincident per vertex, ("n", m, r) the
+# vertex plus m tokens at distance r in its tangent cone (seeded by the name's position)
+FAMILY = {
+    "triangle, 1 per vertex": ("tri", ("c", 1), 0.1, 0.05, None),
+    "triangle, 3 coincident": ("tri", ("c", 3), 0.1, 0.05, None),
+    "triangle, 1+2 near": ("tri", ("n", 2, 0.05), 0.1, 0.1, None),
+    "triangle, 1+6 near, gamma 0.3": ("tri", ("n", 6, 0.1), 0.3, 0.1, None),
+    "square, 1 per vertex": ("sq", ("c", 1), 0.3, 0.1, None),
+    "square, 1+3 near": ("sq", ("n", 3, 0.08), 0.1, 0.1, None),
+    "pentagon, 2 coincident": ("pent", ("c", 2), 0.05, 0.05, None),
+    "pentagon, 1+7 near": ("pent", ("n", 7, 0.1), 0.1, 0.1, None),
+    "hexagon, 1 per vertex": ("hex", ("c", 1), 0.3, 0.1, None),
+    "hexagon, 1+3 near": ("hex", ("n", 3, 0.05), 0.05, 0.05, None),
+    "random triangle, 1+2 near": ("rtri", ("n", 2, 0.06), 0.1, 0.1, None),
+    "random quadrilateral, 2 coincident": ("rquad", ("c", 2), 0.1, 0.05, None),
+    "random pentagon, 1+2 near": ("rpent", ("n", 2, 0.05), 0.3, 0.1, None),
+    "random hexagon, 1 per vertex": ("rhex", ("c", 1), 0.1, 0.05, None),
+    "unequal-norm triangle, 1 per vertex": ("utri", ("c", 1), 0.1, 0.05, None),
+    "triangle, 1+2 near, B diagonal": ("tri", ("n", 2, 0.05), 0.1, 0.1, _B2),
+    "square, 1 per vertex, B rotated": ("sq", ("c", 1), 0.1, 0.05, _B2R),
+    "pentagon, 1+3 near, B diagonal": ("pent", ("n", 3, 0.06), 0.05, 0.05, _B2),
+    "tetrahedron, 1 per vertex": ("tet", ("c", 1), 0.1, 0.05, None),
+    "tetrahedron, 1+3 near": ("tet", ("n", 3, 0.06), 0.1, 0.1, None),
+    "octahedron, 1 per vertex": ("oct", ("c", 1), 0.3, 0.1, None),
+    "random 5 points on the sphere, 1+2 near": ("rs5", ("n", 2, 0.05), 0.1, 0.1, None),
+    "tetrahedron, 2 coincident, B diagonal": ("tet", ("c", 2), 0.05, 0.05, _B3),
+    "triangle, 1 per vertex, in the hypotheses": ("tri", ("c", 1), 0.04, 0.17, None),
+    "tetrahedron, 1 per vertex, in the hypotheses": ("tet", ("c", 1), 0.04, 0.15, None),
+    "triangle, 2 coincident, in the hypotheses": ("tri", ("c", 2), 0.04, 0.17, None),
+}
+
+
+def _polytope(key):
+    from .polytope import regular_polygon, regular_simplex
+    if key in ("tri", "sq", "pent", "hex"):
+        return regular_polygon({"tri": 3, "sq": 4, "pent": 5, "hex": 6}[key])
+    if key == "tet":
+        return regular_simplex(3)
+    if key == "oct":
+        return np.vstack([np.eye(3), -np.eye(3)])
+    if key == "rs5":
+        return _random_sphere(5, 11)
+    if key == "utri":
+        return _random_polygon(3, 5, radii=(0.8, 1.2))
+    return _random_polygon({"rtri": 3, "rquad": 4, "rpent": 5, "rhex": 6}[key], {"rtri": 1, "rquad": 2,
+                                                                                 "rpent": 3, "rhex": 4}[key])
+
+
+def family_configuration(name: str) -> Result:
+    """One configuration of the book's family (:data:`FAMILY`), with the hypotheses of Theorem 5.4 it meets.
+
+    Returns a Result with ``x0`` (n, d), ``sigma``, ``B`` (d, d), ``gamma``, ``eps``, ``vertices``,
+    ``rho`` (start radius ``max_j |x_j^0 - v_sigma(j)|``), ``c0`` (with B: ``min <B v_i, v_i - v_l>``),
+    ``hypotheses`` (the Result of :func:`attention_fw.metastability.theorem54_hypotheses`, whose
+    ``all`` also requires ``B = I``, the standing choice of Section 5) and ``coincident`` (every
+    group starts at one point).
+
+    Examples
+    --------
+    >>> c = family_configuration("triangle, 1 per vertex, in the hypotheses")
+    >>> c.x0.shape, bool(c.hypotheses.all), family_configuration("triangle, 1+2 near").hypotheses.all
+    ((3, 2), True, False)
+    """
+    from .metastability import theorem54_hypotheses
+    if name not in FAMILY:
+        raise ValueError(f"name must be one of the family's configurations, got {name!r}")
+    key, tok, gamma, eps, B = FAMILY[name]
+    v = _polytope(key)
+    d = v.shape[1]
+    if tok[0] == "c":
+        sigma = np.repeat(np.arange(len(v)), tok[1])
+        x0 = v[sigma].copy()
+    else:
+        from .exit_times import near_vertex_configuration
+        x0, sigma = near_vertex_configuration(v, tok[1], tok[2], rng=list(FAMILY).index(name))
+    Bm = np.eye(d) if B is None else np.asarray(B, float)
+    rho = float(np.linalg.norm(x0 - v[sigma], axis=1).max())
+    h = theorem54_hypotheses(v, eps, gamma, rho)
+    h["B_identity"] = bool(np.array_equal(Bm, np.eye(d)))
+    h["all"] = bool(h["all"] and h["B_identity"])
+    G = v @ Bm.T @ v.T                                   # G_il = <B v_i, v_l>
+    gap = np.diag(G)[:, None] - G
+    np.fill_diagonal(gap, np.inf)
+    return Result(name=name, x0=x0, sigma=sigma, B=Bm, gamma=gamma, eps=eps, vertices=v, rho=rho,
+                  c0=float(gap.min()), hypotheses=h, coincident=tok[0] == "c", per_vertex=tok[1])
+
+
+def beta_grid(config: Result, t_lo: float, t_hi: float, num: int) -> np.ndarray:
+    """``num`` equally spaced betas from where the leading-order time (:func:`leading_order_exit`)
+    is ``t_lo`` to where it is ``t_hi`` (bisection on beta; the grid only has to span the decades,
+    the times themselves are then measured).
+
+    Examples
+    --------
+    >>> b = beta_grid(family_configuration("triangle, 1 per vertex"), 1e2, 1e4, 3)
+    >>> len(b), bool(b[0] < b[1] < b[2])
+    (3, True)
+    """
+    num = V.positive_int("num", num, minimum=2)
+
+    def logT(b):
+        return np.log(leading_order_exit(config.x0, config.sigma, config.gamma, b, config.eps, B=config.B).T)
+
+    hi = 1.0
+    while logT([hi])[0] < math.log(t_hi):
+        hi *= 2
+        if hi > 1e4:
+            raise ValueError(f"no beta below 1e4 reaches T = {t_hi:g} in {config.name!r}")
+    grid = np.linspace(0.0, hi, 65)
+    y = np.maximum.accumulate(logT(grid))                # log T is increasing in beta here; guard rounding
+
+    def solve(target):
+        k = int(np.searchsorted(y, math.log(target)))
+        k = min(max(k, 1), len(grid) - 1)
+        y0, y1 = y[k - 1], y[k]
+        f = 0.0 if y1 == y0 else (math.log(target) - y0) / (y1 - y0)
+        return grid[k - 1] + f * (grid[k] - grid[k - 1])
+    return np.round(np.linspace(solve(t_lo), solve(t_hi), num), 3)
+
+
+def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chain_runs: int,
+                chain_budget: float, rng: int) -> Result:
+    """Everything the chapter computes for one configuration of the family (a sweep task).
+
+    On the grid :func:`beta_grid` ``(t_lo, t_hi, num)``: ``T2_sabeta`` (-1: not within ``cap``),
+    ``T2_reduced`` (the reduced model), ``T2_lead`` (its leading order), the settled points'
+    smallest gap ``gap``; and, for B = I, the chain (SAP) by the rejection-free engine
+    (:func:`attention_fw.exit_times.engine_exit_times`, ``chain_runs`` runs): at every beta when
+    the engine is efficient there (coincident groups in the single-jump regime, or one token per
+    vertex), otherwise only at the betas whose (SA-beta) time is at most ``chain_budget``
+    (``T2_sap_mean`` and its interval ``T2_sap_ci`` from the censored exponential fit; NaN where
+    not computed). Returns the configuration's entries too.
+
+    Examples
+    --------
+    >>> r = family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100, num=3, cap=10**4,
+    ...                 chain_runs=50, chain_budget=100, rng=0)
+    >>> r.T2_sabeta.shape, bool(np.all(r.T2_sabeta > 0)), bool(np.all(np.isfinite(r.T2_sap_mean)))
+    ((3,), True, True)
+    """
+    from .exit_times import engine_exit_times
+    from .survival import fit_exponential_censored
+    cfg = family_configuration(name)
+    betas = beta_grid(cfg, t_lo, t_hi, num)
+    det = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
+    red = reduced_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
+    lead = leading_order_exit(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B)
+    n, kappa = len(cfg.x0), len(cfg.vertices)
+    vd = spatial.distance.pdist(cfg.vertices).min()
+    efficient = cfg.coincident and (n == kappa or cfg.eps < cfg.gamma * vd)
+    mean = np.full(num, np.nan)
+    ci = np.full((num, 2), np.nan)
+    cens = np.zeros(num, np.int64)
+    if cfg.hypotheses.B_identity:
+        for k, b in enumerate(betas):
+            if not efficient and not (0 < det.T[k] <= chain_budget):
+                continue
+            ccap = 1e300 if efficient else 50.0 * chain_budget
+            es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=[rng, k],
+                                   cap=ccap, max_events=10_000 if efficient else int(60 * chain_budget))
+            f = fit_exponential_censored(es.times, es.censored)
+            if f.n_exits:
+                mean[k] = f.mean
+                ci[k] = np.exp(f.log_mean_ci)
+            cens[k] = f.n_censored
+    return Result(name=name, betas=betas, x0=cfg.x0, sigma=cfg.sigma, B=cfg.B, gamma=cfg.gamma, eps=cfg.eps,
+                  cap=cap, T2_sabeta=det.T, T2_reduced=red.T, T2_lead=lead.T, gap=lead.gap,
+                  contraction_steps=red.contraction_steps, T2_sap_mean=mean, T2_sap_ci=ci, sap_censored=cens,
+                  chain_runs=chain_runs, c0=cfg.c0, hypotheses=dict(cfg.hypotheses), rho=cfg.rho,
+                  kappa=kappa, d=cfg.x0.shape[1], n=n, chain_efficient=bool(efficient))
