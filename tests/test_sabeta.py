@@ -6,8 +6,10 @@
 import numpy as np
 import pytest
 
-from attention_fw import dynamics, exit_times, polytope
-from attention_fw import sabeta as S
+from attention_fw.experiments import exit_times
+from attention_fw.experiments import sabeta as S
+from attention_fw.geometry import polytope
+from attention_fw.model import dynamics
 
 
 def _plain_T2(x0, sigma, gamma, beta, eps, B, cap):

@@ -34,9 +34,13 @@ import os
 import numpy as np
 from scipy import spatial, stats
 
-from . import _validate as V
-from . import dynamics
-from .results import Result
+from .. import _validate as V
+from ..geometry.polytope import regular_polygon, regular_simplex
+from ..model import dynamics
+from ..results import Result
+from .exit_times import engine_exit_times, near_vertex_configuration
+from .metastability import theorem54_hypotheses
+from .survival import fit_exponential_censored
 
 __all__ = ["hull_primitives", "sabeta_exit_times", "settled_points", "reduced_exit_times",
            "leading_order_exit", "fit_rate", "coupling_distances", "FAMILY", "family_configuration",
@@ -484,13 +488,12 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
     Three tokens at the vertices of the equilateral triangle: the hull of each group is a point,
     and the three tokens drift inwards together; a larger beta holds them longer:
 
-    >>> from attention_fw.polytope import regular_polygon
     >>> v = regular_polygon(3)
     >>> res = sabeta_exit_times(v, [0, 1, 2], 0.1, [2.0, 4.0, 6.0], 0.05, cap=10**5)
     >>> res.T.tolist()
     [4, 53, 917]
 
-    The same T as plain stepping of (SA-beta) (:func:`attention_fw.dynamics.softmax_step`):
+    The same T as plain stepping of (SA-beta) (:func:`attention_fw.model.dynamics.softmax_step`):
 
     >>> x, t = v.copy(), 0
     >>> while np.linalg.norm(x - v, axis=1).max() <= 0.05:
@@ -699,7 +702,6 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
     --------
     Coincident clusters are already contracted, so there the model *is* (SA-beta): the same T.
 
-    >>> from attention_fw.polytope import regular_polygon
     >>> v = regular_polygon(3)
     >>> x0, sigma = np.repeat(v, 2, axis=0), np.repeat([0, 1, 2], 2)
     >>> reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05).T.tolist() == sabeta_exit_times(
@@ -769,7 +771,6 @@ def leading_order_exit(x0, sigma, gamma: float, beta, eps: float, *, B=None) -> 
     --------
     One token per vertex of the equilateral triangle: the gap is ``c0 = 3/2`` at every beta:
 
-    >>> from attention_fw.polytope import regular_polygon
     >>> lo = leading_order_exit(regular_polygon(3), [0, 1, 2], 0.1, [5.0, 10.0], 0.05)
     >>> lo.gap.round(12).tolist(), bool(lo.T[1] / lo.T[0] > math.exp(1.5 * 5) * 0.99)
     ([1.5, 1.5], True)
@@ -846,7 +847,7 @@ def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng=0
     ``max_i |X_i^t - x_i^t|`` of every chain path to the deterministic path, and ``mean`` (T')
     the same for the empirical mean of the ``runs`` chains, ``max_i |mean_r X_{r,i}^t - x_i^t|``
     (one (SAP) step is one (SA-beta) step in expectation, but the map is not linear, so the
-    mean drifts too). The chains are stepped together by :func:`attention_fw.dynamics.simulate`.
+    mean drifts too). The chains are stepped together by :func:`attention_fw.model.dynamics.simulate`.
 
     Examples
     --------
@@ -933,7 +934,6 @@ FAMILY = {
 
 
 def _polytope(key):
-    from .polytope import regular_polygon, regular_simplex
     if key in ("tri", "sq", "pent", "hex"):
         return regular_polygon({"tri": 3, "sq": 4, "pent": 5, "hex": 6}[key])
     if key == "tet":
@@ -953,7 +953,7 @@ def family_configuration(name: str) -> Result:
 
     Returns a Result with ``x0`` (n, d), ``sigma``, ``B`` (d, d), ``gamma``, ``eps``, ``vertices``,
     ``rho`` (start radius ``max_j |x_j^0 - v_sigma(j)|``), ``c0`` (with B: ``min <B v_i, v_i - v_l>``),
-    ``hypotheses`` (the Result of :func:`attention_fw.metastability.theorem54_hypotheses`, whose
+    ``hypotheses`` (the Result of :func:`attention_fw.experiments.metastability.theorem54_hypotheses`, whose
     ``all`` also requires ``B = I``, the standing choice of Section 5) and ``coincident`` (every
     group starts at one point).
 
@@ -963,7 +963,6 @@ def family_configuration(name: str) -> Result:
     >>> c.x0.shape, bool(c.hypotheses.all), family_configuration("triangle, 1+2 near").hypotheses.all
     ((3, 2), True, False)
     """
-    from .metastability import theorem54_hypotheses
     if name not in FAMILY:
         raise ValueError(f"name must be one of the family's configurations, got {name!r}")
     key, tok, gamma, eps, B = FAMILY[name]
@@ -973,7 +972,6 @@ def family_configuration(name: str) -> Result:
         sigma = np.repeat(np.arange(len(v)), tok[1])
         x0 = v[sigma].copy()
     else:
-        from .exit_times import near_vertex_configuration
         x0, sigma = near_vertex_configuration(v, tok[1], tok[2], rng=list(FAMILY).index(name))
     Bm = np.eye(d) if B is None else np.asarray(B, float)
     rho = float(np.linalg.norm(x0 - v[sigma], axis=1).max())
@@ -1027,7 +1025,7 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     On the grid :func:`beta_grid` ``(t_lo, t_hi, num)``: ``T2_sabeta`` (-1: not within ``cap``),
     ``T2_reduced`` (the reduced model), ``T2_lead`` (its leading order), the settled points'
     smallest gap ``gap``; and, for B = I, the chain (SAP) by the rejection-free engine
-    (:func:`attention_fw.exit_times.engine_exit_times`, ``chain_runs`` runs): at every beta when
+    (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``chain_runs`` runs): at every beta when
     the engine is efficient there (coincident groups in the single-jump regime, or one token per
     vertex), otherwise only at the betas whose (SA-beta) time is at most ``chain_budget``
     (``T2_sap_mean`` and its interval ``T2_sap_ci`` from the censored exponential fit; NaN where
@@ -1040,8 +1038,6 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     >>> r.T2_sabeta.shape, bool(np.all(r.T2_sabeta > 0)), bool(np.all(np.isfinite(r.T2_sap_mean)))
     ((3,), True, True)
     """
-    from .exit_times import engine_exit_times
-    from .survival import fit_exponential_censored
     cfg = family_configuration(name)
     betas = beta_grid(cfg, t_lo, t_hi, num)
     det = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
@@ -1058,7 +1054,7 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
             if not efficient and not (0 < det.T[k] <= chain_budget):
                 continue
             ccap = 1e300 if efficient else 50.0 * chain_budget
-            es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=[rng, k],
+            es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=np.random.SeedSequence([rng, k]),
                                    cap=ccap, max_events=10_000 if efficient else int(60 * chain_budget))
             f = fit_exponential_censored(es.times, es.censored)
             if f.n_exits:
