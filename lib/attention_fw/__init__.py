@@ -35,7 +35,7 @@ experiments
   experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
   experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
   experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
-  experiments.sabeta          the deterministic SA-beta: exit times by a compiled kernel, the reduced model, the family, the coupling
+  experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel), reduced model, family, coupling with SAP
   experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
 plot (optional: matplotlib)
   plot.model            the figures of Section 1 (the model)
@@ -43,6 +43,7 @@ plot (optional: matplotlib)
   plot.convergence      the figures of Sections 3 and 4
   plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
   plot.context          the figures of Chapter 6
+  plot.sabeta           the figures of Chapter 7 (the deterministic dynamics)
   plot.animate          offline animations of trajectories
 shared
   results               the result object every experiment returns

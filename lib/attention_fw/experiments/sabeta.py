@@ -43,7 +43,7 @@ from .metastability import theorem54_hypotheses
 from .survival import fit_exponential_censored
 
 __all__ = ["hull_primitives", "sabeta_exit_times", "settled_points", "reduced_exit_times",
-           "leading_order_exit", "fit_rate", "coupling_distances", "FAMILY", "family_configuration",
+           "leading_order_exit", "fit_rate", "fit_chain_rate", "coupling_distances", "FAMILY", "family_configuration",
            "beta_grid", "family_task"]
 
 _KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
@@ -838,6 +838,40 @@ def fit_rate(betas, T, level: float = 0.95) -> Result:
     else:
         ci = (math.nan, math.nan)
     return Result(slope=float(lr.slope), intercept=float(lr.intercept), slope_ci=ci, n=n, level=level)
+
+
+def fit_chain_rate(betas, mean, ci, level: float = 0.95) -> Result:
+    """Weighted least-squares rate of the chain's mean exit times: ``log mean = a + c beta``.
+
+    ``ci`` (k, 2) are the intervals of the means at ``level`` (Wald on the log scale, as
+    :func:`attention_fw.experiments.survival.fit_exponential_censored` gives them); the weights
+    are the inverse variances of ``log mean``. Entries with a NaN mean are left out.
+
+    Examples
+    --------
+    >>> b = np.array([1.0, 2.0, 3.0])
+    >>> m = np.exp(2.0 * b)
+    >>> r = fit_chain_rate(b, m, np.c_[m / 1.2, m * 1.2])
+    >>> round(r.slope, 9), r.n
+    (2.0, 3)
+    """
+    b = V.as_float_array("betas", betas, ndim=1)
+    m = np.asarray(mean, float)
+    c = np.asarray(ci, float)
+    if m.shape != b.shape or c.shape != b.shape + (2,):
+        raise ValueError("mean must hold one value and ci one (low, high) pair per beta")
+    ok = np.isfinite(m) & np.all(np.isfinite(c), axis=1) & (c[:, 0] > 0)
+    if ok.sum() < 2:
+        raise ValueError("at least 2 finite means are needed")
+    z = stats.norm.ppf(0.5 + level / 2)
+    se = (np.log(c[ok, 1]) - np.log(c[ok, 0])) / (2 * z)
+    w = 1 / se ** 2
+    X = np.stack([np.ones(ok.sum()), b[ok]], axis=1)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    a0, sl = cov @ (X.T @ (w * np.log(m[ok])))
+    ses = math.sqrt(cov[1, 1])
+    return Result(slope=float(sl), intercept=float(a0), slope_ci=(float(sl - z * ses), float(sl + z * ses)),
+                  n=int(ok.sum()), level=level)
 
 
 def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng=0) -> Result:
