@@ -179,3 +179,50 @@ def test_coupling_mean_is_closer_than_one_path():
     c = S.coupling_distances(x0, 0.1, 3.0, [0, 10, 40], 400, rng=1)
     assert c.one[:, 0].max() < 1e-12 and c.mean[0] < 1e-12
     assert np.all(c.mean[1:] < np.median(c.one[:, 1:], axis=0))
+
+
+def _chapter_quick_preset():
+    """The quick preset of book/07-deterministic-dynamics.py, read from its source."""
+    import ast
+    from pathlib import Path
+    src = (Path(__file__).resolve().parents[1] / "book" / "07-deterministic-dynamics.py").read_text()
+    tree = ast.parse(src)
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == "QUICK_CONFIGS":
+                names["QUICK_CONFIGS"] = ast.literal_eval(node.value)
+            if node.targets[0].id == "PRESETS":
+                quick = next(v for k, v in zip(node.value.keys, node.value.values) if k.value == "quick")
+    out = {}
+    for kw in quick.keywords:
+        out[kw.arg] = eval(compile(ast.Expression(kw.value), "preset", "eval"), {"__builtins__": {}}, names)
+    return out
+
+
+def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
+    """The chapter's figure data (figures/data/sabeta-rates.json) lists one run per configuration and
+    beta with exactly what is needed to re-simulate it; re-simulating one gives its T2."""
+    import json
+
+    from attention_fw.plot import sabeta as SP
+    q = _chapter_quick_preset()
+    names = q["configs"][:2]
+    fam = [S.family_task(name=n, t_lo=q["t_lo"], t_hi=q["t_hi"], num=q["num_betas"], cap=q["cap"],
+                         chain_runs=q["chain_runs"], chain_budget=q["chain_budget"], rng=20) for n in names]
+    rates = [dict(name=r["name"], sabeta=1.0, sabeta_ci=[0.9, 1.1], c0=r["c0"], sap=None, sap_ci=None)
+             for r in fam]
+    SP.fig_rates(fam, rates, outdir=tmp_path, formats=())
+    runs = json.loads((tmp_path / "data" / "sabeta-rates.json").read_text())["runs"]
+    assert len(runs) == len(names) * q["num_betas"]
+    required = {"x0", "sigma", "B", "gamma", "beta", "eps", "cap", "T2_sabeta", "T2_reduced", "T2_sap_mean"}
+    for run in runs:
+        assert required <= set(run)
+        n, d = np.shape(run["x0"])
+        assert len(run["sigma"]) == n and np.shape(run["B"]) == (d, d)
+        assert isinstance(run["cap"], int)
+        assert run["T2_sabeta"] is None or 1 <= run["T2_sabeta"] <= run["cap"]
+    again = runs[-1]
+    res = S.sabeta_exit_times(np.array(again["x0"]), np.array(again["sigma"]), again["gamma"], again["beta"],
+                              again["eps"], B=np.array(again["B"]), cap=again["cap"])
+    assert (int(res.T[0]) if res.exited[0] else None) == again["T2_sabeta"]
