@@ -146,6 +146,8 @@ for r in fam:
                  ratio_max=float(ratio.max()) if both.any() else None)
     ok = (r["T2_sabeta"] > 0) & (r["T2_reduced"] > 0)
     entry["reduced_err_last"] = float(abs(r["T2_reduced"][ok][-1] / r["T2_sabeta"][ok][-1] - 1))
+    entry["reduced_err_first"] = float(abs(r["T2_reduced"][ok][0] / r["T2_sabeta"][ok][0] - 1))
+    entry["reduced_steps_off"] = int(np.abs(r["T2_reduced"][ok] - r["T2_sabeta"][ok]).max())
     entry["decades"] = float(np.log10(r["T2_sabeta"][ok].max() / r["T2_sabeta"][ok].min()))
     rates.append(entry)
 
@@ -208,15 +210,23 @@ page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for SA-beta (erratu
 # %% tags=["hide-input"]
 errs = np.array([q["reduced_err_last"] for q in rates])
 page.glue(red_err_max=(float(errs.max()), ".1e"), red_err_med=(float(np.median(errs)), ".1e"),
-          red_exact=int(np.sum(errs == 0)))
+          red_exact=int(np.sum(errs == 0)),
+          red_first_max=(max(q["reduced_err_first"] for q in rates), ".2f"),
+          red_steps_off=max(q["reduced_steps_off"] for q in rates))
+coincident = [q for r, q in zip(fam, rates) if SB.family_configuration(r["name"]).coincident]
+page.glue(n_coinc=len(coincident), red_coinc_exact=sum(q["reduced_steps_off"] == 0 for q in coincident))
 
 # %% [markdown]
 # The reduced model reproduces (SA$\beta$) wherever the two time scales separate: at the largest
 # $\beta$ of each configuration its relative error is at most {glue:text}`red_err_max` (median
 # {glue:text}`red_err_med`; exactly zero on {glue:text}`red_exact` of the {glue:text}`n_configs`
-# configurations, among them every one started from coincident tokens, where the model *is*
-# (SA$\beta$)). On spread clusters it is late by a few steps at small $\beta$, where the exit comes
-# within a few tens of steps, during the contraction: there it fails, as its derivation says it must.
+# configurations). From coincident tokens the model *is* (SA$\beta$) (the groups are contracted from
+# the start), and its $T_2$ equals the measured one at every $\beta$ on {glue:text}`red_coinc_exact` of
+# those {glue:text}`n_coinc` configurations (elsewhere it differs by rounding, the masses entering as
+# weights rather than as repeated tokens). Over the whole family it is off by at most {glue:text}`red_steps_off` steps; at the smallest
+# $\beta$ of the grids, where the exit comes within a few tens of steps, during the contraction, that is a
+# relative error of up to {glue:text}`red_first_max` (on spread clusters): there the time scales do not
+# separate and the model fails, as its derivation says it must.
 # The library's tests check that its error stays below a tolerance that shrinks with $\beta$.
 
 # %% tags=["hide-input"]
@@ -247,6 +257,10 @@ page.glue(rel_min=(float(rel.min()), ".2f"), rel_max=(float(rel.max()), ".2f"),
 last = [math.log(r["T2_sabeta"][-1] / r["T2_sabeta"][-2]) / (r["betas"][-1] - r["betas"][-2]) / r["c0"]
         for r in fam if SB.family_configuration(r["name"]).coincident and r["T2_sabeta"][-1] > 0]
 lowest = min([q["sabeta"] / q["c0"] for q in rates] + [q["sap"] / q["c0"] for q in with_sap])
+below = [q["gap_min"] / q["c0"] - q["sabeta"] / q["c0"] for q in rates]
+sig_lower = sum(1 for q in with_sap if q["sabeta_ci"][1] < q["sap_ci"][0])
+page.glue(below_min=(min(below), ".2f"), below_max=(max(below), ".2f"), sig_lower=sig_lower,
+          n_noB=sum(1 for r in fam if not r["hypotheses"]["B_identity"]))
 page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2f") if last else "-",
           lowest=(lowest, ".2f"), bound_verdict="above" if lowest > 0.5 else "not everywhere above")
 
@@ -271,11 +285,12 @@ page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2
 # * **The rate is set by where the clusters settle, and by how the drift speeds up.** From coincident
 #   tokens the points start at the vertices (gap $c_0$, grey bars at 1), and the fitted rate is
 #   {glue:text}`coinc_min` to {glue:text}`coinc_max` $c_0$; on the last interval of each grid it is
-#   {glue:text}`last_min` to {glue:text}`last_max` $c_0$: below $c_0$ because a point that has moved
-#   towards the others drifts faster (the gap shrinks as it moves), by a factor that the frozen-drift
-#   leading order leaves out and that depends on $\beta$. From spread clusters the points settle
-#   inward, the gap between them is smaller than $c_0$ (grey bars), and so is the rate
-#   ({glue:text}`spread_min` to {glue:text}`spread_max` $c_0$).
+#   {glue:text}`last_min` to {glue:text}`last_max` $c_0$. From spread clusters the points settle
+#   inward, the smallest gap between them is below $c_0$ (grey bars), and so is the rate
+#   ({glue:text}`spread_min` to {glue:text}`spread_max` $c_0$). In both cases the rate lies below the gap
+#   at the settled points, by {glue:text}`below_min` to {glue:text}`below_max` $c_0$: a point that has moved
+#   towards the others drifts faster (the gap shrinks as it moves), which the frozen-drift leading order
+#   leaves out; the reduced model, which steps the drift exactly, has it.
 # * **Against the chain.** On the {glue:text}`n_sap` configurations where the chain's rate could be
 #   fitted, the ratio of the (SA$\beta$) rate to the chain's is {glue:text}`rs_min` to {glue:text}`rs_max`.
 #   At the $\beta$ where both were computed ({glue:text}`n_ratio` configurations), $T_2$ of (SA$\beta$)
@@ -283,8 +298,11 @@ page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2
 #   {glue:text}`sabeta_later` configurations (SA$\beta$) leaves later than the chain at every computed $\beta$,
 #   on {glue:text}`sabeta_first` earlier at every one, and on {glue:text}`n_first` which of the two leaves first
 #   depends on $\beta$. The chain leaves by a jump of length $\approx\gamma\,|v_g-v_h|$, (SA$\beta$) by a slow
-#   drift of a whole cluster; nothing forces their constants to agree. Where the engine is slow (spread
-#   clusters) the chain was run only at the smaller $\beta$ of each grid.
+#   drift of a whole cluster; nothing forces their constants to agree. The (SA$\beta$) rate is below the
+#   chain's on every one of these configurations, significantly (disjoint intervals) on
+#   {glue:text}`sig_lower` of them. Where the engine is slow (spread clusters) the chain was run only at
+#   the smaller $\beta$ of each grid; the engine handles $B=I$ only, so on the {glue:text}`n_noB`
+#   configurations with $B\ne I$ the chain was not run.
 # * **Theorem 5.4's time scale** is $e^{\beta c_0/2}$, a rate $c_0/2$. The lowest fitted rate of either
 #   dynamics on the family is {glue:text}`lowest` $c_0$, so both are {glue:text}`bound_verdict` it. For the
 #   chain inside the hypotheses this is consistent with the theorem (a lower bound); for (SA$\beta$) the
@@ -305,7 +323,8 @@ for g in p.coupling_gammas:
     cross = c.t[np.flatnonzero(med > r_star)]
     couplings.append(dict(gamma=g, beta=p.coupling_beta, r_star=r_star, eps=cfg.eps, t=c.t, one=c.one,
                           mean=c.mean, T2=T2, t_proxy=int(cross[0]) if cross.size else None,
-                          mean_max=float(c.mean[c.t <= T2].max())))
+                          mean_max=float(c.mean[c.t <= T2].max()),
+                          one_at_T2=float(med[c.t <= T2 // 2][-1])))
 fig = SP.fig_coupling(couplings, **page.data_only)
 page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for SA-beta (erratum E6)",
             caption="Distance between SAP paths and the SA-beta path against t, with gamma sqrt(t)")
@@ -315,7 +334,10 @@ page.glue(cp_beta=(p.coupling_beta, "g"), cp_r=(r_star, ".3f"), cp_runs=(p.coupl
           cp_list=", ".join(f"{c['t_proxy']:,} steps at γ = {c['gamma']:g} (exit of SAβ: {c['T2']:,})"
                             if c["t_proxy"] else f"never before {3 * c['T2']:,} steps at γ = {c['gamma']:g}"
                             for c in couplings),
-          cp_mean=(max(c["mean_max"] for c in couplings), ".2g"))
+          cp_mean=(max(c["mean_max"] for c in couplings), ".2g"),
+          cp_ratio_lo=(min(c["t_proxy"] / c["T2"] for c in couplings if c["t_proxy"]), ".1f"),
+          cp_ratio_hi=(max(c["t_proxy"] / c["T2"] for c in couplings if c["t_proxy"]), ".1f"),
+          cp_gap=(min(c["gamma"] * math.sqrt(c["T2"]) / c["one_at_T2"] for c in couplings), ".0f"))
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-coupling
@@ -328,12 +350,15 @@ page.glue(cp_beta=(p.coupling_beta, "g"), cp_r=(r_star, ".3f"), cp_runs=(p.coupl
 # the exit step of (SA$\beta$).
 # ```
 #
-# One chain path is a proxy for (SA$\beta$) only briefly: its distance to the deterministic path exceeds the
-# radius $r=$ {glue:text}`cp_r` of Theorem 5.4's proof after {glue:text}`cp_list`. It grows like the martingale
-# scale $\gamma\sqrt t$ while the clusters form (intra-cluster jumps of the chain), and jumps to
-# $\approx\gamma\,\mathsf d(\mathcal K)$ when the chain path leaves its cluster. The chains' *mean* stays much
-# closer (at most {glue:text}`cp_mean` before the exit of (SA$\beta$)): (SA$\beta$) is the mean of one chain
-# step, not the mean of chain paths, but on this configuration the difference stays below the radius.
-# So a theorem about one chain path does not transfer to (SA$\beta$) over the long times of Theorem 5.4;
-# what transfers, on the family above, is the phenomenon (exponentially long exit times), with constants
-# of (SA$\beta$)'s own.
+# The martingale bound is far from what happens. Before the first jump between clusters a chain path
+# only jumps inside its cluster, by $\gamma$ times the cluster's small and shrinking spread, so its
+# distance to the (SA$\beta$) path stays well below $\gamma\sqrt t$ (at half the exit step of (SA$\beta$) the
+# median distance is at least {glue:text}`cp_gap` times smaller than $\gamma\sqrt t$). The median chain path
+# leaves the radius $r=$ {glue:text}`cp_r` of Theorem 5.4's proof around the (SA$\beta$) path after
+# {glue:text}`cp_list`: {glue:text}`cp_ratio_lo` to {glue:text}`cp_ratio_hi` times the (SA$\beta$) exit step, at the
+# chain's own first jump between clusters, of length $\approx\gamma\,\mathsf d(\mathcal K)$. The chains' *mean*
+# stays closer still (at most {glue:text}`cp_mean` before the exit of (SA$\beta$)). So on this configuration
+# one chain path is a proxy for (SA$\beta$), within the theorem's radius, up to about the exit time itself,
+# and no further: the two exit at times of the same order but by different mechanisms, and what a theorem
+# about the chain's exit says about (SA$\beta$)'s is only that both are exponentially long. Their
+# constants differ, as the family shows, and only computation gives those of (SA$\beta$).

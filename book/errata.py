@@ -221,11 +221,11 @@ page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"),
 # {doc}`07-deterministic-dynamics`. On a family of 26 configurations (polygons with 3 to 6 vertices,
 # polytopes in $\mathbb R^3$, $B=I$ and non-isotropic $B$; three of them inside Theorem 5.4's
 # hypotheses, which no step size $\gamma\ge0.05$ meets on these polytopes) its exit time grows like
-# $e^{c\beta}$ with a rate $c$ of its own: equal to neither $c_0$ nor the chain's, smaller than $c_0$
-# where the clusters settle inside the vertices; which of the two dynamics leaves first depends on the
-# configuration and on $\beta$; and one chain path leaves the radius of Theorem 5.4's proof around the
-# (SAβ) path well before either exits. That chapter gives the rates with their intervals, configuration
-# by configuration.
+# $e^{c\beta}$ with a rate $c$ of its own: below $c_0$ on every configuration of the family, lowest
+# where the clusters settle inside the vertices, and below the chain's rate wherever that was fitted;
+# which of the two dynamics leaves first depends on the configuration and on $\beta$; and a chain path stays within the radius of Theorem 5.4's proof around
+# the (SAβ) path only until the chain's first jump between clusters, at a time of the order of the exit
+# times themselves. That chapter gives the rates with their intervals, configuration by configuration.
 
 # %%
 rng = page.stream("e6")

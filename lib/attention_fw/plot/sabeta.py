@@ -111,13 +111,13 @@ def fig_rates(results, rates: list[dict], outdir=None, formats=None, name: str =
     ax.axvline(1.0, color="k", lw=0.6, ls="--")
     ax.set_yticks(y)
     ax.set_yticklabels([r["name"].replace(", in the hypotheses", "") + (" [H]" if r["hypotheses"]["all"] else "")
-                        for r in results], fontsize=6.5)
+                        for r in results], fontsize=7)
     ax.set_xlabel(r"rate $c_{\mathrm{eff}} = d\log T_2/d\beta$, in units of $c_0$ (dashed: $c_0$)")
     handles, labels = ax.get_legend_handles_labels()
     seen = {}
     for h, lab in zip(handles, labels):
         seen.setdefault(lab, h)
-    ax.legend(seen.values(), seen.keys(), fontsize=6.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3,
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3,
               frameon=False)
     ax.set_ylim(-0.7, k - 0.3)
     fig.tight_layout()
@@ -149,7 +149,7 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
         ax.set_xlabel("step $t$")
         ax.set_title(rf"$\gamma={c['gamma']:g}$, $\beta={c['beta']:g}$", fontsize=8)
     axs[0, 0].set_ylabel(r"$\max_i |X_i^t - x_i^t|$")
-    axs[0, 0].legend(fontsize=6, loc="lower right")
+    axs[0, 0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     data = dict(couplings=[{k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in c.items()}
                            for c in couplings])
