@@ -284,9 +284,9 @@ page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2
 #
 # What the family shows, and only on it:
 #
-# * **(SA$\beta$) is metastable on every configuration of the family.** $\log T_2$ grows linearly in
-#   $\beta$ over each grid (the intervals are narrow), with a rate between {glue:text}`rel_min` and
-#   {glue:text}`rel_max` times $c_0$.
+# * **(SA$\beta$) is metastable on every configuration of the family.** $\log T_2$ grows with $\beta$ over
+#   each grid at a fitted rate between {glue:text}`rel_min` and {glue:text}`rel_max` times $c_0$ (the
+#   intervals show how much the local rate varies over the grid).
 # * **The rate is set by where the clusters settle, and by how the drift speeds up.** From coincident
 #   tokens the points start at the vertices (gap $c_0$, grey bars at 1), and the fitted rate is
 #   {glue:text}`coinc_min` to {glue:text}`coinc_max` $c_0$; on the last interval of each grid it is
