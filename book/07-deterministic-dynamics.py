@@ -28,10 +28,10 @@
 #
 # * its exit time $T_2$, the same event as in Theorem 5.4 (the first $t\ge1$ at which some token is
 #   farther than $\varepsilon$ from the hull of its group's initial positions), by exact stepping
-#   up to $10^6$ steps and more, on a family of {glue:text}`n_configs` configurations;
+#   (up to {glue:text}`cap` steps), on a family of {glue:text}`n_configs` configurations;
 # * a reduced model derived from (SA$\beta$), which predicts $T_2(\beta)$ and explains its rate;
 # * the chain's mean exit time on the same configurations, by the rejection-free engine of
-#   {doc}`05-finite-beta`, and the ratio of the two;
+#   {doc}`chapter 5 <05-finite-beta>`, and the ratio of the two;
 # * the distance between chain paths and the (SA$\beta$) path, against $t$.
 #
 # Nothing below is a theorem about (SA$\beta$). Every statement says on which configurations,
@@ -79,7 +79,7 @@ p = resolve(PRESETS, preset, executor=executor, configs=configs, t_lo=t_lo, t_hi
 plotting.use_style()
 page = Page("07-deterministic-dynamics", p)   # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)
-page.glue(n_configs=len(p.configs))
+page.glue(n_configs=len(p.configs), cap=(p.cap, ","))
 
 # %% [markdown]
 # ## Exit times of (SA$\beta$), exactly
@@ -183,8 +183,8 @@ page.glue(n_inside=len(inside), gmax_tri=(tri_h.eps_max / (2 * tri_h.d), ".4f"),
 # Theorem 5.4 needs $\gamma\le\varepsilon/(2\,\mathsf d(\mathcal K))$ with $\varepsilon$ below the cluster
 # radius, so $\gamma$ at most {glue:text}`gmax_tri` for the equilateral triangle (whatever its size) and
 # less for the tetrahedron: none of the step sizes $0.05$, $0.1$, $0.3$ is inside the hypotheses on any
-# polytope of the family. The {glue:text}`n_inside` configurations inside them use $\gamma=0.04$ and one or
-# two coincident tokens per vertex; (5.1) also rules out every polygon with more than three vertices.
+# polytope of the family. The configurations inside them ({glue:text}`n_inside` of the family) use
+# $\gamma=0.04$ and one or two coincident tokens per vertex; (5.1) also rules out every polygon with more than three vertices.
 # On every configuration the grid of $\beta$ makes $T_2$ of (SA$\beta$) span
 # {glue:text}`decades_min` to {glue:text}`decades_max` decades.
 
