@@ -1084,12 +1084,13 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     mean = np.full(num, np.nan)
     ci = np.full((num, 2), np.nan)
     cens = np.zeros(num, np.int64)
+    g = V.rng("rng", rng)                               # one stream, drawn from in the order of the grid
     if cfg.hypotheses.B_identity:
         for k, b in enumerate(betas):
             if not efficient and not (0 < det.T[k] <= chain_budget):
                 continue
             ccap = 1e300 if efficient else 50.0 * chain_budget
-            es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=np.random.SeedSequence([rng, k]),
+            es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=g,
                                    cap=ccap, max_events=10_000 if efficient else int(60 * chain_budget))
             f = fit_exponential_censored(es.times, es.censored)
             if f.n_exits:
