@@ -193,7 +193,7 @@ SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near", "square, 1 per v
                     "tetrahedron, 1 per vertex, in the hypotheses", "tetrahedron, 1+3 near",
                     "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4]
 shown = [r for r in fam if r["name"] in SHOW]
-fig = SP.fig_exit_times(shown, **page.data_only)
+fig = SP.fig_exit_times(shown)
 page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for SA-beta (erratum E6)",
             caption="Exit times of SA-beta, the reduced model and the chain SAP against beta")
 
@@ -234,7 +234,7 @@ page.glue(n_coinc=len(coincident), red_coinc_exact=sum(q["reduced_steps_off"] ==
 # The library's tests check that its error stays below a tolerance that shrinks with $\beta$.
 
 # %% tags=["hide-input"]
-fig = SP.fig_rates(fam, rates, **page.data_only)
+fig = SP.fig_rates(fam, rates)
 page.figure(fig, "sabeta-rates", statement="Theorem 5.4 for SA-beta (erratum E6)",
             caption="Effective rates of SA-beta and of the chain SAP per configuration, in units of c0")
 
@@ -330,7 +330,7 @@ for g in p.coupling_gammas:
                           mean=c.mean, T2=T2, t_proxy=int(cross[0]) if cross.size else None,
                           mean_max=float(c.mean[c.t <= T2].max()),
                           one_at_T2=float(med[c.t <= T2 // 2][-1])))
-fig = SP.fig_coupling(couplings, **page.data_only)
+fig = SP.fig_coupling(couplings)
 page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for SA-beta (erratum E6)",
             caption="Distance between SAP paths and the SA-beta path against t, with gamma sqrt(t)")
 

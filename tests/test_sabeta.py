@@ -212,7 +212,13 @@ def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
                          chain_runs=q["chain_runs"], chain_budget=q["chain_budget"], rng=20) for n in names]
     rates = [dict(name=r["name"], sabeta=1.0, sabeta_ci=[0.9, 1.1], c0=r["c0"], sap=None, sap_ci=None)
              for r in fam]
-    SP.fig_rates(fam, rates, outdir=tmp_path, formats=())
+    import matplotlib.pyplot as plt
+
+    from afw_book import figures
+    from attention_fw.plot import figure_data
+    fig = SP.fig_rates(fam, rates)
+    figures.save(fig, "sabeta-rates", figure_data(fig), outdir=tmp_path, formats=())     # as the book writes it
+    plt.close(fig)
     runs = json.loads((tmp_path / "data" / "sabeta-rates.json").read_text())["runs"]
     assert len(runs) == len(names) * q["num_betas"]
     required = {"x0", "sigma", "B", "gamma", "beta", "eps", "cap", "T2_sabeta", "T2_reduced", "T2_sap_mean"}

@@ -2,9 +2,8 @@
 
 The experiments are :mod:`attention_fw.experiments.sabeta` (exit times of SA-beta, the reduced
 model, the family of configurations, the coupling with the chain). Each ``fig_*`` function takes
-the experiment's results, draws one figure, writes its numbers through
-:func:`afw_book.figures.save` (``outdir``, ``formats`` as in :mod:`attention_fw.plot.metastability`)
-and returns the open figure.
+the experiment's results, draws one figure and returns it with the numbers behind it attached
+(:func:`attention_fw.plot.figure_data`); nothing is written.
 """
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from afw_book.figures import TWO_COLUMN, saved
+from ._figure import saved
+from .style import TWO_COLUMN
 
 __all__ = ["fig_exit_times", "fig_rates", "fig_coupling", "runs_table"]
 
