@@ -52,14 +52,46 @@ def test_softmax_step_equals_the_untiled_step(kernels, shape, beta):
         assert rel_err(T.softmax_step(x, 0.3, beta, **kw), ref, x) <= 1e-12, kw
 
 
-def test_query_blocks_and_system_chunks_are_planned_from_the_budget():
-    p = T.plan((70, 5), budget=8 * 2 * 64 * 9)
-    assert (p.systems, p.queries, p.keys) == (1, 9, 64)
-    p = T.plan((100, 30, 4), budget=8 * 2 * 6080)  # 6080 scores: six systems of 30 x 30
+def test_query_blocks_and_system_chunks_are_planned_from_the_budget(monkeypatch):
+    """Tiles of TILE_CACHE_FACTOR x the L2 cache of float64 scores, square powers of two of keys, capped
+    by the budget shared out between the workers (ARRAYS_PER_TILE arrays each)."""
+    monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", str(2 ** 20))  # 2 MiB tiles: 2^18 scores
+    p = T.plan((70, 5), budget=8 * 2 * 64 * 9, workers=1)
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 9, 64, 1)
+    p = T.plan((70, 5), budget=8 * 2 * 64 * 9, workers=2)  # half the budget each: 4 queries
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 4, 64, 2)
+    p = T.plan((100, 30, 4), budget=8 * 2 * 6080, workers=1)  # 6080 scores: six systems of 30 x 30
     assert (p.systems, p.queries, p.keys) == (6, 30, 30)
-    p = T.plan((65536, 64), budget=256 * 2 ** 20)  # the default: all queries against 256 keys
-    assert (p.systems, p.queries, p.keys) == (1, 65536, 256) and p.tile_bytes == 128 * 2 ** 20
+    p = T.plan((65536, 64), budget=256 * 2 ** 20, workers=2)  # the default budget: cache-sized blocks
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 512, 512, 2) and p.tile_bytes == 2 * 2 ** 20
+    p = T.plan((65536, 64), budget=2 ** 20, workers=2)  # 2^15 scores per worker: 128 keys x 256 queries
+    assert (p.queries, p.keys) == (256, 128) and 2 * ARRAYS * p.tile_bytes <= 2 ** 20
+    p = T.plan((65536, 64), key_tile=100, query_tile=1000, workers=3)
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 1000, 100, 3)
+    assert T.plan((4, 100, 2), workers=8).workers == 1  # one block: one worker
+    monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", str(2 ** 18))
+    assert T.plan((65536, 64), workers=1).keys == 256
     assert not T.fits((65536, 64)) and T.fits((1000, 64, 8)) and T.fits((2, 2800, 64)) and not T.fits((2, 2900, 64))
+
+
+ARRAYS = T.ARRAYS_PER_TILE
+
+
+def test_cache_size_and_threads_are_read_and_checked(monkeypatch):
+    monkeypatch.delenv("ATTENTION_FW_CACHE_BYTES", raising=False)
+    assert T.cache_bytes() >= 2 ** 14
+    monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", "3e6")
+    assert T.cache_bytes() == 3_000_000
+    for bad in ("lots", "100"):
+        monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", bad)
+        with pytest.raises(ValueError, match="ATTENTION_FW_CACHE_BYTES"):
+            T.cache_bytes()
+    monkeypatch.delenv("ATTENTION_FW_CACHE_BYTES")
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "3")
+    assert T.threads() == 3 and T.plan((4096, 8)).workers == 3
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "0")
+    with pytest.raises(ValueError, match="ATTENTION_FW_THREADS"):
+        T.threads()
 
 
 @pytest.mark.parametrize("beta", [0.5, 40.0])
