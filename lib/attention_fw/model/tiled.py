@@ -521,14 +521,13 @@ def float32_step_error(beta_sq, d, key_tile) -> float:
 
 
 def _precision(precision) -> str:
+    """``'float64'`` or ``'float32'`` from that name, ``np.float64`` / ``np.float32`` or their dtypes."""
     if isinstance(precision, str) and precision in PRECISIONS:
         return precision
-    try:
+    if isinstance(precision, np.dtype) or precision in (np.float64, np.float32):
         name = np.dtype(precision).name
-    except TypeError:
-        name = None
-    if name in PRECISIONS and not isinstance(precision, (bool, int, float)):
-        return name
+        if name in PRECISIONS:
+            return name
     raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
 
 
