@@ -2,8 +2,9 @@
 
 The batched steps of :mod:`attention_fw.model.dynamics` hold the whole ``(R, n, n)`` score matrix:
 right for the book's experiments, but 34 GB for one system of ``n = 65,536`` tokens. The
-functions here compute the same steps with the keys cut into tiles of ``k`` columns, so that
-only an ``(R_b, q, k)`` block of scores exists at any time, plus ``O(R n d)`` state:
+functions here compute the same steps with the queries cut into blocks of ``q`` rows and the keys
+into tiles of ``k`` columns, so that only ``(R_b, q, k)`` tiles of scores exist at any time (one per
+worker thread), plus ``O(R n d)`` state:
 
 * **softmax** (:func:`softmax_step`, :func:`attention_apply`): a running maximum and sum per query
   row (the online softmax of attention kernels). The weighted sum and the normaliser come out of
@@ -25,17 +26,36 @@ only an ``(R_b, q, k)`` block of scores exists at any time, plus ``O(R n d)`` st
   about 37, which cuts the law's tail at probability ~1e-16.) A row switches about
   ``log(number of tiles)`` times, so the draws cost next to nothing beside the products.
 
-The tile is chosen from a memory budget (:func:`memory_budget`, 256 MiB unless set by
-:func:`set_memory_budget`, :func:`budget` or ``ATTENTION_FW_MEMORY_BUDGET`` in bytes): all queries of as
-many systems as fit against ``k`` keys, ``k`` as large as the budget allows (at least
-``MIN_KEY_TILE``); queries are split only when even that does not fit. The functions of
-``dynamics`` call the ones here only when their own ``(R, n, n)`` arrays would exceed the
-budget, so small problems run exactly as before. The functions here always tile; ``key_tile``
-fixes the tile width (tests, benchmarks).
+The work is cut into blocks of ``q`` queries (of one or several systems) times tiles of ``k`` keys,
+a tile of scores the size of a few times one core's L2 cache (:data:`TILE_CACHE_FACTOR`,
+:func:`cache_bytes`, 512 x 512 on a 1 MiB L2): a tile is made by one BLAS product, exponentiated in
+place (numpy's vectorised ``exp``) and consumed by the next product while it is still in cache,
+and the running state of each query row (maximum and sums, leader set, pick) is carried from one
+key tile to the next. The blocks of queries are shared out between :func:`threads` worker threads
+(all usable CPUs unless ``ATTENTION_FW_THREADS`` is set), each running BLAS with one thread
+(through ``threadpoolctl``, restored afterwards); the results do not depend on the number of threads.
+``query_tile`` and ``key_tile`` fix the block shape (tests, benchmarks, other machines).
+
+A memory budget (:func:`memory_budget`, 256 MiB unless set by :func:`set_memory_budget`,
+:func:`budget` or ``ATTENTION_FW_MEMORY_BUDGET`` in bytes) caps what the workers' tiles may hold.
+The functions of ``dynamics`` call the ones here only when their own ``(R, n, n)`` arrays would
+exceed the budget, so small problems run exactly as before. The functions here always tile.
+
+Precision. Every step takes ``precision='float64'`` (default: the numbers of ``dynamics`` to
+rounding) or ``'float32'`` (opt-in): scores and exponentials in float32, each tile's products in
+float32, the tiles' sums accumulated in float64. Its error against float64 is bounded in
+:func:`float32_step_error` (about ``u (2 (d + 2) beta |B| max|x|^2 + 2 k)`` relative, ``u = 2^-24``);
+it is refused where a float32 score may be off by more than 1 in the exponent
+(:func:`float32_score_error`) and warned about above 0.01. The hardmax steps in float32 certify
+each row's leader from the float32 scores and recompute the rows they cannot certify in float64,
+so their leader sets are exactly those of float64. (Numba's own ``exp`` is a scalar call, about ten
+times slower than numpy's vectorised one on this machine; numba vectorises it only through SVML,
+which the llvmlite wheels of the package index are built without, so ``intel-cmplr-lib-rt`` would
+change nothing here.)
 
 Shapes follow ``dynamics``: tokens ``(n, d)`` or ``(R, n, d)``; ``B`` is ``None`` (identity),
 ``(d, d)``, or one matrix per system ``(R, d, d)``. The sample path of :func:`sap_step` depends on the
-tile plan (the law does not).
+tile plan (the law does not), not on the number of threads.
 """
 from __future__ import annotations
 
@@ -156,9 +176,12 @@ TILE_CACHE_FACTOR = 2
 
 Per tile the scores are written by one product, exponentiated in place and read by the next
 product; in a tile of a few MiB they stay in the core's caches (L2 and its share of L3) between
-the three passes instead of going through main memory. Measured on a 2-core AMD EPYC (1 MiB L2,
-32 MiB L3): tiles of 512 x 512 were as fast as any shape tried from 64 x 256 to 1024 x 1024 and
-at least twice as fast as the previous plan (all 65,536 queries against 256 keys, 128 MiB)."""
+the three passes instead of going through main memory. Measured on a 2-core AMD EPYC (1 MiB
+L2, 32 MiB L3) shared with other jobs, so only coarsely: at n = 16,384, d = 64, the 512 x 512
+tiles in two threads took 0.57-1.13 of the time of the previous plan (all queries against 256
+keys, a 32 MiB tile, BLAS threaded; two runs each of the softmax, hardmax and SAP steps, five of
+the six below 0.85); shapes from 256 x 256 to 1024 x 1024 could not be told apart through the
+noise."""
 
 _CACHE_FALLBACK = 2 ** 20
 
