@@ -626,13 +626,13 @@ def _fit_exponent(ns, values) -> float:
     return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
 
 
-def bench_context(quick: bool, max_n: int = 65536) -> list:
+def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
     from afw_book import figures as plotting
     from attention_fw.model import tiled as T
 
     _warm_up_tiles()
     out = []
-    reps = 1 if quick else 3
+    reps = (1 if quick else 3) if reps is None else reps
     n = max_n
     x = _context_tokens(n)
     p = T.plan(x.shape)
@@ -642,7 +642,7 @@ def bench_context(quick: bool, max_n: int = 65536) -> list:
     for precision in CONTEXT_PRECISIONS:
         for kind in CONTEXT_KINDS:
             step = _context_step(kind, x, precision)
-            step()  # warm: first-touch of the arrays, compiled passes of this precision
+            _context_step(kind, x[:4096], precision)()  # warm: the threads, the passes of this precision
             rows = []
             for _ in range(reps):
                 g0, e0 = rates.both(precision)
@@ -988,6 +988,8 @@ def main(argv=None) -> int:
                     help="sections to run (cells softmax loops context engine build)")
     ap.add_argument("--context-max-n", type=int, default=65536,
                     help="largest n of the context section (default 65536; smaller for a smoke run)")
+    ap.add_argument("--context-reps", type=int, default=None,
+                    help="repetitions of each step at the largest n (default 3, --quick 1)")
     ap.add_argument("--out", type=Path, default=OUT, help="report directory (default _build/bench)")
     ap.add_argument("--probe-mixed", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--probe-context", nargs=3, metavar=("KIND", "N", "PRECISION"), help=argparse.SUPPRESS)
@@ -1011,7 +1013,7 @@ def main(argv=None) -> int:
         "cells": lambda: bench_cells(args.quick),
         "softmax": lambda: bench_softmax(args.quick),
         "loops": lambda: bench_loops(args.quick),
-        "context": lambda: bench_context(args.quick, args.context_max_n),
+        "context": lambda: bench_context(args.quick, args.context_max_n, args.context_reps),
         "engine": lambda: bench_engine(args.quick),
         "build": lambda: bench_build(args.quick, with_test=not args.skip_test),
     }
