@@ -538,8 +538,9 @@ def make(name, outdir=None, **params):
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for {name}; "
                          f"accepted: {sorted(DEFAULTS[name])}")
-    fig, data = FIGURES[name](**params)
-    return plotting.save(fig, name, data, outdir=outdir, meta=_meta(name, params))
+    with plotting.style():
+        fig, data = FIGURES[name](**params)
+        return plotting.save(fig, name, data, outdir=outdir, meta=_meta(name, params))
 
 
 def _meta(name, params, style=None, usetex=False):
@@ -663,7 +664,7 @@ def render(name, outdir=None, close=True, style=None, usetex=False, **params):
     if outdir is None:
         outdir = plotting.output_dir(canonical=default and not rc)
     stem = name + (f"-{style}" if style else "") + ("-tex" if usetex else "")
-    with matplotlib.rc_context(rc):
+    with plotting.style(rc):
         if style is not None and params.get("width") is None:
             fig, data = _fit_width(name, params, _styled_width(name, params, style))
         else:
@@ -932,4 +933,5 @@ def rasterise_pdf(pdf, dpi=60):
 
 
 if __name__ == "__main__":
+    matplotlib.use("Agg")                 # the command line never opens a window
     sys.exit(main())

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numbers
 from types import SimpleNamespace
 
+__all__ = ["resolve"]
+
 
 def _type_ok(default, value) -> bool:
     if isinstance(default, bool):

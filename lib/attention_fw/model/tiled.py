@@ -71,13 +71,19 @@ import numpy as np
 
 from . import _tile_kernels
 from .. import _validate as chk
-from . import dynamics as D
+from . import _checks, _sampling, _scaling
+from ._checks import key_query as _key_query
+from ._checks import leader_mask
+
+__all__ = ["DEFAULT_BUDGET", "MIN_KEY_TILE", "ARRAYS_PER_TILE", "memory_budget", "set_memory_budget", "budget",
+           "fits", "Plan", "plan", "softmax_step", "hardmax_step", "attention_apply", "leaders", "tie_counts",
+           "sap_step"]
 
 DEFAULT_BUDGET = 256 * 2 ** 20
 """Bytes of scores a step may hold at once unless told otherwise."""
 
 MIN_KEY_TILE = 64
-"""Narrowest key tile: below this the products lose much of their BLAS speed."""
+"""Narrowest key tile; below this the products lose much of their BLAS speed."""
 
 ARRAYS_PER_TILE = 2
 """Tile-sized arrays a step may hold at once (the scores, and a copy or product of them)."""
@@ -359,20 +365,6 @@ def _one_blas_thread():
 
 
 # ----------------------------------------------------------------------------- checks
-def _key_query(B, shape):
-    """``None``, a (d, d) matrix, or one (d, d) matrix per system (R, d, d), as a float array."""
-    if B is None:
-        return None
-    d = shape[-1]
-    arr = chk.as_float_array("B", B)
-    if arr.ndim == 2:
-        return chk.square_matrix("B", arr, d)
-    R = shape[0] if len(shape) == 3 else 1
-    if arr.ndim != 3 or arr.shape != (R, d, d):
-        raise ValueError(f"B must be {d} x {d} or one {d} x {d} matrix per system ({R}, {d}, {d}), got {arr.shape}")
-    return arr
-
-
 def _batch(x):
     return x.reshape((-1,) + x.shape[-2:])
 
@@ -388,12 +380,12 @@ def _bx(x3, B):
 
 def _norm(B):
     """An upper bound of every system's operator norm of B (1 for the identity)."""
-    return 1.0 if B is None else D._norm(B)
+    return 1.0 if B is None else _scaling.norm(B)
 
 
 def _rescale(x3, B, beta):
-    """``dynamics._fit_scores`` for the batch: scores that neither overflow nor all underflow."""
-    return D._fit_scores(x3, B, beta)
+    """:func:`._scaling.fit_scores` for the batch: scores that neither overflow nor all underflow."""
+    return _scaling.fit_scores(x3, B, beta)
 
 
 # ----------------------------------------------------------------------------- the cores
@@ -572,16 +564,16 @@ def _operands(xs, values3, B, b, precision):
     """``(Q, KT, Va, scale, shift)`` of a softmax-type step in the given precision: the scaled
     queries, the keys transposed, the values with a column of ones (in float32 multiplied by a
     power of two ``scale`` that brings them below 1), and whether a running maximum is needed."""
-    beta_sq = b * _norm(B) * D._max_sq_norm(xs)
+    beta_sq = b * _norm(B) * _scaling.max_sq_norm(xs)
     Q = b * _bx(xs, B)
     KT = np.swapaxes(xs, -1, -2)
     scale = 1.0
     if precision == "float32":
         _check_float32(beta_sq, xs.shape[-1])
         if values3 is not None:
-            scale = D._rescaled(values3) or 1.0
+            scale = _scaling.rescaled(values3) or 1.0
             values3 = values3 * scale
-        c = D._rescaled(KT) or 1.0  # a power of two: the keys near 1, the queries carry the rest (exact)
+        c = _scaling.rescaled(KT) or 1.0  # a power of two: the keys near 1, the queries carry the rest (exact)
         Q, KT = (Q / c).astype(np.float32), (KT * c).astype(np.float32)
     Va = None
     if values3 is not None:
@@ -620,8 +612,8 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
     low = precision == "float32"
     c = c2 = 1.0
     if low:  # powers of two bring keys and queries near 1 (float32 range); leader sets do not change
-        c = D._rescaled(KT) or 1.0
-        c2 = D._rescaled(Q) or 1.0
+        c = _scaling.rescaled(KT) or 1.0
+        c2 = _scaling.rescaled(Q) or 1.0
         tiles = _Tiles((Q * c2).astype(np.float32), (KT * c).astype(np.float32), p)
     else:
         tiles = _Tiles(Q, KT, p)
@@ -657,7 +649,7 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
 
 def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
     """The leader sets and first maximisers of the rows ``where`` from their whole rows of float64
-    scores (the rule of ``dynamics._hardmax_from_scores``), in chunks of rows that fit the tile's size."""
+    scores (the tie rule of :mod:`._checks`), in chunks of rows that fit the tile's size."""
     rr, ii = where
     step = max(1, entries // KT.shape[-1])
     for r in np.unique(rr):
@@ -665,8 +657,7 @@ def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
         for s in range(0, rows.size, step):
             i = rows[s:s + step]
             S = Q[r, i] @ KT[r]
-            top = S.max(axis=-1, keepdims=True)
-            mask = S >= top - tol * np.abs(S).max(axis=-1, keepdims=True)
+            mask = leader_mask(S, tol)
             acc[r, i] = mask.astype(np.float64) @ values3[r]
             ist[r, i, 0] = mask.sum(axis=-1)
             ist[r, i, 1] = S.argmax(axis=-1)
@@ -703,8 +694,8 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None, query_ti
     >>> bool(np.allclose(softmax_step(x, 0.5, 2.0, key_tile=2), dynamics.softmax_step(x, 0.5, 2.0)))   # 3 tiles
     True
     """
-    gamma = D._gamma(gamma)
-    beta = D._beta(beta, allow_inf=False)
+    gamma = _checks.gamma(gamma)
+    beta = _checks.beta(beta, allow_inf=False)
     x, B = _prepare(x, B)
     precision = _precision(precision)
     x3 = _batch(x)
@@ -732,10 +723,10 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None,
            [0. , 1. ],
            [0.5, 0.5]])
     """
-    gamma = D._gamma(gamma)
+    gamma = _checks.gamma(gamma)
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    tol = D._tie_tol(tie_rtol, x.shape[-1])
+    tol = _checks.tie_tol(tie_rtol, x.shape[-1])
     p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
     acc, cnt, _ = _leader_state(x3, x3, B, tol, p, _precision(precision))
     return _convex_step(x3, acc / cnt[..., None], gamma).reshape(x.shape)
@@ -760,7 +751,7 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     >>> attention_apply(x, np.eye(3), np.inf, key_tile=1)[2]
     array([0.5, 0.5, 0. ])
     """
-    beta = D._beta(beta)
+    beta = _checks.beta(beta)
     x, B = _prepare(x, B)
     v = chk.as_float_array("values", values, min_ndim=2, max_ndim=3)
     if v.shape[:-1] != x.shape[:-1]:
@@ -769,7 +760,7 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     x3, v3 = _batch(x), np.ascontiguousarray(_batch(v))
     p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
     if np.isinf(beta):
-        acc, cnt, _ = _leader_state(x3, v3, B, D._tie_tol(tie_rtol, x.shape[-1]), p, precision)
+        acc, cnt, _ = _leader_state(x3, v3, B, _checks.tie_tol(tie_rtol, x.shape[-1]), p, precision)
         out = acc / cnt[..., None]
     else:
         out = _softmax_apply(x3, v3, B, beta, p, precision)
@@ -791,7 +782,7 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
     """
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(tie_rtol, x.shape[-1]),
+    _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
                                 plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
                                 _precision(precision))
     arg = arg.reshape(x.shape[:-1])
@@ -810,7 +801,7 @@ def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_ti
     """
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(tie_rtol, x.shape[-1]),
+    _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
                               plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
                               _precision(precision))
     return cnt.reshape(x.shape[:-1])
@@ -837,8 +828,8 @@ def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False, budget
     >>> J, bool(np.allclose(y, x + 0.5 * (x[J] - x)))
     (array([0, 1, 0]), True)
     """
-    gamma = D._gamma(gamma)
-    beta = D._beta(beta, allow_inf=False)
+    gamma = _checks.gamma(gamma)
+    beta = _checks.beta(beta, allow_inf=False)
     rng = chk.rng("rng", rng)
     x, B = _prepare(x, B)
     precision = _precision(precision)
@@ -875,7 +866,7 @@ def _sap_picks(x3, B, beta, rng, p: Plan, precision="float64"):
             race = (before > 0.0) & (w > 0.0)
             if race.any():
                 # switch with probability w / (before + w) = exp(-log1p(before / w)), exact when tiny
-                switch[race] = D.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=g)
+                switch[race] = _sampling.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=g)
             total[..., 0] += w
             rr, ii = np.nonzero(switch)
             if rr.size:
@@ -901,10 +892,10 @@ def _pick_in_tile(Z, rr, ii, TK, rng):
     """A key of the tile for each selected row, with probability proportional to its weight (the
     two groups of ``dynamics.sap_step``: weights below ``SMALL_WEIGHT`` times the row's largest)."""
     s = rr.size
-    threshold = D.SMALL_WEIGHT
+    threshold = _sampling.SMALL_WEIGHT
     top, s_small, s_big = np.empty(s), np.empty(s), np.empty(s)
     TK.tile_split(Z, rr, ii, threshold, top, s_small, s_big)
-    pick_small = D.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng=rng)
+    pick_small = _sampling.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng=rng)
     picks = np.empty(s, dtype=np.intp)
     TK.tile_pick(Z, rr, ii, top, threshold, pick_small, 1.0 - rng.random(s), picks)
     return picks
