@@ -733,9 +733,10 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
                               f"cache-sized blocks); over the whole range n = {ns[0]} ... {ns[-1]}: {fits[kind]['time']:.3f} "
                               f"(per-pair cost {1e9 * secs[0] / ns[0] ** 2:.1f} ns at n = {ns[0]}, "
                               f"{1e9 * secs[-1] / ns[-1] ** 2:.1f} ns at n = {ns[-1]})")))
-        out.append(entry(f"{kind}: fitted exponent of peak memory growth against n", em, "", target="~ 1 (0.8 to 1.2)",
-                         met=bool(0.8 <= em <= 1.2) if len(ns) > 2 else None,
-                         how="same runs: O(n (d + tile)) state and tiles, no n^2 array"))
+        out.append(entry(f"{kind}: fitted exponent of peak memory growth against n", em, "", target="<= 1.2",
+                         met=bool(em <= 1.2) if len(ns) > 2 else None,
+                         how=("same runs: O(n d) state plus the workers' fixed cache-sized tiles, no n^2 array "
+                              "(the fixed tiles weigh most at small n and bring the slope below 1)")))
     table = {"columns": ["n"] + [f"{k} {q}" for k in CONTEXT_KINDS for q in ("s", "MB")],
              "rows": [[m] + [v for k in CONTEXT_KINDS for v in (round(rows[k][i]["seconds"], 3),
                                                                 round(rows[k][i]["peak_growth_mb"], 1))]
