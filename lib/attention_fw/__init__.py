@@ -38,6 +38,7 @@ The modules::
     experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
     experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
     experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
+    experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel), reduced model, family, coupling
     experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
   plot (optional: matplotlib)
     plot.model            the figures of Section 1 (the model)
@@ -45,6 +46,7 @@ The modules::
     plot.convergence      the figures of Sections 3 and 4
     plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
     plot.context          the figures of Chapter 6
+    plot.sabeta           the figures of Chapter 7 (the deterministic dynamics)
     plot.animate          offline animations of trajectories
     plot.style            the book's figure style as a context (``with style(): ...``), venue styles
     plot._figure          how a plot function hands back its figure with the numbers behind it
