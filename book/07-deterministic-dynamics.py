@@ -195,7 +195,7 @@ SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near", "square, 1 per v
 shown = [r for r in fam if r["name"] in SHOW]
 fig = SP.fig_exit_times(shown)
 page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for SA-beta (erratum E6)",
-            caption="Exit times of SA-beta, the reduced model and the chain SAP against beta")
+            caption="Exit times of (SAβ), the reduced model and the chain (SAP) against β")
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-exit-times
@@ -236,7 +236,7 @@ page.glue(n_coinc=len(coincident), red_coinc_exact=sum(q["reduced_steps_off"] ==
 # %% tags=["hide-input"]
 fig = SP.fig_rates(fam, rates)
 page.figure(fig, "sabeta-rates", statement="Theorem 5.4 for SA-beta (erratum E6)",
-            caption="Effective rates of SA-beta and of the chain SAP per configuration, in units of c0")
+            caption="Effective rates of (SAβ) and of the chain (SAP) per configuration, in units of c₀")
 
 # %% tags=["hide-input"]
 rel = np.array([q["sabeta"] / q["c0"] for q in rates])
@@ -332,7 +332,7 @@ for g in p.coupling_gammas:
                           one_at_T2=float(med[c.t <= T2 // 2][-1])))
 fig = SP.fig_coupling(couplings)
 page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for SA-beta (erratum E6)",
-            caption="Distance between SAP paths and the SA-beta path against t, with gamma sqrt(t)")
+            caption="Distance between (SAP) paths and the (SAβ) path against t, with γ√t")
 
 # %% tags=["hide-input"]
 page.glue(cp_beta=(p.coupling_beta, "g"), cp_r=(r_star, ".3f"), cp_runs=(p.coupling_runs, ","),
