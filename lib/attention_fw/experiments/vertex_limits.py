@@ -104,7 +104,7 @@ def vertex_convergence(vertices, interior, schedule, B, steps: int, *, tie_rtol:
     res = D.simulate(x, D.Hardmax(sched, Bm, tie_rtol=tie_rtol), steps, [same], trajectory=True)
     traj = res.trajectory
     dist = np.linalg.norm(traj - target[None], axis=-1)
-    prod = sched.product(np.arange(steps + 1))
+    prod = np.asarray(sched.product(np.arange(steps + 1)))
     return Result(t=np.arange(steps + 1), dist=dist, closed=prod[:, None, None] * d0[None], product=prod,
                   sigma=sigma, labels_constant=res.records["same"].all(axis=0),
                   vertices_fixed=np.abs(traj[:, :, :k] - Vt[None]).max(axis=(0, 2, 3)), trajectory=traj)
