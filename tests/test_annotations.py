@@ -11,6 +11,10 @@ import pytest
 ANNOTATED = [
     "attention_fw._validate",
     "attention_fw.model.schedules",
+    "attention_fw.model.frank_wolfe",
+    "attention_fw.geometry.polytope",
+    "attention_fw.experiments.model_checks",
+    "attention_fw.experiments.survival",
 ]
 
 
