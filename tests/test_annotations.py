@@ -12,6 +12,7 @@ ANNOTATED = [
     "attention_fw._validate",
     "attention_fw.model.schedules",
     "attention_fw.model.frank_wolfe",
+    "attention_fw.geometry.planar",
     "attention_fw.geometry.polytope",
     "attention_fw.experiments.model_checks",
     "attention_fw.experiments.survival",
