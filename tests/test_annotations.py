@@ -10,6 +10,7 @@ import pytest
 
 ANNOTATED = [
     "attention_fw._validate",
+    "attention_fw.model.dynamics",
     "attention_fw.model.schedules",
     "attention_fw.model.frank_wolfe",
     "attention_fw.geometry.planar",

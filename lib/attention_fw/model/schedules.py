@@ -11,7 +11,7 @@ Every value lies in ``(0, 1]``.
 """
 from __future__ import annotations
 
-from typing import Callable, TypeAlias, cast
+from typing import Callable, TypeAlias, cast, overload
 
 import math
 import numbers
@@ -60,6 +60,10 @@ class Schedule:
     def gamma(self, t: Times) -> float | np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @overload
+    def __call__(self, t: int | np.integer) -> float: ...
+    @overload
+    def __call__(self, t: npt.ArrayLike) -> float | np.ndarray: ...
     def __call__(self, t: npt.ArrayLike) -> float | np.ndarray:
         return self.gamma(_times(t))
 
