@@ -18,6 +18,7 @@ ANNOTATED = [
     "attention_fw.experiments.model_checks",
     "attention_fw.experiments.vertex_limits",
     "attention_fw.experiments.metastability",
+    "attention_fw.experiments.exit_times",
     "attention_fw.experiments.survival",
 ]
 
