@@ -16,6 +16,7 @@ ANNOTATED = [
     "attention_fw.geometry.planar",
     "attention_fw.geometry.polytope",
     "attention_fw.experiments.model_checks",
+    "attention_fw.experiments.convergence",
     "attention_fw.experiments.vertex_limits",
     "attention_fw.experiments.metastability",
     "attention_fw.experiments.exit_times",
