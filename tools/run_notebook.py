@@ -4,10 +4,11 @@
     python tools/run_notebook.py book/02-frank-wolfe.py [--preset quick] [-p gamma 0.3 ...] [-o OUT.ipynb]
 
 * reads the py:percent source with jupytext (no .ipynb is committed);
-* checks the overrides against the names assigned in the cell tagged ``parameters`` and
-  fails *before* starting a kernel when a name is unknown (the message lists the accepted
-  names); wrong-typed values and unknown presets are rejected by
-  ``attention_fw.presets.resolve`` in the notebook's second cell, before any computation;
+* checks the preset name and every override against the chapter's declaration (the literal
+  ``PARAMETERS`` of the cell tagged ``parameters``: type, accepted values and meaning of each
+  parameter, read with ``ast``, no kernel) and stops *before* starting a kernel, with one line
+  naming the parameter, the value given and what is accepted (exit status 2, no traceback);
+  a notebook without a declaration has its names checked against the assignments of that cell;
 * executes with papermill (working directory: the notebook's folder), writing the result
   atomically: the output file exists only if every cell ran without error, so ``make``
   never mistakes a failed run for an up-to-date one;
@@ -55,6 +56,49 @@ def parameter_names(nb) -> list[str]:
     return names
 
 
+def check_parameters(source: str, preset, overrides: dict) -> dict:
+    """The overrides of one run, checked against the chapter source's declaration.
+
+    With a ``PARAMETERS`` declaration (see ``attention_fw.presets.read_declaration``): the preset
+    must be one of the chapter's presets, every name declared, every value of its declared type
+    and range (values come back as declared, e.g. ``-p gamma 1`` as the float 1.0). Without one:
+    the names must be assigned in the cell tagged ``parameters``.
+
+    Raises
+    ------
+    ValueError
+        One line naming the parameter, the value given and what is accepted.
+    """
+    from attention_fw.presets import check_run, read_declaration
+
+    decl = read_declaration(source)
+    if decl["parameters"]:
+        return check_run(decl, preset, overrides)
+    cell = source[_PARAMETERS_CELL.search(source).end():]
+    cell = cell[cell.find("\n") + 1:]
+    nxt = re.search(r"^# %%", cell, re.M)
+    accepted = [n for n in _assigned(cell[:nxt.start()] if nxt else cell) if n != "preset"]
+    names = decl["presets"]
+    if preset is not None and names is not None and preset not in names:
+        raise ValueError(f"preset = {preset!r} is not accepted: expected one of {', '.join(names)}")
+    unknown = sorted(set(overrides) - set(accepted))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a parameter of this notebook: accepted parameters are "
+                         f"{', '.join(sorted(accepted)) or '(none)'} and preset")
+    return dict(overrides)
+
+
+_PARAMETERS_CELL = re.compile(r"^# %%.*\btags=\[[^\]]*[\"']parameters[\"']", re.M)
+
+
+def _assigned(code: str) -> list[str]:
+    names = []
+    for node in ast.parse(code).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
 def kernel_config(socket_dir: str):
     """Kernels talk over Unix sockets in a private folder, not over TCP.
 
@@ -94,11 +138,6 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
     args = ap.parse_args(argv)
 
-    import jupytext
-    import nbformat
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     src = args.source.resolve()
     if not src.is_file():
         print(f"run_notebook: no such notebook {args.source}", file=sys.stderr)
@@ -108,16 +147,24 @@ def main(argv=None) -> int:
     out = (args.output or src.with_suffix(".ipynb")).resolve()
     times_dir = (args.times_dir or root / "_build" / "exec-times").resolve()
 
-    nb = jupytext.read(src)
-    accepted = parameter_names(nb)
+    # Everything about the parameters is checked on the source text, before the (slow) imports
+    # of jupytext and papermill and long before a kernel starts.
     params = parse_overrides(args.parameter)
+    try:
+        checked = check_parameters(src.read_text(), args.preset, params)
+    except ValueError as err:
+        print(f"run_notebook: {name}: {err}", file=sys.stderr)
+        return 2
+    params = dict(checked)
     if args.preset is not None:
         params["preset"] = args.preset
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        print(f"run_notebook: {name}: unknown parameter(s) {unknown}; "
-              f"accepted parameters: {sorted(accepted)}", file=sys.stderr)
-        return 2
+
+    import jupytext
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
     out.parent.mkdir(parents=True, exist_ok=True)

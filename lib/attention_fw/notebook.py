@@ -257,6 +257,7 @@ class Page:
         if len(presets) != 1 or None in presets:
             raise ValueError(f"params must come from presets.resolve with one preset, got {sorted(map(str, presets))}")
         self.chapter = chapter
+        self.params = params
         self.preset = presets.pop()
         self.overrides = {}
         for p in params:
@@ -349,6 +350,22 @@ class Page:
         rel = written["png"].with_suffix("").relative_to(paths.figures_dir()).as_posix()
         _glue(f"fig-{name}", _Glued(name, rel, meta), display=False)
 
+    def parameters(self) -> "_ParameterTable":
+        """The table "Parameters of this run": every declared parameter with its value here, the
+        book's value (the ``paper`` preset), what is accepted and its meaning; values that differ
+        from the book's are marked. The last line of the chapter's first (folded) cell.
+
+        The output also carries the rows as metadata (``afw_parameters``), which the page of a
+        rerun (``make notebook``) reads from the executed notebook.
+        """
+        rows = []
+        for p in self.params:
+            for name, decl in getattr(p, "declared", {}).items():
+                value, book = getattr(p, name), p.book_values.get(name)
+                rows.append({"name": name, "value": value, "book": book, "type": decl[0],
+                             "accepted": decl[1], "meaning": decl[2], "differs": value != book})
+        return _ParameterTable(self.preset, rows)
+
     def glue(self, **values) -> None:
         """Glue numbers (and short strings) for the prose: ``{glue:text}`key``` in Markdown.
 
@@ -363,6 +380,43 @@ class Page:
                 value, spec = value
             # a str is glued as its repr, which myst-nb evaluates back to the same string
             _glue(key, fmt(value, spec), display=False)
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return fmt(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else str(value)
+
+
+class _ParameterTable:
+    """The output of :meth:`Page.parameters` (HTML on the page, Markdown in a terminal)."""
+
+    def __init__(self, preset, rows):
+        self.preset, self.rows = preset, rows
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        e = html.escape
+        changed = sum(r["differs"] for r in self.rows)
+        head = (f"Parameters of this run: preset <code>{e(self.preset)}</code>, "
+                + (f"{changed} value(s) differ from the book's (marked)" if changed else "the book's values"))
+        cells = []
+        for r in self.rows:
+            mark = ' class="afw-differs"' if r["differs"] else ""
+            value = e(_value_text(r["value"]))
+            value = f"<strong>{value}</strong>" if r["differs"] else value
+            cells.append(f'<tr{mark}><td><code>{e(r["name"])}</code></td><td>{value}</td>'
+                         f'<td>{e(_value_text(r["book"]))}</td>'
+                         f'<td>{e((r["type"] + " " + r["accepted"]).strip())}</td><td>{e(r["meaning"])}</td></tr>')
+        body = "".join(cells)
+        table = (f'<table class="afw-parameters"><caption>{head}</caption><thead><tr><th>parameter</th>'
+                 f'<th>this run</th><th>book</th><th>accepted</th><th>meaning</th></tr></thead>'
+                 f'<tbody>{body}</tbody></table>')
+        text = "\n".join([f"Parameters of this run (preset {self.preset})"]
+                         + [f"{'*' if r['differs'] else ' '} {r['name']} = {_value_text(r['value'])}"
+                            f"  (book: {_value_text(r['book'])}; {r['meaning']})" for r in self.rows])
+        rows = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in self.rows]
+        return ({"text/html": table, "text/plain": text},
+                {"text/html": {"afw_parameters": {"preset": self.preset, "rows": rows}}})
 
 
 def _yaml(value) -> str:
