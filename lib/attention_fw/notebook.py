@@ -267,8 +267,25 @@ class Page:
         self.seed = seeds[0] if seeds else None
 
     @property
+    def tag(self) -> str:
+        """What this run changed, for its file names (:func:`attention_fw.plotting.run_tag`):
+        ``""`` for the book's run, else the preset (when not ``paper``) and the overrides."""
+        words = {} if self.preset == "paper" else {"preset": self.preset}
+        return plotting.run_tag({**words, **self.overrides})
+
+    @property
     def outdir(self) -> Path:
-        return plotting.output_dir(self.canonical)
+        """``figures/`` for the book's run, ``figures/presets/<preset>/`` for another preset
+        without overrides, else ``figures/custom/`` (:func:`attention_fw.plotting.output_dir`)."""
+        if self.canonical:
+            return plotting.output_dir(True)
+        return plotting.output_dir(False, preset=None if self.overrides else self.preset)
+
+    def stem(self, name: str) -> str:
+        """The file stem of figure ``name`` in this run: ``name`` in ``figures/`` and in a preset's
+        folder, ``<name>--<tag>`` in ``custom/`` (see :attr:`tag`)."""
+        tag = self.tag
+        return f"{name}--{tag}" if tag and self.outdir.name == "custom" else name
 
     def stream(self, name: str, seed: int | None = None) -> np.random.Generator:
         """The random stream of one experiment: see :func:`stream`.
@@ -283,7 +300,14 @@ class Page:
 
     @property
     def data_only(self) -> dict:
-        return {"outdir": self.outdir, "formats": ()}
+        """Keyword arguments for a library plot function that saves by itself: it writes its data
+        only, into a private folder outside the figures (:meth:`figure` reads it back, completes it
+        and writes the files, under this run's names)."""
+        if getattr(self, "_staging", None) is None:
+            import tempfile
+
+            self._staging = Path(tempfile.mkdtemp(prefix="afw-page-"))
+        return {"outdir": self._staging, "formats": ()}
 
     def command(self) -> str:
         """The command that reruns this chapter as it ran here (and rewrites its figures)."""
@@ -321,15 +345,17 @@ class Page:
                 raise ValueError(f"{key} must be one non-empty line of text, got {value!r}")
         outdir = self.outdir
         if data is None:
-            source = outdir / "data" / f"{name}.json"
-            if not source.is_file():
-                raise FileNotFoundError(f"no data for figure {name!r} in {source.parent}: pass data=..., "
+            staging = getattr(self, "_staging", None)
+            source = (staging or outdir) / "data" / f"{name}.json"
+            if staging is None or not source.is_file():
+                raise FileNotFoundError(f"no data for figure {name!r}: pass data=..., "
                                         "or call the plot function with **page.data_only first")
             data = json.loads(source.read_text())
+            source.unlink()
             data.pop("meta", None)
         meta = {"chapter": self.chapter, "statement": statement, "caption": caption,
                 "command": command or self.command()}
-        written = plotting.save(fig, name, data, outdir=outdir, meta=meta, close=False)
+        written = plotting.save(fig, self.stem(name), data, outdir=outdir, meta=meta, close=False)
         plt.close(fig)
         self._glue_written(name, written)
 
@@ -341,7 +367,8 @@ class Page:
         returned by the figure function: numpy arrays): assign it (``fig2 = page.paper_figure(...)``),
         or the cell shows it.
         """
-        _, data, written = pf.render(name, close=True, **params)
+        outdir = None if self.canonical else self.outdir
+        _, data, written = pf.render(name, outdir=outdir, close=True, **params)
         self._glue_written(name, written)
         return data
 
