@@ -526,12 +526,12 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 # ```{glue:figure} fig-metastability-rate
 # :name: fig-metastability-rate
 #
-# (a) $\log_{10}$ of the mean exit time (censored maximum likelihood, 95% intervals, most
+# (a) The mean exit time on a logarithmic axis (censored maximum likelihood, 95% intervals, most
 # smaller than the markers) against $\beta$ for regular $\kappa$-gons with $n=6$ tokens in
 # coincident clusters (single-jump regime, $\varepsilon=0.05$, $\gamma=0.1$), with weighted
 # least-squares lines; black triangles: the theorem regime ($\varepsilon=$ {glue:text}`thm_eps`,
 # $\gamma=$ {glue:text}`thm_gamma`) with one token per vertex.
-# (b) Fitted slopes with 95% intervals (dots), the slope of the exact mean $1/(1-q)$ on the same
+# (b) Fitted slopes of $\ln\mathbb E[T_2]$ against $\beta$ with 95% intervals (dots), the slope of the exact mean $1/(1-q)$ on the same
 # grid with the same weights (open diamonds), and $c_0=1-\cos(2\pi/\kappa)$ (black bars).
 # (c) Slope divided by $c_0$ on moving windows: exact mean on windows $[\beta_0,\beta_0+8]$ (lines,
 # plotted at the window centre) and Monte Carlo on the lower and upper halves of the grid (dots,

@@ -15,6 +15,12 @@
 * records the wall time in ``<times-dir>/<name>.json`` for the execution report, with the
   figure files the notebook wrote (``figures``, relative to the figure folder), which
   ``make figures`` uses to re-execute the writer of a missing or altered figure;
+* prints every figure file the run wrote; records the numbers the notebook quotes (its glued
+  values, ``quoted``) in the execution record;
+* ``--page DIR`` (or ``--rerun DIR``, which ``make notebook`` uses: the executed notebook, its
+  record and its page in ``DIR/<name>/<tag>/``, the tag naming the preset and overrides, so that
+  no rerun replaces another's) renders the executed notebook as a page of the book's theme, with
+  the parameters and every quoted number beside the book's (``tools/rerun_page.py``);
 * on failure prints the notebook name, the failing cell and its traceback, keeps the
   partially executed notebook in ``_build/failed/<name>.ipynb`` and exits with status 1.
 
@@ -40,20 +46,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def parameter_names(nb) -> list[str]:
-    """Names assigned in the cell tagged ``parameters`` (raises if there is none)."""
-    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
-    if len(cells) != 1:
-        raise SystemExit(f"run_notebook: expected exactly one cell tagged 'parameters', found {len(cells)}")
-    names = []
-    for node in ast.parse(cells[0].source).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        for t in targets:
-            if isinstance(t, ast.Name):
-                names.append(t.id)
-    return names
 
 
 def check_parameters(source: str, preset, overrides: dict) -> dict:
@@ -99,6 +91,27 @@ def _assigned(code: str) -> list[str]:
     return names
 
 
+def rerun_command(name: str, preset, overrides: dict) -> str:
+    """``make notebook NB=<name> [PRESET=...] [ARGS="-p ..."]`` for this run."""
+    import yaml
+
+    words = [f"make notebook NB={name}"] + ([f"PRESET={preset}"] if preset not in (None, "paper") else [])
+    if overrides:
+        vals = []
+        for k, v in overrides.items():
+            text = yaml.safe_dump(v, default_flow_style=True).strip().removesuffix("...").strip()
+            vals.append(f"-p {k} " + (f"'{text}'" if any(c in text for c in " []{},") else text))
+        words.append('ARGS="' + " ".join(vals) + '"')
+    return " ".join(words)
+
+
+def quoted_numbers(nb) -> dict:
+    """The numbers (and short texts) the notebook glued for its prose: ``tools/rerun_page.py``."""
+    from rerun_page import quoted_numbers as read
+
+    return read(nb)
+
+
 def kernel_config(socket_dir: str):
     """Kernels talk over Unix sockets in a private folder, not over TCP.
 
@@ -136,6 +149,12 @@ def main(argv=None) -> int:
     ap.add_argument("--failed-dir", type=Path, default=None,
                     help="where a failed notebook is kept (default: <root>/_build/failed)")
     ap.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
+    ap.add_argument("--page", type=Path, default=None,
+                    help="also render the executed notebook as a page of the book's theme into this folder "
+                         "(tools/rerun_page.py: the parameters and quoted numbers beside the book's)")
+    ap.add_argument("--rerun", type=Path, default=None, metavar="DIR",
+                    help="make notebook: everything of this run in DIR/<name>/<tag>/ (the executed notebook, "
+                         "its execution record and its page), <tag> naming the preset and the overrides")
     args = ap.parse_args(argv)
 
     src = args.source.resolve()
@@ -158,12 +177,27 @@ def main(argv=None) -> int:
     params = dict(checked)
     if args.preset is not None:
         params["preset"] = args.preset
+    command = rerun_command(name, args.preset, checked)
+    if args.rerun is not None:
+        sys.path.insert(0, str(root / "lib"))
+        from attention_fw.plotting import run_tag
+
+        words = {} if args.preset in (None, "paper") else {"preset": args.preset}
+        run_dir = (args.rerun / name / (run_tag({**words, **checked}) or "book-parameters")).resolve()
+        out = run_dir / f"{name}.ipynb"
+        times_dir = run_dir
+        args.page = run_dir
 
     import jupytext
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    # The names were checked against the declaration above; papermill looks for them among the
+    # assignments of the parameters cell, which holds the declaration instead, and would warn.
+    import logging
+
+    logging.getLogger("papermill").addFilter(lambda rec: not rec.getMessage().startswith("Passed unknown parameter"))
     nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
@@ -248,10 +282,27 @@ def main(argv=None) -> int:
         "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "figures": figures,
+        "quoted": quoted_numbers(executed),
     }
     (times_dir / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    shown = out.relative_to(root) if out.is_relative_to(root) else out
-    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {shown}")
+    def shown(path):
+        path = Path(path).resolve()
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {shown(out)}")
+    files = sorted({shown(w) for w in written if Path(w).is_file()})
+    print(f"run_notebook: {name} wrote {len(files)} figure file(s)" + (":" if files else ""))
+    for f in files:
+        print(f"  {f}")
+    if args.page is not None:
+        from rerun_page import build
+
+        try:
+            page = build(out, args.page.resolve(), root / "_build" / "exec-times", command)
+        except RuntimeError as err:
+            print(f"run_notebook: {name}: {err}", file=sys.stderr)
+            return 1
+        print(f"run_notebook: {name}: its page is {shown(page)}")
     return 0
 
 

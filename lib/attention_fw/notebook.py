@@ -415,6 +415,12 @@ def _value_text(value) -> str:
     return fmt(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else str(value)
 
 
+_TABLE_STYLE = ("<style>table.afw-parameters{border-collapse:collapse;font-size:0.85em;margin:0.4em 0}"
+                "table.afw-parameters caption{caption-side:top;text-align:left;font-weight:600}"
+                "table.afw-parameters td,table.afw-parameters th{padding:0.1em 0.6em;text-align:left;"
+                "border-bottom:1px solid #8884}</style>")
+
+
 class _ParameterTable:
     """The output of :meth:`Page.parameters` (HTML on the page, Markdown in a terminal)."""
 
@@ -435,7 +441,7 @@ class _ParameterTable:
                          f'<td>{e(_value_text(r["book"]))}</td>'
                          f'<td>{e((r["type"] + " " + r["accepted"]).strip())}</td><td>{e(r["meaning"])}</td></tr>')
         body = "".join(cells)
-        table = (f'<table class="afw-parameters"><caption>{head}</caption><thead><tr><th>parameter</th>'
+        table = (_TABLE_STYLE + f'<table class="afw-parameters"><caption>{head}</caption><thead><tr><th>parameter</th>'
                  f'<th>this run</th><th>book</th><th>accepted</th><th>meaning</th></tr></thead>'
                  f'<tbody>{body}</tbody></table>')
         text = "\n".join([f"Parameters of this run (preset {self.preset})"]

@@ -219,7 +219,7 @@ def _tag_word(value) -> str:
 def run_tag(params: dict, width: int = 40) -> str:
     """A file-name tag for a run with ``params``: readable words and a short hash of all of them.
 
-    The words (``kappas-6``, ``seed-7``, ``gamma-0p3`` ...) say what was changed, at most
+    The words (``kappas-6``, ``seed-7``, ``gamma-0p3`` ..., in the order of the names) say what was changed, at most
     ``width`` characters of them; the 6 hexadecimal digits of the SHA-256 of the parameters
     (sorted keys, JSON) keep two different runs apart even when the words are cut or coincide.
     The same parameters give the same tag (a rerun replaces its own files, and nothing else).
@@ -232,7 +232,7 @@ def run_tag(params: dict, width: int = 40) -> str:
     """
     if not params:
         return ""
-    words = "_".join(f"{_tag_word(k)}-{_tag_word(v)}" for k, v in params.items())[:width].strip("_-")
+    words = "_".join(f"{_tag_word(k)}-{_tag_word(params[k])}" for k in sorted(params))[:width].strip("_-")
     digest = hashlib.sha256(json.dumps(_jsonable(params), sort_keys=True).encode()).hexdigest()[:6]
     return f"{words}-{digest}"
 
