@@ -33,7 +33,7 @@ bench: $(STAMP)
 
 # The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
 figures-paper: $(STAMP)
-	$(PY) -m attention_fw.paper_figures all
+	$(PY) -m afw_book.paper_figures all
 
 # Also the hidden temporary files (.<name>.tmp<pid>) that plotting.save leaves in figures/ and
 # its subfolders when killed (SIGKILL) between writing and renaming; the figures themselves stay.
@@ -117,8 +117,8 @@ notebook: $(STAMP)
 
 
 figure: $(STAMP)
-	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m attention_fw.paper_figures --help)'; exit 2; }
-	$(PY) -m attention_fw.paper_figures $(ARGS)
+	@test -n "$(ARGS)" || { echo 'usage: make figure ARGS="figure2 --kappas 6"   (see: $(PY) -m afw_book.paper_figures --help)'; exit 2; }
+	$(PY) -m afw_book.paper_figures $(ARGS)
 
 # ---------------------------------------------------------------------------------------
 # make lab [PORT=8888] [NO_BROWSER=1]: JupyterLab from .venv on the repository root. Each

@@ -29,7 +29,7 @@
 # form of the dynamics numerically, in the order of the paper: the layer (1.1), its
 # renormalised version (1.3), the hardmax limit (SA∞), the finite-$\beta$ dynamics (SAβ)
 # and the Markov chain (SAP). Everything is computed by the library `attention_fw`
-# (`attention_fw.dynamics`); this page only calls it and plots.
+# (`attention_fw.model.dynamics`); this page only calls it and plots.
 #
 # :::{note}
 # The paper's body could not be read directly (see the provenance notes in the
@@ -56,7 +56,7 @@ PARAMETERS = {
 # %% tags=["hide-input"]
 import numpy as np
 
-from attention_fw.presets import resolve_declared
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(n=8, configs=64, steps=5, h=0.25,
@@ -71,12 +71,12 @@ p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 
-from attention_fw import dynamics as dyn
-from attention_fw import model_checks as mc
-from attention_fw import model_plots as mp
-from attention_fw import plotting
-from attention_fw.animate import frames_view, trajectory_animation
-from attention_fw.notebook import Page
+from attention_fw.model import dynamics as dyn
+from attention_fw.experiments import model_checks as mc
+from attention_fw.plot import model as mp
+from afw_book import figures as plotting
+from attention_fw.plot.animate import frames_view, trajectory_animation
+from afw_book.notebook import Page
 
 # %matplotlib inline
 # %config InlineBackend.figure_formats = ["retina"]

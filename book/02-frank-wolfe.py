@@ -52,7 +52,7 @@ PARAMETERS = {
 }
 
 # %% tags=["hide-input"]
-from attention_fw.presets import resolve_declared
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(oracle_configs=60, oracle_n=12, oracle_d=3,
@@ -68,12 +68,12 @@ p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 import numpy as np
 from IPython.display import HTML, display
 
-from attention_fw import dynamics as dyn
-from attention_fw import frank_wolfe as fw
-from attention_fw import frank_wolfe_plots as fwp
-from attention_fw import plotting
-from attention_fw.animate import trajectory_animation
-from attention_fw.notebook import Page
+from attention_fw.model import dynamics as dyn
+from attention_fw.model import frank_wolfe as fw
+from attention_fw.plot import frank_wolfe as fwp
+from afw_book import figures as plotting
+from attention_fw.plot.animate import trajectory_animation
+from afw_book.notebook import Page
 
 # %matplotlib inline
 # %config InlineBackend.figure_formats = ["retina"]

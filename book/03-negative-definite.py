@@ -65,7 +65,7 @@ PARAMETERS = {
 }
 
 # %% tags=["hide-input"]
-from attention_fw.presets import resolve_declared
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4,
@@ -83,10 +83,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from attention_fw import convergence as cv
-from attention_fw import convergence_plots as cvp
-from attention_fw import plotting
-from attention_fw.notebook import Page
+from attention_fw.experiments import convergence as cv
+from attention_fw.plot import convergence as cvp
+from afw_book import figures as plotting
+from afw_book.notebook import Page
 
 # %matplotlib inline
 plotting.use_style()

@@ -26,8 +26,8 @@
 #
 # Every cell is $\mathcal K$ cut by half-planes whose boundary lines pass through the origin, so
 # in the plane the cells are wedges from the origin truncated by $\mathcal K$. This chapter
-# computes them **exactly**, as polygons (`attention_fw.geometry`), and regenerates the paper's
-# four figures from these polygons (`attention_fw.paper_figures`). The published figures
+# computes them **exactly**, as polygons (`attention_fw.geometry.planar`), and regenerates the paper's
+# four figures from these polygons (`afw_book.paper_figures`). The published figures
 # coloured a $1000\times1000$ grid instead. The numbers of the cells lemma and of the
 # polygon-condition remark are not confirmed by any source.
 
@@ -65,10 +65,10 @@ PARAMETERS = {
 import numpy as np
 from myst_nb import glue
 
-from attention_fw import geometry as geo
-from attention_fw import paper_figures as pf
-from attention_fw.notebook import Page
-from attention_fw.presets import resolve_declared
+from attention_fw.geometry import planar as geo
+from afw_book import paper_figures as pf
+from afw_book.notebook import Page
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(kappas=[5, 7, 9, 10], seed=42, n_random=400, mc_reps=2000,
@@ -402,7 +402,7 @@ import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 from matplotlib.patches import Polygon as MplPolygon
 
-from attention_fw.animate import frames_view
+from attention_fw.plot.animate import frames_view
 
 
 def anisotropic_B(b, angle_deg):
@@ -497,12 +497,12 @@ widgets.interact(live_cells, kappa=widgets.IntSlider(value=7, min=3, max=12),
 import numpy as np
 from myst_nb import glue
 
-from attention_fw import vertex_limits as vl
-from attention_fw import convergence_plots as cvp
-from attention_fw import dynamics as dyn
-from attention_fw import geometry as geo
-from attention_fw import plotting
-from attention_fw import schedules as sch
+from attention_fw.experiments import vertex_limits as vl
+from attention_fw.plot import convergence as cvp
+from attention_fw.model import dynamics as dyn
+from attention_fw.geometry import planar as geo
+from afw_book import figures as plotting
+from attention_fw.model import schedules as sch
 
 # %matplotlib inline
 plotting.use_style()

@@ -41,9 +41,9 @@
 #
 # Exit times grow like $e^{c\beta}$, so simulating the chain one step at a time stops at small
 # $\beta$. The experiments below use an exact **rejection-free** (kinetic Monte Carlo) engine,
-# `attention_fw.metastability.engine_exit_times`, whose cost per exit does not depend on
+# `attention_fw.experiments.metastability.engine_exit_times`, whose cost per exit does not depend on
 # $\beta$, validated against plain stepping where both are feasible. Parameter sweeps run
-# through `attention_fw.sweeps` and are cached on disk, so re-rendering recomputes nothing.
+# through `afw_book.sweeps` and are cached on disk, so re-rendering recomputes nothing.
 
 # %% tags=["parameters", "remove-cell"]
 preset = "paper"  # "paper": the book; "quick": seconds (tests)
@@ -78,14 +78,14 @@ import math
 import numpy as np
 from scipy import stats
 
-from attention_fw import exit_times as ET
-from attention_fw import metastability as M
-from attention_fw import metastability_plots as MP
-from attention_fw import plotting, sweeps
-from attention_fw import polytope as P
-from attention_fw import survival as SV
-from attention_fw.notebook import Page
-from attention_fw.presets import resolve_declared
+from attention_fw.experiments import exit_times as ET
+from attention_fw.experiments import metastability as M
+from attention_fw.plot import metastability as MP
+from afw_book import figures as plotting, sweeps
+from attention_fw.geometry import polytope as P
+from attention_fw.experiments import survival as SV
+from afw_book.notebook import Page
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(executor="processes",
@@ -789,7 +789,7 @@ page.glue(col_beta_last=(float(np.array(p.collapse_betas)[conv].max()) if conv.a
 #
 # ## Rerunning the sweeps
 #
-# Every sweep above is a list of parameter dicts evaluated by `attention_fw.sweeps.run` through
+# Every sweep above is a list of parameter dicts evaluated by `afw_book.sweeps.run` through
 # a `concurrent.futures` executor and cached with `joblib.Memory` under `.cache/` (keyed by the
 # task's code, the library modules it imports and its parameters, so editing a parameter recomputes
 # only what changed). To run a

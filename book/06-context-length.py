@@ -25,7 +25,7 @@
 #
 # **Memory.** A step of the library holds the whole $n\times n$ matrix of scores
 # $\langle Bx_i,x_j\rangle$. At $n=65{,}536$ that is tens of gigabytes, more than many machines have. The
-# module `attention_fw.tiled` computes the same steps with the keys in tiles, in memory
+# module `attention_fw.model.tiled` computes the same steps with the keys in tiles, in memory
 # $O(n(d+k))$ for tiles of $k$ keys:
 #
 # * the softmax step (SAβ) keeps a running maximum and a running sum for each query, as
@@ -38,7 +38,7 @@
 #
 # The tile width comes from a memory budget: 256 MiB unless it is changed with
 # `tiled.set_memory_budget` or `ATTENTION_FW_MEMORY_BUDGET`. The functions of
-# `attention_fw.dynamics` switch to the tiles by themselves when their own arrays would not fit,
+# `attention_fw.model.dynamics` switch to the tiles by themselves when their own arrays would not fit,
 # so no code changes when $n$ grows. The tests check that the tiled steps agree with the untiled
 # ones: softmax to $10^{-12}$ relative, identical leader sets, and the chain's law by chi-square
 # tests and by an exact escape probability. `make bench` measures time and memory at $n=65{,}536$.
@@ -61,7 +61,7 @@ PARAMETERS = {
 }
 
 # %% tags=["hide-input"]
-from attention_fw.presets import resolve_declared
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(executor="processes", own_ns=[1024, 8192, 65536],
@@ -77,10 +77,11 @@ p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
 import numpy as np
 
-from attention_fw import context_length as CL
-from attention_fw import context_plots as CP
-from attention_fw import plotting, sweeps, tiled
-from attention_fw.notebook import Page, fmt
+from attention_fw.experiments import context_length as CL
+from attention_fw.plot import context as CP
+from afw_book import figures as plotting, sweeps
+from attention_fw.model import tiled
+from afw_book.notebook import Page, fmt
 
 # %matplotlib inline
 plotting.use_style()
@@ -298,7 +299,7 @@ page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax d
 # ## Running it yourself
 #
 # Every sweep of this chapter is a list of parameter dicts evaluated by
-# `attention_fw.sweeps.run`, on the local process pool or on a Dask cluster
+# `afw_book.sweeps.run`, on the local process pool or on a Dask cluster
 # (`executor="tcp://scheduler:8786"`), and cached on disk. For example:
 #
 # ```python
@@ -310,5 +311,5 @@ page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax d
 # ```
 #
 # On a cluster, set `ATTENTION_FW_MEMORY_BUDGET` (bytes) in the environment of the workers. Any
-# step of `attention_fw.dynamics` called on more tokens than the budget allows runs in tiles by
+# step of `attention_fw.model.dynamics` called on more tokens than the budget allows runs in tiles by
 # itself.

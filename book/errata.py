@@ -56,7 +56,7 @@ PARAMETERS = {
 }
 
 # %% tags=["hide-input"]
-from attention_fw.presets import resolve_declared
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(e1_steps=20_000, e2_horizon=700, e6_chains=200_000,
@@ -69,11 +69,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from attention_fw import convergence as cv
-from attention_fw import dynamics as dyn
-from attention_fw import geometry, metastability, polytope
-from attention_fw import schedules as sch
-from attention_fw.notebook import Page
+from attention_fw.experiments import convergence as cv
+from attention_fw.model import dynamics as dyn
+from attention_fw.geometry import planar as geometry, polytope
+from attention_fw.experiments import metastability
+from attention_fw.model import schedules as sch
+from afw_book.notebook import Page
 
 # glues numbers; page.stream(name): one random stream per item
 page = Page("errata", p)

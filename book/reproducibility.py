@@ -32,7 +32,7 @@
 # `requirements.txt` or the preset changed, so a rebuild with nothing changed executes nothing.
 # A failing cell stops the build with the notebook's name and the cell's traceback.
 #
-# **Figures.** Every figure goes through the one function `attention_fw.plotting.save`,
+# **Figures.** Every figure goes through the one function `afw_book.figures.save`,
 # which writes `figures/<name>.pdf` (for papers), `.png` and `.svg` (for the web) and the
 # numbers behind the figure in `figures/data/<name>.json`. The files are byte-reproducible
 # (no dates or versions in the metadata); `figures/MANIFEST.sha256` lists the SHA-256 of each,
@@ -61,8 +61,8 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from attention_fw import paths
-from attention_fw.presets import resolve
+from afw_book import paths
+from afw_book.presets import resolve
 
 p = resolve({"paper": {}, "quick": {}}, preset)
 times_dir = Path(os.environ.get("ATTENTION_FW_EXEC_TIMES", paths.BUILD / "exec-times"))
@@ -109,7 +109,7 @@ rows = ["| package | version |", "| --- | --- |"]
 rows += [f"| {name} | {md.version(name)} |" for name in key]
 pins = [line for line in (paths.ROOT / "requirements.txt").read_text().splitlines()
         if "==" in line and not line.startswith("#")]
-from attention_fw import _kernels
+from attention_fw.model import _kernels
 
 display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirements.txt`.) The short passes of "
                  f"the batched steps ran as **{_kernels.backend()}** kernels (`ATTENTION_FW_KERNELS=numpy` "

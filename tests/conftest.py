@@ -1,8 +1,8 @@
-"""Fixtures shared by the test files (regular polygons come from attention_fw.polytope.regular_polygon)."""
+"""Fixtures shared by the test files (regular polygons come from attention_fw.geometry.polytope.regular_polygon)."""
 import numpy as np
 import pytest
 
-from attention_fw import dynamics as D
+from attention_fw.model import dynamics as D
 from cdp import INSTALL_HINT, Browser, chromium_executable
 
 

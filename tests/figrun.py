@@ -1,6 +1,6 @@
 """Helpers shared by test_faults.py and test_determinism.py.
 
-* runs of the paper figure writer ``python -m attention_fw.paper_figures all`` into a folder
+* runs of the paper figure writer ``python -m afw_book.paper_figures all`` into a folder
   (through ``ATTENTION_FW_FIGURES``), cached for the session: the published parameters
   ("new") and another seed ("old" (seed 6), the earlier versions a folder may already hold);
 * readers that check a figure file is complete: PDF (header, ``%%EOF``, the ``startxref``
@@ -26,7 +26,7 @@ _CACHE: dict[str, Path] = {}
 
 
 def writer_cmd(*args: str) -> list[str]:
-    return [PY, "-m", "attention_fw.paper_figures", "all", *args]
+    return [PY, "-m", "afw_book.paper_figures", "all", *args]
 
 
 def writer_env(folder: Path) -> dict:

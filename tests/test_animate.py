@@ -1,10 +1,10 @@
-"""The offline animation players of the book (attention_fw.animate)."""
+"""The offline animation players of the book (attention_fw.plot.animate)."""
 import re
 
 import numpy as np
 import pytest
 
-from attention_fw import animate
+from attention_fw.plot import animate
 
 
 def _frames(html):

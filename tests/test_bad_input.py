@@ -17,20 +17,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from attention_fw import dynamics as D  # noqa: E402
-from attention_fw import frank_wolfe as FW  # noqa: E402
-from attention_fw import animate as AN  # noqa: E402
-from attention_fw import convergence as C  # noqa: E402
-from attention_fw import geometry as G  # noqa: E402
-from attention_fw import paper_figures as PF  # noqa: E402
-from attention_fw import sweeps as SW  # noqa: E402
-from attention_fw import metastability as M  # noqa: E402
-from attention_fw import exit_times as ET  # noqa: E402
-from attention_fw import polytope as P  # noqa: E402
-from attention_fw import survival as SV  # noqa: E402
-from attention_fw import vertex_limits as VL  # noqa: E402
-from attention_fw import plotting, presets  # noqa: E402
-from attention_fw import schedules as S  # noqa: E402
+from attention_fw.model import dynamics as D  # noqa: E402
+from attention_fw.model import frank_wolfe as FW  # noqa: E402
+from attention_fw.plot import animate as AN  # noqa: E402
+from attention_fw.experiments import convergence as C  # noqa: E402
+from attention_fw.geometry import planar as G  # noqa: E402
+from afw_book import paper_figures as PF  # noqa: E402
+from afw_book import sweeps as SW  # noqa: E402
+from attention_fw.experiments import metastability as M  # noqa: E402
+from attention_fw.experiments import exit_times as ET  # noqa: E402
+from attention_fw.geometry import polytope as P  # noqa: E402
+from attention_fw.experiments import survival as SV  # noqa: E402
+from attention_fw.experiments import vertex_limits as VL  # noqa: E402
+from afw_book import figures as plotting, presets  # noqa: E402
+from attention_fw.model import schedules as S  # noqa: E402
 
 X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])          # n = 3 tokens in R^2
 XN = X.copy(); XN[1, 0] = np.nan                              # noqa: E702

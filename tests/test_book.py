@@ -96,7 +96,7 @@ def test_quick_build_is_idempotent_and_dependencies_are_tracked(build):
     first = NOTEBOOKS[0].stem
     expected = sorted({first, "reproducibility"} & set(everything))
     assert would_run("PRESET=quick", "-W", f"book/{first}.py") == expected
-    assert would_run("PRESET=quick", "-W", "lib/attention_fw/paths.py") == everything
+    assert would_run("PRESET=quick", "-W", "lib/afw_book/paths.py") == everything
     assert would_run("PRESET=quick", "-W", "requirements.txt") == everything
     # A different preset re-executes everything. Even a dry run records the new preset in
     # the tag file, so put the tag back afterwards for the other tests sharing this build.
@@ -183,7 +183,7 @@ def test_a_failing_cell_fails_the_build_loudly(tmp_path):
     for p in (repo / "book").glob("*.py"):
         p.unlink()
     (repo / "book" / "09-failing.py").write_text(
-        '# %% tags=["parameters"]\npreset = "paper"\n\n# %%\nfrom attention_fw.presets import resolve\n'
+        '# %% tags=["parameters"]\npreset = "paper"\n\n# %%\nfrom afw_book.presets import resolve\n'
         'p = resolve({"paper": {}, "quick": {}}, preset)\n\n# %%\nx = 1\n\n# %%\n'
         'raise ArithmeticError("deliberate failure " + str(x))\n')
     proc = bookbuild.make(repo, "figures", "PRESET=quick")
@@ -294,7 +294,7 @@ def test_theorem54_experiment_satisfies_the_hypotheses_the_text_claims(build):
     assert build.returncode == 0, build.log[-6000:]
     glued = _glued(_executed(build, ROOT / "book" / "05-finite-beta.py"))
     assert glued["thm_hyp_ok"].strip("'\"") == "all hold"
-    # glued as the prose shows them (attention_fw.notebook.fmt), i.e. as strings
+    # glued as the prose shows them (afw_book.notebook.fmt), i.e. as strings
     assert float(glued["thm_eps"].strip("'\"")) == eps and float(glued["thm_gamma"].strip("'\"")) == gamma
 
 

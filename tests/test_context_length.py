@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from attention_fw import context_length as CL
-from attention_fw import dynamics as D
-from attention_fw import tiled as T
+from attention_fw.experiments import context_length as CL
+from attention_fw.model import dynamics as D
+from attention_fw.model import tiled as T
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 10, 1000])

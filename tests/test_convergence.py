@@ -1,4 +1,4 @@
-"""Convergence rates of Sections 3 and 4 and the ODE limit (attention_fw.convergence).
+"""Convergence rates of Sections 3 and 4 and the ODE limit (attention_fw.experiments.convergence).
 
 Each test checks a law of the mathematics with a stated tolerance: exact rational
 crossings, closed forms to machine precision, fitted log-log slopes within a band,
@@ -9,11 +9,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from attention_fw import convergence as C
-from attention_fw import frank_wolfe as F
-from attention_fw import polytope as P
-from attention_fw import schedules as S
-from attention_fw import vertex_limits as VL
+from attention_fw.experiments import convergence as C
+from attention_fw.model import frank_wolfe as F
+from attention_fw.geometry import polytope as P
+from attention_fw.model import schedules as S
+from attention_fw.experiments import vertex_limits as VL
 
 
 def polygon(k, phase=0.2):
@@ -45,7 +45,7 @@ def test_counterexample_first_violation_at_575_exactly():
 
 def test_exact_trajectory_agrees_with_float_dynamics():
     """The Fraction implementation and dynamics.hardmax_step (B = -B_*) agree to rounding."""
-    from attention_fw import dynamics as D
+    from attention_fw.model import dynamics as D
     rng = np.random.default_rng(0)
     x0 = rng.normal(size=(5, 2))
     Bs = np.array([[2.0, 0.5], [0.5, 1.0]])

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from attention_fw import dynamics as D
-from attention_fw import schedules as S
-from attention_fw.polytope import regular_polygon
+from attention_fw.model import dynamics as D
+from attention_fw.model import schedules as S
+from attention_fw.geometry.polytope import regular_polygon
 
 
 # ----------------------------------------------------------------- SAP in expectation is SA-beta

@@ -10,9 +10,13 @@ import pytest
 EXAMPLES = re.compile(r"\n\s*Examples\n\s*-{8}\n.*?>>> ", re.S)   # the numpy-style heading, then >>>
 
 # the model, the geometry, the engine and the experiments
-DOCUMENTED = ["dynamics", "tiled", "schedules", "frank_wolfe", "geometry", "polytope", "exit_times",
-              "convergence", "vertex_limits", "metastability", "survival", "model_checks", "context_length",
-              "sweeps", "presets", "results"]
+DOCUMENTED = ["attention_fw.model.dynamics", "attention_fw.model.tiled", "attention_fw.model.schedules",
+              "attention_fw.model.frank_wolfe", "attention_fw.geometry.planar", "attention_fw.geometry.polytope",
+              "attention_fw.experiments.exit_times", "attention_fw.experiments.convergence",
+              "attention_fw.experiments.vertex_limits", "attention_fw.experiments.metastability",
+              "attention_fw.experiments.survival", "attention_fw.experiments.model_checks",
+              "attention_fw.experiments.context_length", "attention_fw.results",
+              "afw_book.sweeps", "afw_book.presets"]
 
 
 def _public(mod):
@@ -25,6 +29,6 @@ def _public(mod):
 
 @pytest.mark.parametrize("module", DOCUMENTED)
 def test_every_public_name_has_an_example(module):
-    mod = importlib.import_module(f"attention_fw.{module}")
+    mod = importlib.import_module(module)
     missing = [n for n in _public(mod) if not EXAMPLES.search(getattr(mod, n).__doc__ or "")]
     assert not missing, f"{module}: no Examples section in {missing}"

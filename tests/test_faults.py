@@ -1,6 +1,6 @@
 """Faults: interrupted figure generation, failing notebook cells, bad notebook parameters.
 
-* SIGTERM / SIGINT in the middle of the figure writer (``python -m attention_fw.paper_figures
+* SIGTERM / SIGINT in the middle of the figure writer (``python -m afw_book.paper_figures
   all`` into a folder that already holds earlier versions), of ``make figures PRESET=quick``
   (signal to the whole process group, as a terminal's Ctrl-C or a CI timeout sends it) and of
   the atomic write itself: every file stays complete and readable (PDF, PNG, SVG, JSON), each
@@ -128,7 +128,7 @@ def test_interrupting_the_figure_writer_leaves_complete_files(tmp_path, refs):
 _WRITER = """
 import sys
 from pathlib import Path
-from attention_fw.plotting import write_bytes_atomic
+from afw_book.figures import write_bytes_atomic
 target = Path(sys.argv[1])
 payloads = [bytes([65 + k]) * (8 << 20) for k in range(2)]
 print("ready", flush=True)
@@ -210,7 +210,7 @@ n = None
 label = None
 
 # %%
-from attention_fw.presets import resolve
+from afw_book.presets import resolve
 PRESETS = {"paper": {"n": 30, "label": "full"}, "quick": {"n": 3, "label": "fast"}}
 p = resolve(PRESETS, preset, n=n, label=label)
 

@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from attention_fw import paper_figures as pf
-from attention_fw import plotting
+from afw_book import paper_figures as pf
+from afw_book import figures as plotting
 
 
 def test_default_render_is_a_plain_save(tmp_path, monkeypatch):

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 import bookbuild
-from attention_fw import paper_figures as pf
-from attention_fw import presets
+from afw_book import paper_figures as pf
+from afw_book import presets
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "figures" / "README.md"

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.optimize import minimize
 
-from attention_fw import dynamics as D
-from attention_fw import frank_wolfe as F
-from attention_fw import polytope as P
+from attention_fw.model import dynamics as D
+from attention_fw.model import frank_wolfe as F
+from attention_fw.geometry import polytope as P
 
 
 def test_token_argmax_equals_linprog_oracle():

@@ -5,7 +5,7 @@ import shapely
 from matplotlib.path import Path
 from scipy.spatial import ConvexHull
 
-from attention_fw import geometry as g
+from attention_fw.geometry import planar as g
 
 
 def _random_spd(rng, d=2):

@@ -1,4 +1,4 @@
-"""The fused passes of the steps (attention_fw._kernels): numba and numpy agree with the maths.
+"""The fused passes of the steps (attention_fw.model._kernels): numba and numpy agree with the maths.
 
 Every test that takes the ``kernels`` fixture runs twice, once with the numba kernels and once
 with their numpy versions, against formulas written out here independently of the library.
@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from attention_fw import _kernels as KN
-from attention_fw import dynamics as D
+from attention_fw.model import _kernels as KN
+from attention_fw.model import dynamics as D
 
 
 @pytest.fixture(params=["numba", "numpy"])

@@ -1,17 +1,21 @@
-"""The two maps of the repository stay true: the module list in ``attention_fw.__init__`` and the
-README's layout table name exactly the files that exist (a module added, renamed or removed without
-updating them fails here)."""
+"""The two maps of the repository stay true: the module lists in ``attention_fw.__init__`` and
+``afw_book.__init__`` and the README's layout table name exactly the files that exist (a module
+added, renamed or removed without updating them fails here)."""
 import re
 from pathlib import Path
 
+import afw_book
 import attention_fw
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lib" / "attention_fw"
+BOOK_PACKAGE = ROOT / "lib" / "afw_book"
 
 
-def _modules():
-    return {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+def _modules(package: Path) -> set[str]:
+    """Dotted names (relative to the package) of every module file, the ``__init__`` files excluded."""
+    return {".".join(p.relative_to(package).with_suffix("").parts) for p in package.rglob("*.py")
+            if p.stem != "__init__" and "__pycache__" not in p.parts}
 
 
 def _layout_row(path: str) -> str:
@@ -24,13 +28,21 @@ def _layout_row(path: str) -> str:
 
 
 def test_init_lists_exactly_the_modules():
-    listed = set(re.findall(r"^  (\w+)\s", attention_fw.__doc__, re.M))
-    assert listed == _modules()
+    listed = set(re.findall(r"^  ([\w.]+)\s", attention_fw.__doc__, re.M))
+    assert listed == _modules(PACKAGE)
+    listed = set(re.findall(r"^  ([\w.]+)\s", afw_book.__doc__, re.M))
+    assert listed == _modules(BOOK_PACKAGE)
 
 
 def test_readme_layout_names_every_module_and_tool():
     lib_row = _layout_row("lib/attention_fw/")
-    assert {m for m in _modules() if f"`{m}`" not in lib_row} == set()
+    for module in _modules(PACKAGE):
+        *package, name = module.split(".")
+        assert f"`{name}`" in lib_row, module
+        if package:                       # named after its sub-package's tag in the row
+            assert f"`{name}`" in lib_row.split(f"`{package[0]}/`", 1)[1], module
+    book_lib_row = _layout_row("lib/afw_book/")
+    assert {m for m in _modules(BOOK_PACKAGE) if f"`{m}`" not in book_lib_row} == set()
     tools_row = _layout_row("tools/")
     tools = {p.name for p in (ROOT / "tools").iterdir() if not p.name.startswith((".", "__"))}
     assert {t for t in tools if f"`{t}" not in tools_row} == set()

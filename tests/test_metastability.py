@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from attention_fw import exit_times as ET
-from attention_fw import metastability as M
-from attention_fw import polytope as P
-from attention_fw import survival as SV
+from attention_fw.experiments import exit_times as ET
+from attention_fw.experiments import metastability as M
+from attention_fw.geometry import polytope as P
+from attention_fw.experiments import survival as SV
 
 TRI = P.points_on_circle()
 
@@ -451,7 +451,7 @@ def _ncalls(path):
 
 @pytest.mark.parametrize("executor", ["serial", "processes", "local-dask"])
 def test_sweep_cache_hit_recomputes_nothing(tmp_path, executor):
-    from attention_fw import sweeps
+    from afw_book import sweeps
     counter = tmp_path / "calls.txt"
     params = sweeps.grid(x=[1, 2, 3, 4], counter=str(counter))
     kw = dict(cache_dir=tmp_path / "cache", progress=False, max_workers=2)
@@ -471,7 +471,7 @@ def test_sweep_cache_hit_recomputes_nothing(tmp_path, executor):
 
 def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
     """The same seeded tasks give identical exit times through a Dask LocalCluster and in-process."""
-    from attention_fw import sweeps
+    from afw_book import sweeps
     params = sweeps.grid(beta=[2.0, 4.0], rng=[0, 1], n=[4, 8], kappa=[3, 4], runs=200)
     a = sweeps.run(ET.exit_time_task, params, executor="local-dask", cache=False, progress=False)
     b = sweeps.run(ET.exit_time_task, params, executor="serial", cache=False, progress=False)
@@ -482,7 +482,7 @@ def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
 
 
 def test_sweep_grid_is_the_cartesian_product_and_rejects_an_empty_axis():
-    from attention_fw import sweeps
+    from afw_book import sweeps
     params = sweeps.grid(beta=np.array([1.0, 2.0]), seed=[0, 1, 2], n=np.int64(4))
     assert len(params) == 2 * 3 * 1
     assert {(q["beta"], q["seed"]) for q in params} == {(b, s) for b in (1.0, 2.0) for s in (0, 1, 2)}
@@ -495,7 +495,7 @@ def test_sweep_grid_is_the_cartesian_product_and_rejects_an_empty_axis():
 
 
 def test_sweep_rejects_bad_arguments():
-    from attention_fw import sweeps
+    from afw_book import sweeps
     with pytest.raises(TypeError, match="fn"):
         sweeps.run(3, [{}])
     with pytest.raises(TypeError, match="params"):
@@ -508,7 +508,7 @@ def test_sweep_rejects_bad_arguments():
 
 
 # ---------------------------------------------------------------------------------------
-# the engine against plain step-by-step (SAP) (attention_fw.dynamics.sap_step)
+# the engine against plain step-by-step (SAP) (attention_fw.model.dynamics.sap_step)
 # ---------------------------------------------------------------------------------------
 
 def test_engine_matches_stepping_single_jump_regime():
@@ -542,7 +542,7 @@ def test_engine_matches_stepping_theorem_regime(counts, beta):
 def test_engine_state_matches_stepping_in_general_position():
     """Tokens in general position at beta = 1.5 (nothing frozen): after 6 steps the laws of
     the first coordinates of tokens 0 and 3 agree (KS p > 1e-3)."""
-    from attention_fw import dynamics
+    from attention_fw.model import dynamics
     rng = np.random.default_rng(25)
     x0 = rng.normal(size=(5, 2))
     R = 4000
@@ -610,7 +610,7 @@ def test_prop51_collapse_inside_hull_not_origin():
 def test_eroded_cone_mask_matches_exact_polygons_of_geometry():
     """The linear-inequality erosion agrees with geometry.erode(geometry.cone(...)) (exact
     polygon clipping, another module) on random points away from the boundary (1e-9)."""
-    from attention_fw import geometry as geo
+    from attention_fw.geometry import planar as geo
     v = P.points_on_circle((90, 200, 330))
     rng = np.random.default_rng(40)
     x = rng.uniform(-1, 1, size=(20_000, 2))
@@ -632,7 +632,7 @@ def test_sweep_accepts_executor_instance_and_keeps_output_clean(tmp_path, capsys
     ATTENTION_FW_PROGRESS=0) nothing is written to stdout/stderr, so static pages stay clean."""
     import concurrent.futures as cf
 
-    from attention_fw import sweeps
+    from afw_book import sweeps
     counter = tmp_path / "calls.txt"
     params = sweeps.grid(x=[1, 2, 3], counter=str(counter))
     with cf.ThreadPoolExecutor(2) as ex:
@@ -652,19 +652,20 @@ def test_sweep_cache_folder_follows_library_source(tmp_path, monkeypatch):
     of anything the engine imports, cannot serve stale results; an unrelated module can change."""
     import shutil
 
-    from attention_fw import sweeps
-    deps = sweeps.library_imports("exit_times")
-    assert {"exit_times", "dynamics", "_kernels", "polytope", "survival", "_validate", "schedules"} <= set(deps)
-    assert "plotting" not in deps and "paper_figures" not in deps
+    from afw_book import sweeps
+    deps = sweeps.library_imports("experiments.exit_times")
+    assert {"experiments.exit_times", "model.dynamics", "model._kernels", "geometry.polytope", "experiments.survival",
+            "_validate", "model.schedules"} <= set(deps)
+    assert not any(d.startswith("plot") for d in deps)
     v1 = sweeps.code_version(ET.exit_time_task)
     assert sweeps.memory(tmp_path, ET.exit_time_task).location.endswith(v1)
     fake = tmp_path / "src"
     shutil.copytree(sweeps._PACKAGE, fake, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(sweeps, "_PACKAGE", fake)
     assert sweeps.code_version(ET.exit_time_task) == v1
-    (fake / "plotting.py").write_bytes((fake / "plotting.py").read_bytes() + b"\n# edit\n")
+    (fake / "plot" / "model.py").write_bytes((fake / "plot" / "model.py").read_bytes() + b"\n# edit\n")
     assert sweeps.code_version(ET.exit_time_task) == v1          # not a dependency of the task
-    (fake / "_kernels.py").write_bytes((fake / "_kernels.py").read_bytes() + b"\n# edit\n")
+    (fake / "model" / "_kernels.py").write_bytes((fake / "model" / "_kernels.py").read_bytes() + b"\n# edit\n")
     assert sweeps.code_version(ET.exit_time_task) != v1         # imported through dynamics
 
 
@@ -710,7 +711,7 @@ def test_theorem54_region_is_the_admissible_set():
     region = M.theorem54_region(T)
     rng = np.random.default_rng(0)
     pts = rng.uniform([1e-4, 1e-5], [0.3, 0.12], size=(2000, 2))
-    from attention_fw import geometry as g
+    from attention_fw.geometry import planar as g
     inside = g.point_in_polygon(pts, region, tol=0.0)
     ok = np.array([M.theorem54_hypotheses(T, e, gm)["all"] for e, gm in pts])
     assert inside.any() and (~inside).any()

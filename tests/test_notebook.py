@@ -1,4 +1,4 @@
-"""The chapters' figure and number helper (attention_fw.notebook) and the figure layout record.
+"""The chapters' figure and number helper (afw_book.notebook) and the figure layout record.
 
 * ``fmt`` writes numbers as prose: the printed text, read back, is the number to the precision
   asked for; powers of ten as ``× 10ⁿ``; no negative zero;
@@ -18,10 +18,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from attention_fw import notebook as nbh
-from attention_fw import paper_figures as pf
-from attention_fw import plotting
-from attention_fw.presets import resolve
+from afw_book import notebook as nbh
+from afw_book import paper_figures as pf
+from afw_book import figures as plotting
+from afw_book.presets import resolve
 
 _SUP = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
@@ -234,7 +234,7 @@ def test_resolve_reports_the_overrides():
 
 def test_streams_depend_on_seed_and_name_only():
     """Named streams: a function of (seed, name); distinct names give independent draws."""
-    from attention_fw.notebook import stream
+    from afw_book.notebook import stream
 
     a = stream("cells", 7).standard_normal(1000)
     assert np.array_equal(a, stream("cells", 7).standard_normal(1000))

@@ -1,7 +1,7 @@
 """The regenerated Figures 1-4: fidelity to the published PDFs, reproducibility, data.
 
 The authors' published PDFs are compared through the data read from them and committed with
-the book (``book/data/published-figures.json``, :func:`attention_fw.paper_figures.published_shapes`;
+the book (``book/data/published-figures.json``, :func:`afw_book.paper_figures.published_shapes`;
 ``make published-data PDFS=dir`` rewrites it from the PDFs, see ``tests/test_published_data.py``),
 in two independent ways: their vector paths (hull corners and the filled cell polygons, mapped
 back to data coordinates) and the pixel counts of their rendering by pdftoppm. Our own figures
@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from attention_fw import geometry as g
-from attention_fw import paper_figures as pf
+from attention_fw.geometry import planar as g
+from afw_book import paper_figures as pf
 
 
 def _published(name):

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from attention_fw import plotting
+from afw_book import figures as plotting
 
 
 def _fig():

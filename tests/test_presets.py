@@ -1,6 +1,6 @@
 import pytest
 
-from attention_fw.presets import resolve
+from afw_book.presets import resolve
 
 P = {"paper": dict(beta=10.0, steps=100, kappas=[5, 7]), "quick": dict(beta=4.0, steps=10, kappas=[5])}
 

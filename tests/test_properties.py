@@ -23,8 +23,8 @@ import shapely
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from attention_fw import dynamics as D
-from attention_fw import geometry as G
+from attention_fw.model import dynamics as D
+from attention_fw.geometry import planar as G
 
 SETTINGS = dict(derandomize=True, deadline=None, max_examples=120,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

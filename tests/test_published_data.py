@@ -23,9 +23,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Polygon  # noqa: E402
 
-from attention_fw import geometry as g  # noqa: E402
-from attention_fw import paper_figures as pf  # noqa: E402
-from attention_fw import paths  # noqa: E402
+from attention_fw.geometry import planar as g  # noqa: E402
+from afw_book import paper_figures as pf  # noqa: E402
+from afw_book import paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = [sys.executable, str(ROOT / "tools" / "published_data.py")]

@@ -1,4 +1,4 @@
-"""The vocabulary of attention_fw.dynamics, checked over every public function: one seed, one result
+"""The vocabulary of attention_fw.model.dynamics, checked over every public function: one seed, one result
 (identical output for the same seed passed as an int, a SeedSequence or a Generator), randomness
 only through ``rng``, and one argument order."""
 import dataclasses
@@ -10,19 +10,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+import afw_book
 import attention_fw
-from attention_fw import context_length as CTX
-from attention_fw import convergence as C
-from attention_fw import dynamics as D
-from attention_fw import tiled as T
-from attention_fw import exit_times as ET
-from attention_fw import geometry as G
-from attention_fw import metastability as M
-from attention_fw import metastability_plots as MP
-from attention_fw import model_checks as MC
-from attention_fw import paper_figures as PF
-from attention_fw import vertex_limits as VL
-from attention_fw.polytope import points_on_circle, regular_polygon
+from attention_fw.experiments import context_length as CTX
+from attention_fw.experiments import convergence as C
+from attention_fw.model import dynamics as D
+from attention_fw.model import tiled as T
+from attention_fw.experiments import exit_times as ET
+from attention_fw.geometry import planar as G
+from attention_fw.experiments import metastability as M
+from attention_fw.plot import metastability as MP
+from attention_fw.experiments import model_checks as MC
+from afw_book import paper_figures as PF
+from attention_fw.experiments import vertex_limits as VL
+from attention_fw.geometry.polytope import points_on_circle, regular_polygon
 
 TRI = points_on_circle()
 X2 = np.array([[0.0, 0.0], [1.0, 0.0], [0.3, 0.8]])
@@ -39,56 +40,58 @@ def _drawn(figure, **params):
 
 # every public function (or class) of the library with an ``rng`` parameter, called with small inputs
 CALLS = {
-    "convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
-    "convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
-    "convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
-    "context_length.tiled_check": lambda rng: CTX.tiled_check(50, 4, key_tile=16, rng=rng),
-    "context_length.ownership_task": lambda rng: CTX.ownership_task(n=40, d=3, systems=2, rng=rng),
-    "context_length.hardmax_run_task": lambda rng: CTX.hardmax_run_task(n=40, d=3, gamma=0.5, steps=2, rng=rng),
-    "dynamics.sap_step": lambda rng: D.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
-    "tiled.sap_step": lambda rng: T.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, key_tile=2, return_choice=True),
-    "dynamics.bernoulli_from_neg_log": lambda rng: D.bernoulli_from_neg_log(np.linspace(0, 3, 50), rng=rng),
-    "dynamics.MarkovChain": lambda rng: D.simulate(np.stack([X2] * 4), D.MarkovChain(0.5, 2.0, rng=rng), 5).x,
-    "exit_times.near_vertex_configuration": lambda rng: ET.near_vertex_configuration(TRI, 2, 0.05, rng=rng),
-    "exit_times.engine_exit_times": lambda rng: ET.engine_exit_times(CL, SIG, 0.1, 2.0, 0.05, 50, rng=rng),
-    "exit_times.engine_state_at": lambda rng: ET.engine_state_at(CL, 0.2, 1.0, 5, 20, rng=rng),
-    "exit_times.stepping_exit_times": lambda rng: ET.stepping_exit_times(CL, SIG, 0.1, 1.0, 0.05, 20, rng=rng,
+    "experiments.convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
+    "experiments.convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
+    "experiments.convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
+    "experiments.context_length.tiled_check": lambda rng: CTX.tiled_check(50, 4, key_tile=16, rng=rng),
+    "experiments.context_length.ownership_task": lambda rng: CTX.ownership_task(n=40, d=3, systems=2, rng=rng),
+    "experiments.context_length.hardmax_run_task": lambda rng: CTX.hardmax_run_task(n=40, d=3, gamma=0.5, steps=2, rng=rng),
+    "model.dynamics.sap_step": lambda rng: D.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
+    "model.tiled.sap_step": lambda rng: T.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, key_tile=2, return_choice=True),
+    "model.dynamics.bernoulli_from_neg_log": lambda rng: D.bernoulli_from_neg_log(np.linspace(0, 3, 50), rng=rng),
+    "model.dynamics.MarkovChain": lambda rng: D.simulate(np.stack([X2] * 4), D.MarkovChain(0.5, 2.0, rng=rng), 5).x,
+    "experiments.exit_times.near_vertex_configuration": lambda rng: ET.near_vertex_configuration(TRI, 2, 0.05, rng=rng),
+    "experiments.exit_times.engine_exit_times": lambda rng: ET.engine_exit_times(CL, SIG, 0.1, 2.0, 0.05, 50, rng=rng),
+    "experiments.exit_times.engine_state_at": lambda rng: ET.engine_state_at(CL, 0.2, 1.0, 5, 20, rng=rng),
+    "experiments.exit_times.stepping_exit_times": lambda rng: ET.stepping_exit_times(CL, SIG, 0.1, 1.0, 0.05, 20, rng=rng,
                                                                          cap=200),
-    "exit_times.excursion_paths": lambda rng: ET.excursion_paths(CL, SIG, 0.1, 2.0, 10, runs=3, rng=rng),
-    "exit_times.exit_time_task": lambda rng: ET.exit_time_task(beta=2.0, rng=rng, runs=30),
-    "exit_times.e6_task": lambda rng: ET.e6_task(beta=2.0, rng=rng, runs=5, cap=50, sabeta_cap=50),
-    "geometry.sample_vertices": lambda rng: G.sample_vertices(6, rng=rng),
-    "metastability.sample_eroded_cone": lambda rng: M.sample_eroded_cone(TRI, 0, 0.05, 0.03, 5, rng=rng),
-    "metastability.phase1_configuration": lambda rng: M.phase1_configuration(TRI, 2, 1e4, rng=rng),
-    "metastability.run_phase1": lambda rng: M.run_phase1(P1, TRI, P1SIG, 0.5, 3.0, 20, rng=rng, horizon=4),
-    "metastability.phase1_task": lambda rng: M.phase1_task(beta=3.0, rng=rng, gamma=0.5, runs=10, config_beta=1e4,
+    "experiments.exit_times.excursion_paths": lambda rng: ET.excursion_paths(CL, SIG, 0.1, 2.0, 10, runs=3, rng=rng),
+    "experiments.exit_times.exit_time_task": lambda rng: ET.exit_time_task(beta=2.0, rng=rng, runs=30),
+    "experiments.exit_times.e6_task": lambda rng: ET.e6_task(beta=2.0, rng=rng, runs=5, cap=50, sabeta_cap=50),
+    "geometry.planar.sample_vertices": lambda rng: G.sample_vertices(6, rng=rng),
+    "experiments.metastability.sample_eroded_cone": lambda rng: M.sample_eroded_cone(TRI, 0, 0.05, 0.03, 5, rng=rng),
+    "experiments.metastability.phase1_configuration": lambda rng: M.phase1_configuration(TRI, 2, 1e4, rng=rng),
+    "experiments.metastability.run_phase1": lambda rng: M.run_phase1(P1, TRI, P1SIG, 0.5, 3.0, 20, rng=rng, horizon=4),
+    "experiments.metastability.phase1_task": lambda rng: M.phase1_task(beta=3.0, rng=rng, gamma=0.5, runs=10, config_beta=1e4,
                                                            per_vertex=1, min_dist=0.5, config_rng=1, horizon=3),
-    "metastability_plots.zoom_paths": lambda rng: MP.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
-    "model_checks.sap_mean": lambda rng: MC.sap_mean(X2, 0.5, 2.0, 3000, rng=rng),
-    "paper_figures.cell_panel": lambda rng: PF.cell_panel(6, rng=rng),
-    "paper_figures.figure1": lambda rng: _drawn(PF.figure1, kappas=(5, 6), rng=rng),
-    "paper_figures.figure1_corrected": lambda rng: _drawn(PF.figure1_corrected, kappas=(5,), rng=rng),
-    "paper_figures.figure2": lambda rng: _drawn(PF.figure2, kappas=(5, 6), rng=rng),
-    "paper_figures.figure3": lambda rng: _drawn(PF.figure3, kappas=(5,), rng=rng),
-    "paper_figures.figure4": lambda rng: _drawn(PF.figure4, rng=rng),
-    "paper_figures.figure4_delta002": lambda rng: _drawn(PF.figure4_delta002, kappa=5, rng=rng),
-    "vertex_limits.owns_cell_probability": lambda rng: VL.owns_cell_probability([2, 3], 3, 50, rng=rng),
-    "vertex_limits.ode_continuity": lambda rng: VL.ode_continuity(regular_polygon(4) * [1.0, 0.9], np.eye(2),
+    "plot.metastability.zoom_paths": lambda rng: MP.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
+    "experiments.model_checks.sap_mean": lambda rng: MC.sap_mean(X2, 0.5, 2.0, 3000, rng=rng),
+    "afw_book.paper_figures.cell_panel": lambda rng: PF.cell_panel(6, rng=rng),
+    "afw_book.paper_figures.figure1": lambda rng: _drawn(PF.figure1, kappas=(5, 6), rng=rng),
+    "afw_book.paper_figures.figure1_corrected": lambda rng: _drawn(PF.figure1_corrected, kappas=(5,), rng=rng),
+    "afw_book.paper_figures.figure2": lambda rng: _drawn(PF.figure2, kappas=(5, 6), rng=rng),
+    "afw_book.paper_figures.figure3": lambda rng: _drawn(PF.figure3, kappas=(5,), rng=rng),
+    "afw_book.paper_figures.figure4": lambda rng: _drawn(PF.figure4, rng=rng),
+    "afw_book.paper_figures.figure4_delta002": lambda rng: _drawn(PF.figure4_delta002, kappa=5, rng=rng),
+    "experiments.vertex_limits.owns_cell_probability": lambda rng: VL.owns_cell_probability([2, 3], 3, 50, rng=rng),
+    "experiments.vertex_limits.ode_continuity": lambda rng: VL.ode_continuity(regular_polygon(4) * [1.0, 0.9], np.eye(2),
                                                                   [1e-3], T=0.1, dt=0.05, rng=rng),
 }
 
 
 def _public_signatures():
     """``(module.name, parameters)`` of every public function or class of the public modules."""
-    for info in pkgutil.iter_modules(attention_fw.__path__):
-        if info.name.startswith("_"):
+    for info in [*pkgutil.walk_packages(attention_fw.__path__, "attention_fw."),
+                 *pkgutil.walk_packages(afw_book.__path__, "afw_book.")]:
+        if any(part.startswith("_") for part in info.name.split(".")):
             continue
-        mod = importlib.import_module(f"attention_fw.{info.name}")
+        mod = importlib.import_module(info.name)
+        key = info.name.removeprefix("attention_fw.")
         for name, obj in vars(mod).items():
             if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__ or not callable(obj):
                 continue
             try:
-                yield f"{info.name}.{name}", inspect.signature(obj).parameters
+                yield f"{key}.{name}", inspect.signature(obj).parameters
             except (TypeError, ValueError):
                 continue
 
@@ -117,7 +120,7 @@ def test_no_function_takes_a_seed_instead():
     ``notebook.stream(name, seed)`` (and ``Page.stream``), which turns a chapter's seed into the
     Generators that are then passed as ``rng``."""
     found = {key for key, params in _public_signatures() if any("seed" in p for p in params)}
-    assert found == {"notebook.stream"}
+    assert found == {"afw_book.notebook.stream"}
 
 
 def test_one_argument_order():
@@ -131,13 +134,13 @@ def test_one_argument_order():
         seq = [rank[p] for p, par in params.items() if p in rank and par.kind is not par.KEYWORD_ONLY]
         if seq != sorted(seq):
             out_of_order.add(key)
-    assert out_of_order == {"metastability.metastability_bound"}
+    assert out_of_order == {"experiments.metastability.metastability_bound"}
 
 
 def test_rng_is_keyword_only():
     for key in CALLS:
-        mod, name = key.split(".")
-        fn = getattr(importlib.import_module(f"attention_fw.{mod}"), name)
+        mod, name = key.rsplit(".", 1)
+        fn = getattr(importlib.import_module(mod if mod.startswith("afw_book.") else f"attention_fw.{mod}"), name)
         assert inspect.signature(fn).parameters["rng"].kind is inspect.Parameter.KEYWORD_ONLY, key
 
 

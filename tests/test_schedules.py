@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from attention_fw import schedules as S
+from attention_fw.model import schedules as S
 
 ALL = [S.Constant(0.3), S.FrankWolfe(), S.Harmonic(), S.Halving(), S.ToOne(0.7), S.FromValue(0.5)]
 

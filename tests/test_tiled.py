@@ -1,4 +1,4 @@
-"""The tiled steps (attention_fw.tiled) compute the same dynamics as the untiled ones.
+"""The tiled steps (attention_fw.model.tiled) compute the same dynamics as the untiled ones.
 
 Softmax: the same numbers to 1e-12 relative (relative to the largest |x|). Hardmax: the same
 leader sets -- first maximisers and tie counts identical, ties across tile boundaries included.
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attention_fw import _kernels as KN
-from attention_fw import _tile_kernels as TK
-from attention_fw import dynamics as D
-from attention_fw import tiled as T
+from attention_fw.model import _kernels as KN
+from attention_fw.model import _tile_kernels as TK
+from attention_fw.model import dynamics as D
+from attention_fw.model import tiled as T
 
 ALPHA = 1e-3  # false-alarm rate of each chi-square test below
 

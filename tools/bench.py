@@ -15,7 +15,7 @@ cells        exact polygons (geometry.cells) vs the published 1000 x 1000 raster
 softmax      softmax_step (R=1024, n=32, d=16, float64) vs its floor: the two batched products
              and the exp, timed alone on the same arrays; GFLOP/s vs a 2048 x 2048 GEMM
 loops        hardmax_step / softmax_step vs per-token Python loops (one system, n = 64, d = 2)
-context      attention_fw.tiled at n = 65,536, d = 64, R = 1: one softmax, hardmax and SAP step against
+context      attention_fw.model.tiled at n = 65,536, d = 64, R = 1: one softmax, hardmax and SAP step against
              its floor (the same tiles' products and exponentials timed alone) and its peak memory
              growth (fresh subprocess); time and memory against n = 1,024 ... 65,536 in tiles of 256
              keys, fitted log-log exponents, a plot (context-scaling.png). --only context runs it alone
@@ -116,7 +116,7 @@ def machine() -> dict:
 
 # ----------------------------------------------------------------------------- 1. cells
 def bench_cells(quick: bool) -> list:
-    from attention_fw import geometry as G
+    from attention_fw.geometry import planar as G
 
     out = []
     reps = 3 if quick else 5
@@ -149,7 +149,7 @@ def bench_cells(quick: bool) -> list:
 # ----------------------------------------------------------------------------- 2. softmax
 def _softmax_case():
     """The batched softmax step of the issue and its references, on one set of arrays."""
-    from attention_fw import dynamics as D
+    from attention_fw.model import dynamics as D
 
     R, n, d = 1024, 32, 16
     gamma, beta = 0.1, 5.0
@@ -179,14 +179,14 @@ def _softmax_case():
 
 
 def bench_softmax(quick: bool) -> list:
-    from attention_fw import dynamics as D
+    from attention_fw.model import dynamics as D
 
     case = _softmax_case()
     R, n, d, gamma, beta, x, xt = case.R, case.n, case.d, case.gamma, case.beta, case.x, case.xt
     floor, floor_alloc, step, unfused = case.floor, case.floor_alloc, case.step, case.unfused
     rng = np.random.default_rng(1)
 
-    from attention_fw import _kernels as KN
+    from attention_fw.model import _kernels as KN
 
     ref = unfused()
     assert np.allclose(step(), ref, rtol=1e-10, atol=1e-12), "softmax_step disagrees with attention @ x"
@@ -344,7 +344,7 @@ def _softmax_numpy_loop(x, gamma, beta):
 
 
 def bench_loops(quick: bool) -> list:
-    from attention_fw import dynamics as D
+    from attention_fw.model import dynamics as D
 
     n, d, gamma, beta = 64, 2, 0.5, 5.0
     x = np.random.default_rng(1).standard_normal((n, d))
@@ -408,7 +408,7 @@ def _context_case(kind: str, n: int, key_tile=None, beta: float = 1.0):
     E [x, 1]; hardmax the product Q K^T; SAP the product and its exp -- each into preallocated
     arrays, looping over the step's own plan (tiled.plan: same query blocks, same key tiles).
     """
-    from attention_fw import tiled as T
+    from attention_fw.model import tiled as T
 
     d, gamma = CONTEXT_D, 0.1
     x = np.random.default_rng(0).standard_normal((n, d)) / math.sqrt(d)
@@ -441,7 +441,7 @@ def _context_case(kind: str, n: int, key_tile=None, beta: float = 1.0):
 
 def _warm_up_tiles():
     """Compile the tile passes (numba caches them on disk; the first run on a checkout compiles)."""
-    from attention_fw import tiled as T
+    from attention_fw.model import tiled as T
 
     x = np.random.default_rng(2).standard_normal((130, 4))
     T.softmax_step(x, 0.1, 1.0, key_tile=64), T.softmax_step(x * 40, 0.1, 1.0, key_tile=64)
@@ -495,8 +495,8 @@ def _fit_exponent(ns, values) -> float:
 
 
 def bench_context(quick: bool, max_n: int = 65536) -> list:
-    from attention_fw import plotting
-    from attention_fw import tiled as T
+    from afw_book import figures as plotting
+    from attention_fw.model import tiled as T
 
     _warm_up_tiles()
     out = []
@@ -598,9 +598,9 @@ def _context_figure(ns, rows, fits):
 
 # ----------------------------------------------------------------------------- 3 + 5. engine
 def bench_engine(quick: bool) -> list:
-    from attention_fw import dynamics as D
-    from attention_fw import exit_times as M
-    from attention_fw.polytope import points_on_circle
+    from attention_fw.model import dynamics as D
+    from attention_fw.experiments import exit_times as M
+    from attention_fw.geometry.polytope import points_on_circle
 
     v = points_on_circle()
     counts = np.array([2, 2, 2])

@@ -4,7 +4,7 @@ Usage:  .venv/bin/python tools/bench_metastability.py [--quick]
 
 Setting: equilateral triangle on S^1, 2 coincident tokens per vertex (n = 6), gamma = 0.1,
 eps = 0.05 (single-jump regime). Reports exits per second of the engine (10^4 exits per
-beta), chain-steps per second of plain stepping (attention_fw.dynamics.sap_step on 1000
+beta), chain-steps per second of plain stepping (attention_fw.model.dynamics.sap_step on 1000
 chains for a few seconds), the exits per second plain stepping would deliver
 (steps/s / E[T2], exact E[T2] = 1/(1 - q)), and their ratio. Plain stepping is called
 feasible when 10^4 exits would take less than one hour.
@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from attention_fw.dynamics import sap_step
-from attention_fw.exit_times import cluster_configuration, engine_exit_times, frozen_escape_rate
-from attention_fw.polytope import points_on_circle
+from attention_fw.model.dynamics import sap_step
+from attention_fw.experiments.exit_times import cluster_configuration, engine_exit_times, frozen_escape_rate
+from attention_fw.geometry.polytope import points_on_circle
 
 
 def bench(betas=(3.0, 4.0, 5.0, 6.0, 7.0, 16.0, 20.0, 25.0), *, exits: int = 10_000,

@@ -10,7 +10,7 @@ the last ``make figures`` (``paper``: the book's files; another preset: its fold
 ``<sha256>  <path relative to FIGURES_DIR>``, sorted by path, in the format of ``sha256sum``,
 so ``cd figures && sha256sum -c MANIFEST.sha256`` verifies a regeneration. Reader-made figures
 under ``custom/``, hidden temporary files and the folder's own ``README.md`` are left out. The
-figures are byte-reproducible (``attention_fw.plotting.save``), so two builds from the same
+figures are byte-reproducible (``afw_book.figures.save``), so two builds from the same
 sources give the same manifest. Beside it, ``_build/figures-state.json`` records the preset,
 each file's SHA-256 and the notebook(s) that wrote it (from the execution records of
 ``tools/run_notebook.py`` in ``_build/exec-times/``); it survives ``rm -rf figures``.

@@ -13,7 +13,7 @@ of the authors' repository) can rewrite the file and see with ``git diff`` that 
 For each PDF the file records:
 
 * ``sha256`` and ``bytes`` of the PDF, and its ``producer`` and ``created`` entries;
-* ``outlines``, ``fills`` and ``markers``: the shapes :func:`attention_fw.paper_figures.pdf_shapes`
+* ``outlines``, ``fills`` and ``markers``: the shapes :func:`afw_book.paper_figures.pdf_shapes`
   reads from the page, in PDF points, exactly as parsed (hull outlines, filled cell polygons
   with their RGB colour, marker positions);
 * ``raster``: for the files the tests compare pixel by pixel, the number of pixels of the
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attention_fw import paper_figures as pf
-from attention_fw import paths
+from afw_book import paper_figures as pf
+from afw_book import paths
 
 FILES = [
     "cells-k5-var-bij-unit-noself.pdf", "cells-k7-var-bij-unit-noself.pdf",

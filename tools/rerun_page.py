@@ -55,7 +55,7 @@ def quoted_numbers(nb) -> dict[str, str]:
 
 
 def parameter_rows(nb) -> dict | None:
-    """The rows of the table "Parameters of this run" (``attention_fw.notebook.Page.parameters``)."""
+    """The rows of the table "Parameters of this run" (``afw_book.notebook.Page.parameters``)."""
     for cell in nb.get("cells", []):
         for o in cell.get("outputs", []) or []:
             md = ((o.get("metadata") or {}).get("text/html") or {}).get("afw_parameters")

@@ -51,7 +51,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def check_parameters(source: str, preset, overrides: dict) -> dict:
     """The overrides of one run, checked against the chapter source's declaration.
 
-    With a ``PARAMETERS`` declaration (see ``attention_fw.presets.read_declaration``): the preset
+    With a ``PARAMETERS`` declaration (see ``afw_book.presets.read_declaration``): the preset
     must be one of the chapter's presets, every name declared, every value of its declared type
     and range (values come back as declared, e.g. ``-p gamma 1`` as the float 1.0). Without one:
     the names must be assigned in the cell tagged ``parameters``.
@@ -61,7 +61,7 @@ def check_parameters(source: str, preset, overrides: dict) -> dict:
     ValueError
         One line naming the parameter, the value given and what is accepted.
     """
-    from attention_fw.presets import check_run, read_declaration
+    from afw_book.presets import check_run, read_declaration
 
     decl = read_declaration(source)
     if decl["parameters"]:
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     command = rerun_command(name, args.preset, checked)
     if args.rerun is not None:
         sys.path.insert(0, str(root / "lib"))
-        from attention_fw.plotting import run_tag
+        from afw_book.figures import run_tag
 
         words = {} if args.preset in (None, "paper") else {"preset": args.preset}
         run_dir = (args.rerun / name / (run_tag({**words, **checked}) or "book-parameters")).resolve()
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     env_backup = os.environ.get("ATTENTION_FW_EXEC_TIMES")
     os.environ["ATTENTION_FW_EXEC_TIMES"] = str(times_dir)
     socket_dir = tempfile.mkdtemp(prefix="afw-kernel-")
-    write_log = Path(socket_dir) / "written.log"       # attention_fw.plotting appends to it
+    write_log = Path(socket_dir) / "written.log"       # afw_book.figures appends to it
     log_backup = os.environ.get("ATTENTION_FW_WRITE_LOG")
     os.environ["ATTENTION_FW_WRITE_LOG"] = str(write_log)
     t0 = time.perf_counter()

@@ -2,8 +2,8 @@
 
 :class:`Result` is a dict whose keys read as attributes too (``res.t`` is ``res["t"]``), in
 the spirit of scipy's ``OptimizeResult``: every experiment of the library returns one, or a
-dataclass with documented attributes (:class:`attention_fw.dynamics.SimulationResult`,
-:class:`attention_fw.exit_times.ExitSample`, :class:`attention_fw.survival.CensoredFit`), and
+dataclass with documented attributes (:class:`attention_fw.model.dynamics.SimulationResult`,
+:class:`attention_fw.experiments.exit_times.ExitSample`, :class:`attention_fw.experiments.survival.CensoredFit`), and
 every plot function takes such a result and returns the figure.
 """
 from __future__ import annotations

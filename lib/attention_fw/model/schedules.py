@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from . import _validate as V
+from .. import _validate as V
 
 
 def _times(t):

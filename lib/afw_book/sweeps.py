@@ -9,7 +9,7 @@ parameter dicts (a grid over beta, seed, n, kappa, ...). Three ingredients, all 
   ``"tcp://10.0.0.5:8786"`` connects a :class:`distributed.Client` to that scheduler and uses
   ``client.get_executor()``; an Executor instance (including a Dask ``ClientExecutor``) is
   used as given and left open.
-* **cache**: :class:`joblib.Memory` under :data:`attention_fw.paths.CACHE` (``.cache/`` at the
+* **cache**: :class:`joblib.Memory` under :data:`afw_book.paths.CACHE` (``.cache/`` at the
   repository root, git-ignored), keyed by the function's code and its parameters, in a
   folder named after a hash of the source of the task's module and of every library module
   it imports, directly or not (:func:`code_version`, read from the import statements), so
@@ -35,7 +35,8 @@ import numpy as np
 from distributed import Client, LocalCluster
 from tqdm.auto import tqdm
 
-from . import _validate as V
+import attention_fw
+from attention_fw import _validate as V
 from . import paths
 
 __all__ = ["grid", "memory", "code_version", "library_imports", "run"]
@@ -70,19 +71,53 @@ def grid(**axes) -> list[dict]:
             for combo in itertools.product(*vals)]
 
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(attention_fw.__file__).resolve().parent
+"""The installed library's source folder (read for :func:`code_version`; not a repository path)."""
+
+
+def _source(name: str) -> Path | None:
+    """The source file of library module ``name`` (dotted, relative to the package), if it is one."""
+    rel = Path(*name.split(".")) if name else Path()
+    for path in (_PACKAGE / rel.with_suffix(".py") if name else None, _PACKAGE / rel / "__init__.py"):
+        if path is not None and path.is_file():
+            return path
+    return None
+
+
+def _imported(name: str, tree: ast.AST) -> list[str]:
+    """Library modules (dotted, relative to the package) named by the imports of module ``name``."""
+    is_pkg = _source(name) is not None and _source(name).name == "__init__.py"
+    here = name.split(".") if name else []
+    pkg = here if is_pkg else here[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[:len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            elif (node.module or "").split(".")[0] == "attention_fw":
+                base = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:                      # ``from pkg import module`` or ``from module import name``
+                sub = ".".join(base + [alias.name])
+                found.append(sub if _source(sub) is not None and alias.name != "*" else ".".join(base))
+        elif isinstance(node, ast.Import):
+            found += [a.name.split(".", 1)[1] for a in node.names if a.name.startswith("attention_fw.")]
+    return [f for f in found if f and _source(f) is not None and _source(f).name != "__init__.py"]
 
 
 def library_imports(module: str) -> list[str]:
     """The library modules ``module`` imports, directly or through others, itself included, sorted.
 
-    Read from the ``import`` statements of the sources (relative ``from . import x`` and
-    ``from .x import y``, and absolute ``attention_fw.x``), so nothing is kept by hand.
+    Modules are named by their dotted path inside ``attention_fw`` (``"model.schedules"``). Read
+    from the ``import`` statements of the sources (relative ``from .. import x`` and
+    ``from ..x import y``, and absolute ``attention_fw.x``), so nothing is kept by hand; the
+    sub-packages' ``__init__`` files, which only re-export, are not followed.
 
     Examples
     --------
-    >>> library_imports("schedules")
-    ['_validate', 'schedules']
+    >>> library_imports("model.schedules")
+    ['_validate', 'model.schedules']
     """
     seen, todo = set(), [module]
     while todo:
@@ -90,21 +125,13 @@ def library_imports(module: str) -> list[str]:
         if name in seen:
             continue
         seen.add(name)
-        tree = ast.parse((_PACKAGE / f"{name}.py").read_text())
-        for node in ast.walk(tree):
-            found = []
-            if isinstance(node, ast.ImportFrom):
-                mod = node.module or ""
-                if node.level == 1 and not mod:
-                    found = [a.name for a in node.names]
-                elif node.level == 1:
-                    found = [mod.split(".")[0]]
-                elif mod.startswith("attention_fw"):
-                    found = [mod.split(".")[1]] if "." in mod else [a.name for a in node.names]
-            elif isinstance(node, ast.Import):
-                found = [a.name.split(".")[1] for a in node.names if a.name.startswith("attention_fw.")]
-            todo.extend(f for f in found if (_PACKAGE / f"{f}.py").exists())
+        todo.extend(_imported(name, ast.parse(_source(name).read_text())))
     return sorted(seen)
+
+
+def _all_modules() -> list[str]:
+    return sorted(".".join(p.relative_to(_PACKAGE).with_suffix("").parts) for p in _PACKAGE.rglob("*.py")
+                  if "__pycache__" not in p.parts)
 
 
 def code_version(fn=None) -> str:
@@ -117,7 +144,7 @@ def code_version(fn=None) -> str:
 
     Examples
     --------
-    >>> from attention_fw import schedules
+    >>> from attention_fw.model import schedules
     >>> h = code_version(schedules.get_schedule)
     >>> len(h), h == code_version(schedules.Constant), h == code_version(None)
     (12, True, False)
@@ -125,14 +152,14 @@ def code_version(fn=None) -> str:
     Two tasks of one module share its import closure, hence the hash; ``None`` hashes every module.
     """
     mod = getattr(fn, "__module__", "") or ""
-    if mod.startswith("attention_fw."):
+    if mod.startswith("attention_fw.") and _source(mod.split(".", 1)[1]) is not None:
         names = library_imports(mod.split(".", 1)[1])
     else:
-        names = sorted(p.stem for p in _PACKAGE.glob("*.py"))
+        names = _all_modules()
     h = hashlib.sha256()
     for name in names:
         h.update(name.encode())
-        h.update((_PACKAGE / f"{name}.py").read_bytes())
+        h.update(_source(name).read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -143,7 +170,7 @@ def memory(cache_dir: str | Path | None = None, fn=None):
     Examples
     --------
     >>> import tempfile
-    >>> from attention_fw.polytope import c0
+    >>> from attention_fw.geometry.polytope import c0
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     sub = Path(memory(tmp, c0).location).relative_to(tmp).as_posix()
     >>> sub == code_version(c0)                          # one folder per version of the code
@@ -210,7 +237,7 @@ def run(fn, params, *, executor=None, max_workers: int | None = None, cache: boo
 
     Examples
     --------
-    >>> from attention_fw.polytope import c0, regular_polygon
+    >>> from attention_fw.geometry.polytope import c0, regular_polygon
     >>> params = [{"vertices": regular_polygon(k)} for k in (3, 4, 6)]
     >>> out = run(c0, params, cache=False, executor="serial", progress=False)
     >>> [round(c, 12) for c in out]                      # in order: c0 of the regular k-gon is 1 - cos(2 pi / k)

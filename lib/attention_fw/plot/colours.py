@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _validate as V
+from attention_fw import _validate as V
 
 __all__ = ["srgb_to_linear", "srgb_to_lab", "delta_e", "simulate_deuteranopia", "greyscale_lightness",
            "PAPER_PALETTE", "adjacent_cells", "map_colours", "MACHADO_DEUTERANOPIA"]

@@ -2,7 +2,7 @@
 
 One object per chapter, made right after the parameters are resolved::
 
-    from attention_fw.notebook import Page
+    from afw_book.notebook import Page
     page = Page("03-negative-definite", pc)   # pc = presets.resolve(...); several allowed
 
     fig = cvp.fig_thm31_counterexample(cex, **page.data_only)      # a library plot function
@@ -23,11 +23,11 @@ and in the Markdown cells::
 
 What this gives, and what the book's Sphinx extension (``book/_ext/afw_book.py``) adds:
 
-* **One output rule** (:func:`attention_fw.plotting.output_dir`): a run in the ``paper`` preset
+* **One output rule** (:func:`afw_book.figures.output_dir`): a run in the ``paper`` preset
   without overrides writes ``figures/``; any other run ``figures/custom/`` (and ``make notebook``
   never ``custom/custom``). Every format is written in every preset, so the pages can offer them.
 * **Files and metadata**: :meth:`Page.figure` saves through the atomic
-  :func:`attention_fw.plotting.save` (PDF for papers, PNG and SVG for the web, the numbers as
+  :func:`afw_book.figures.save` (PDF for papers, PNG and SVG for the web, the numbers as
   ``data/<name>.json``). The JSON's ``meta`` records the layout (size in inches, smallest and
   largest font size, number and widths of panels), the chapter, the paper statement, the
   one-line caption and the exact command that regenerates the file (:meth:`Page.command`).
@@ -74,7 +74,7 @@ import numpy as np
 from myst_nb import glue as _glue
 
 from . import paper_figures as pf
-from . import paths, plotting
+from . import paths, figures as plotting
 
 __all__ = ["Page", "stream", "fmt", "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
 
@@ -233,7 +233,7 @@ class Page:
         The chapter's file stem, e.g. ``"03-negative-definite"`` (its page is
         ``book/<chapter>.html``, its command ``make notebook NB=<chapter>``).
     *params
-        The results of the chapter's :func:`attention_fw.presets.resolve` calls (one or more,
+        The results of the chapter's :func:`afw_book.presets.resolve` calls (one or more,
         same preset): the preset and the overrides decide the output folder and the command.
 
     Attributes
@@ -241,7 +241,7 @@ class Page:
     canonical : bool
         ``paper`` preset without overrides: figures go to ``figures/``, else ``figures/custom/``.
     outdir : Path
-        Where this run's chapter figures go (:func:`attention_fw.plotting.output_dir`).
+        Where this run's chapter figures go (:func:`afw_book.figures.output_dir`).
     data_only : dict
         Keyword arguments for a library plot function that saves its own data
         (``outdir=..., formats=()``): it writes only the JSON, which :meth:`figure` reads back
@@ -268,7 +268,7 @@ class Page:
 
     @property
     def tag(self) -> str:
-        """What this run changed, for its file names (:func:`attention_fw.plotting.run_tag`):
+        """What this run changed, for its file names (:func:`afw_book.figures.run_tag`):
         ``""`` for the book's run, else the preset (when not ``paper``) and the overrides."""
         words = {} if self.preset == "paper" else {"preset": self.preset}
         return plotting.run_tag({**words, **self.overrides})
@@ -276,7 +276,7 @@ class Page:
     @property
     def outdir(self) -> Path:
         """``figures/`` for the book's run, ``figures/presets/<preset>/`` for another preset
-        without overrides, else ``figures/custom/`` (:func:`attention_fw.plotting.output_dir`)."""
+        without overrides, else ``figures/custom/`` (:func:`afw_book.figures.output_dir`)."""
         if self.canonical:
             return plotting.output_dir(True)
         return plotting.output_dir(False, preset=None if self.overrides else self.preset)
@@ -360,7 +360,7 @@ class Page:
         self._glue_written(name, written)
 
     def paper_figure(self, name: str, **params) -> dict:
-        """Draw, save and glue one of the paper's figures (:mod:`attention_fw.paper_figures`).
+        """Draw, save and glue one of the paper's figures (:mod:`afw_book.paper_figures`).
 
         The files are exactly those of ``make figure`` with the same parameters (same folder
         rule, same metadata, whichever chapter draws them). Returns the figure's data (as

@@ -1,6 +1,6 @@
 """What do right-censored exit times say? Censored maximum-likelihood fits and survival curves.
 
-The exit times of :mod:`attention_fw.exit_times` are censored at a cap (a run that has not
+The exit times of :mod:`attention_fw.experiments.exit_times` are censored at a cap (a run that has not
 exited counts as ``T2 > cap``, never dropped). Here: the maximum-likelihood fit of a
 geometric or exponential law to such data with a confidence interval for the log of the
 mean, the weighted fit of ``log E[T2]`` against ``beta`` (the slope Theorem 5.4 is about),
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from . import _validate as V
-from .results import Result
+from .. import _validate as V
+from ..results import Result
 
 __all__ = ["CensoredFit", "fit_geometric_censored", "fit_exponential_censored", "fit_log_mean_slope",
            "kaplan_meier"]

@@ -34,7 +34,7 @@ import numpy as np
 from matplotlib.path import Path
 from scipy.spatial import ConvexHull
 
-from . import _validate as V
+from .. import _validate as V
 
 __all__ = [
     "sample_vertices", "convex_hull", "polygon_area", "polygon_centroid", "is_convex",
@@ -199,7 +199,7 @@ def polygon_area(polygon):
     >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
     >>> polygon_area(square), polygon_area(square[::-1])   # unit square: area 1 in either orientation
     (1.0, 1.0)
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> bool(np.isclose(polygon_area(regular_polygon(6)), 3 * np.sqrt(3) / 2))   # regular hexagon, radius 1
     True
     """
@@ -216,7 +216,7 @@ def polygon_centroid(polygon):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> np.round(polygon_centroid(regular_polygon(5)), 6) + 0.0   # symmetric polygon: the origin
     array([0., 0.])
     >>> polygon_centroid([[0, 0], [3, 0], [0, 3]])   # triangle: the mean of its corners
@@ -510,7 +510,7 @@ def cells(vertices, B=None):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(6)
     >>> areas = [polygon_area(c) for c in cells(v)]
     >>> np.round(areas, 6)   # B = I, regular hexagon: congruent cells of area sqrt(3)/4
@@ -535,7 +535,7 @@ def unit_direction_cells(vertices):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> def gap(v):   # largest area where the unit labelling and C_i(v) disagree
     ...     return max(symmetric_difference_area(a, b) for a, b in zip(unit_direction_cells(v), cells(v)))
     >>> round(gap(regular_polygon(5)), 9) + 0.0   # equal norms: the same cells
@@ -593,7 +593,7 @@ def voronoi_mismatch(vertices, B=None):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> round(voronoi_mismatch(regular_polygon(7)), 9) + 0.0   # B = I, equal norms: 0 (Proposition 4.5)
     0.0
     >>> pts, hull = sample_vertices(6, rng=42, enforce_bijection=True)
@@ -623,7 +623,7 @@ def level_set_vertices(directions, B, c=1.0):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> B = np.array([[2.0, 0.5], [0.5, 1.0]])
     >>> X = level_set_vertices(regular_polygon(5), B, c=2.0)
     >>> np.round(np.einsum("ij,jk,ik->i", X, B, X), 6)   # <Bx_i, x_i> = c for unit u_i
@@ -664,7 +664,7 @@ def cone(vertices, i, eta, B=None):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(4, phase=0.0)   # the square |x_1| + |x_2| <= 1, v_1 = (1, 0)
     >>> round(symmetric_difference_area(cone(v, 0, 0.0), cells(v)[0]), 9) + 0.0   # eta = 0: the cell C_1(v)
     0.0
@@ -757,7 +757,7 @@ def cell_labels(x, vertices, B=None):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(5)
     >>> cell_labels(v, v)   # B = I, equal norms: every vertex leads its own cell
     array([0, 1, 2, 3, 4])
@@ -785,7 +785,7 @@ def unit_direction_labels(x, vertices):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(4, phase=0.0) * [[3], [1], [1], [1]]   # v_1 = (3, 0), three times longer
     >>> x = [0.3, 0.5]
     >>> int(unit_direction_labels(x, v)), int(cell_labels(x, v))   # unit labels ignore the norms, C_i(v) does not
@@ -815,7 +815,7 @@ def owns_cell(vertices, B=None):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> owns_cell(regular_polygon(7))   # regular polygon, B = I: every vertex owns its cell
     array([ True,  True,  True,  True,  True,  True,  True])
     >>> owns_cell([[1, 0], [0, 1], [-1, 0], [0.2, -0.1]])   # a hull vertex near 0: <v_4, v_1> > |v_4|^2
@@ -878,7 +878,7 @@ class RasterCells(NamedTuple):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(6)
     >>> r = raster_cells(v, n=41, hulls=False)
     >>> r.labels.shape, int(r.labels[0, 0])   # (n, n); the padded corner is outside K: -1
@@ -906,7 +906,7 @@ def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(6)
     >>> r, exact = raster_cells(v, n=101), cells(v)
     >>> all(bool(point_in_polygon(p, c, tol=1e-9).all()) for p, c in zip(r.polygons, exact))   # hull of grid points: inside C_i

@@ -8,7 +8,7 @@ Vocabulary
 x : array (n, d) or (R, n, d)
     Tokens: ``R`` independent systems of ``n`` tokens in ``R^d``, advanced together with no
     Python loop over tokens or systems.
-gamma : float in (0, 1], or a schedule ``gamma^t`` (:mod:`attention_fw.schedules`)
+gamma : float in (0, 1], or a schedule ``gamma^t`` (:mod:`attention_fw.model.schedules`)
     The step size; ``t = 0`` is the first step.
 beta : float in [0, inf]
     Inverse temperature of the softmax (``inf``: hardmax).
@@ -50,7 +50,7 @@ still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
 are not. ``tie_rtol=0`` asks for exact equality.
 
 Memory. The batched steps hold the ``(R, n, n)`` scores. When those would exceed the memory
-budget of :mod:`attention_fw.tiled` (256 MiB unless set), ``softmax_step``, ``hardmax_step``,
+budget of :mod:`attention_fw.model.tiled` (256 MiB unless set), ``softmax_step``, ``hardmax_step``,
 ``sap_step``, ``layer_step``, ``leaders`` and ``tie_counts`` hand the work to the tiled versions
 there (same numbers to rounding, same leader sets, same law), which need ``O(R n (d + tile))``.
 ``attention`` returns the matrix itself and is never tiled (``tiled.attention_apply`` gives
@@ -59,7 +59,7 @@ there (same numbers to rounding, same leader sets, same law), which need ``O(R n
 Examples
 --------
 >>> import numpy as np
->>> from attention_fw import dynamics as dyn
+>>> from attention_fw.model import dynamics as dyn
 >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
 >>> dyn.hardmax_step(x, 0.5)          # each token moves half-way to its leader
 array([[0.  , 1.  ],
@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _kernels
-from . import _validate as chk
+from .. import _validate as chk
 from .schedules import Schedule, get_schedule
 
 TIE_RTOL = None  # None: 8 * d * machine epsilon (see the module docstring)
@@ -93,7 +93,7 @@ def _tie_tol(tie_rtol, d):
 
 
 def _tiled_for(x, *, hardmax=False):
-    """:mod:`attention_fw.tiled` when this step's (R, n, n) arrays would exceed its memory budget, else None.
+    """:mod:`attention_fw.model.tiled` when this step's (R, n, n) arrays would exceed its memory budget, else None.
 
     The hardmax of tokens in d <= 2 never holds the score matrix (its numba pass makes the scores
     row by row), so it stays on its own path at any n.

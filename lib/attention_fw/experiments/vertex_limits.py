@@ -1,9 +1,9 @@
 """Where do the tokens go when B > 0? Vertex limits (Theorem 4.2), the duality gap, Remark 4.6 and the ODE limit (Theorem 4.8).
 
 Every function here runs an experiment and returns one :class:`~attention_fw.results.Result`,
-vectorised over ``R`` independent systems and run by :func:`attention_fw.dynamics.simulate`;
-the figures are drawn by :mod:`attention_fw.convergence_plots`. (Section 3, ``B = -B_*``, is
-:mod:`attention_fw.convergence`.)
+vectorised over ``R`` independent systems and run by :func:`attention_fw.model.dynamics.simulate`;
+the figures are drawn by :mod:`attention_fw.plot.convergence`. (Section 3, ``B = -B_*``, is
+:mod:`attention_fw.experiments.convergence`.)
 
 * Theorem 4.2 (erratum E4 of the book): :func:`vertex_convergence`; a vertex that does not
   own its cell: :func:`non_owning_run`.
@@ -21,7 +21,7 @@ Examples
 :data:`HALVING_LIMIT` is the limit of Theorem 4.2's factor ``prod_{tau < t} (1 - gamma^tau)``
 for ``gamma^t = 2^{-t-1}``: a token led by a vertex stops short of it (erratum E4).
 
->>> from attention_fw.schedules import get_schedule
+>>> from attention_fw.model.schedules import get_schedule
 >>> bool(abs(get_schedule("halving").product(60) - HALVING_LIMIT) < 1e-15)
 True
 """
@@ -30,13 +30,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from . import _validate as V
-from . import dynamics as D
+from .. import _validate as V
+from ..model import dynamics as D
 from .convergence import loglog_slope
-from .geometry import cell_labels, owns_cell
-from .polytope import hull_area, hull_vertex_indices
-from .results import Result
-from .schedules import get_schedule
+from ..geometry.planar import cell_labels, owns_cell
+from ..geometry.polytope import hull_area, hull_vertex_indices
+from ..results import Result
+from ..model.schedules import get_schedule
 
 __all__ = [
     "vertex_convergence", "non_owning_run", "duality_gap_check", "wilson_interval",
@@ -62,13 +62,13 @@ def vertex_convergence(vertices, interior, schedule, B, steps: int, *, tie_rtol:
     vertices : (k, d) or (R, k, d)
     interior : (m, d) or (R, m, d)
     B : (d, d)
-    schedule : schedule spec (see :func:`attention_fw.schedules.get_schedule`)
+    schedule : schedule spec (see :func:`attention_fw.model.schedules.get_schedule`)
     steps : int
     tie_rtol : float
-        Tie tolerance passed to :func:`attention_fw.dynamics.hardmax_step`. Default 0 (exact
+        Tie tolerance passed to :func:`attention_fw.model.dynamics.hardmax_step`. Default 0 (exact
         comparisons): the data are generic, so there is no tie in exact arithmetic, while the
         library's default tolerance (``8 d`` machine epsilons relative to the largest score,
-        :data:`attention_fw.dynamics.TIE_RTOL`) would merge a token with its vertex once
+        :data:`attention_fw.model.dynamics.TIE_RTOL`) would merge a token with its vertex once
         their scores agree to that precision (the token and the vertex then move to their
         average), which stalls the measured distance near 1e-15 relative instead of following
         the closed form down to the smallest doubles.
@@ -82,7 +82,7 @@ def vertex_convergence(vertices, interior, schedule, B, steps: int, *, tie_rtol:
 
     Examples
     --------
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> res = vertex_convergence(regular_polygon(5), [[0.1, 0.2], [-0.3, 0.1]], "halving", np.eye(2), 30)
     >>> bool(np.allclose(res.dist, res.closed, rtol=1e-9, atol=0)), res.labels_constant.tolist()
     (True, [True])
@@ -171,7 +171,7 @@ def duality_gap_check(x0, schedule, B, steps: int, *, c: float = 1.0) -> Result:
 
     Examples
     --------
-    >>> from attention_fw.convergence import shifted_cloud
+    >>> from attention_fw.experiments.convergence import shifted_cloud
     >>> res = duality_gap_check(shifted_cloud(2, 6, rng=0), "fw", np.eye(2), 40)
     >>> bool(np.all(res.lhs <= res.rhs + 1e-12))
     True
@@ -227,7 +227,7 @@ def owns_cell_probability(dims, kappa: int, samples: int, *, rng=0, B_spectrum=N
 
     ``v_1, ..., v_kappa ~ N(0, I_d)`` i.i.d.; the event is
     ``<B v_j, v_j> > <B v_j, v_i>`` for all ``i != j`` (condition 1 of Section 4.3), tested
-    by :func:`attention_fw.geometry.owns_cell`. ``B = diag(B_spectrum(d))`` if given (bounded
+    by :func:`attention_fw.geometry.planar.owns_cell`. ``B = diag(B_spectrum(d))`` if given (bounded
     condition number), else ``I_d``.
 
     Parameters
@@ -362,7 +362,7 @@ def ode_solution(x0, B, t) -> np.ndarray:
     A square and one interior token led by the vertex ``(1, 0)``: the vertices stay, and at
     ``t = log 2`` the token is half-way to its leader:
 
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
     >>> x = ode_solution(x0, np.eye(2), [0.0, np.log(2)])
     >>> bool(np.allclose(x[:, :4], x0[:4])), np.round(x[:, 4], 12).tolist()
@@ -398,7 +398,7 @@ def euler_error(x0, B, dts, T: float = 1.0) -> Result:
     --------
     The Euler error at ``T = 1`` shrinks linearly with ``dt``, close to its leading term:
 
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
     >>> res = euler_error(x0, np.eye(2), [0.1, 0.05, 0.025])
     >>> round(res.slope, 1), bool(np.allclose(res.err_T / res.dt, res.leading_T, rtol=0.05))
@@ -449,7 +449,7 @@ def ode_continuity(x0, B, deltas, T: float = 3.0, dt: float = 1e-3, *, rng=0, di
     its leader ``(1, 0)`` and the distance stays ``delta``; a move across the diagonal hands it
     to the leader ``(0, 1)`` and the distance jumps:
 
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
     >>> u = np.vstack([np.zeros((4, 2)), [[-1.0, 1.0]]])     # only the interior token moves
     >>> res = ode_continuity(x0, np.eye(2), [0.001, 0.1, 0.5], T=2.0, dt=0.01, direction=u)

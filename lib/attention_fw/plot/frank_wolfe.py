@@ -1,7 +1,7 @@
 """How do the figures of the Frank-Wolfe chapter look? Each function takes the numbers and returns the figure.
 
-The numbers come from :mod:`attention_fw.frank_wolfe` and :mod:`attention_fw.dynamics`; the
-chapter saves and glues the figures (:meth:`attention_fw.notebook.Page.figure`).
+The numbers come from :mod:`attention_fw.model.frank_wolfe` and :mod:`attention_fw.model.dynamics`; the
+chapter saves and glues the figures (:meth:`afw_book.notebook.Page.figure`).
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.spatial import ConvexHull
 
-from . import frank_wolfe as fw
-from . import plotting
+from ..model import frank_wolfe as fw
+from afw_book import figures as plotting
 
 __all__ = ["fig_oracle", "fig_ties", "fig_hull_area", "fig_diagonal_V"]
 

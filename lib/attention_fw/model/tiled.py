@@ -1,6 +1,6 @@
 """The steps at real context lengths: keys in tiles, memory ``O(R n (d + tile))`` instead of ``O(R n^2)``.
 
-The batched steps of :mod:`attention_fw.dynamics` hold the whole ``(R, n, n)`` score matrix:
+The batched steps of :mod:`attention_fw.model.dynamics` hold the whole ``(R, n, n)`` score matrix:
 right for the book's experiments, but 34 GB for one system of ``n = 65,536`` tokens. The
 functions here compute the same steps with the keys cut into tiles of ``k`` columns, so that
 only an ``(R_b, q, k)`` block of scores exists at any time, plus ``O(R n d)`` state:
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _tile_kernels
-from . import _validate as chk
+from .. import _validate as chk
 from . import dynamics as D
 
 DEFAULT_BUDGET = 256 * 2 ** 20
@@ -370,12 +370,12 @@ def _prepare(x, B):
 def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.ndarray:
     """One step of (SA-beta), ``(1 - gamma) x_i + gamma sum_j A_ij x_j``, with the keys in tiles.
 
-    Same numbers as :func:`attention_fw.dynamics.softmax_step` to rounding (tested to 1e-12
+    Same numbers as :func:`attention_fw.model.dynamics.softmax_step` to rounding (tested to 1e-12
     relative), in memory ``O(R n (d + k))`` for tiles of ``k`` keys.
 
     Examples
     --------
-    >>> from attention_fw import dynamics
+    >>> from attention_fw.model import dynamics
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.1, 0.2]])
     >>> bool(np.allclose(softmax_step(x, 0.5, 2.0, key_tile=2), dynamics.softmax_step(x, 0.5, 2.0)))   # 3 tiles
     True
@@ -390,7 +390,7 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.nd
 
 def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
     """One step of (SA-inf) with the keys in tiles: each token moves a fraction gamma towards the
-    average of its tied leaders (tie rule of :mod:`attention_fw.dynamics`, ties across tiles included).
+    average of its tied leaders (tie rule of :mod:`attention_fw.model.dynamics`, ties across tiles included).
 
     Examples
     --------
@@ -444,7 +444,7 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
 
 
 def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=None, key_tile=None):
-    """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.dynamics.leaders`).
+    """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.model.dynamics.leaders`).
 
     ``return_counts``: also the number of tied leaders of each token (:func:`tie_counts`, same pass).
 
@@ -463,7 +463,7 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
 
 
 def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
-    """Number of tied leaders of every token (as :func:`attention_fw.dynamics.tie_counts`).
+    """Number of tied leaders of every token (as :func:`attention_fw.model.dynamics.tie_counts`).
 
     Examples
     --------

@@ -1,7 +1,7 @@
-"""Figures of the context-length chapter (:mod:`attention_fw.context_length`).
+"""Figures of the context-length chapter (:mod:`attention_fw.experiments.context_length`).
 
 Each ``fig_*`` function takes the result dicts of the sweep tasks, draws one figure, writes it
-through :func:`attention_fw.plotting.save` (the numbers as JSON beside it) and returns the open
+through :func:`afw_book.figures.save` (the numbers as JSON beside it) and returns the open
 figure. Figure names are fixed (``ctx-ownership``, ``ctx-stay-put``); ``outdir`` and ``formats``
 redirect them (``figures/custom/`` for runs with other parameters).
 """
@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from . import context_length as CL
-from .plotting import TWO_COLUMN, saved
+from ..experiments import context_length as CL
+from afw_book.figures import TWO_COLUMN, saved
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 

@@ -3,7 +3,7 @@
 Hulls, their size and vertices, the constants of the paper's hypotheses that depend on
 ``K`` alone (``c_0``, the vertex angles of (5.1)), the eroded dominance cones of
 Section 5, and exact distances to a hull. Everything here works for points in ``R^d``
-(the planar cells, polygons and their clipping live in :mod:`attention_fw.geometry`), and
+(the planar cells, polygons and their clipping live in :mod:`attention_fw.geometry.planar`), and
 regular polygons and simplices are built here once for the library, the tests and the book.
 
 Point sets are arrays of shape ``(m, d)``; functions that say so also take a batch
@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 from scipy import optimize, spatial
 
-from . import _validate as V
+from .. import _validate as V
 
 __all__ = [
     "regular_polygon", "regular_simplex", "points_on_circle", "diameter", "hull_area",

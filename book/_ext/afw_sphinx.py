@@ -1,6 +1,6 @@
-"""Sphinx side of the book's figures and statement badges (the other side: attention_fw.notebook).
+"""Sphinx side of the book's figures and statement badges (the other side: afw_book.notebook).
 
-* **Figures glued by** ``attention_fw.notebook.Page``: in a numbered figure, the glued
+* **Figures glued by** ``afw_book.notebook.Page``: in a numbered figure, the glued
   ``<div data-afw-figure=...>`` makes the figure full-width when it needs it (class
   ``afw-wide``), and the caption gets one more line: the figure's file name, download links
   (PDF, SVG, PNG, data) and a link to its entry in the gallery.
@@ -27,8 +27,8 @@ from docutils import nodes
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 
-from attention_fw import notebook as nbh
-from attention_fw import paths
+from afw_book import notebook as nbh
+from afw_book import paths
 
 GALLERY = "book/gallery"
 FORMATS = (("pdf", "PDF"), ("svg", "SVG"), ("png", "PNG"))

@@ -20,10 +20,10 @@ import numpy as np
 from scipy.optimize import linprog, minimize
 from scipy.spatial import ConvexHull, QhullError
 
-from . import _validate as V
+from .. import _validate as V
 from . import dynamics as dyn
-from .polytope import hull_area, origin_in_hull_2d, outside_hull
-from .results import Result
+from ..geometry.polytope import hull_area, origin_in_hull_2d, outside_hull
+from ..results import Result
 
 __all__ = ["energy", "lmo", "lmo_linprog", "fw_gap", "min_energy_over_hull", "primal_gap",
            "oracle_residuals", "hull_shrinking"]

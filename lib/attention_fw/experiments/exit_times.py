@@ -2,10 +2,10 @@
 
 ``T2 = inf{t : x_j^t not in conv{x_k^0 : sigma_k = sigma_j} + B(0, eps) for some j}`` under
 the chain (SAP) with ``B = I`` and a constant step ``gamma``, measured by plain stepping
-(:func:`stepping_exit_times`, on :func:`attention_fw.dynamics.simulate`) or by the exact
+(:func:`stepping_exit_times`, on :func:`attention_fw.model.dynamics.simulate`) or by the exact
 rejection-free engine below (:func:`engine_exit_times`), always with right censoring at a cap:
 no run is ever dropped. The deterministic (SA-beta) counterpart and the excursion paths are
-here too; the censored fits of the times are in :mod:`attention_fw.survival`.
+here too; the censored fits of the times are in :mod:`attention_fw.experiments.survival`.
 
 The rejection-free (kinetic Monte Carlo) engine
 -----------------------------------------------
@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validate as V
-from . import dynamics
-from .polytope import HullDistance, _around_vertices, _vertices, c0, points_on_circle, regular_polygon
-from .results import Result
+from .. import _validate as V
+from ..model import dynamics
+from ..geometry.polytope import HullDistance, _around_vertices, _vertices, c0, points_on_circle, regular_polygon
+from ..results import Result
 from .survival import kaplan_meier
 
 __all__ = [
@@ -82,7 +82,7 @@ def near_vertex_configuration(vertices, per_vertex: int, radius: float, *, rng):
     configuration "after phase 1" in the sense of Theorem 5.4 (every token close to its vertex).
 
     Returns ``x0`` (kappa (1 + per_vertex), d) and ``sigma`` as
-    :func:`attention_fw.metastability.phase1_configuration`.
+    :func:`attention_fw.experiments.metastability.phase1_configuration`.
 
     Examples
     --------
@@ -179,7 +179,7 @@ class ExitSample:
         return int(np.count_nonzero(self.censored))
 
     def survival(self, t) -> np.ndarray:
-        """Empirical ``P[T2 >= t]`` (:func:`attention_fw.survival.kaplan_meier`)."""
+        """Empirical ``P[T2 >= t]`` (:func:`attention_fw.experiments.survival.kaplan_meier`)."""
         return kaplan_meier(self.times, self.censored, t)
 
 
@@ -388,7 +388,7 @@ def engine_state_at(x0, gamma: float, beta: float, t_final: int, runs: int, *, r
     Every move is a convex combination of tokens, so the tokens never leave ``conv(x0)``;
     the first event happens at ``t >= 1``, so at ``t_final = 0`` every run is still ``x0``:
 
-    >>> from attention_fw.polytope import distance_to_hull
+    >>> from attention_fw.geometry.polytope import distance_to_hull
     >>> v = regular_polygon(3)
     >>> xs = engine_state_at(v, 0.5, 1.0, 50, 8, rng=0)
     >>> xs.shape, bool(distance_to_hull(xs.reshape(-1, 2), v).max() < 1e-12)
@@ -424,7 +424,7 @@ def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: 
                         cap: int = 10_000, watch=None) -> ExitSample:
     """Exit time ``T2`` (Theorem 5.4) by plain step-by-step (SAP), ``runs`` chains at once.
 
-    :func:`attention_fw.dynamics.simulate` of the chain (:class:`~attention_fw.dynamics.MarkovChain`,
+    :func:`attention_fw.model.dynamics.simulate` of the chain (:class:`~attention_fw.model.dynamics.MarkovChain`,
     B = I) with the exit as its stop condition, so only the chains still inside are stepped;
     runs still inside after ``cap`` steps are censored at ``cap``. Cost: one step per unit of
     time. ``watch`` as in :func:`engine_exit_times`.
@@ -453,7 +453,7 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
     """Deterministic (SA-beta) counterpart of ``T2``: first step at which a watched token leaves
     ``conv{x_ji^0}_j + B(0, eps)``; no theorem covers it (erratum E6 of the book), it is an observation.
 
-    :func:`attention_fw.dynamics.simulate` of :class:`~attention_fw.dynamics.Softmax` (B = I)
+    :func:`attention_fw.model.dynamics.simulate` of :class:`~attention_fw.model.dynamics.Softmax` (B = I)
     with the exit as its stop condition.
 
     Returns
@@ -493,7 +493,7 @@ def excursion_paths(x0, sigma, gamma: float, beta: float, steps: int, *, runs: i
 
     ``T2`` is the first time this exceeds ``eps``. Returns a Result with ``t`` (T',),
     ``sabeta`` (T',) and ``sap`` (runs, T'), sampled every ``every`` steps; both dynamics run
-    through :func:`attention_fw.dynamics.simulate` (B = I).
+    through :func:`attention_fw.model.dynamics.simulate` (B = I).
 
     Examples
     --------
@@ -560,7 +560,7 @@ def frozen_log_mean_exit(points, counts, beta: float) -> float:
 def frozen_mean_slope(points, counts, betas, weights=None) -> float:
     """Weighted least-squares slope of ``beta -> log E[T]`` (:func:`frozen_log_mean_exit`).
 
-    The exact counterpart of :func:`attention_fw.survival.fit_log_mean_slope` on the same grid: pass the weights of
+    The exact counterpart of :func:`attention_fw.experiments.survival.fit_log_mean_slope` on the same grid: pass the weights of
     a Monte Carlo fit (its ``weights``) to compare like with like. Tends to ``c0`` for the
     regular kappa-gon (and the simplex) as the grid moves to large beta.
 

@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.animation import FuncAnimation
 from scipy.spatial import ConvexHull, QhullError
 
-from . import _validate as V
+from .. import _validate as V
 
 ANIMATION_DPI = 80
 

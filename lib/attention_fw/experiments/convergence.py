@@ -2,9 +2,9 @@
 
 Every function here runs an experiment and returns one :class:`~attention_fw.results.Result`
 (numpy arrays under named entries), vectorised over ``R`` independent systems of tokens and
-run by :func:`attention_fw.dynamics.simulate` with recorders; the figures are
-drawn by :mod:`attention_fw.convergence_plots`. The dynamics itself is
-:func:`attention_fw.dynamics.hardmax_step` (SA-inf); nothing here re-implements it,
+run by :func:`attention_fw.model.dynamics.simulate` with recorders; the figures are
+drawn by :mod:`attention_fw.plot.convergence`. The dynamics itself is
+:func:`attention_fw.model.dynamics.hardmax_step` (SA-inf); nothing here re-implements it,
 except :func:`exact_hardmax_trajectory`, which redoes (SA-inf) in exact rational
 arithmetic for the counterexample to Theorem 3.1.
 
@@ -17,7 +17,7 @@ Contents (numbers as in the paper; "unverified" where the book could not confirm
   gap against the *current* hull), :func:`fixed_hull_fw` (classical Frank-Wolfe
   over a *fixed* hull, open-loop ``2/(t+2)`` or exact line search),
   :func:`linear_rate_bound`, :func:`loglog_slope`.
-* Section 4 (``B > 0``: Theorem 4.2, Remark 4.6, Theorem 4.8) is in :mod:`attention_fw.vertex_limits`.
+* Section 4 (``B > 0``: Theorem 4.2, Remark 4.6, Theorem 4.8) is in :mod:`attention_fw.experiments.vertex_limits`.
 
 Time convention: ``t = 0`` is the first step (``x^{t+1}`` is made with ``gamma^t``).
 """
@@ -27,12 +27,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import _validate as V
-from . import dynamics as D
-from . import frank_wolfe as F
-from .polytope import diameter, facets, origin_distance_2d
-from .results import Result
-from .schedules import get_schedule
+from .. import _validate as V
+from ..model import dynamics as D
+from ..model import frank_wolfe as F
+from ..geometry.polytope import diameter, facets, origin_distance_2d
+from ..results import Result
+from ..model.schedules import get_schedule
 
 __all__ = [
     "exact_hardmax_trajectory", "thm31_counterexample", "symmetric_cloud", "shifted_cloud",
@@ -279,7 +279,7 @@ def shifted_cloud(R: int, n: int, d: int = 2, *, rng=0, concentration: float = 0
 
     Examples
     --------
-    >>> from attention_fw.polytope import origin_in_hull_2d
+    >>> from attention_fw.geometry.polytope import origin_in_hull_2d
     >>> origin_in_hull_2d(shifted_cloud(4, 5, rng=0)).tolist()
     [True, True, True, True]
     """
@@ -534,7 +534,7 @@ def fixed_hull_fw(x0, Bstar, steps: int, points=None, rule="fw", times=None) -> 
     --------
     With 0 inside the fixed hull, exact line search converges linearly, the open loop as 1/t:
 
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> hexagon = regular_polygon(6)[None] + 0.2
     >>> line = fixed_hull_fw(hexagon, np.diag([2.0, 1.0]), 40, rule="line-search", times=[0, 40])
     >>> open_loop = fixed_hull_fw(hexagon, np.diag([2.0, 1.0]), 40, rule="fw", times=[0, 40])
@@ -588,7 +588,7 @@ def linear_rate_bound(points, Bstar) -> Result:
     The regular hexagon of circumradius 1 has ``r = cos(pi/6)`` and ``D = 2``; with
     ``B_* = I``, ``rho = 1 - (sqrt(3)/4)^2 = 13/16``:
 
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> b = linear_rate_bound(regular_polygon(6), np.eye(2))
     >>> round(float(b.rho), 12), round(b.r, 6), b.D
     (0.8125, 0.866025, 2.0)
@@ -669,7 +669,7 @@ def linear_contrast_rates(open_loop, line) -> Result:
     Every step of exact line search contracts the primal gap by at least ``rho`` of
     :func:`linear_rate_bound` (0 interior), so the fitted factor is at most ``rho``:
 
-    >>> from attention_fw.polytope import regular_polygon
+    >>> from attention_fw.geometry.polytope import regular_polygon
     >>> hexagon, Bs = regular_polygon(6)[None] + 0.2, np.diag([2.0, 1.0])
     >>> line = fixed_hull_fw(hexagon, Bs, 30, rule="line-search", times=np.arange(31))
     >>> rates = linear_contrast_rates(fixed_hull_fw(hexagon, Bs, 200), line)

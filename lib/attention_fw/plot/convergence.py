@@ -1,13 +1,13 @@
 """What do the convergence experiments look like? Figures of Sections 3 and 4.
 
-The experiments are :mod:`attention_fw.convergence` and :mod:`attention_fw.vertex_limits`.
+The experiments are :mod:`attention_fw.experiments.convergence` and :mod:`attention_fw.experiments.vertex_limits`.
 
 Each ``fig_*`` function takes the result dicts of the experiments, draws one figure
 (measured curves with the theoretical rate or bound on the same axes, ``t`` = layer
-index), writes it through :func:`attention_fw.plotting.save` (PDF + PNG + SVG and the
+index), writes it through :func:`afw_book.figures.save` (PDF + PNG + SVG and the
 numbers as JSON in ``figures/data/``) and returns the open figure, so that notebooks can
-display it; the fitted numbers they print come from :mod:`attention_fw.convergence`
-(:func:`~attention_fw.convergence.rate_slopes` and friends), so a chapter can quote them
+display it; the fitted numbers they print come from :mod:`attention_fw.experiments.convergence`
+(:func:`~attention_fw.experiments.convergence.rate_slopes` and friends), so a chapter can quote them
 without the figure. Figure names are fixed (``fw-thm31-counterexample``, ...), ``outdir``
 redirects them.
 """
@@ -17,11 +17,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Polygon as MplPolygon
 
-from . import convergence as C
-from .polytope import hull_area
-from . import geometry as G
-from . import vertex_limits as VL
-from .plotting import ONE_COLUMN, TWO_COLUMN, saved
+from ..experiments import convergence as C
+from ..geometry.polytope import hull_area
+from ..geometry import planar as G
+from ..experiments import vertex_limits as VL
+from afw_book.figures import ONE_COLUMN, TWO_COLUMN, saved
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 

@@ -19,8 +19,8 @@ and the event of Remark 4.6, here for every token rather than for ``kappa`` fixe
 :func:`tiled_check` compares the tiled steps with the untiled ones on one draw, :func:`step_memory`
 says what a step needs in memory with and without tiles (:func:`size_text` writes it in KiB, MiB
 or GiB). :func:`ownership_task` and :func:`hardmax_run_task` are the sweep tasks of the chapter (module level,
-deterministic in their parameters, ``rng`` included); both find leaders with :mod:`attention_fw.tiled`
-and step through :func:`attention_fw.dynamics.simulate`, so ``n = 65,536`` tokens need
+deterministic in their parameters, ``rng`` included); both find leaders with :mod:`attention_fw.model.tiled`
+and step through :func:`attention_fw.model.dynamics.simulate`, so ``n = 65,536`` tokens need
 ``O(n (d + tile))`` memory.
 """
 from __future__ import annotations
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-from . import _validate as chk
-from . import dynamics, tiled
-from .results import Result
+from .. import _validate as chk
+from ..model import dynamics, tiled
+from ..results import Result
 
 __all__ = ["own_cell_probability", "half_dimension", "ownership_task", "variance_ratio", "hardmax_run_task",
            "TiledCheck", "tiled_check", "StepMemory", "step_memory", "size_text"]
@@ -172,7 +172,7 @@ def variance_ratio(results) -> float:
 def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result:
     """``steps`` layers of (SA-inf), ``B = I``, constant ``gamma``, from ``n`` Gaussian tokens in ``R^d``.
 
-    The layers run through :func:`attention_fw.dynamics.simulate` (which switches to the tiled
+    The layers run through :func:`attention_fw.model.dynamics.simulate` (which switches to the tiled
     steps when the ``n x n`` scores would not fit); ``rng`` (int, SeedSequence or Generator)
     seeds the tokens, together with ``(n, d)``, exactly as :func:`ownership_task` does, so the two
     tasks see the same tokens for the same seed (the first system of the sweep).
@@ -277,7 +277,7 @@ def tiled_check(n: int, d: int = 64, *, key_tile: int = 256, gamma: float = 0.1,
 @dataclass(frozen=True)
 class StepMemory:
     """Memory of one step on ``n`` tokens (per system): the untiled ``n x n`` scores (float64) against the
-    tiles of :func:`attention_fw.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles).
+    tiles of :func:`attention_fw.model.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles).
 
     Examples
     --------
@@ -298,7 +298,7 @@ class StepMemory:
 def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
     """What one step on ``systems`` systems of ``n`` tokens in ``R^d`` holds in memory, untiled
     (``8 systems n^2`` bytes of float64 scores) and tiled (``budget`` in bytes, default
-    :func:`attention_fw.tiled.memory_budget`).
+    :func:`attention_fw.model.tiled.memory_budget`).
 
     Examples
     --------

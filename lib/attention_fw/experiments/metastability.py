@@ -6,13 +6,13 @@ The chain (SAP) moves token ``i`` to ``(1 - gamma) x_i + gamma x_j`` with probab
 
 * hypotheses of Theorem 5.2: the smallest ``beta`` for which the eroded cones
   ``I_i(beta^{-1/8}) (-) beta^{-1/4} B_1`` are non-empty, sampling from them, the
-  configurations the theorem is about (the geometry itself is in :mod:`attention_fw.polytope`);
+  configurations the theorem is about (the geometry itself is in :mod:`attention_fw.geometry.polytope`);
 * phase 1 (Theorem 5.2): ``m``, ``tau``, ``T1`` and the event at ``T1`` (the constant ``C``
   is not universal, erratum E9 of the book: its default is the proof's ratio of initial
   distances), and its Monte Carlo;
 * the lower bound of Theorem 5.4 on ``P[T2 >= t]``, as printed and as corrected (erratum E11);
-  the exit times themselves are simulated in :mod:`attention_fw.exit_times` and fitted in
-  :mod:`attention_fw.survival`;
+  the exit times themselves are simulated in :mod:`attention_fw.experiments.exit_times` and fitted in
+  :mod:`attention_fw.experiments.survival`;
 * Prop 5.1: the deterministic (SA-beta) collapses to a point of the initial hull (E5, E12).
 """
 from __future__ import annotations
@@ -22,12 +22,12 @@ import math
 import numpy as np
 from scipy import spatial
 
-from . import _validate as V
-from . import dynamics
-from .polytope import (_around_vertices, _vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle,
+from .. import _validate as V
+from ..model import dynamics
+from ..geometry.polytope import (_around_vertices, _vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle,
                        regular_simplex,
                        satisfies_51)
-from .results import Result
+from ..results import Result
 
 __all__ = [
     "hypothesis_beta_min", "configuration_beta_min", "sample_eroded_cone", "phase1_configuration",
@@ -281,7 +281,7 @@ def phase1_event(xT, vertices, sigma, beta: float, tau: float, C: float) -> Resu
 def run_phase1(x0, vertices, sigma, gamma: float, beta: float, runs: int, *, rng=0,
                C: float | None = None, horizon: int | None = None) -> Result:
     """Monte Carlo of Theorem 5.2: ``runs`` independent (SAP) chains for ``horizon`` steps
-    (default ``3 T1``), run by :func:`attention_fw.dynamics.simulate` (B = I).
+    (default ``3 T1``), run by :func:`attention_fw.model.dynamics.simulate` (B = I).
 
     Returns a Result with the summary of :func:`phase1_event` at ``T1`` (``fraction``,
     ``fraction_vertices``, ``fraction_interior``, ``vertex_drift_max``, ``interior_radius_q99``),
@@ -380,7 +380,7 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
 
     Prop 5.1: all tokens converge to one point ``x*`` of ``conv{x_i^0}``, in general **not**
     the origin (erratum E5 of the book; the proof holds for every beta and gamma in (0, 1],
-    E12). Runs :func:`attention_fw.dynamics.simulate` with the diameter as stop condition.
+    E12). Runs :func:`attention_fw.model.dynamics.simulate` with the diameter as stop condition.
 
     Returns
     -------
@@ -391,7 +391,7 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
     Examples
     --------
     >>> res = collapse_sabeta(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]), 0.5, 1.0, tol=1e-6)
-    >>> from attention_fw.polytope import hull_area
+    >>> from attention_fw.geometry.polytope import hull_area
     >>> bool(res.converged), bool(hull_area(np.vstack([[[0, 0], [1, 0], [0, 2]], res.limit])) == 1.0)
     (True, True)
     """

@@ -1,12 +1,12 @@
 """What do the finite-beta experiments look like? Figures of Section 5.
 
-The experiments are :mod:`attention_fw.metastability` (phase 1, Theorem 5.4's bound and
-region, collapse), :mod:`attention_fw.exit_times` (exit times of the chain and of SA-beta)
-and :mod:`attention_fw.survival` (censored fits). Each ``fig_*`` function takes the
+The experiments are :mod:`attention_fw.experiments.metastability` (phase 1, Theorem 5.4's bound and
+region, collapse), :mod:`attention_fw.experiments.exit_times` (exit times of the chain and of SA-beta)
+and :mod:`attention_fw.experiments.survival` (censored fits). Each ``fig_*`` function takes the
 experiment's results, draws one figure, writes its numbers through
-:func:`attention_fw.plotting.save` (``outdir``, ``formats`` as in
-:mod:`attention_fw.convergence_plots`; a chapter passes ``**page.data_only`` and then hands
-the figure to :meth:`attention_fw.notebook.Page.figure`) and returns the open figure.
+:func:`afw_book.figures.save` (``outdir``, ``formats`` as in
+:mod:`attention_fw.plot.convergence`; a chapter passes ``**page.data_only`` and then hands
+the figure to :meth:`afw_book.notebook.Page.figure`) and returns the open figure.
 Figure names are fixed (``phase1-event``, ``metastability-admissible``, ...).
 """
 from __future__ import annotations
@@ -16,12 +16,12 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from . import dynamics
-from . import exit_times as ET
-from . import geometry as geo
-from . import metastability as M
-from . import polytope as P
-from .plotting import ONE_COLUMN, TWO_COLUMN, saved
+from ..model import dynamics
+from ..experiments import exit_times as ET
+from ..geometry import planar as geo
+from ..experiments import metastability as M
+from ..geometry import polytope as P
+from afw_book.figures import ONE_COLUMN, TWO_COLUMN, saved
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
            "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta"]
@@ -45,9 +45,9 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
                outdir=None, formats=None, name: str = "phase1-event"):
     """Theorem 5.2 by Monte Carlo: the start, the event at ``T1`` against beta, and against time.
 
-    ``ph1``, ``ph1_3d``: results of :func:`attention_fw.metastability.phase1_task` over the
+    ``ph1``, ``ph1_3d``: results of :func:`attention_fw.experiments.metastability.phase1_task` over the
     same betas (triangle, regular simplex in R^3); ``x0``, ``sigma``: the triangle's start;
-    ``constants``: :func:`~attention_fw.metastability.phase1_constants`.
+    ``constants``: :func:`~attention_fw.experiments.metastability.phase1_constants`.
     """
     b1 = np.array([r["beta"] for r in ph1])
     frac = np.array([r["fraction"] for r in ph1])
@@ -105,7 +105,7 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
                    name: str = "metastability-admissible"):
     """The (eps, gamma) region where the proof of Theorem 5.4 applies (clusters at the vertices).
 
-    ``hyp``: :func:`attention_fw.metastability.theorem54_hypotheses` at ``(eps, gamma)``.
+    ``hyp``: :func:`attention_fw.experiments.metastability.theorem54_hypotheses` at ``(eps, gamma)``.
     """
     diam = P.diameter(vertices)
     fig, ax = plt.subplots(figsize=(ONE_COLUMN, 2.4))
@@ -131,7 +131,7 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
     """Histograms of ``T2`` per decade, with the fitted geometric law and plain stepping.
 
     ``fits[beta] = (CensoredFit, ExitSample)`` of the engine; ``stepped[beta]``: the
-    :class:`~attention_fw.exit_times.ExitSample` of plain stepping where it was run.
+    :class:`~attention_fw.experiments.exit_times.ExitSample` of plain stepping where it was run.
     """
     fig, ax = plt.subplots(figsize=(TWO_COLUMN, 2.6))
     hist_data = {}
@@ -294,9 +294,9 @@ def zoom_paths(x0, sigma, gamma: float, beta: float, t_det: int, eps: float = 0.
 def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str = "sap-vs-sabeta"):
     """(SAP) against (SA-beta) from the same start: exit times, excursions, paths near a vertex.
 
-    ``e6``: dict with ``betas``, ``results`` (:func:`attention_fw.exit_times.e6_task`),
+    ``e6``: dict with ``betas``, ``results`` (:func:`attention_fw.experiments.exit_times.e6_task`),
     ``fits`` (censored exponential fits), ``beta_path``, ``paths``
-    (:func:`~attention_fw.exit_times.excursion_paths`), ``sabeta``, ``sap`` (:func:`zoom_paths`).
+    (:func:`~attention_fw.experiments.exit_times.excursion_paths`), ``sabeta``, ``sap`` (:func:`zoom_paths`).
     """
     res_e6, e6_fit, paths_ = e6["results"], e6["fits"], e6["paths"]
     e6_det = [r["sabeta_T"] for r in res_e6]
@@ -365,7 +365,7 @@ def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str =
 def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "collapse-prop51"):
     """Proposition 5.1: limit points, diameter against time, collapse time against beta.
 
-    ``results``: :func:`attention_fw.metastability.collapse_task` for each beta, from ``x0``.
+    ``results``: :func:`attention_fw.experiments.metastability.collapse_task` for each beta, from ``x0``.
     """
     lim = np.array([r["limit"] for r in results])
     conv = np.array([r["converged"] for r in results])

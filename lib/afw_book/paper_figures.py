@@ -1,8 +1,8 @@
 """The paper's four figures, regenerated from exact geometry.
 
 Each figure function returns ``(fig, data)``: a matplotlib figure drawn from exact polygons
-(:mod:`attention_fw.geometry`, no rasters) in the published colour conventions, and a dict of
-the numbers behind it. :func:`make` saves both through :func:`attention_fw.plotting.save`
+(:mod:`attention_fw.geometry.planar`, no rasters) in the published colour conventions, and a dict of
+the numbers behind it. :func:`make` saves both through :func:`afw_book.figures.save`
 (``figures/<name>.{pdf,png,svg}`` and ``figures/data/<name>.json``).
 
 Figures (the recipes of the authors' figure scripts, and the book's errata E16-E18)
@@ -30,14 +30,14 @@ Command line
 ------------
 Regenerate one figure, or all of them::
 
-    python -m attention_fw.paper_figures figure2 --kappas 6 --seed 7
-    python -m attention_fw.paper_figures figure2 --style icml [--usetex]
-    python -m attention_fw.paper_figures all
+    python -m afw_book.paper_figures figure2 --kappas 6 --seed 7
+    python -m afw_book.paper_figures figure2 --style icml [--usetex]
+    python -m afw_book.paper_figures all
 
 Without parameters the canonical files in ``figures/`` are (re)written. With any non-default
 parameter the output goes to ``figures/custom/`` unless ``--outdir`` is given, so the canonical
-figures are never overwritten silently (:func:`attention_fw.plotting.output_dir`). ``--style``
-sets the width and fonts of a venue (:data:`attention_fw.plotting.VENUES`) and names the files
+figures are never overwritten silently (:func:`afw_book.figures.output_dir`). ``--style``
+sets the width and fonts of a venue (:data:`afw_book.figures.VENUES`) and names the files
 ``<name>-<style>``; ``--usetex`` sets the text with LaTeX (``-tex`` in the name) and stops with
 a clear message when no TeX installation is found.
 
@@ -50,7 +50,7 @@ sampling order, so v_j is ``vertices[j-1]``), ``hull`` ([x, y] pairs, counter-cl
 with ``vertex`` (j), ``polygon`` ([x, y] pairs, CCW), ``area`` and ``colour`` (RGB). Figure 4
 has ``hull``, ``cells``, ``target`` (0-based hull index), ``eta``, ``delta``, ``cone`` and
 ``eroded_cone`` (each ``polygon`` and ``area``). Every data file also has ``meta``: the layout
-of the saved figure (:func:`attention_fw.plotting.layout`) and :data:`INFO` (chapter, statement,
+of the saved figure (:func:`afw_book.figures.layout`) and :data:`INFO` (chapter, statement,
 one-line caption) with the command that regenerates it (:func:`command`).
 
 The module also holds the helpers that compare a figure with the authors' published PDF
@@ -80,10 +80,10 @@ from matplotlib.colors import hsv_to_rgb
 from matplotlib.image import imread
 from matplotlib.patches import Polygon as MplPolygon
 
-from . import _validate as V
-from . import colours as C
-from . import geometry as G
-from . import paths, plotting
+from attention_fw import _validate as V
+from attention_fw.geometry import planar as G
+from attention_fw.plot import colours as C
+from . import paths, figures as plotting
 
 __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
            "FIGURES", "DEFAULTS", "INFO", "make", "make_all", "render", "is_default", "command", "main",
@@ -130,9 +130,9 @@ def cell_panel(kappa, *, rng=SEED, equal_norm=False, enforce_bijection=True, lab
     kappa : int
         Number of sampled vertices (the authors' k).
     rng : int, SeedSequence or Generator (keyword-only)
-        The stream of :func:`attention_fw.geometry.sample_vertices` (published: 42).
+        The stream of :func:`attention_fw.geometry.planar.sample_vertices` (published: 42).
     equal_norm, enforce_bijection : bool
-        As in :func:`attention_fw.geometry.sample_vertices`.
+        As in :func:`attention_fw.geometry.planar.sample_vertices`.
     labelling : {"exact", "unit"}
         "exact": the cells C_i(v) (eq: cells) with matrix B; "unit": the authors'
         argmax_j <x, v_j/|v_j|> (published Figure 1, E18).
@@ -202,7 +202,7 @@ def _grid_axes(n, width, half, ncols=None, extra_bottom=0.0, title_h=0.0):
 VARIANTS = ("faithful", "paper-ready")
 """``faithful``: the paper's layout and colours, as published. ``paper-ready``: the same geometry
 with panel labels (κ of each panel), vertex labels moved apart until no two overlap, and the
-colours of :data:`attention_fw.colours.PAPER_PALETTE` (distinct in grey and for deuteranopes)."""
+colours of :data:`attention_fw.plot.colours.PAPER_PALETTE` (distinct in grey and for deuteranopes)."""
 
 _TITLE_H = 0.24  # inches above each row of a paper-ready figure for the panel labels
 
@@ -366,7 +366,7 @@ def figure1(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithfu
 
     Vertices from ``sample_vertices(kappa, rng=rng, equal_norm=False, enforce_bijection=True)``;
     each coloured region is {x in K : argmax_j <x, v_j/|v_j|> = i}
-    (:func:`attention_fw.geometry.unit_direction_cells`), which is what the committed PDFs
+    (:func:`attention_fw.geometry.planar.unit_direction_cells`), which is what the committed PDFs
     ``cells-k{5,7,9,10}-var-bij-unit-noself.pdf`` show. For the true C_i(v) see
     :func:`figure1_corrected`. Panels share one metric scale; 2 columns unless one panel.
 
@@ -399,7 +399,7 @@ def figure3(kappas=(5, 7), B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None, ncols=
 
     Directions come from ``sample_vertices(kappa, rng=rng, equal_norm=True)`` (no bijection flag)
     and are mapped onto the level set {1/2 <Bx, x> = c/2} by x = sqrt(c) B^{-1/2} u
-    (:func:`attention_fw.geometry.level_set_vertices`). The filled contours (``n_levels`` bands
+    (:func:`attention_fw.geometry.planar.level_set_vertices`). The filled contours (``n_levels`` bands
     from 0 to c/2, plasma) are clipped by the exact hull polygon; vertices are black crosses.
 
     Returns
@@ -510,7 +510,7 @@ def figure4(kappa=7, target=2, eta=0.05, delta=0.03, width=plotting.TWO_COLUMN, 
     magenta) for the cell ``target`` in hull CCW order, equal norms, B = I (section 5).
 
     Defaults are those of the published file (delta = 0.03; the caption says 0.02, E16).
-    The erosion is exact (:func:`attention_fw.geometry.erode`).
+    The erosion is exact (:func:`attention_fw.geometry.planar.erode`).
     """
     return _figure4("figure4", kappa, target, eta, delta, width, rng, variant)
 
@@ -629,7 +629,7 @@ def _rows(name, params):
 def target_width(name, params, style=None, width=None):
     """Width (inches) of the saved figure for a venue ``style`` and a ``width`` choice, and the choice.
 
-    ``width``: ``"column"`` or ``"text"`` (of the venue, :data:`attention_fw.plotting.VENUES`; of
+    ``width``: ``"column"`` or ``"text"`` (of the venue, :data:`afw_book.figures.VENUES`; of
     the book's one- and two-column widths without a style), or ``None``: the column for a figure
     of one row of panels, the text width for a figure of several rows.
 
@@ -647,13 +647,13 @@ def target_width(name, params, style=None, width=None):
 
 
 def make(name, outdir=None, **params):
-    """Draw figure ``name`` with ``params`` and save it with :func:`attention_fw.plotting.save`.
+    """Draw figure ``name`` with ``params`` and save it with :func:`afw_book.figures.save`.
 
     Parameters
     ----------
     name : str, one of :data:`FIGURES`
     outdir : path, optional
-        Defaults to ``figures/`` (``attention_fw.paths.figures_dir()``).
+        Defaults to ``figures/`` (``afw_book.paths.figures_dir()``).
     **params
         Passed to the figure function (see its signature).
 
@@ -695,16 +695,16 @@ non-default parameter the files go to figures/custom/ unless --outdir is given,
 so the canonical figures are never overwritten silently.
 
 examples:
-  python -m attention_fw.paper_figures all
-  python -m attention_fw.paper_figures figure2 --kappas 6
-  python -m attention_fw.paper_figures figure4 --kappas 9 --target 0 --delta 0.05
-  python -m attention_fw.paper_figures figure2 --style icml --usetex
+  python -m afw_book.paper_figures all
+  python -m afw_book.paper_figures figure2 --kappas 6
+  python -m afw_book.paper_figures figure4 --kappas 9 --target 0 --delta 0.05
+  python -m afw_book.paper_figures figure2 --style icml --usetex
 """
 
 
 def _parser():
     ap = argparse.ArgumentParser(
-        prog="python -m attention_fw.paper_figures",
+        prog="python -m afw_book.paper_figures",
         description="Regenerate the paper's Figures 1-4 from exact geometry.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", choices=[*FIGURES, "all"], help="figure to draw, or all")
@@ -796,7 +796,7 @@ def _changed(name, params):
 def stem(name, params=None, style=None, usetex=False, width=None, tagged=True):
     """The file stem of figure ``name``: ``<name>[-paper-ready][-<style>][-<width>][-tex]``, then
     ``--<tag>`` of the parameters that differ from the published ones
-    (:func:`attention_fw.plotting.run_tag`) when ``tagged``.
+    (:func:`afw_book.figures.run_tag`) when ``tagged``.
 
     >>> stem("figure2"), stem("figure1", {"variant": "paper-ready"}, "icml", width="column")
     ('figure2', 'figure1-paper-ready-icml-column')
@@ -816,14 +816,14 @@ def render(name, outdir=None, close=True, style=None, usetex=False, width_choice
 
     With the published parameters the files go to ``figures/``; with any other parameter, a
     ``style``, a width, ``usetex`` or the paper-ready ``variant``, to ``figures/custom/``
-    (:func:`attention_fw.plotting.output_dir`) unless ``outdir`` is given, named by :func:`stem`:
+    (:func:`afw_book.figures.output_dir`) unless ``outdir`` is given, named by :func:`stem`:
     the changed parameters are in the name (``tagged``; default: when the folder is chosen here),
     so two different commands never write the same file. Used by the command line and the notebooks.
 
     Parameters
     ----------
     style : str, optional
-        A venue of :data:`attention_fw.plotting.VENUES`: its font sizes, and its width.
+        A venue of :data:`afw_book.figures.VENUES`: its font sizes, and its width.
     width_choice : {"column", "text"}, optional
         The venue's (or, without a style, the book's) column or text width; default: the column
         for one row of panels, the text width for several (:func:`target_width`). With a style, a
@@ -1052,7 +1052,7 @@ def published_shapes(name, data=None):
     name : str
         File name with or without ``.pdf``.
     data : path, optional
-        Defaults to :data:`attention_fw.paths.PUBLISHED_DATA`.
+        Defaults to :data:`afw_book.paths.PUBLISHED_DATA`.
 
     Returns
     -------

@@ -14,7 +14,7 @@ plus the numbers behind it as JSON, with three guarantees:
 * described: the data JSON carries a ``meta`` entry with the figure's layout as saved
   (:func:`layout`: size in inches, smallest and largest font size, number and widths of
   panels), merged with what the caller passes as ``meta`` (chapter, statement, caption,
-  command; see :mod:`attention_fw.notebook`). The book checks legibility on the page from it.
+  command; see :mod:`afw_book.notebook`). The book checks legibility on the page from it.
 
 Where files go is decided in one place, :func:`output_dir`. Venue layouts for papers (column
 widths and font sizes of ICML, NeurIPS, arXiv) are in :data:`VENUES`.
@@ -181,7 +181,7 @@ def output_dir(canonical: bool = True, preset: str | None = None) -> Path:
     """The one rule for where figure files go.
 
     * ``canonical``: the published parameters (a paper figure with its defaults, or a chapter run
-      in the ``paper`` preset without overrides) go to :func:`attention_fw.paths.figures_dir`
+      in the ``paper`` preset without overrides) go to :func:`afw_book.paths.figures_dir`
       (``figures/``, or ``$ATTENTION_FW_FIGURES``);
     * ``preset``: a chapter run in another named preset without overrides goes to that preset's own
       folder, ``presets/<preset>/`` (``make figures PRESET=quick`` never touches the book's files,
@@ -412,7 +412,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
     dpi : int
         Resolution of the PNG.
     outdir : path, optional
-        Defaults to :func:`attention_fw.paths.figures_dir`.
+        Defaults to :func:`afw_book.paths.figures_dir`.
     meta : dict, optional
         Description of the figure (chapter, statement, caption, command, ...). When a data
         file is written together with at least one image, the JSON gets a ``meta`` entry:

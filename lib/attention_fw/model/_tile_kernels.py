@@ -1,4 +1,4 @@
-"""Passes over one tile of scores for the tiled steps (``attention_fw.tiled``): numba, numpy otherwise.
+"""Passes over one tile of scores for the tiled steps (``attention_fw.model.tiled``): numba, numpy otherwise.
 
 A tile is a block ``Z[r, i, j]`` of scores of ``Rb`` systems, ``q`` queries ``i`` and ``k`` keys
 ``j`` (C-contiguous, shape ``(Rb, q, k)``). The products that make it and its exponential run in
@@ -8,14 +8,14 @@ tile of keys to the next:
 * ``online_shift``   running maximum of a softmax row: shift the tile by it (clamped at
                      ``EXP_FLOOR``) and rescale what was accumulated when the maximum grows;
 * ``leader_scan``    running leader set of a hardmax row with the tie rule of ``dynamics``
-                     (see :func:`attention_fw.tiled.hardmax_step`);
+                     (see :func:`attention_fw.model.tiled.hardmax_step`);
 * ``row_sums``       the tile's row sums;
 * ``tile_split``     for selected rows: the largest weight, and the sums of the weights below and
                      not below ``threshold`` times it (the two groups of ``dynamics.sap_step``);
 * ``tile_pick``      for selected rows: inversion of the cumulative weights within one group.
 
 Both implementations have the same contract and are tested against each other
-(``tests/test_tiled.py``). Which one runs follows ``attention_fw._kernels`` (numba unless
+(``tests/test_tiled.py``). Which one runs follows ``attention_fw.model._kernels`` (numba unless
 ``ATTENTION_FW_KERNELS=numpy``).
 """
 from __future__ import annotations

@@ -4,14 +4,14 @@
   with the smallest score gap met along the hardmax trajectory;
 * :func:`sap_mean`: the Monte Carlo mean of one (SAP) step against the (SA-beta) step.
 
-Each returns a :class:`attention_fw.results.Result`; :mod:`attention_fw.model_plots` draws them.
+Each returns a :class:`attention_fw.results.Result`; :mod:`attention_fw.plot.model` draws them.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import dynamics as dyn
-from .results import Result
+from ..model import dynamics as dyn
+from ..results import Result
 
 __all__ = ["beta_limit", "held_out_constant", "sap_mean", "score_gap"]
 
