@@ -152,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--page", type=Path, default=None,
                     help="also render the executed notebook as a page of the book's theme into this folder "
                          "(tools/rerun_page.py: the parameters and quoted numbers beside the book's)")
+    ap.add_argument("--book-times", type=Path, default=None,
+                    help="the book's execution records, for its quoted numbers (default: <root>/_build/exec-times)")
     ap.add_argument("--rerun", type=Path, default=None, metavar="DIR",
                     help="make notebook: everything of this run in DIR/<name>/<tag>/ (the executed notebook, "
                          "its execution record and its page), <tag> naming the preset and the overrides")
@@ -298,7 +300,8 @@ def main(argv=None) -> int:
         from rerun_page import build
 
         try:
-            page = build(out, args.page.resolve(), root / "_build" / "exec-times", command)
+            page = build(out, args.page.resolve(), (args.book_times or root / "_build" / "exec-times").resolve(),
+                         command)
         except RuntimeError as err:
             print(f"run_notebook: {name}: {err}", file=sys.stderr)
             return 1
