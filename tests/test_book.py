@@ -209,15 +209,15 @@ def test_figure_manifest_lists_and_verifies_every_generated_figure(build):
 
 def test_every_figure_named_in_the_introduction_is_generated(build):
     """The intro's result map names figure files; the build must produce each of them. Some
-    chapters keep the canonical figures/ for the paper preset and write quick runs to
-    figures/custom/ (possibly the data only), so any of these counts."""
+    chapters write the canonical figures/ in the paper preset and figures/presets/quick/ in the
+    quick one, so any of these counts."""
     assert build.returncode == 0, build.log[-6000:]
     rows = [line for line in (ROOT / "book" / "intro.md").read_text().splitlines()
             if line.startswith("| **")]
     names = {n for row in rows for n in re.findall(r"`([\w-]+)`", row.split("|")[3])}
     assert len(names) >= 10
     fig = build.repo / "figures"
-    candidates = ("{}.pdf", "data/{}.json", "custom/{}.pdf", "custom/data/{}.json")
+    candidates = ("{}.pdf", "data/{}.json", "presets/quick/{}.pdf", "presets/quick/data/{}.json")
     missing = sorted(n for n in names if not any((fig / c.format(n)).is_file() for c in candidates))
     assert missing == [], f"named in book/intro.md but not generated: {missing}"
 
@@ -317,3 +317,19 @@ def test_no_page_cites_the_specification_or_shows_a_placeholder(build):
     assert len(titles) == len(keys) >= 8 and not any(bad.search(t) or "[" in t for t in titles)
     # one key scheme: first author's surname, year, first significant word of the title
     assert all(re.fullmatch(r"[a-z]+(19|20)\d\d[a-z]+", k) for k in keys), keys
+
+
+def test_no_figure_text_is_smaller_than_four_fifths_of_the_axis_labels(build):
+    """Consistent font sizes (issue 24), from the sizes every figure records when saved
+    (``meta.font_pt``: smallest and largest text drawn): no legend, annotation or tick label below
+    0.8 of the book's axis-label size, in any figure the quick build wrote."""
+    from afw_book.figures import STYLE
+
+    assert build.returncode == 0, build.log[-6000:]
+    floor = 0.8 * STYLE["axes.labelsize"]
+    metas = {f.relative_to(build.repo / "figures").as_posix(): json.loads(f.read_text()).get("meta", {})
+             for f in (build.repo / "figures").rglob("data/*.json")}
+    sized = {rel: m["font_pt"] for rel, m in metas.items() if m.get("font_pt")}
+    assert len(sized) >= 20
+    small = {rel: sizes for rel, sizes in sized.items() if sizes[0] < floor}
+    assert small == {}, f"text smaller than {floor} pt: {small}"

@@ -126,7 +126,7 @@ def test_a_rerun_is_a_page_of_the_book_with_the_numbers_beside_the_books(rerun):
     book.mkdir()
     quoted = dict(record["quoted"], first="999")
     (book / "03-negative-definite.json").write_text(json.dumps({"preset": "paper", "overrides": {}, "quoted": quoted}))
-    again = rp.build(run_dir / "03-negative-definite.ipynb", tmp / "again", book, "cmd")
+    again = rp.build(run_dir / "03-negative-definite.ipynb", tmp / "again", book, "cmd", tmp / "figures" / "custom")
     text = again.read_text()
     assert f"1 of {len(quoted)} differ" in text
     assert '<tr class="afw-differs"><td><code>first</code></td><td>999</td><td><strong>575</strong></td>' in text

@@ -132,8 +132,11 @@ exclude_patterns: ["**.ipynb_checkpoints", "book/_ext", "book/_static"]
 """
 
 
-def build(executed: Path, out: Path, book_times: Path, command: str, quiet: bool = True) -> Path:
+def build(executed: Path, out: Path, book_times: Path, command: str, figures: Path | None = None) -> Path:
     """Write the rerun's page under ``out`` (``out/html/book/<chapter>.html``); returns its path.
+
+    ``figures``: the figure folder the run wrote into (default: ``$ATTENTION_FW_FIGURES``, else
+    ``figures/``); the page's figure files are copied from there into ``out/html/figures/``.
 
     Raises ``RuntimeError`` when the page build fails (the message ends with the build's output).
     """
@@ -174,7 +177,8 @@ def build(executed: Path, out: Path, book_times: Path, command: str, quiet: bool
     (src / "_toc.yml").write_text(f"format: jb-book\nroot: book/{chapter}\n")
     jb = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(jb), "build", str(src), "--path-output", str(out / "jb"), "--all"],
-                          capture_output=True, text=True, env=dict(os.environ))
+                          capture_output=True, text=True,
+                          env=dict(os.environ, **({"ATTENTION_FW_FIGURES": str(figures)} if figures else {})))
     built = out / "jb" / "_build" / "html"
     if proc.returncode != 0 or not (built / "book" / f"{chapter}.html").is_file():
         raise RuntimeError(f"the page of {chapter} could not be built:\n{(proc.stdout + proc.stderr)[-4000:]}")
@@ -193,10 +197,11 @@ def main(argv=None) -> int:
     ap.add_argument("--book-times", type=Path, default=ROOT / "_build" / "exec-times",
                     help="the execution records of the book (for its quoted numbers)")
     ap.add_argument("--command", default="", help="the command of the rerun, shown on the page")
+    ap.add_argument("--figures", type=Path, default=None, help="the figure folder of the run")
     args = ap.parse_args(argv)
     out = args.out or args.executed.with_suffix("")
     try:
-        page = build(args.executed.resolve(), out.resolve(), args.book_times.resolve(), args.command)
+        page = build(args.executed.resolve(), out.resolve(), args.book_times.resolve(), args.command, args.figures)
     except RuntimeError as err:
         print(f"rerun_page: {err}", file=sys.stderr)
         return 1

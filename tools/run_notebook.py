@@ -301,7 +301,7 @@ def main(argv=None) -> int:
 
         try:
             page = build(out, args.page.resolve(), (args.book_times or root / "_build" / "exec-times").resolve(),
-                         command)
+                         command, figures_dir)
         except RuntimeError as err:
             print(f"run_notebook: {name}: {err}", file=sys.stderr)
             return 1
