@@ -1,10 +1,12 @@
-"""``make figure --style <venue>`` and ``--usetex`` (paper_figures with plotting.VENUES).
+"""``make figure --style <venue> [--width column|text]`` and ``--usetex`` (paper_figures with VENUES).
 
 * the default output is unchanged by the style machinery (no style: the same bytes as a plain
   draw-and-save of the figure function);
-* a venue style gives the venue's width (column for one panel, text width for several) and
-  its font sizes (\\small labels, \\footnotesize ticks and legends of a 10pt class), in files
-  named after the venue under figures/custom/;
+* a venue style gives the venue's font sizes (\\small labels, \\footnotesize ticks and legends of a
+  10pt class) and its width: by default the column for one row of panels, the text width for
+  several; ``--width column|text`` (or inches) chooses; the PDF's page (its MediaBox) is exactly
+  that wide; the widths are those stated in figures/README.md; files named after the venue and
+  the width under figures/custom/;
 * ``--usetex`` without a TeX installation stops with a message that says what is missing and
   how to install it; an unknown style is rejected by name.
 """
@@ -16,6 +18,7 @@ import re
 import pytest
 
 from afw_book import paper_figures as pf
+from bookbuild import ROOT
 from afw_book import figures as plotting
 
 
@@ -42,6 +45,10 @@ WIDTHS = {"icml": (3.25, 6.75), "neurips": (5.5, 5.5), "arxiv-1col": (4.77, 4.77
 
 def test_the_venue_table_is_the_stated_one():
     assert {k: (v["column"], v["text"]) for k, v in plotting.VENUES.items()} == WIDTHS
+    readme = (ROOT / "figures" / "README.md").read_text()
+    rows = dict((m.group(1), (float(m.group(2)), float(m.group(3))))
+                for m in re.finditer(r"^\| `([\w-]+)` \| ([\d.]+) in \| ([\d.]+) in \|", readme, re.M))
+    assert rows == WIDTHS
 
 
 @pytest.mark.parametrize("style", sorted(plotting.VENUES))
