@@ -24,8 +24,14 @@ and in the Markdown cells::
 What this gives, and what the book's Sphinx extension (``book/_ext/afw_book.py``) adds:
 
 * **One output rule** (:func:`afw_book.figures.output_dir`): a run in the ``paper`` preset
-  without overrides writes ``figures/``; any other run ``figures/custom/`` (and ``make notebook``
-  never ``custom/custom``). Every format is written in every preset, so the pages can offer them.
+  without overrides writes ``figures/``; a run in another preset without overrides that preset's
+  own ``figures/presets/<preset>/``; any run with overrides ``figures/custom/``, where the file
+  names carry the preset and the overrides (:attr:`Page.tag`), so that no run replaces another's
+  files (``make notebook`` never writes ``custom/custom``). Every format is written in every
+  preset, so the pages can offer them.
+* **Parameters**: the chapter declares them once (``PARAMETERS`` in its cell tagged
+  ``parameters``, see :func:`afw_book.presets.resolve_declared`), and :meth:`Page.parameters`
+  shows the table "Parameters of this run" at the top of the page.
 * **Files and metadata**: :meth:`Page.figure` saves through the atomic
   :func:`afw_book.figures.save` (PDF for papers, PNG and SVG for the web, the numbers as
   ``data/<name>.json``). The JSON's ``meta`` records the layout (size in inches, smallest and
@@ -61,6 +67,8 @@ from __future__ import annotations
 
 import hashlib
 import html
+import shutil
+import weakref
 import json
 import math
 import numbers
@@ -307,6 +315,7 @@ class Page:
             import tempfile
 
             self._staging = Path(tempfile.mkdtemp(prefix="afw-page-"))
+            weakref.finalize(self, shutil.rmtree, str(self._staging), True)
         return {"outdir": self._staging, "formats": ()}
 
     def command(self) -> str:

@@ -35,11 +35,17 @@ Regenerate one figure, or all of them::
     python -m afw_book.paper_figures all
 
 Without parameters the canonical files in ``figures/`` are (re)written. With any non-default
-parameter the output goes to ``figures/custom/`` unless ``--outdir`` is given, so the canonical
-figures are never overwritten silently (:func:`afw_book.figures.output_dir`). ``--style``
-sets the width and fonts of a venue (:data:`afw_book.figures.VENUES`) and names the files
-``<name>-<style>``; ``--usetex`` sets the text with LaTeX (``-tex`` in the name) and stops with
-a clear message when no TeX installation is found.
+parameter, a ``--style``, a ``--width``, ``--usetex`` or ``--paper-ready`` the output goes to
+``figures/custom/`` unless ``--outdir`` is given, named by :func:`stem`
+(``<name>[-paper-ready][-<style>][-<width>][-tex]--<changed parameters>-<hash>``), so the canonical
+figures, and every other command's files, are never overwritten (:func:`afw_book.figures.output_dir`);
+the command prints every file it wrote. ``--style`` sets the fonts and the widths of a venue
+(:data:`afw_book.figures.VENUES`); ``--width column|text`` (or inches) chooses the width, by default
+the column for one row of panels and the text width for several (:func:`target_width`), and the
+saved page is exactly that wide. ``--usetex`` sets the text with LaTeX and stops with a clear
+message when no TeX installation is found. ``--paper-ready`` draws the variant of
+:data:`VARIANTS` (panel labels, vertex labels that do not collide, a palette distinct in grey and
+for deuteranopes); the faithful files are unchanged by it.
 
 JSON data (``figures/data/<name>.json``)
 ---------------------------------------

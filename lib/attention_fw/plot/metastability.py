@@ -212,7 +212,7 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel(r"$\kappa$, $n$")
     ax.set_ylabel(r"fitted slope of $\ln\mathbb{E}[T_2]$")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="best")
     ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
     ax = axs[2]
     for kappa in kappas:
@@ -271,13 +271,13 @@ def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str =
         ax.set_xscale("log")
         ax.set_xlabel("$t$ (steps)")
         ax.set_title(title, fontsize=8)
-        leg = ax.legend(fontsize=8, loc="lower left")
-        ax.add_artist(leg)
-        styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
-        ax.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=8, loc="lower center",
-                  bbox_to_anchor=(0.62, 0.0))
+        ax.legend(fontsize=8, loc="lower left")
     axs[0].set_ylabel(r"$\mathbb{P}[T_2\geq t]$")
     fig.tight_layout()
+    # the line styles once, above both panels (inside a panel they would hide the curves)
+    styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
+    fig.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=8, ncol=3,
+               loc="lower center", bbox_to_anchor=(0.5, 0.98), frameon=False)
     return saved(fig, name, surv_data, outdir, formats)
 
 
