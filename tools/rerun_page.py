@@ -77,15 +77,18 @@ def book_values(chapter: str, times_dir: Path) -> dict[str, str] | None:
 
 
 def _text(value) -> str:
+    """A parameter value as the chapter's table writes it (10,000; lists in brackets)."""
     if isinstance(value, list):
         return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return f"{value:,}"
     return str(value)
 
 
 STYLE = ("<style>.afw-rerun table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.9em}"
          ".afw-rerun caption{caption-side:top;text-align:left;font-weight:600;padding-bottom:0.3em}"
          ".afw-rerun td,.afw-rerun th{padding:0.15em 0.7em;border-bottom:1px solid #8884;text-align:left}"
-         ".afw-rerun tr.afw-differs td{background:#f5a62322}"
+         ".afw-rerun tr.afw-differs td{background:#f5a62322}.afw-rerun td:first-child{white-space:nowrap}"
          ".afw-rerun{border-left:4px solid #f5a623;padding:0.2em 0 0.2em 1em;margin:1em 0}</style>")
 
 

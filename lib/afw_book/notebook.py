@@ -427,7 +427,7 @@ def _value_text(value) -> str:
 _TABLE_STYLE = ("<style>table.afw-parameters{border-collapse:collapse;font-size:0.85em;margin:0.4em 0}"
                 "table.afw-parameters caption{caption-side:top;text-align:left;font-weight:600}"
                 "table.afw-parameters td,table.afw-parameters th{padding:0.1em 0.6em;text-align:left;"
-                "border-bottom:1px solid #8884}</style>")
+                "border-bottom:1px solid #8884}table.afw-parameters td:first-child{white-space:nowrap}</style>")
 
 
 class _ParameterTable:
