@@ -378,9 +378,11 @@ glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=
 #
 # To regenerate any of these figures with other parameters, for a paper, run for example
 # `make figure ARGS="figure2 --kappas 6 --seed 7"`; add `--style icml` (or `neurips`,
-# `arxiv-1col`, `arxiv-2col`) for that venue's column width and font sizes, and `--usetex` to
-# set the text with LaTeX. The files go to `figures/custom/`, with the numbers behind the figure
-# in `figures/custom/data/`. Each caption above links to the figure's files and to its entry in
+# `arxiv-1col`, `arxiv-2col`) for that venue's font sizes and width (`--width column` or `text`;
+# by default the column for one row of panels), `--paper-ready` for labelled panels, vertex labels
+# that never collide and colours that survive greyscale and colour-blind readers, and `--usetex` to
+# set the text with LaTeX. The files go to `figures/custom/` under names that carry the
+# parameters, with the numbers behind the figure in `figures/custom/data/`. Each caption above links to the figure's files and to its entry in
 # the {ref}`figure gallery <gallery>`, which shows the command that made it.
 
 # %% [markdown]
