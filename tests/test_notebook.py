@@ -227,6 +227,15 @@ def test_paper_figure_files_do_not_depend_on_the_caller(tmp_path, monkeypatch, g
     assert meta["command"] == 'make figure ARGS="figure4 --kappas 7 --seed 42 --target 2 --eta 0.05 --delta 0.03"'
 
 
+def test_a_paper_figure_of_a_rerun_carries_its_parameters(tmp_path, monkeypatch, glued):
+    """Two reruns of a chapter that draw Figure 2 with different kappas never share a file."""
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figures" / "custom"))   # make notebook
+    for k in (6, 8):
+        nbh.Page("04-positive-definite", resolve(P, "paper", steps=k)).paper_figure("figure2", kappas=(k,))
+    names = sorted(p.name for p in (tmp_path / "figures" / "custom").glob("figure2*.pdf"))
+    assert len(names) == 2 and names[0].startswith("figure2--kappas-6-") and names[1].startswith("figure2--kappas-8-")
+
+
 def test_resolve_reports_the_overrides():
     assert resolve(P, "paper").overrides == {}
     assert resolve(P, "paper", steps=None, gamma=0.5).overrides == {"gamma": 0.5}

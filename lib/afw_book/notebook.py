@@ -377,7 +377,10 @@ class Page:
         or the cell shows it.
         """
         outdir = None if self.canonical else self.outdir
-        _, data, written = pf.render(name, outdir=outdir, close=True, **params)
+        # in custom/ the figure's own changed parameters are in its name (two reruns never share
+        # a file); in a preset's folder the preset fixes them
+        tagged = None if outdir is None else outdir.name == "custom"
+        _, data, written = pf.render(name, outdir=outdir, close=True, tagged=tagged, **params)
         self._glue_written(name, written)
         return data
 
