@@ -190,6 +190,7 @@ def build(executed: Path, out: Path, book_times: Path, command: str, figures: Pa
         shutil.rmtree(html_dir)
     shutil.move(str(built), str(html_dir))
     shutil.rmtree(out / "jb", ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)
     return html_dir / "book" / f"{chapter}.html"
 
 
