@@ -1,18 +1,25 @@
-"""Named parameter presets for the notebooks, with early, explicit validation.
+"""Named parameter presets for the notebooks, declared once and checked before any computation.
 
-Every notebook has a cell tagged ``parameters`` (papermill injects overrides
-after it)::
+Every chapter declares its parameters once, in its cell tagged ``parameters`` (papermill injects
+the values of a run after it; the cell is also tagged ``remove-cell``)::
 
     preset = "paper"   # "paper": full quality (default); "quick": seconds, for tests
-    beta = None        # None: take the value of the preset
+    PARAMETERS = {     # name: (type, accepted values, meaning)
+        "beta": ("float", "> 0", "inverse temperature"),
+        "runs": ("int", ">= 1", "Monte Carlo runs"),
+    }
 
 followed by::
 
-    PRESETS = {"paper": dict(beta=10.0), "quick": dict(beta=4.0)}
-    p = resolve(PRESETS, preset, beta=beta)
+    PRESETS = {"paper": dict(beta=10.0, runs=1000), "quick": dict(beta=4.0, runs=10)}
+    p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-``resolve`` fails before any computation when the preset is unknown or an
-override has the wrong type, and its message lists what is accepted.
+``tools/run_notebook.py`` reads the declaration and the preset names from the source
+(:func:`read_declaration`, no kernel) and refuses an unknown preset, an unknown name or a value
+outside its declaration (:func:`check_run`, :func:`check_value`) before a kernel starts, with one
+line naming the parameter, the value and what is accepted. :func:`resolve_declared` applies the
+same checks in the kernel (the lab, papermill started by hand) and also checks every preset's own
+values. :func:`resolve` is the plain form, for presets without a declaration.
 """
 from __future__ import annotations
 
