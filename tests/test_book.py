@@ -125,6 +125,16 @@ def test_notebook_parameters_follow_the_convention(source):
         assert isinstance(node, ast.Assign), f"parameters cell must only assign: {ast.unparse(node)}"
         values[node.targets[0].id] = ast.literal_eval(node.value)
     assert values.pop("preset") == "paper"
+    declared = values.pop("PARAMETERS", None)
+    if declared is not None:   # the declaration: name -> (type, accepted values, meaning), nothing else
+        from afw_book.presets import read_declaration
+
+        assert values == {}, f"a chapter that declares PARAMETERS assigns nothing else there: {values}"
+        assert read_declaration(source.read_text())["parameters"] == declared
+        assert "remove-cell" in params.metadata.get("tags", []), "the declaration is shown as the table"
+        assert "resolve_declared(" in following.source, "the next cell must call presets.resolve_declared"
+        assert "page.parameters()" in following.source, "and show the table 'Parameters of this run'"
+        return
     assert all(v is None for v in values.values()), f"tunable parameters must default to None: {values}"
     assert "resolve(" in following.source, "the cell after the parameters must call presets.resolve"
 
