@@ -71,7 +71,7 @@ def check_parameters(source: str, preset, overrides: dict) -> dict:
     nxt = re.search(r"^# %%", cell, re.M)
     accepted = [n for n in _assigned(cell[:nxt.start()] if nxt else cell) if n != "preset"]
     names = decl["presets"]
-    if preset is not None and names is not None and preset not in names:
+    if preset is not None and names is not None and (not isinstance(preset, str) or preset not in names):
         raise ValueError(f"preset = {preset!r} is not accepted: expected one of {', '.join(names)}")
     unknown = sorted(set(overrides) - set(accepted))
     if unknown:
@@ -171,6 +171,9 @@ def main(argv=None) -> int:
     # Everything about the parameters is checked on the source text, before the (slow) imports
     # of jupytext and papermill and long before a kernel starts.
     params = parse_overrides(args.parameter)
+    if "preset" in params:          # -p preset quick is --preset quick
+        given = params.pop("preset")
+        args.preset = given if args.preset is None else args.preset
     try:
         checked = check_parameters(src.read_text(), args.preset, params)
     except ValueError as err:

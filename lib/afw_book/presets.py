@@ -288,7 +288,7 @@ def check_run(declaration: dict, preset, overrides: dict) -> dict:
     outside its declaration.
     """
     names = declaration.get("presets")
-    if preset is not None and names is not None and preset not in names:
+    if preset is not None and names is not None and (not isinstance(preset, str) or preset not in names):
         raise ValueError(f"preset = {preset!r} is not accepted: expected one of {', '.join(names)}")
     decl = declaration["parameters"]
     out = {}
