@@ -65,7 +65,8 @@ from IPython.display import Markdown, display
 from afw_book import paths
 from afw_book.presets import resolve
 
-p = resolve({"paper": {}, "quick": {}}, preset)
+PRESETS = {"paper": {}, "quick": {}}
+p = resolve(PRESETS, preset)
 times_dir = Path(os.environ.get("ATTENTION_FW_EXEC_TIMES", paths.BUILD / "exec-times"))
 records = sorted((json.loads(f.read_text()) for f in times_dir.glob("*.json")),
                  key=lambda r: r["notebook"])

@@ -145,31 +145,30 @@ def _run(source, *args):
 
 @pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
 def test_unknown_preset_fails_before_any_computation(tmp_path, source):
+    """Refused from the source, before a kernel starts: exit status 2, one line, nothing executed."""
     out = tmp_path / "out.ipynb"
     proc = _run(source, "--preset", "fast", "-o", str(out), "--times-dir", str(tmp_path / "t"),
                 "--failed-dir", str(tmp_path / "failed"))
-    assert proc.returncode == 1 and not out.exists()
-    assert f"NOTEBOOK {source.stem} FAILED" in proc.stderr
-    assert "preset must be one of ['paper', 'quick']" in proc.stderr
-    # the failing cell is the one right after the parameters: nothing was computed before it
-    failed = nbformat.read(tmp_path / "failed" / f"{source.stem}.ipynb", as_version=4)
-    code = [c for c in failed.cells if c.cell_type == "code"]
-    tags = [c.metadata.get("tags", []) for c in code]
-    assert "parameters" in tags[0] and "injected-parameters" in tags[1]
-    assert any(o.get("output_type") == "error" for o in code[2].get("outputs", []))
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip() == (f"run_notebook: {source.stem}: preset = 'fast' is not accepted: "
+                                   "expected one of paper, quick")
+    assert not (tmp_path / "failed").exists() and not (tmp_path / "t").exists()
 
 
 def test_wrong_type_and_unknown_name_are_rejected_with_the_accepted_values(tmp_path):
+    from afw_book.presets import read_declaration
+
     source = ROOT / "book" / "01-model.py"
-    params, _ = _parameters_cell(source)
-    names = [n.targets[0].id for n in ast.parse(params.source).body if n.targets[0].id != "preset"]
+    names = list(read_declaration(source.read_text())["parameters"])
     assert names, "01-model must have tunable parameters"
     proc = _run(source, "--preset", "quick", "-p", names[0], "not-a-number", "-o", str(tmp_path / "o.ipynb"),
                 "--times-dir", str(tmp_path / "t"), "--failed-dir", str(tmp_path / "failed"))
-    assert proc.returncode == 1 and f"parameter {names[0]} must be" in proc.stderr
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"{names[0]} = 'not-a-number' is not accepted: expected int" in proc.stderr
     proc = _run(source, "-p", "no_such_parameter", "1", "-o", str(tmp_path / "o.ipynb"))
     assert proc.returncode == 2
-    assert "unknown parameter(s) ['no_such_parameter']" in proc.stderr and names[0] in proc.stderr
+    assert "no_such_parameter is not a parameter of this notebook" in proc.stderr and names[0] in proc.stderr
+    assert not (tmp_path / "o.ipynb").exists()
 
 
 def test_injected_parameters_cell_is_removed_from_the_page(tmp_path):
