@@ -176,7 +176,13 @@ def _of_type(kind: str, value) -> tuple[bool, object]:
 
 
 def expected_text(decl) -> str:
-    """'int >= 1', 'list[float] > 0 (each)', 'str one of a, b': what a declaration accepts."""
+    """What a declaration ``(type, range, meaning)`` accepts, as the messages write it.
+
+    Examples
+    --------
+    >>> expected_text(("int", ">= 1", "layers")), expected_text(("list[float]", "> 0", "betas"))
+    ('int >= 1', 'a non-empty list[float], each > 0')
+    """
     kind, rng = decl[0], (decl[1] or "").strip()
     if kind.startswith("list[") and rng:
         return f"a non-empty {kind}, each {rng}"
@@ -194,8 +200,12 @@ def check_value(name: str, value, decl):
     or ``"one of a, b, c"``; for a list it applies to each item. ``None`` is always accepted
     (it keeps the preset's value).
 
+    Examples
+    --------
     >>> check_value("steps", 5, ("int", ">= 1", "layers"))
     5
+    >>> check_value("gamma", 1, ("float", "(0, 1]", "step")), check_value("betas", [2, 4], ("list[float]", "> 0", "b"))
+    (1.0, [2.0, 4.0])
     >>> check_value("steps", -5, ("int", ">= 1", "layers"))
     Traceback (most recent call last):
     ...
@@ -243,6 +253,14 @@ def read_declaration(source: str) -> dict:
     ------
     ValueError
         No cell tagged ``parameters``, or a declaration that is not a literal of the documented form.
+
+    Examples
+    --------
+    >>> src = ('# %% tags=["parameters"]\\npreset = "paper"\\nPARAMETERS = {"steps": ("int", ">= 1", "layers")}\\n'
+    ...        '# %%\\nPRESETS = {"paper": dict(steps=100), "quick": dict(steps=5)}\\n')
+    >>> d = read_declaration(src)
+    >>> d["parameters"], d["preset"], d["presets"]
+    ({'steps': ('int', '>= 1', 'layers')}, 'paper', ['paper', 'quick'])
     """
     import ast
 
@@ -286,6 +304,16 @@ def check_run(declaration: dict, preset, overrides: dict) -> dict:
 
     Raises ``ValueError`` with one line for an unknown preset, an unknown name or a value
     outside its declaration.
+
+    Examples
+    --------
+    >>> decl = {"parameters": {"steps": ("int", ">= 1", "layers")}, "presets": ["paper", "quick"]}
+    >>> check_run(decl, "quick", {"steps": 7})
+    {'steps': 7}
+    >>> check_run(decl, "fast", {})
+    Traceback (most recent call last):
+    ...
+    ValueError: preset = 'fast' is not accepted: expected one of paper, quick
     """
     names = declaration.get("presets")
     if preset is not None and names is not None and (not isinstance(preset, str) or preset not in names):
@@ -313,6 +341,14 @@ def resolve_declared(presets: dict, preset, declared: dict, namespace: dict) -> 
     ------
     ValueError
         Unknown preset, a preset key that is not declared, or a value outside its declaration.
+
+    Examples
+    --------
+    >>> PARAMETERS = {"steps": ("int", ">= 1", "layers")}
+    >>> PRESETS = {"paper": dict(steps=100), "quick": dict(steps=5)}
+    >>> p = resolve_declared(PRESETS, "quick", PARAMETERS, {"steps": 8})
+    >>> p.steps, p.overrides, p.book_values
+    (8, {'steps': 8}, {'steps': 100})
     """
     if not isinstance(preset, str) or preset not in presets:
         raise ValueError(f"preset = {preset!r} is not accepted: expected one of {', '.join(sorted(presets))}")
