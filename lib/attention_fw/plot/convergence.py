@@ -109,9 +109,10 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
     """
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.5))
     t = shf["t"] + 1
-    _band(a, t, shf["ratio"], COLORS[3], "shifted clouds (median, 10-90%)")
-    a.plot(sym["t"] + 1, _pos(sym["ratio"].max(axis=1)), color=COLORS[0], label="symmetric clouds (max; $\\to 0$)")
-    a.axhline(2.0, color="k", ls="--", lw=1, label="printed bound (ratio $=2$)")
+    # short labels: at 8 pt a legend wider than the panel would shrink every panel of the figure
+    _band(a, t, shf["ratio"], COLORS[3], "shifted (median, 10-90%)")
+    a.plot(sym["t"] + 1, _pos(sym["ratio"].max(axis=1)), color=COLORS[0], label="symmetric (max; $\\to 0$)")
+    a.axhline(2.0, color="k", ls="--", lw=1, label="printed bound: 2")
     a.set_xscale("log")
     a.set_yscale("log")
     a.set_ylim(1e-4, None)
@@ -141,7 +142,8 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
     c.plot(0, 0, "kx", ms=6, label="origin (minimiser of $J$)")
     c.plot(*lim, "*", color="C3", ms=9, label=r"limit $x^*\in\mathcal{K}^0$")
     c.set_aspect("equal", adjustable="datalim")  # keeps the panel's share of the width
-    c.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False)
+    # below the panel, out of the layout (the saved figure grows downwards to hold it)
+    c.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False).set_in_layout(False)
     c.set_title("(c) one shifted cloud")
     c.set_xticks([])
     c.set_yticks([])
@@ -244,7 +246,7 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
     b.set_aspect("equal")
     b.set_xticks([])
     b.set_yticks([])
-    b.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False)
+    b.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False).set_in_layout(False)
     b.set_title("(b) paths of one cloud")
     fig.tight_layout()
     data = dict(t=t, primal_initial_tokens=current["primal_initial"], primal_current_tokens=current["primal_current"],
