@@ -17,10 +17,11 @@ $(STAMP): requirements.txt lib/pyproject.toml
 
 venv: $(STAMP)
 
-# Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), then every test.
+# Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), ruff, mypy over lib/, then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
 	$(VENV)/bin/ruff check lib tools tests book
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
@@ -73,7 +74,7 @@ REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
 RUNNER     := $(PY) tools/run_notebook.py
-BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/_ext/*.py book/_static/*)
+BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/reference/*.md book/*.bib book/_ext/*.py book/_static/*)
 
 # The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,
 # so that `make -n` sees it too) only when the preset differs from the last execution.
@@ -130,7 +131,7 @@ figure: $(STAMP)
 PORT ?= 8888
 lab: $(STAMP)
 	@echo "lab: JupyterLab on http://localhost:$(PORT); the URL to open, with its token, is printed below. Ctrl-C stops it."
-	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
+	JUPYTER_PREFER_ENV_PATH=1 ATTENTION_FW_ROOT=$(CURDIR) ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(VENV)/bin/jupyter-lab \
 	    --config=$(CURDIR)/tools/lab/jupyter_lab_config.py --port=$(PORT)$(if $(filter-out 0 no false,$(NO_BROWSER)), --no-browser)
 
 # Preview the built book (building it first when needed) as GitHub Pages serves a project:

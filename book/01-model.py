@@ -29,7 +29,8 @@
 # form of the dynamics numerically, in the order of the paper: the layer (1.1), its
 # renormalised version (1.3), the hardmax limit (SA∞), the finite-$\beta$ dynamics (SAβ)
 # and the Markov chain (SAP). Everything is computed by the library `attention_fw`
-# (`attention_fw.model.dynamics`); this page only calls it and plots.
+# ({py:mod}`attention_fw.model.dynamics`, described with the rest in the library reference); this page
+# only calls it and plots.
 #
 # :::{note}
 # The paper's body could not be read directly (see the provenance notes in the

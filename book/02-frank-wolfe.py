@@ -95,7 +95,7 @@ def random_symmetric(rng, count, d):
 # A linear function on a polytope attains its maximum at a vertex, and the vertices of
 # $\mathcal K^t$ are tokens; so the maximiser over the hull can be found by scanning the
 # tokens, at cost $O(n^2d)$ per layer. The library does exactly that
-# (`frank_wolfe.lmo`); `frank_wolfe.lmo_linprog` solves the same problem as a linear program
+# ({py:func}`~attention_fw.model.frank_wolfe.lmo`); {py:func}`~attention_fw.model.frank_wolfe.lmo_linprog` solves the same problem as a linear program
 # over the simplex of convex weights (HiGHS). Over {glue:text}`ch2-oracle-configs` random
 # sets of {glue:text}`ch2-oracle-n` points in $\mathbb R^{d}$, $d=$ {glue:text}`ch2-oracle-d`,
 # each point querying the oracle with its own direction $Bx_i$ (a random symmetric $B$ per
@@ -265,7 +265,7 @@ page.glue(**{"ch2-e7-pairs": (p.e7_pairs, ","),
 # rounding, and
 # {glue:text}`ch2-hull-outside` new tokens lie outside the previous hull
 # ({numref}`fig-ch2-hull-area`). The library's hardmax step takes one key–query matrix per
-# configuration, so the whole batch runs in one call (`frank_wolfe.hull_shrinking`).
+# configuration, so the whole batch runs in one call ({py:func}`~attention_fw.model.frank_wolfe.hull_shrinking`).
 
 # %%
 rng = page.stream("hull-shrinking")

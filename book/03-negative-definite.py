@@ -141,7 +141,7 @@ page.glue(x2=f"({x2[0][0]}, {x2[1][0]})", limit=cex["limit"],
           plateau=cex["plateau"], first=cex["first_violation"],
           first_tok2=cex["first_violation_token"][1],
           eq_tok2=", ".join(map(str, cex["equality_times"][1])) or "none")
-fig = cvp.fig_thm31_counterexample(cex, **page.data_only)
+fig = cvp.fig_thm31_counterexample(cex)
 page.figure(fig, "fw-thm31-counterexample",
             statement="Theorem 3.1 (erratum E2)",
             caption="Theorem 3.1's printed bound against an exact "
@@ -170,7 +170,8 @@ page.figure(fig, "fw-thm31-counterexample",
 # arithmetic a token whose oracle is its own mirror image lands **exactly** on $0$ at $t=2$
 # (where $\gamma=1/2$) and stays there; floating point leaves it at $10^{-16}$, where its oracle is
 # decided by rounding noise. The library therefore carries the exact-arithmetic bookkeeping
-# (re-mirroring and exact zeros, `symmetric=True`), which the tests validate against the
+# (re-mirroring and exact zeros, `symmetric=True` of {py:func}`~attention_fw.experiments.convergence.section3_rates`),
+# which the tests validate against the
 # `Fraction` implementation.
 #
 # We compare {glue:text}`sym_total` symmetric Gaussian clouds in $\mathbb R^2$
@@ -222,8 +223,7 @@ page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
 example_cloud = cv.shifted_cloud(pc.rate_clouds, 6, 2,
                                  rng=np.random.default_rng(seeds[2]))
 example = cv.section3_rates(example_cloud, Bs, pc.rate_steps)
-fig = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example,
-                                         **page.data_only)
+fig = cvp.fig_thm31_symmetric_vs_shifted(sym, shf, example)
 page.figure(fig, "fw-thm31-symmetric-vs-shifted",
             statement="Theorem 3.1 (erratum E2)",
             caption="The ratio of Theorem 3.1's bound on many clouds: "
@@ -297,7 +297,7 @@ n_sym_rate, m_sym_rate = 2 * pc.rate_clouds, 10
 symmetric = cv.symmetric_cloud(n_sym_rate, m_sym_rate, 2,
                                rng=np.random.default_rng(seeds[4]))
 ry = cv.section3_rates(symmetric, Bsym, pc.sym_rate_steps, symmetric=True)
-fig = cvp.fig_rates_section3(rs, ry, **page.data_only)
+fig = cvp.fig_rates_section3(rs, ry)
 slopes = {"shifted": cv.rate_slopes(rs), "symmetric": cv.rate_slopes(ry)}
 page.figure(fig, "fw-rates-section3",
             statement="Theorem 3.1, corrected proposition (erratum E1)",
@@ -344,7 +344,7 @@ page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
 same_clouds = cv.shifted_cloud(pc.rate_clouds, 5, 2,
                                rng=np.random.default_rng(seeds[3]))
 fx = cv.fixed_hull_fw(same_clouds, Bs, pc.rate_steps)
-fig = cvp.fig_fixed_vs_current(fx, rs, **page.data_only)
+fig = cvp.fig_fixed_vs_current(fx, rs)
 fslopes = cv.fixed_vs_current_slopes(fx, rs)
 page.figure(fig, "fw-fixed-vs-current-hull",
             statement="Theorem 3.1 (errata E1, E2)",
@@ -403,7 +403,7 @@ lb = cv.linear_rate_bound(hexagon, Bl)
 ls = cv.fixed_hull_fw(hexagon[None], Bl, pc.line_steps, rule="line-search",
                       times=np.arange(pc.line_steps + 1))
 ol = cv.fixed_hull_fw(hexagon[None], Bl, pc.rate_steps, rule="fw")
-fig = cvp.fig_linear_contrast(ol, ls, lb, **page.data_only)
+fig = cvp.fig_linear_contrast(ol, ls, lb)
 lin = cv.linear_contrast_rates(ol, ls)
 page.figure(fig, "fw-linear-contrast",
             statement="Section 3, the linear rate of the v1 abstract (E1)",

@@ -26,7 +26,7 @@
 #
 # Every cell is $\mathcal K$ cut by half-planes whose boundary lines pass through the origin, so
 # in the plane the cells are wedges from the origin truncated by $\mathcal K$. This chapter
-# computes them **exactly**, as polygons (`attention_fw.geometry.planar`), and regenerates the paper's
+# computes them **exactly**, as polygons ({py:mod}`attention_fw.geometry.planar`), and regenerates the paper's
 # four figures from these polygons (`afw_book.paper_figures`). The published figures
 # coloured a $1000\times1000$ grid instead. The numbers of the cells lemma and of the
 # polygon-condition remark are not confirmed by any source.
@@ -561,7 +561,7 @@ schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmon
                 "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
 runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, s, B4, steps))
            for (kind, s), steps in zip(schedules_4c.items(), pc.schedule_steps)}
-fig_sched = cvp.fig_vertex_schedules(runs_4c, **page.data_only)
+fig_sched = cvp.fig_vertex_schedules(runs_4c)
 page.figure(fig_sched, "vertex-convergence-schedules",
             statement="Theorem 4.2 (erratum E4)",
             caption="Distance of each token to its vertex under four "
@@ -609,7 +609,7 @@ pl1 = vl.vertex_convergence(V6, X1, pc.line_gamma, B4, pc.line_steps)
 pl2 = vl.vertex_convergence(v42, X2, pc.line_gamma, np.eye(2), pc.line_steps)
 fig_lines = cvp.fig_vertex_straight_lines(
     [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
-     ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)], **page.data_only)
+     ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)])
 page.figure(fig_lines, "vertex-straight-lines",
             statement="Theorem 4.2",
             caption="Tokens move on straight segments to the vertex of "
@@ -633,7 +633,7 @@ v0, h0 = geo.sample_vertices(6, rng=0, enforce_bijection=True)
 v0 = v0[h0]
 X0 = np.random.default_rng(seeds_4c[3]).dirichlet(np.ones(6), size=10) @ v0
 run_no = vl.non_owning_run(v0, X0, pc.line_gamma, np.eye(2), 40)
-fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2), **page.data_only)
+fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2))
 page.figure(fig_no, "vertex-not-owning-cell",
             statement="Theorem 4.2, genericity condition",
             caption="A vertex that does not own its cell moves, and the"
@@ -699,7 +699,7 @@ B_dg = M @ M.T + 0.1 * np.eye(2)
 dg_runs = {label: vl.duality_gap_check(x_dg, spec, B_dg, pc.dg_steps)
            for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
                                 ("$2^{-t-1}$", "halving")]}
-fig_dg = cvp.fig_duality_gap(dg_runs, **page.data_only)
+fig_dg = cvp.fig_duality_gap(dg_runs)
 page.figure(fig_dg, "duality-gap-prop",
             statement="Duality-gap proposition (number unconfirmed)",
             caption="Both sides of the duality-gap proposition along "
@@ -765,7 +765,7 @@ for res in mc:
     glue(f"ch4c-d99-{res['kappa']}", first_dim(res, 0.99), display=False)
 
 # %%
-fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b), **page.data_only)
+fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b))
 page.figure(fig_mc, "remark46-owns-cell",
             statement="Remark 4.6",
             caption="Probability that all Gaussian vertices own their "
@@ -823,7 +823,7 @@ paths_ode = dict(t=tt, exact=vl.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
 for h in (0.5, 0.25, 0.1):
     sim = dyn.simulate(x_ode, dyn.Hardmax(h, I2), int(round(4 / h)), trajectory=True)
     paths_ode["euler"][h] = (sim.times * h, sim.trajectory[:, 6, 0])
-fig_eu = cvp.fig_ode_euler(eu, paths_ode, **page.data_only)
+fig_eu = cvp.fig_ode_euler(eu, paths_ode)
 eu_slope = eu.slope
 page.figure(fig_eu, "ode-euler-error",
             statement="Theorem 4.8 (number unconfirmed)",
@@ -849,7 +849,7 @@ u = np.random.default_rng(2).normal(size=x_b.shape)
 u /= 1.0001 * np.linalg.norm(u, axis=-1).max()
 u[-1] = -nrm                                           # push the last token across the boundary
 bnd = vl.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
-fig_cont = cvp.fig_ode_continuity(gen, bnd, eta, **page.data_only)
+fig_cont = cvp.fig_ode_continuity(gen, bnd, eta)
 page.figure(fig_cont, "ode-continuity",
             statement="Theorem 4.8 (number unconfirmed)",
             caption="Continuous dependence of the ODE solution on "

@@ -41,7 +41,7 @@
 #
 # Exit times grow like $e^{c\beta}$, so simulating the chain one step at a time stops at small
 # $\beta$. The experiments below use an exact **rejection-free** (kinetic Monte Carlo) engine,
-# `attention_fw.experiments.metastability.engine_exit_times`, whose cost per exit does not depend on
+# {py:func}`attention_fw.experiments.exit_times.engine_exit_times`, whose cost per exit does not depend on
 # $\beta$, validated against plain stepping where both are feasible. Parameter sweeps run
 # through `afw_book.sweeps` and are cached on disk, so re-rendering recomputes nothing.
 
@@ -253,7 +253,7 @@ page.glue(p1_jump_beta=(float(b1[from_here[0]]), ",g") if from_here.size else "(
 
 # %%
 fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg,
-                    PH1["config_beta"], **page.data_only)
+                    PH1["config_beta"])
 page.figure(fig, "phase1-event", statement="Theorem 5.2",
             caption="Theorem 5.2 by Monte Carlo of the chain: "
                     "the event at T1 against beta and against time")
@@ -321,7 +321,7 @@ page.figure(fig, "phase1-event", statement="Theorem 5.2",
 # %%
 EPS_THM, GAMMA_THM = 0.15, 0.04   # the theorem-regime experiments below
 hyp = M.theorem54_hypotheses(TRI, EPS_THM, GAMMA_THM)
-fig = MP.fig_admissible(TRI, hyp, EPS_THM, GAMMA_THM, **page.data_only)
+fig = MP.fig_admissible(TRI, hyp, EPS_THM, GAMMA_THM)
 page.figure(fig, "metastability-admissible", statement="Theorem 5.4",
             caption="Where the proof of Theorem 5.4 applies: "
                     "the admissible (epsilon, gamma) for the triangle")
@@ -427,7 +427,7 @@ page.glue(jump_censored_total=sum(f.n_censored for f, _, _ in fits.values()))
 
 # %%
 hist = {b: fits[3, 6, b][:2] for b in p.hist_betas}
-fig = MP.fig_histograms(hist, stepped, p.hist_betas, **page.data_only)
+fig = MP.fig_histograms(hist, stepped, p.hist_betas)
 page.figure(fig, "metastability-histograms", statement="Theorem 5.4",
             caption="Histograms of the exit time of the chain per decade, "
                     "with the fitted geometric law")
@@ -517,7 +517,7 @@ rate = dict(kappas=p.kappas, betas=p.jump_betas, fits=mle, rows=rate_rows,
             exact=exact_slope, thm_betas=p.thm_betas, thm_fits=thm_fits,
             thm_slope=s_thm, win_starts=win_starts, win=win, c0=c0_of,
             halves=halves, half_fits=half_fits, half_exact=half_exact)
-fig = MP.fig_rate(rate, **page.data_only)
+fig = MP.fig_rate(rate)
 page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
             caption="Mean exit time against beta, fitted slopes against c0, "
                     "and slopes on moving windows")
@@ -594,7 +594,7 @@ surv_runs = [(3, by_engine), (6, by_stepping)]
 surv_data = MP.survival_curves(surv_runs, TRI, GAMMA_THM, EPS_THM)
 titles = [(3, r"(a) $n=3$ (one token per vertex), engine"),
           (6, r"(b) $n=6$ (two per vertex), plain stepping")]
-fig = MP.fig_survival(surv_data, titles, **page.data_only)
+fig = MP.fig_survival(surv_data, titles)
 page.figure(fig, "metastability-survival",
             statement="Theorem 5.4 (erratum E11)",
             caption="Survival of the exit time against the printed "
@@ -678,7 +678,7 @@ paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6, rng=4)
 zoom_sabeta, zoom_sap = MP.zoom_paths(*start, T_det_path, rng=4)
 e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
           paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
-fig = MP.fig_sap_vs_sabeta(e6, TRI, **page.data_only)
+fig = MP.fig_sap_vs_sabeta(e6, TRI)
 page.figure(fig, "sap-vs-sabeta",
             statement="Theorems 5.2 and 5.4 (erratum E6)",
             caption="The chain (SAP) against the deterministic SA-beta "
@@ -750,7 +750,7 @@ grid_col = sweeps.grid(x0=[tuple(map(tuple, x0_col))], gamma=GAMMA,
                        beta=p.collapse_betas, tol=1e-6,
                        max_steps=p.collapse_max_steps, record_every=50)
 res_col = sweeps.run(M.collapse_task, grid_col, **RUN)
-fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas, **page.data_only)
+fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas)
 page.figure(fig, "collapse-prop51",
             statement="Proposition 5.1 (errata E5, E12)",
             caption="Collapse of SA-beta to a point of the initial hull, "

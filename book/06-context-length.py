@@ -25,7 +25,7 @@
 #
 # **Memory.** A step of the library holds the whole $n\times n$ matrix of scores
 # $\langle Bx_i,x_j\rangle$. At $n=65{,}536$ that is tens of gigabytes, more than many machines have. The
-# module `attention_fw.model.tiled` computes the same steps with the keys in tiles, in memory
+# module {py:mod}`attention_fw.model.tiled` computes the same steps with the keys in tiles, in memory
 # $O(n(d+k))$ for tiles of $k$ keys:
 #
 # * the softmax step (SAβ) keeps a running maximum and a running sum for each query, as
@@ -188,7 +188,7 @@ n_lo, n_hi = min(p.own_ns), max(p.own_ns)
 page.glue(n_lo=f"{n_lo:,}", n_hi=f"{n_hi:,}",
           d_half_lo=(CL.half_dimension(n_lo), ".1f"), d_half_hi=(CL.half_dimension(n_hi), ".1f"),
           two_log_lo=(2 * np.log(n_lo), ".1f"), two_log_hi=(2 * np.log(n_hi), ".1f"))
-fig = CP.fig_ownership(own, head_d=HEAD_D, **page.data_only)
+fig = CP.fig_ownership(own, head_d=HEAD_D)
 page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition), Remark 4.6",
             caption="Fraction of n Gaussian tokens that own their cells under the hardmax, "
                     "against the dimension, for several context lengths n")
@@ -264,7 +264,7 @@ page.glue(run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
           run_cf_err=(max(run["closed_form_error"]), ".1e"),
           run_expected_owners=(run["n"] * run["probability"], ",.0f"),
           run_p=(run["probability"], ".2f"))
-fig = CP.fig_stay_put(run, **page.data_only)
+fig = CP.fig_stay_put(run)
 page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax dynamics (SA∞)",
             caption="Hardmax layers on Gaussian tokens: the owners of their cells never move, "
                     "the tokens they lead follow the closed form")

@@ -145,7 +145,7 @@ page.glue(**{"e2-first": cex.first_violation,
 # *Printed:* "we fix $\gamma^t=2/(t+1)$". *Correct:* the statement and the proof use
 # $\gamma^t=2/(t+2)$, the classical Frank–Wolfe step. With $2/(t+1)$ the first step is
 # $\gamma^0=$ {glue:text}`e3-first`, outside $(0,1]$, and the library refuses it:
-# "{glue:text}`e3-error`". The library's `FrankWolfe()` schedule gives
+# "{glue:text}`e3-error`". The library's {py:class}`~attention_fw.model.schedules.FrankWolfe` schedule gives
 # $\gamma^0,\gamma^1,\gamma^2=$ {glue:text}`e3-fw0`, {glue:text}`e3-fw1`,
 # {glue:text}`e3-fw2`.
 

@@ -1,9 +1,15 @@
 """Fixtures shared by the test files (regular polygons come from attention_fw.geometry.polytope.regular_polygon)."""
+import os
+
 import numpy as np
 import pytest
 
+from attention_fw.model import _sampling
 from attention_fw.model import dynamics as D
 from cdp import INSTALL_HINT, Browser, chromium_executable
+
+# The library leaves matplotlib's backend alone; the tests (and the processes they start) never open a window.
+os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 @pytest.fixture
@@ -26,9 +32,9 @@ def check_coincident_pick():
 
 @pytest.fixture
 def neg_logs(monkeypatch):
-    """The arguments of every ``dynamics.bernoulli_from_neg_log`` call during the test (copies, in
-    call order): the exact -log-probabilities with which the samplers draw their Bernoulli events.
-    The draws themselves are unchanged."""
+    """The arguments of every ``bernoulli_from_neg_log`` call of the dense and the tiled samplers
+    during the test (copies, in call order): the exact -log-probabilities with which they draw
+    their Bernoulli events. The draws themselves are unchanged."""
     seen = []
     real = D.bernoulli_from_neg_log
 
@@ -36,7 +42,8 @@ def neg_logs(monkeypatch):
         seen.append(np.array(t, copy=True))
         return real(t, rng=rng)
 
-    monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)
+    monkeypatch.setattr(D, "bernoulli_from_neg_log", spy)          # the dense steps' name
+    monkeypatch.setattr(_sampling, "bernoulli_from_neg_log", spy)  # the tiled steps' (model._sampling)
     return seen
 
 

@@ -229,7 +229,8 @@ def page_problems(r: dict, outside: str) -> list[str]:
 
 
 def book_pages(html: Path) -> list[str]:
-    return sorted(p.relative_to(html).as_posix() for p in (html / "book").glob("*.html"))
+    """Every page of the book: the chapters and the other pages in book/, and the library reference in book/reference/."""
+    return sorted(p.relative_to(html).as_posix() for p in (html / "book").rglob("*.html"))
 
 
 def test_chromium_is_installed():
@@ -259,6 +260,7 @@ def _local_file(html: Path, url: str) -> Path:
 def test_every_chapter_has_a_page(served_book):
     html, _ = served_book
     expected = {f"book/{p.stem}.html" for p in bookbuild.chapter_sources()} | {"book/intro.html"}
+    expected |= {f"book/reference/{p.stem}.html" for p in (bookbuild.ROOT / "book" / "reference").glob("*.md")}
     assert expected <= set(book_pages(html))
 
 

@@ -49,7 +49,8 @@ def test_sap_moves_are_convex_steps_towards_tokens():
 # ----------------------------------------------------------------- SAP in the tails
 def test_bernoulli_from_neg_log_law_through_several_pieces(monkeypatch):
     """P(hit) = exp(-t) when t is cut into pieces (memorylessness), within 5 standard errors."""
-    monkeypatch.setattr(D, "TAIL_CHUNK", 0.5)  # t = 3 takes six exponential draws
+    from attention_fw.model import _sampling
+    monkeypatch.setattr(_sampling, "TAIL_CHUNK", 0.5)  # t = 3 takes six exponential draws
     N = 1_000_000
     for t in (0.2, 3.0):
         p = np.exp(-t)

@@ -1,7 +1,7 @@
 """``make figure --style <venue> [--width column|text]`` and ``--usetex`` (paper_figures with VENUES).
 
-* the default output is unchanged by the style machinery (no style: the same bytes as a plain
-  draw-and-save of the figure function);
+* the default output is unchanged by the style machinery (no venue: the same bytes as a plain
+  draw-and-save of the figure function in the book's ``style()``);
 * a venue style gives the venue's font sizes (\\small labels, \\footnotesize ticks and legends of a
   10pt class) and its width: by default the column for one row of panels, the text width for
   several; ``--width column|text`` (or inches) chooses; the PDF's page (its MediaBox) is exactly
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -25,8 +26,9 @@ from afw_book import figures as plotting
 def test_default_render_is_a_plain_save(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figs"))
     _, _, written = pf.render("figure2")
-    fig, data = pf.figure2()
-    plain = plotting.save(fig, "figure2", data, outdir=tmp_path / "plain")
+    with plotting.style():                               # the book's style, as the render applies it
+        fig, data = pf.figure2()
+        plain = plotting.save(fig, "figure2", data, outdir=tmp_path / "plain")
     for fmt in plotting.FORMATS:
         assert written[fmt].read_bytes() == plain[fmt].read_bytes(), fmt
     assert written["png"].parent == tmp_path / "figs"
@@ -120,7 +122,7 @@ def test_unknown_style_is_rejected_by_name(capsys):
 
 def test_usetex_without_tex_says_what_to_install(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path))
-    monkeypatch.setattr(plotting.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     assert pf.main(["figure2", "--usetex"]) == 2
     err = capsys.readouterr().err
     assert "--usetex needs a TeX installation" in err and "latex" in err and "apt-get install" in err
@@ -128,7 +130,7 @@ def test_usetex_without_tex_says_what_to_install(tmp_path, monkeypatch, capsys):
 
 
 def test_usetex_settings_when_tex_is_present(monkeypatch):
-    monkeypatch.setattr(plotting.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     rc = plotting.venue_rc("neurips", usetex=True)
     assert rc["text.usetex"] is True
     assert r"\usepackage{mathptmx}" in rc["text.latex.preamble"]        # Times, as the venue

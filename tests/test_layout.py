@@ -28,9 +28,9 @@ def _layout_row(path: str) -> str:
 
 
 def test_init_lists_exactly_the_modules():
-    listed = set(re.findall(r"^  ([\w.]+)\s", attention_fw.__doc__, re.M))
+    listed = set(re.findall(r"^    ([\w.]+) ", attention_fw.__doc__, re.M))   # a literal block: 4 spaces, name, text
     assert listed == _modules(PACKAGE)
-    listed = set(re.findall(r"^  ([\w.]+)\s", afw_book.__doc__, re.M))
+    listed = set(re.findall(r"^    ([\w.]+) ", afw_book.__doc__, re.M))
     assert listed == _modules(BOOK_PACKAGE)
 
 
@@ -50,3 +50,20 @@ def test_readme_layout_names_every_module_and_tool():
     chapters = {p.name for p in (ROOT / "book").glob("[0-9][0-9]-*.py")}
     named = set(re.findall(r"`([\w.-]+\.py)`", book_row))   # the chapters as a range: first ... last
     assert {"errata.py", "reproducibility.py", min(chapters), max(chapters)} <= named
+
+
+def test_library_reference_documents_exactly_the_public_modules():
+    """The book's "Library reference" (book/reference/) has one page per sub-package and documents
+    every public module of it, and nothing that does not exist; the README's row and the package
+    agree with it (test above)."""
+    reference = ROOT / "book" / "reference"
+    documented = set()
+    for page in reference.glob("*.md"):
+        documented |= set(re.findall(r"^\.\. automodule:: attention_fw\.([\w.]+)$", page.read_text(), re.M))
+    public = {m for m in _modules(PACKAGE) if not any(part.startswith("_") for part in m.split("."))}
+    packages = {m.split(".")[0] for m in _modules(PACKAGE) if "." in m}
+    assert public <= documented, public - documented
+    assert documented <= public | packages, documented - public - packages
+    assert {p.stem for p in reference.glob("*.md")} == packages | {"index"}
+    toc = (ROOT / "_toc.yml").read_text()
+    assert all(f"book/reference/{p}" in toc for p in packages | {"index"})

@@ -87,8 +87,11 @@ def _public_signatures():
             continue
         mod = importlib.import_module(info.name)
         key = info.name.removeprefix("attention_fw.")
+        public = getattr(mod, "__all__", None)      # the public names; else those defined in the module
         for name, obj in vars(mod).items():
-            if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__ or not callable(obj):
+            if name.startswith("_") or not callable(obj) or isinstance(obj, type(mod)):
+                continue
+            if (name not in public) if public is not None else getattr(obj, "__module__", None) != mod.__name__:
                 continue
             try:
                 yield f"{key}.{name}", inspect.signature(obj).parameters

@@ -305,7 +305,7 @@ def test_budget_is_settable_and_checked(monkeypatch):
     (lambda x: T.set_memory_budget(-1), "budget must be >= 1"),
     (lambda x: T.softmax_step(x, 0.1, 1.0, key_tile=0), "key_tile must be >= 1"),
     (lambda x: T.softmax_step(x, 0.1, 1.0, np.eye(2)), "B must be 3 x 3"),
-    (lambda x: T.softmax_step(x[None], 0.1, 1.0, np.ones((2, 3, 3))), r"B must be 3 x 3 or one 3 x 3 matrix per system"),
+    (lambda x: T.softmax_step(x[None], 0.1, 1.0, np.ones((2, 3, 3))), r"B must be 3 x 3 or one matrix per system, \(1, 3, 3\)"),
     (lambda x: T.sap_step(x, 0.1, 1.0, rng="seed"), "rng must be"),
     (lambda x: T.hardmax_step(x, 1.5), "gamma must lie"),
     (lambda x: T.softmax_step(x, 0.1, -1.0), "beta must lie"),
@@ -315,6 +315,20 @@ def test_budget_is_settable_and_checked(monkeypatch):
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call(np.random.default_rng(0).standard_normal((8, 3)))
+
+
+@pytest.mark.parametrize("x_shape, B", [((8, 3), np.eye(2)), ((1, 8, 3), np.ones((2, 3, 3))), ((8, 3), np.ones((1, 3, 3))),
+                                        ((8, 3), np.ones((3, 4))), ((8, 3), np.ones(3)), ((8, 3), [[np.nan] * 3] * 3)])
+def test_the_same_bad_B_gets_the_same_message_from_both_backends(x_shape, B):
+    """One copy of the check (model._checks): the dense and the tiled steps reject a bad B alike."""
+    x = np.random.default_rng(0).standard_normal(x_shape)
+    messages = []
+    for step in (lambda: D.hardmax_step(x, 0.5, B), lambda: T.hardmax_step(x, 0.5, B),
+                 lambda: D.softmax_step(x, 0.5, 1.0, B), lambda: T.softmax_step(x, 0.5, 1.0, B)):
+        with pytest.raises((ValueError, TypeError)) as err:
+            step()
+        messages.append(str(err.value))
+    assert len(set(messages)) == 1 and messages[0].startswith("B "), messages
 
 
 def test_numba_and_numpy_tile_passes_agree():

@@ -37,7 +37,7 @@ def article_columns(width: int) -> tuple[int, int]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("pages", nargs="*", help="page stems, e.g. 01-model (default: every page of book/)")
+    ap.add_argument("pages", nargs="*", help="pages under book/, e.g. 01-model or reference/model (default: every page)")
     ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     ap.add_argument("--out", type=Path, default=ROOT / "_build" / "screenshots")
     ap.add_argument("--width", type=int, default=1280, help="window width in CSS px (e.g. 800 for a narrow window)")
@@ -49,10 +49,12 @@ def main(argv=None) -> int:
     if not exe:
         print("screenshot_pages: chromium not found (sudo apt-get install -y chromium)", file=sys.stderr)
         return 2
-    pages = args.pages or sorted(p.stem for p in (args.html / "book").glob("*.html"))
+    pages = args.pages or sorted(p.relative_to(args.html / "book").with_suffix("").as_posix()
+                                 for p in (args.html / "book").rglob("*.html"))
     args.out.mkdir(parents=True, exist_ok=True)
     for stem in pages:
         page = args.html / "book" / f"{stem}.html"
+        stem = stem.replace("/", "-")                             # reference/model -> reference-model
         with tempfile.TemporaryDirectory() as profile:
             full = args.out / f"{stem}-full.png"
             subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

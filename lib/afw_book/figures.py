@@ -1,4 +1,4 @@
-"""One figure style and one save function for every figure of the book.
+"""One save function for every figure of the book (the style itself is :mod:`attention_fw.plot.style`).
 
 ``save`` writes a figure as vector PDF (for papers), PNG and SVG (for the web),
 plus the numbers behind it as JSON, with three guarantees:
@@ -26,93 +26,34 @@ import hashlib
 import io
 import json
 import os
-import shutil
+import logging
 import signal
 import threading
 from pathlib import Path
-
-import logging
+from typing import Any, cast
 
 import matplotlib
+import matplotlib.figure
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.spines import Spine
+from matplotlib.text import Text
 
+from attention_fw.plot.style import (ONE_COLUMN, STYLE, TEX_PROGRAMS, TWO_COLUMN, VENUES, style, tex_missing,
+                                     venue_rc)
 
-def _in_ipython_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is pinned
-        return False
-    shell = get_ipython()
-    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+from . import paths
 
-
-# Scripts and tests never open a window; inside a Jupyter kernel the inline backend is kept,
-# so figures still display in notebooks run locally.
-if not _in_ipython_kernel():
-    matplotlib.use("Agg")
-# fontTools warns about the (deliberately) fixed font timestamps when it subsets
-# Computer Modern into PDFs; the warning is noise in every notebook's output.
-logging.getLogger("fontTools").setLevel(logging.ERROR)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.axis import Axis  # noqa: E402
-from matplotlib.spines import Spine  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-
-from . import paths  # noqa: E402
+__all__ = ["FORMATS", "PNG_DPI", "ONE_COLUMN", "TWO_COLUMN", "STYLE", "VENUES", "TEX_PROGRAMS", "style", "venue_rc",
+           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "figure_bytes", "saved", "save"]
 
 FORMATS = ("pdf", "png", "svg")
 PNG_DPI = 200
 
-# Widths in inches for a one-column and a two-column paper layout.
-ONE_COLUMN = 3.4
-TWO_COLUMN = 7.0
-
-# Column and text widths (inches) and font sizes (points) of paper venues, for
-# ``make figure ARGS="... --style <venue>"`` (:func:`venue_rc`). Sources:
-#  * icml: icml2025.sty sets \textwidth 6.75in and \columnsep 0.25in on US letter, two columns,
-#    so \columnwidth = 3.25in; body 10pt Times (captions \small = 9pt).
-#  * neurips: neurips_2025.sty: one column, textwidth=5.5in (geometry), body 10pt Times.
-#  * arxiv-1col / arxiv-2col: LaTeX's standard article class at 10pt on US letter (size10.clo),
-#    the layout of a preprint without a venue style: one column 345pt = 4.77in; with the
-#    twocolumn option \textwidth 469pt = 6.49in, \columnsep 10pt, \columnwidth 229.5pt = 3.17in;
-#    Computer Modern.
-# In every 10pt class \small is 9pt and \footnotesize 8pt: labels and titles are set at 9pt,
-# tick labels and legends at 8pt, so the figure's text matches the captions around it.
-VENUES = {
-    "icml": dict(column=3.25, text=6.75, font=10, serif="Times"),
-    "neurips": dict(column=5.5, text=5.5, font=10, serif="Times"),
-    "arxiv-1col": dict(column=4.77, text=4.77, font=10, serif="Computer Modern"),
-    "arxiv-2col": dict(column=3.17, text=6.49, font=10, serif="Computer Modern"),
-}
-
-STYLE = {
-    "font.family": "serif",
-    "font.serif": ["cmr10", "DejaVu Serif"],
-    "mathtext.fontset": "cm",
-    "axes.formatter.use_mathtext": True,
-    "axes.unicode_minus": False,
-    "font.size": 9,
-    "axes.titlesize": 9,
-    "axes.labelsize": 9,
-    "legend.fontsize": 8,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "figure.dpi": 100,
-    "figure.facecolor": "white",
-    "axes.facecolor": "white",
-    "savefig.facecolor": "white",
-    "savefig.transparent": False,
-    "savefig.bbox": "tight",
-    "savefig.pad_inches": 0.02,
-    "svg.hashsalt": "attention-fw",
-    "svg.fonttype": "path",
-    "pdf.fonttype": 42,
-    "lines.linewidth": 1.2,
-    "axes.grid": False,
-    "text.usetex": False,
-    "path.simplify": False,
-}
+# What makes the files reproducible and opaque, whatever the caller's rcParams at saving time.
+_SAVE_RC = {k: v for k, v in STYLE.items() if k.startswith(("savefig.", "svg.", "pdf."))}
 
 _METADATA = {
     "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
@@ -122,59 +63,12 @@ _METADATA = {
 
 
 def use_style() -> None:
-    """Apply the book's figure style (mathtext with Computer Modern, no TeX needed)."""
-    matplotlib.rcParams.update(STYLE)
+    """Apply the book's figure style for the rest of the session (a chapter's first cell calls it).
 
-
-use_style()
-
-TEX_PROGRAMS = ("latex", "dvipng", "kpsewhich")
-"""What matplotlib's ``text.usetex`` needs on PATH (``latex`` for the text, ``dvipng`` for PNG)."""
-
-
-def tex_missing() -> list[str]:
-    """The programs of :data:`TEX_PROGRAMS` that are not on PATH (empty: TeX is usable)."""
-    return [p for p in TEX_PROGRAMS if shutil.which(p) is None]
-
-
-def venue_rc(style: str | None = None, usetex: bool = False) -> dict:
-    """rcParams for a venue's fonts (see :data:`VENUES`) and optionally LaTeX text.
-
-    ``style=None`` and ``usetex=False`` give ``{}``: the book's own style, unchanged.
-
-    Raises
-    ------
-    ValueError
-        Unknown ``style``.
-    RuntimeError
-        ``usetex`` without a TeX installation (the message names the missing programs and
-        how to install them).
+    This is the book's explicit, global switch (the library itself changes nothing at import;
+    elsewhere use ``with style(): ...``).
     """
-    rc: dict = {}
-    if style is not None:
-        if style not in VENUES:
-            raise ValueError(f"style must be one of {sorted(VENUES)}, got {style!r}")
-        v = VENUES[style]
-        small, footnote = v["font"] - 1, v["font"] - 2
-        rc.update({"font.size": small, "axes.titlesize": small, "axes.labelsize": small,
-                   "legend.fontsize": footnote, "xtick.labelsize": footnote,
-                   "ytick.labelsize": footnote})
-        if v["serif"] == "Times":  # STIX is matplotlib's bundled Times-like font (text and math)
-            rc.update({"font.serif": ["STIXGeneral", "DejaVu Serif"], "mathtext.fontset": "stix"})
-    if usetex:
-        missing = tex_missing()
-        if missing:
-            raise RuntimeError(
-                "--usetex needs a TeX installation, and " + ", ".join(missing) + " "
-                + ("is" if len(missing) == 1 else "are") + " not on PATH. Install one (Debian/Ubuntu: "
-                "sudo apt-get install texlive-latex-extra texlive-fonts-recommended cm-super dvipng) "
-                "or leave out --usetex: without it the text is drawn by matplotlib's mathtext, "
-                "which needs no TeX.")
-        times = style is not None and VENUES[style]["serif"] == "Times"
-        rc.update({"text.usetex": True, "font.family": "serif",
-                   "text.latex.preamble": r"\usepackage{amsmath,amssymb,mathrsfs}"
-                   + (r"\usepackage{mathptmx}" if times else "")})
-    return rc
+    matplotlib.rcParams.update(cast(Any, STYLE))
 
 
 def output_dir(canonical: bool = True, preset: str | None = None) -> Path:
@@ -361,6 +255,19 @@ def _log_written(path: Path) -> None:
             fh.write(f"{Path(path).resolve()}\n")
 
 
+@contextlib.contextmanager
+def _fonttools_quiet():
+    """fontTools warns about the (deliberately) fixed font timestamps when it subsets fonts into a
+    PDF: noise in every notebook's output. Quieted while a figure is rendered, then restored."""
+    logger = logging.getLogger("fontTools")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
     """Render ``fig`` to bytes in format ``fmt`` with reproducible metadata.
 
@@ -369,7 +276,7 @@ def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": STYLE["svg.hashsalt"]}):
+    with matplotlib.rc_context(cast(Any, _SAVE_RC)), _fonttools_quiet():
         kw = {} if bbox is None else {"bbox_inches": bbox}
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **kw)
     return buf.getvalue()

@@ -5,7 +5,7 @@ One object per chapter, made right after the parameters are resolved::
     from afw_book.notebook import Page
     page = Page("03-negative-definite", pc)   # pc = presets.resolve(...); several allowed
 
-    fig = cvp.fig_thm31_counterexample(cex, **page.data_only)      # a library plot function
+    fig = cvp.fig_thm31_counterexample(cex)      # a library plot function: the numbers travel with the figure
     page.figure(fig, "fw-thm31-counterexample", statement="Theorem 3.1 (erratum E2)",
                 caption="The exact counterexample to the printed bound of Theorem 3.1")
     page.paper_figure("figure2", kappas=(5, 7, 9, 10), rng=42)    # one of the paper's figures
@@ -50,7 +50,7 @@ A chapter, step by step (``book/03-negative-definite.py`` is the example):
 
 1. after ``presets.resolve``: ``page = Page("<chapter>", pc)`` (pass every resolved namespace);
 2. each figure: draw it, then ``page.figure(fig, "<name>", data, statement=..., caption=...)``;
-   a library plot function that saves by itself is called with ``**page.data_only`` and then
+   a library plot function (which attaches its numbers to the figure) is followed by
    ``page.figure(fig, "<name>", statement=..., caption=...)``; a paper figure is
    ``page.paper_figure("figureN", ...)``. No ``plt.close``, no ``glue`` of figures, no
    ``save_kw``;
@@ -80,6 +80,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from myst_nb import glue as _glue
+
+from attention_fw.plot._figure import figure_data
 
 from . import paper_figures as pf
 from . import paths, figures as plotting
@@ -150,7 +152,7 @@ def fmt(value, spec: str | None = None) -> str:
         raise TypeError(f"value must be a number, a string or a bool, got {type(value).__name__}")
     if spec is None:
         if isinstance(value, numbers.Integral):
-            return f"{value:,}" if abs(value) >= 10_000 else str(value)
+            return f"{value:,}" if abs(int(value)) >= 10_000 else str(value)
         spec = ".3g"
     if value == 0 and spec.endswith(("e", "E")):
         return "0"
@@ -267,7 +269,7 @@ class Page:
         self.chapter = chapter
         self.params = params
         self.preset = presets.pop()
-        self.overrides = {}
+        self.overrides: dict = {}
         for p in params:
             self.overrides.update(getattr(p, "overrides", {}))
         self.canonical = self.preset == "paper" and not self.overrides
@@ -338,8 +340,9 @@ class Page:
         name : str
             File stem (``figures/<name>.pdf`` ...).
         data : dict, optional
-            The numbers behind the figure. ``None``: a library plot function called with
-            :attr:`data_only` has written them; they are read back from ``<outdir>/data/``.
+            The numbers behind the figure. ``None``: those a library plot function attached to
+            the figure (:func:`attention_fw.plot.figure_data`), else those written by a save with
+            :attr:`data_only`, read back from ``<outdir>/data/``.
         statement : str
             The paper statement the figure is about, e.g. ``"Theorem 3.1 (erratum E2)"``.
         caption : str
@@ -354,11 +357,14 @@ class Page:
                 raise ValueError(f"{key} must be one non-empty line of text, got {value!r}")
         outdir = self.outdir
         if data is None:
+            data = figure_data(fig)                     # drawn by a plot function of attention_fw.plot
+        if data is None:
             staging = getattr(self, "_staging", None)
             source = (staging or outdir) / "data" / f"{name}.json"
             if staging is None or not source.is_file():
-                raise FileNotFoundError(f"no data for figure {name!r}: pass data=..., "
-                                        "or call the plot function with **page.data_only first")
+                raise FileNotFoundError(f"no data for figure {name!r}: pass data=..., draw it "
+                                        "with a plot function of attention_fw.plot (its numbers travel with the "
+                                        "figure), or save them first with **page.data_only")
             data = json.loads(source.read_text())
             source.unlink()
             data.pop("meta", None)

@@ -678,8 +678,9 @@ def make(name, outdir=None, **params):
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for {name}; "
                          f"accepted: {sorted(DEFAULTS[name])}")
-    fig, data = FIGURES[name](**params)
-    return plotting.save(fig, name, data, outdir=outdir, meta=_meta(name, params))
+    with plotting.style():
+        fig, data = FIGURES[name](**params)
+        return plotting.save(fig, name, data, outdir=outdir, meta=_meta(name, params))
 
 
 def _meta(name, params, style=None, usetex=False, width=None):
@@ -863,7 +864,7 @@ def render(name, outdir=None, close=True, style=None, usetex=False, width_choice
     elif style is not None or width_choice is not None:
         target = target_width(name, params, style, width_choice)[0]
     file_stem = stem(name, params, style, usetex, width_choice, tagged)
-    with matplotlib.rc_context(rc):
+    with plotting.style(rc):
         bbox = None
         if target is not None:
             fig, data = _fit_width(name, {k: v for k, v in params.items() if k != "width"}, target)
@@ -1165,4 +1166,5 @@ def rasterise_pdf(pdf, dpi=60):
 
 
 if __name__ == "__main__":
+    matplotlib.use("Agg")                 # the command line never opens a window
     sys.exit(main())

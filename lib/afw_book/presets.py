@@ -27,6 +27,8 @@ import numbers
 import re
 from types import SimpleNamespace
 
+__all__ = ["resolve"]
+
 
 def _type_ok(default, value) -> bool:
     if isinstance(default, bool):

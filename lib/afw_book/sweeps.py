@@ -86,7 +86,8 @@ def _source(name: str) -> Path | None:
 
 def _imported(name: str, tree: ast.AST) -> list[str]:
     """Library modules (dotted, relative to the package) named by the imports of module ``name``."""
-    is_pkg = _source(name) is not None and _source(name).name == "__init__.py"
+    src = _source(name)
+    is_pkg = src is not None and src.name == "__init__.py"
     here = name.split(".") if name else []
     pkg = here if is_pkg else here[:-1]
     found = []
@@ -94,7 +95,7 @@ def _imported(name: str, tree: ast.AST) -> list[str]:
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg[:len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
-            elif (node.module or "").split(".")[0] == "attention_fw":
+            elif node.module is not None and node.module.split(".")[0] == "attention_fw":
                 base = node.module.split(".")[1:]
             else:
                 continue
@@ -103,7 +104,7 @@ def _imported(name: str, tree: ast.AST) -> list[str]:
                 found.append(sub if _source(sub) is not None and alias.name != "*" else ".".join(base))
         elif isinstance(node, ast.Import):
             found += [a.name.split(".", 1)[1] for a in node.names if a.name.startswith("attention_fw.")]
-    return [f for f in found if f and _source(f) is not None and _source(f).name != "__init__.py"]
+    return [f for f in found if f and (s := _source(f)) is not None and s.name != "__init__.py"]
 
 
 def library_imports(module: str) -> list[str]:
@@ -125,7 +126,10 @@ def library_imports(module: str) -> list[str]:
         if name in seen:
             continue
         seen.add(name)
-        todo.extend(_imported(name, ast.parse(_source(name).read_text())))
+        src = _source(name)
+        if src is None:
+            raise ValueError(f"{name!r} is not a module of attention_fw")
+        todo.extend(_imported(name, ast.parse(src.read_text())))
     return sorted(seen)
 
 
@@ -159,7 +163,7 @@ def code_version(fn=None) -> str:
     h = hashlib.sha256()
     for name in names:
         h.update(name.encode())
-        h.update(_source(name).read_bytes())
+        h.update(_source(name).read_bytes())  # type: ignore[union-attr]  # every name is a module
     return h.hexdigest()[:12]
 
 

@@ -15,45 +15,50 @@ The most used names are re-exported here; everything else is in the sub-packages
 (``import attention_fw.experiments.exit_times``). The plotting sub-package ``plot`` needs the
 ``plot`` extra (matplotlib) and is not imported by ``import attention_fw``.
 
-Modules
--------
-Each answers one question; the vocabulary they share is documented once, in ``model.dynamics``.
-model
-  model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP, ``simulate`` with recorders
-  model._kernels        the fused passes of the batched steps (numba, numpy fallback)
-  model.tiled           the same steps with the keys in tiles, in O(R n (d + tile)) memory (real context lengths)
-  model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
-  model.schedules       step-size rules gamma^t (small objects with one method)
-  model.frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, the oracle, the shrinking hull
-geometry
-  geometry.planar       planar cells C_i(v), B-Voronoi cells, polygon clipping, cones and erosion in the plane
-  geometry.polytope     hulls in any dimension: regular polygons and simplices, diameter, c0, (5.1), eroded cones, distances
-experiments
-  experiments.model_checks    Section 1: how close are (1.3) and SA-inf (beta -> infinity), and SAP and SA-beta in expectation?
-  experiments.convergence     Section 3: Theorem 3.1 and its counterexample, rates on the current and on a fixed hull
-  experiments.vertex_limits   Section 4: Theorem 4.2, the duality gap, Remark 4.6, the ODE limit (Theorem 4.8)
-  experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
-  experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
-  experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
-  experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
-plot (optional: matplotlib)
-  plot.model            the figures of Section 1 (the model)
-  plot.frank_wolfe      the figures of Section 2 (the Frank-Wolfe reading)
-  plot.convergence      the figures of Sections 3 and 4
-  plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
-  plot.context          the figures of Chapter 6
-  plot.animate          offline animations of trajectories
-  plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the palette of paper-ready figures
-shared
-  results               the result object every experiment returns
-  _validate             input checks with messages that name the argument
+Each module answers one question; the vocabulary they share is documented once, in ``model.dynamics``.
+The modules::
+
+  model
+    model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP, ``simulate`` with recorders
+    model._kernels        the fused passes of the batched steps (numba, numpy fallback)
+    model.tiled           the same steps with the keys in tiles, in O(R n (d + tile)) memory (real context lengths)
+    model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
+    model._checks         the input checks and the one tie rule shared by the dense and the tiled steps
+    model._scaling        score scaling shared by both: scores that neither overflow nor all underflow
+    model._sampling       exact Bernoulli draws of tiny probabilities (the chain's tail group), shared by both
+    model.schedules       step-size rules gamma^t (small objects with one method)
+    model.frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, the oracle, the shrinking hull
+  geometry
+    geometry.planar       planar cells C_i(v), B-Voronoi cells, polygon clipping, cones and erosion in the plane
+    geometry.polytope     hulls in any dimension: regular polygons and simplices, diameter, c0, (5.1), eroded cones, distances
+  experiments
+    experiments.model_checks    Section 1: how close are (1.3) and SA-inf (beta -> infinity), and SAP and SA-beta in expectation?
+    experiments.convergence     Section 3: Theorem 3.1 and its counterexample, rates on the current and on a fixed hull
+    experiments.vertex_limits   Section 4: Theorem 4.2, the duality gap, Remark 4.6, the ODE limit (Theorem 4.8)
+    experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
+    experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
+    experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
+    experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
+  plot (optional: matplotlib)
+    plot.model            the figures of Section 1 (the model)
+    plot.frank_wolfe      the figures of Section 2 (the Frank-Wolfe reading)
+    plot.convergence      the figures of Sections 3 and 4
+    plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
+    plot.context          the figures of Chapter 6
+    plot.animate          offline animations of trajectories
+    plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the palette of paper-ready figures
+    plot.style            the book's figure style as a context (``with style(): ...``), venue styles
+    plot._figure          how a plot function hands back its figure with the numbers behind it
+  shared
+    results               the result object every experiment returns
+    _validate             input checks with messages that name the argument
+    _version              the version, written only there
 
 The book's own layer (paths, page helpers, presets, sweeps, figure files, the paper-figures
 command line) is the separate package ``afw_book``.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from . import experiments, geometry, model
 from .model.dynamics import (FirstTime, FunctionRecorder, Hardmax, Layer, MarkovChain, Recorder, Rule, SimulationResult,
                              Softmax, attention, hardmax_step, layer_step, leaders, sap_step, scores, simulate,

@@ -10,6 +10,9 @@ import numbers
 
 import numpy as np
 
+__all__ = ["as_float_array", "require_finite", "tokens", "square_matrix", "psd_matrix", "batch", "real_scalar",
+           "positive_int", "rng", "seed_record"]
+
 
 def as_float_array(name: str, value, *, ndim=None, min_ndim=None, max_ndim=None,
                    last_dim=None, finite: bool = True, allow_empty: bool = False) -> np.ndarray:
@@ -120,7 +123,7 @@ def rng(name: str, seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None or isinstance(seed, (numbers.Integral, np.random.SeedSequence)) and not isinstance(seed, bool):
-        return np.random.default_rng(seed)
+        return np.random.default_rng(seed)  # type: ignore[arg-type]  # numpy's stubs omit numbers.Integral
     raise TypeError(f"{name} must be an int seed, a SeedSequence or a numpy Generator, got {type(seed).__name__}")
 
 

@@ -229,7 +229,7 @@ def phase1_constants(x0, vertices, sigma, gamma: float) -> Result:
     if m <= 0:
         raise ValueError("an interior token sits on its vertex (m = 0)")
     cc = c0(v)
-    tau = min(cc / (2 * diameter(v)), math.sqrt(2 * cc) / 2, (1 - gamma) * m)
+    tau = min(cc / (2 * float(diameter(v))), math.sqrt(2 * cc) / 2, (1 - gamma) * m)
     # T1 >= 1 always (tau <= (1 - gamma) m); at the tie tau = (1 - gamma) m the ratio is 1 exactly,
     # and rounding could floor it to 0
     T1 = max(1, int(math.floor(math.log(tau / m) / math.log(1 - gamma))))
@@ -321,7 +321,7 @@ def run_phase1(x0, vertices, sigma, gamma: float, beta: float, runs: int, *, rng
 
 def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: float,
                         diam: float | None = None, form: str = "printed") -> np.ndarray:
-    """Lower bound on ``P[T2 >= t]`` of Theorem 5.4 (``eq: metastability.bound``), clipped at 0.
+    """Lower bound on ``P[T2 >= t]`` of Theorem 5.4, clipped at 0.
 
     ``form="printed"``: ``1 - exp((1 + eps/gamma) log(gamma t / eps) + (1 + eps/gamma) log n
     - beta c0 eps / (2 gamma))`` as printed in the paper.
@@ -360,9 +360,9 @@ def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: f
         M = math.ceil(eps / (gamma * diam) - 1e-12)
         N = n * t
         # log binom(N, M) = sum_{k<M} log(N - k) - log M!, accurate for huge N (no gammaln cancellation)
-        k = np.arange(M).reshape((M,) + (1,) * np.ndim(N))
+        j = np.arange(M).reshape((M,) + (1,) * np.ndim(N))
         ok = N >= M
-        terms = np.log(np.where(ok, N - k, 1.0))
+        terms = np.log(np.where(ok, N - j, 1.0))
         log_binom = np.where(ok, terms.sum(axis=0) - math.lgamma(M + 1), -np.inf)
         expo = log_binom + M * (math.log(n) - beta * c0_ / 2)
     else:

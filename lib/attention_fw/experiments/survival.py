@@ -71,7 +71,7 @@ class CensoredFit:
 
     @property
     def median(self) -> float:
-        """Median of the fitted law (geometric: smallest t with P(T <= t) >= 1/2)."""
+        """Median of the fitted law (for the geometric law the smallest t with P(T <= t) >= 1/2)."""
         if self.rate <= 0:
             return math.inf
         if self.model == "geometric":

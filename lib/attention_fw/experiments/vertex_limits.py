@@ -266,9 +266,10 @@ def owns_cell_probability(dims, kappa: int, samples: int, *, rng=0, B_spectrum=N
             k += int(np.all(owns_cell(v, B), axis=-1).sum())
             left -= m
         succ.append(k)
-    succ = np.array(succ)
-    lo, hi = wilson_interval(succ, samples)
-    return Result(d=np.array(dims), p=succ / samples, low=lo, high=hi, successes=succ, samples=samples, kappa=kappa)
+    successes = np.array(succ)
+    lo, hi = wilson_interval(successes, samples)
+    return Result(d=np.array(dims), p=successes / samples, low=lo, high=hi, successes=successes, samples=samples,
+                  kappa=kappa)
 
 
 def _union_q(ds) -> np.ndarray:
@@ -287,7 +288,7 @@ def _union_q(ds) -> np.ndarray:
     return (f * w).sum(axis=1) * hi * (u[1] - u[0]) / 3.0
 
 
-def owns_cell_union_bound(d, kappa: int) -> np.ndarray:
+def owns_cell_union_bound(d, kappa: int) -> np.ndarray | float:
     """Union-bound lower estimate ``1 - kappa (kappa - 1) q(d)`` of the Remark 4.6 probability for ``B = I_d``.
 
     ``q(d) = P(<v, w> >= |v|^2) = E[ Phi_bar(|v|) ]`` for independent ``v, w ~ N(0, I_d)``

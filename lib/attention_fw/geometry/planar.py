@@ -20,7 +20,7 @@ sample_vertices        the authors' vertex recipe (seeded, resampling in the sam
 convex_hull            hull vertex indices in counter-clockwise order (scipy / qhull)
 clip_halfplanes        convex polygon cap {x : <a_j, x> >= b_j}
 cells                  exact C_i(v) for any B (symmetric positive definite in the paper)
-unit_direction_cells   the authors' "unit" labelling argmax_j <x, v_j/|v_j|> (published Figure 1)
+unit_direction_cells   the authors' "unit" labelling ``argmax_j <x, v_j/|v_j|>`` (published Figure 1)
 voronoi_cells          Vor_B(v_i) cap K, Vor_B compared against the vertices only (E13)
 cone, erode            strict cone I_i(eta) of section 5 and its erosion by a disc
 cell_labels, unit_direction_labels, owns_cell, neighbour_condition   any dimension d
@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from matplotlib.path import Path
 from scipy.spatial import ConvexHull
 
 from .. import _validate as V
@@ -378,7 +377,7 @@ def polygon_intersection(P, Q):
 
 
 def symmetric_difference_area(P, Q):
-    """Area of the symmetric difference of two convex polygons: |P| + |Q| - 2 |P cap Q|.
+    """Area of the symmetric difference of two convex polygons: ``|P| + |Q| - 2 |P cap Q|``.
 
     Examples
     --------
@@ -524,10 +523,10 @@ def cells(vertices, B=None):
 
 
 def unit_direction_cells(vertices):
-    """Cells of the authors' "unit" labelling: argmax_j <x, v_j / |v_j|> over K (not C_i(v)!).
+    """Cells of the authors' "unit" labelling: ``argmax_j <x, v_j / |v_j|>`` over K (not C_i(v)!).
 
     This is what the published Figure 1 panels show (``normalize_inner_product=True`` in the
-    authors' ``cells.py``; erratum E18). When the norms |v_j| differ these are cones of equal
+    authors' ``cells.py``; erratum E18). When the norms ``|v_j|`` differ these are cones of equal
     angular bisectors, not the cells C_i(v) of :func:`cells`; for equal norms they coincide.
 
     Parameters and returns as :func:`cells` (B = identity). Raises ValueError for a zero vertex
@@ -553,8 +552,8 @@ def unit_direction_cells(vertices):
 def voronoi_cells(vertices, B=None):
     """Vor_B(v_i) cap K with ||z||_B^2 = <Bz, z>, comparing against the vertices only (E13).
 
-    Vor_B(v_i) = {x : ||x - v_i||_B <= ||x - v_j||_B for all j}
-               = {x : <x, B(v_i - v_j)> >= (<Bv_i, v_i> - <Bv_j, v_j>) / 2}.
+    ``Vor_B(v_i) = {x : ||x - v_i||_B <= ||x - v_j||_B for all j}
+    = {x : <x, B(v_i - v_j)> >= (<Bv_i, v_i> - <Bv_j, v_j>) / 2}``.
     Proposition 4.5: if all <Bv_i, v_i> are equal these coincide with :func:`cells`.
 
     Parameters
@@ -781,7 +780,7 @@ def cell_labels(x, vertices, B=None):
 
 
 def unit_direction_labels(x, vertices):
-    """The authors' "unit" labels argmax_j <x, v_j / |v_j|> (published Figure 1, E18); any d.
+    """The authors' "unit" labels ``argmax_j <x, v_j / |v_j|>`` (published Figure 1, E18); any d.
 
     Examples
     --------
@@ -923,6 +922,8 @@ def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
     xs, ys = np.linspace(lo[0], hi[0], n), np.linspace(lo[1], hi[1], n)
     xx, yy = np.meshgrid(xs, ys)
     grid = np.c_[xx.ravel(), yy.ravel()]
+    from matplotlib.path import Path      # the published scripts' test; matplotlib only here (the plot extra)
+
     inside = Path(K).contains_points(grid)
     labels = np.argmax(grid @ (v @ B).T, axis=1)
     labels[~inside] = -1

@@ -112,7 +112,7 @@ def points_on_circle(angles_deg=(90.0, 210.0, 330.0)) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- size and vertices
-def diameter(points) -> np.ndarray:
+def diameter(points) -> np.ndarray | float:
     """``d(K) = max_{i, j} |p_i - p_j|`` of ``K = conv(points)``; batched, shape ``points.shape[:-2]``.
 
     The squared distances are summed coordinate by coordinate from the differences (no
@@ -134,7 +134,7 @@ def diameter(points) -> np.ndarray:
     return out if P.ndim == 3 else float(out)
 
 
-def hull_area(points) -> np.ndarray:
+def hull_area(points) -> np.ndarray | float:
     """Area of ``conv(points)`` for planar point sets (length for d = 1); batched.
 
     Degenerate (collinear) planar sets have area 0.

@@ -2,7 +2,9 @@
 
 ``dynamics`` holds the steps, the rules and ``simulate``; ``tiled`` the same steps with the
 keys in tiles (``dynamics`` switches to them by itself above a memory budget); ``schedules``
-the step-size rules; ``frank_wolfe`` the energy, the gaps and the linear oracle.
+the step-size rules; ``frank_wolfe`` the energy, the gaps and the linear oracle. The private
+``_checks``, ``_scaling`` and ``_sampling`` hold what the two backends share (one copy of each
+check, of the tie rule and of the score scaling); ``_kernels`` and ``_tile_kernels`` their passes.
 """
 from . import dynamics, frank_wolfe, schedules, tiled
 

@@ -23,6 +23,10 @@ import types
 
 import numpy as np
 
+from ._checks import leader_mask
+
+__all__ = ["backend", "impl", "EXP_FLOOR", "KERNELS", "NUMPY", "jit_decorators"]
+
 _IMPL = None
 
 
@@ -107,11 +111,9 @@ def _np_group_pick(W, threshold, pick_small, U, J):
 def _np_hardmax_combine(S, x, gamma, tol, out):
     """``out_i = x_i + gamma (mean of the tied leaders x_j - x_i)``, leaders ``S_ij >= top_i - tol scale_i``.
 
-    ``top_i = max_j S_ij`` and ``scale_i = max_j |S_ij|``: the tie rule of ``dynamics``.
+    ``top_i = max_j S_ij`` and ``scale_i = max_j |S_ij|``: the tie rule of :mod:`._checks`.
     """
-    top = S.max(axis=-1, keepdims=True)
-    scale = np.maximum(top, -S.min(axis=-1, keepdims=True))
-    W = (S >= top - tol * scale).astype(np.float64)
+    W = leader_mask(S, tol).astype(np.float64)
     np.matmul(W, x, out=out)
     out /= W.sum(axis=-1, keepdims=True)
     out -= x

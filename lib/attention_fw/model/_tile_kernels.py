@@ -26,6 +26,8 @@ import numpy as np
 
 from . import _kernels
 
+__all__ = ["EXP_FLOOR", "impl", "KERNELS", "NUMPY"]
+
 EXP_FLOOR = _kernels.EXP_FLOOR
 
 

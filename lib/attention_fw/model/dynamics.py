@@ -45,7 +45,7 @@ multiplicity), which is exactly the limit beta -> infinity of the softmax; the
 paper's set-of-points reading differs only when tokens coincide. Ties are
 detected with a relative tolerance on the scores just above the rounding error
 of a length-d dot product (``tie_rtol = 8 d eps`` relative to the row's largest
-|score|, unless given), so that exact ties spoilt by floating-point rounding are
+``|score|``, unless given), so that exact ties spoilt by floating-point rounding are
 still ties while genuine near-ties (a token 1e-12 away from its vertex, say)
 are not. ``tie_rtol=0`` asks for exact equality.
 
@@ -76,20 +76,33 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from . import _kernels
 from .. import _validate as chk
+from . import _kernels, tiled
+from ._checks import TIE_RTOL, key_query, leader_mask
+from ._checks import beta as _beta
+from ._checks import gamma as _gamma
+from ._checks import rule_key_query as _rule_key_query
+from ._checks import tie_tol as _tie_tol
+from ._checks import tokens as _tokens
+from ._checks import transpose as _t
+from ._sampling import SMALL_WEIGHT, TAIL_CHUNK, bernoulli_from_neg_log
+from ._scaling import fit_scores as _fit_scores
+from ._scaling import max_sq_norm as _max_sq_norm
 from .schedules import Schedule, get_schedule
 
-TIE_RTOL = None  # None: 8 * d * machine epsilon (see the module docstring)
+__all__ = ["TIE_RTOL", "SMALL_WEIGHT", "TAIL_CHUNK", "bernoulli_from_neg_log", "scores", "attention", "leaders",
+           "tie_counts", "preconditioner", "layer_step", "hardmax_step", "softmax_step", "sap_step", "Rule",
+           "Hardmax", "Softmax", "MarkovChain", "Layer", "Recorder", "FunctionRecorder", "FirstTime",
+           "SimulationResult", "simulate"]
 
 
-def _tie_tol(tie_rtol, d):
-    if tie_rtol is None:
-        return 8.0 * d * np.finfo(float).eps
-    return chk.real_scalar("tie_rtol", tie_rtol, low=0.0)
+def _key_query(B, x):
+    """``B`` checked against the tokens ``x`` (the one check of :mod:`._checks`)."""
+    return key_query(B, x.shape)
 
 
 def _tiled_for(x, *, hardmax=False):
@@ -101,56 +114,7 @@ def _tiled_for(x, *, hardmax=False):
     shape = np.shape(x)
     if len(shape) < 2 or (hardmax and shape[-1] <= 2):
         return None
-    from . import tiled
     return None if tiled.fits(shape) else tiled
-
-
-# ----------------------------------------------------------------------------- checks
-def _tokens(x):
-    return chk.tokens("x", x)
-
-
-def _key_query(B, x):
-    """``B`` checked against the tokens ``x``: (d, d), or (R, d, d) for a batch of R systems."""
-    if B is None:
-        return None
-    d = x.shape[-1]
-    arr = chk.as_float_array("B", B, min_ndim=2, max_ndim=3)
-    if arr.ndim == 2:
-        return chk.square_matrix("B", arr, d)
-    if x.ndim != 3 or arr.shape != (x.shape[0], d, d):
-        want = f"({x.shape[0]}, {d}, {d})" if x.ndim == 3 else "a batch of tokens (R, n, d)"
-        raise ValueError(f"B must be {d} x {d} or one matrix per system, {want}; got shape {arr.shape}")
-    return arr
-
-
-def _rule_key_query(B):
-    """``B`` of a :class:`Rule`: None, (d, d) or (R, d, d); checked against the tokens at each step."""
-    if B is None:
-        return None
-    arr = chk.as_float_array("B", B, min_ndim=2, max_ndim=3)
-    if arr.shape[-1] != arr.shape[-2]:
-        raise ValueError(f"B must be square (d, d) or (R, d, d), got shape {arr.shape}")
-    return arr
-
-
-def _t(B):
-    """Transpose of a matrix or of each matrix of a stack."""
-    return np.swapaxes(B, -1, -2)
-
-
-def _beta(beta, allow_inf=True):
-    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)):
-        raise TypeError(f"beta must be a real number >= 0, got {type(beta).__name__}")
-    b = float(beta)
-    if np.isnan(b) or b < 0 or (np.isinf(b) and not allow_inf):
-        want = "[0, inf]" if allow_inf else "[0, inf)"
-        raise ValueError(f"beta must lie in {want}, got {beta!r}")
-    return b
-
-
-def _gamma(gamma):
-    return chk.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
 
 
 # ----------------------------------------------------------------------------- scores and weights
@@ -187,9 +151,7 @@ def _scores(x, B):
 
 
 def _hardmax_from_scores(S, tie_rtol):
-    top = S.max(axis=-1, keepdims=True)
-    scale = np.abs(S).max(axis=-1, keepdims=True)
-    mask = S >= top - tie_rtol * scale
+    mask = leader_mask(S, tie_rtol)
     return mask / mask.sum(axis=-1, keepdims=True)
 
 
@@ -201,7 +163,7 @@ def _softmax_from_scores(S, beta):
     return Z
 
 
-def attention(x, beta=np.inf, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def attention(x, beta=np.inf, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """Row-stochastic attention matrix ``A[..., i, j]`` (Section 1.1; hardmax for ``beta = inf``).
 
     Numerically stable for every ``beta`` in ``[0, inf]``: the scores are shifted by
@@ -261,7 +223,7 @@ def leaders(x, B=None) -> np.ndarray:
     return _leader_scores(x, _key_query(B, x)).argmax(axis=-1)
 
 
-def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def tie_counts(x, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n).
 
     Examples
@@ -276,10 +238,7 @@ def tie_counts(x, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
         return T.tie_counts(x, B, tie_rtol=tie_rtol)
     x = _tokens(x)
     S = _leader_scores(x, _key_query(B, x))
-    tol = _tie_tol(tie_rtol, x.shape[-1])
-    top = S.max(axis=-1, keepdims=True)
-    scale = np.abs(S).max(axis=-1, keepdims=True)
-    return (S >= top - tol * scale).sum(axis=-1)
+    return leader_mask(S, _tie_tol(tie_rtol, x.shape[-1])).sum(axis=-1)
 
 
 # ----------------------------------------------------------------------------- one step of each rule
@@ -328,7 +287,7 @@ def layer_step(x, beta, B, V) -> np.ndarray:
     return x + (Ax - x) @ P.T
 
 
-def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
+def hardmax_step(x, gamma, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
@@ -381,42 +340,6 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float = TIE_RTOL) -> np.ndarray:
         S = np.matmul(bx, np.ascontiguousarray(np.swapaxes(x3, -1, -2)))
         K.hardmax_combine(S, x3, gamma, tol, out)
     return out.reshape(x.shape)
-
-
-def _max_sq_norm(x) -> float:
-    """``max_i |x_i|^2`` (inf if it overflows, without a warning; NaN if x has NaN)."""
-    with np.errstate(over="ignore"):
-        return float(np.einsum("...i,...i->...", x, x).max())
-
-
-def _scores_fit(top_sq, B):
-    """False when the scores ``<B x_i, x_j>`` could overflow, or all underflow, given ``max_i |x_i|^2``.
-
-    That is tokens of norm above about 1e150, or all of them below about 1e-100 (``top_sq = 0``
-    is ambiguous: all tokens at 0, or squares underflowing; :func:`_rescaled` decides). The steps
-    then work on the tokens scaled by a power of two.
-    """
-    return _SCORE_TINY <= top_sq <= _SCORE_LIMIT / (1.0 if B is None else _norm(B))
-
-
-_SCORE_LIMIT, _SCORE_TINY = 1e300, 1e-200
-
-
-def _norm(B):
-    return max(float(np.linalg.norm(B)), 1e-300)
-
-
-def _rescaled(x):
-    """A power of two ``c`` with ``1/2 <= max |c x_ik| < 1`` (exact to multiply and divide by).
-
-    None when there is nothing to rescale: x = 0, or x already in that range (c would be 1).
-    """
-    m = float(np.abs(x).max())
-    if m == 0.0 or 0.5 <= m < 1.0:
-        return None
-    # Subnormal tokens would need c > 2^1023 (not a double): stop at 2^1000, which already puts
-    # the scores in range (|c x|^2 >= 2^-148 > 1e-200).
-    return math.ldexp(1.0, min(-math.frexp(m)[1], 1000))
 
 
 def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
@@ -582,62 +505,6 @@ def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False):
     return (out, J) if return_choice else out
 
 
-SMALL_WEIGHT = 2.0 ** -26  # sap_step: weights below this (relative to the largest) form the tail group
-TAIL_CHUNK = 30.0  # -log-probability handled by one exponential draw (numpy's Exp(1) reaches ~44)
-
-
-def bernoulli_from_neg_log(t, *, rng) -> np.ndarray:
-    """Independent Bernoulli(``exp(-t)``) draws for an array ``t >= 0``, exact however small ``exp(-t)``.
-
-    ``P(E > t) = exp(-t)`` for ``E ~ Exp(1)``, but a double-precision exponential variate never
-    exceeds about 44, so ``t`` is cut into pieces of at most ``TAIL_CHUNK``: by memorylessness
-    the event is that independent ``E_1 > t_1, E_2 > t_2, ...``, and the later draws are made
-    only for the (rare) entries that passed the earlier ones. ``t = inf`` gives False.
-
-    Examples
-    --------
-    >>> bernoulli_from_neg_log(np.array([0.0, np.inf]), rng=0)
-    array([ True, False])
-    """
-    t = chk.as_float_array("t", t, finite=False, allow_empty=True)
-    if np.isnan(t).any() or (t < 0).any():
-        raise ValueError("t must hold -log-probabilities: numbers >= 0 or inf, no NaN")
-    rng = chk.rng("rng", rng)
-    step = np.minimum(t, TAIL_CHUNK)
-    hit = rng.standard_exponential(t.shape) > step
-    rest = np.where(np.isinf(t), 0.0, t - step)
-    hit &= np.isfinite(t)
-    todo = hit & (rest > 0)
-    while todo.any():
-        step = np.minimum(rest[todo], TAIL_CHUNK)
-        hit[todo] = rng.standard_exponential(step.shape) > step
-        rest[todo] -= step
-        todo = hit & (rest > 0)
-    return hit
-
-
-def _fit_scores(x, B, beta, top=None):
-    """``(x', beta', c)`` with ``x' = c x``, ``beta' <B x'_i, x'_j> = beta <B x_i, x_j>`` and scores that neither
-    overflow nor all underflow (``top = max_i |x_i|^2`` if known).
-
-    ``c`` a power of two (exact) when needed, else 1 and ``x' = x``. When even then
-    ``beta' |B| max|x'_i|^2`` would pass 1e300, ``beta'`` is capped there: the weights are then the
-    hardmax ones to double precision either way.
-    """
-    if top is None:
-        top = _max_sq_norm(x)
-    norm = 1.0 if B is None else _norm(B)
-    if _scores_fit(top, B) and beta * norm * top <= _SCORE_LIMIT:
-        return x, beta, 1.0
-    c = _rescaled(x) or 1.0
-    xs = x if c == 1.0 else x * c
-    top_s = top if c == 1.0 else _max_sq_norm(xs)
-    if top_s == 0.0:
-        return x, beta, 1.0
-    b = min(beta / c / c, _SCORE_LIMIT / (norm * top_s))
-    return xs, (0.0 if b < 1e-300 else b), c
-
-
 # ----------------------------------------------------------------------------- rules and the driver
 class Rule:
     """A dynamics: ``step(x, t)`` maps layer ``t`` to layer ``t + 1``.
@@ -678,7 +545,7 @@ class Hardmax(Rule):
     array([0., 1.])
     """
 
-    def __init__(self, schedule=0.5, B=None, *, tie_rtol: float = TIE_RTOL, **schedule_params):
+    def __init__(self, schedule=0.5, B=None, *, tie_rtol: float | None = TIE_RTOL, **schedule_params):
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
         self.B = _rule_key_query(B)
         self.tie_rtol = tie_rtol
@@ -754,7 +621,7 @@ class Layer(Rule):
 
 
 class Recorder:
-    """Something :func:`simulate` calls as ``recorder(x, t)`` at the times it is ``due``.
+    """Something :func:`~attention_fw.model.dynamics.simulate` calls as ``recorder(x, t)`` at the times it is ``due``.
 
     :func:`simulate` asks ``due(t, first, last)`` before each step (``first`` the initial layer,
     ``last`` whether ``t`` is the final one), calls the recorder when it is due, and at the end
@@ -797,7 +664,7 @@ class Recorder:
 class FunctionRecorder(Recorder):
     """Record ``fn(x, t)`` at ``t = t0, t0 + every, ...`` and at the last step, or exactly at ``times``.
 
-    ``fn`` returns an array or a dict of arrays; :meth:`result` stacks them over the recorded
+    ``fn`` returns an array or a dict of arrays; :meth:`~Recorder.result` stacks them over the recorded
     times (a dict of stacks for dicts).
 
     Examples
@@ -870,15 +737,15 @@ class FirstTime(Recorder):
 
 @dataclass
 class SimulationResult:
-    """Output of :func:`simulate`.
+    """Output of :func:`~attention_fw.model.dynamics.simulate`.
 
-    Attributes
-    ----------
-    x : final tokens (the tokens of a stopped system stay at its stopping step)
-    steps : number of steps run
-    times, trajectory : the recorded states (``trajectory=True``), shape (T,) and (T, ...)
-    records, record_times : per recorder name, its result and the steps it recorded
-    stopped : (R,) int (or int for one system), the step at which ``stop`` first held, -1 if never
+    Its attributes:
+
+    - ``x``: the final tokens (the tokens of a stopped system stay at its stopping step);
+    - ``steps``: the number of steps run;
+    - ``times``, ``trajectory``: the recorded states (``trajectory=True``), shape (T,) and (T, ...);
+    - ``records``, ``record_times``: per recorder name, its result and the steps it recorded;
+    - ``stopped``: (R,) int (or int for one system), the step at which ``stop`` first held, -1 if never.
 
     Examples
     --------
@@ -892,11 +759,11 @@ class SimulationResult:
 
     x: np.ndarray
     steps: int
-    times: np.ndarray | None = None
-    trajectory: np.ndarray | None = None
+    times: Any = None               # np.ndarray when trajectory=True
+    trajectory: Any = None          # np.ndarray when trajectory=True
     records: dict = field(default_factory=dict)
     record_times: dict = field(default_factory=dict)
-    stopped: np.ndarray | int | None = None
+    stopped: Any = None             # (R,) int array, or int for one system (always set by simulate)
 
 
 def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = False,
@@ -958,6 +825,7 @@ def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = Fal
         if stop is None:
             x = rule.step(x, t)
         elif batched:
+            assert act is not None          # set above for a batch
             xa = rule.step(x[act], t, act)
             x[act] = xa
             hit = np.asarray(stop(xa, t + 1), dtype=bool)

@@ -252,7 +252,7 @@ def hull_shrinking(x0, gamma, B, steps: int, *, tol: float = 1e-12) -> Result:
     (True, 0)
     """
     x = V.as_float_array("x0", x0, ndim=3, last_dim=2)
-    previous = {}
+    previous: dict = {}
 
     def left_the_hull(y, t):                   # new tokens outside the hull of the layer before
         count = int(outside_hull(previous["x"], y, tol).sum()) if previous else 0

@@ -11,12 +11,16 @@ Every value lies in ``(0, 1]``.
 """
 from __future__ import annotations
 
+from typing import cast
+
 import math
 import numbers
 
 import numpy as np
 
 from .. import _validate as V
+
+__all__ = ["Schedule", "Constant", "FrankWolfe", "Harmonic", "Halving", "ToOne", "FromValue", "get_schedule"]
 
 
 def _times(t):
@@ -245,7 +249,7 @@ def get_schedule(spec, **params) -> Schedule:
             raise ValueError("schedule parameters cannot be combined with a Schedule object")
         return spec
     if isinstance(spec, numbers.Real) and not isinstance(spec, bool):
-        return Constant(spec)
+        return Constant(cast(float, spec))
     if isinstance(spec, str):
         if spec not in _NAMES:
             raise ValueError(f"schedule must be one of {sorted(_NAMES)} (or a number, or a Schedule), got {spec!r}")

@@ -47,13 +47,19 @@ import numpy as np
 
 from . import _tile_kernels
 from .. import _validate as chk
-from . import dynamics as D
+from . import _checks, _sampling, _scaling
+from ._checks import key_query as _key_query
+from ._checks import leader_mask
+
+__all__ = ["DEFAULT_BUDGET", "MIN_KEY_TILE", "ARRAYS_PER_TILE", "memory_budget", "set_memory_budget", "budget",
+           "fits", "Plan", "plan", "softmax_step", "hardmax_step", "attention_apply", "leaders", "tie_counts",
+           "sap_step"]
 
 DEFAULT_BUDGET = 256 * 2 ** 20
 """Bytes of scores a step may hold at once unless told otherwise."""
 
 MIN_KEY_TILE = 64
-"""Narrowest key tile: below this the products lose much of their BLAS speed."""
+"""Narrowest key tile; below this the products lose much of their BLAS speed."""
 
 ARRAYS_PER_TILE = 2
 """Tile-sized arrays a step may hold at once (the scores, and a copy or product of them)."""
@@ -201,20 +207,6 @@ def plan(shape, *, budget=None, key_tile=None) -> Plan:
 
 
 # ----------------------------------------------------------------------------- checks
-def _key_query(B, shape):
-    """``None``, a (d, d) matrix, or one (d, d) matrix per system (R, d, d), as a float array."""
-    if B is None:
-        return None
-    d = shape[-1]
-    arr = chk.as_float_array("B", B)
-    if arr.ndim == 2:
-        return chk.square_matrix("B", arr, d)
-    R = shape[0] if len(shape) == 3 else 1
-    if arr.ndim != 3 or arr.shape != (R, d, d):
-        raise ValueError(f"B must be {d} x {d} or one {d} x {d} matrix per system ({R}, {d}, {d}), got {arr.shape}")
-    return arr
-
-
 def _batch(x):
     return x.reshape((-1,) + x.shape[-2:])
 
@@ -230,12 +222,12 @@ def _bx(x3, B):
 
 def _norm(B):
     """An upper bound of every system's operator norm of B (1 for the identity)."""
-    return 1.0 if B is None else D._norm(B)
+    return 1.0 if B is None else _scaling.norm(B)
 
 
 def _rescale(x3, B, beta):
-    """``dynamics._fit_scores`` for the batch: scores that neither overflow nor all underflow."""
-    return D._fit_scores(x3, B, beta)
+    """:func:`._scaling.fit_scores` for the batch: scores that neither overflow nor all underflow."""
+    return _scaling.fit_scores(x3, B, beta)
 
 
 # ----------------------------------------------------------------------------- the cores
@@ -308,7 +300,7 @@ def _softmax_apply(x3, values3, B, beta, p: Plan):
     Q = b * _bx(xs, B)
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
     Va = np.concatenate([values3, np.ones(values3.shape[:-1] + (1,))], axis=-1)
-    shift = not b * _norm(B) * D._max_sq_norm(xs) <= 200.0
+    shift = not b * _norm(B) * _scaling.max_sq_norm(xs) <= 200.0
     acc, _ = _softmax_core(Q, KT, Va, p, shift)
     return acc[..., :-1] / acc[..., -1:]
 
@@ -343,7 +335,7 @@ def _leader_state(x3, values3, B, tol, p: Plan):
 
 def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
     """The leader sets of the rows ``where`` from their whole rows of scores (the rule of
-    ``dynamics._hardmax_from_scores``), in chunks of rows that fit the tile's size."""
+    the tie rule of :mod:`._checks`), in chunks of rows that fit the tile's size."""
     rr, ii = where
     step = max(1, entries // KT.shape[-1])
     for r in np.unique(rr):
@@ -351,8 +343,7 @@ def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
         for s in range(0, rows.size, step):
             i = rows[s:s + step]
             S = Q[r, i] @ KT[r]
-            top = S.max(axis=-1, keepdims=True)
-            mask = S >= top - tol * np.abs(S).max(axis=-1, keepdims=True)
+            mask = leader_mask(S, tol)
             acc[r, i] = mask.astype(np.float64) @ values3[r]
             ist[r, i, 0] = mask.sum(axis=-1)
 
@@ -380,8 +371,8 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.nd
     >>> bool(np.allclose(softmax_step(x, 0.5, 2.0, key_tile=2), dynamics.softmax_step(x, 0.5, 2.0)))   # 3 tiles
     True
     """
-    gamma = D._gamma(gamma)
-    beta = D._beta(beta, allow_inf=False)
+    gamma = _checks.gamma(gamma)
+    beta = _checks.beta(beta, allow_inf=False)
     x, B = _prepare(x, B)
     x3 = _batch(x)
     p = plan(x3.shape, budget=budget, key_tile=key_tile)
@@ -402,10 +393,10 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None)
            [0. , 1. ],
            [0.5, 0.5]])
     """
-    gamma = D._gamma(gamma)
+    gamma = _checks.gamma(gamma)
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    tol = D._tie_tol(tie_rtol, x.shape[-1])
+    tol = _checks.tie_tol(tie_rtol, x.shape[-1])
     acc, cnt, _ = _leader_state(x3, x3, B, tol, plan(x3.shape, budget=budget, key_tile=key_tile))
     return _convex_step(x3, acc / cnt[..., None], gamma).reshape(x.shape)
 
@@ -428,7 +419,7 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     >>> attention_apply(x, np.eye(3), np.inf, key_tile=1)[2]
     array([0.5, 0.5, 0. ])
     """
-    beta = D._beta(beta)
+    beta = _checks.beta(beta)
     x, B = _prepare(x, B)
     v = chk.as_float_array("values", values, min_ndim=2, max_ndim=3)
     if v.shape[:-1] != x.shape[:-1]:
@@ -436,7 +427,7 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     x3, v3 = _batch(x), np.ascontiguousarray(_batch(v))
     p = plan(x3.shape, budget=budget, key_tile=key_tile)
     if np.isinf(beta):
-        acc, cnt, _ = _leader_state(x3, v3, B, D._tie_tol(tie_rtol, x.shape[-1]), p)
+        acc, cnt, _ = _leader_state(x3, v3, B, _checks.tie_tol(tie_rtol, x.shape[-1]), p)
         out = acc / cnt[..., None]
     else:
         out = _softmax_apply(x3, v3, B, beta, p)
@@ -456,7 +447,7 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
     """
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(tie_rtol, x.shape[-1]),
+    _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
                                 plan(x3.shape, budget=budget, key_tile=key_tile))
     arg = arg.reshape(x.shape[:-1])
     return (arg, cnt.reshape(x.shape[:-1])) if return_counts else arg
@@ -473,7 +464,7 @@ def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.nd
     """
     x, B = _prepare(x, B)
     x3 = _batch(x)
-    _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, D._tie_tol(tie_rtol, x.shape[-1]),
+    _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
                               plan(x3.shape, budget=budget, key_tile=key_tile))
     return cnt.reshape(x.shape[:-1])
 
@@ -494,8 +485,8 @@ def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False, budget
     >>> J, bool(np.allclose(y, x + 0.5 * (x[J] - x)))
     (array([0, 1, 0]), True)
     """
-    gamma = D._gamma(gamma)
-    beta = D._beta(beta, allow_inf=False)
+    gamma = _checks.gamma(gamma)
+    beta = _checks.beta(beta, allow_inf=False)
     rng = chk.rng("rng", rng)
     x, B = _prepare(x, B)
     x3 = _batch(x)
@@ -511,7 +502,7 @@ def _sap_picks(x3, B, beta, rng, p: Plan):
     R, n = xs.shape[0], xs.shape[1]
     Q = b * _bx(xs, B)
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
-    shift = not b * _norm(B) * D._max_sq_norm(xs) <= 200.0
+    shift = not b * _norm(B) * _scaling.max_sq_norm(xs) <= 200.0
     TK = _tile_kernels.impl()
     tiles = _Tiles(Q, KT, p)
     J = np.full((R, n), -1, dtype=np.intp)
@@ -528,7 +519,7 @@ def _sap_picks(x3, B, beta, rng, p: Plan):
             race = (before > 0.0) & (w > 0.0)
             if race.any():
                 # switch with probability w / (before + w) = exp(-log1p(before / w)), exact when tiny
-                switch[race] = D.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=rng)
+                switch[race] = _sampling.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=rng)
             total[..., 0] += w
             rr, ii = np.nonzero(switch)
             if rr.size:
@@ -552,10 +543,10 @@ def _pick_in_tile(Z, rr, ii, TK, rng):
     """A key of the tile for each selected row, with probability proportional to its weight (the
     two groups of ``dynamics.sap_step``: weights below ``SMALL_WEIGHT`` times the row's largest)."""
     s = rr.size
-    threshold = D.SMALL_WEIGHT
+    threshold = _sampling.SMALL_WEIGHT
     top, s_small, s_big = np.empty(s), np.empty(s), np.empty(s)
     TK.tile_split(Z, rr, ii, threshold, top, s_small, s_big)
-    pick_small = D.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng=rng)
+    pick_small = _sampling.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng=rng)
     picks = np.empty(s, dtype=np.intp)
     TK.tile_pick(Z, rr, ii, top, threshold, pick_small, 1.0 - rng.random(s), picks)
     return picks

@@ -22,7 +22,10 @@ from scipy.spatial import ConvexHull, QhullError
 
 from .. import _validate as V
 
+__all__ = ["ANIMATION_DPI", "offline_player", "jshtml", "trajectory_animation", "frames_view"]
+
 ANIMATION_DPI = 80
+"""Resolution of the animation frames (dots per inch)."""
 
 # matplotlib's player links Font Awesome 4 from a CDN for its button icons. The book must
 # read offline, so the link is dropped and each icon becomes a small inline SVG.

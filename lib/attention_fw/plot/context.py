@@ -1,9 +1,8 @@
 """Figures of the context-length chapter (:mod:`attention_fw.experiments.context_length`).
 
-Each ``fig_*`` function takes the result dicts of the sweep tasks, draws one figure, writes it
-through :func:`afw_book.figures.save` (the numbers as JSON beside it) and returns the open
-figure. Figure names are fixed (``ctx-ownership``, ``ctx-stay-put``); ``outdir`` and ``formats``
-redirect them (``figures/custom/`` for runs with other parameters).
+Each ``fig_*`` function takes the result dicts of the sweep tasks and draws one figure and returns it
+with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
+``outdir`` and ``formats`` are ignored (deprecated).
 """
 from __future__ import annotations
 
@@ -12,9 +11,13 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..experiments import context_length as CL
-from afw_book.figures import TWO_COLUMN, saved
+from ._figure import saved
+from .style import TWO_COLUMN
+
+__all__ = ["COLORS", "fig_ownership", "fig_stay_put"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+"""matplotlib's default colour cycle, read once at import (never changed)."""
 
 
 def _count(k: int) -> str:
@@ -30,7 +33,7 @@ def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, na
     dmax = max(max(r["d"] for r in results), head_d)
     dgrid = np.linspace(1.0, dmax + 2, 400)
     fig, ax = plt.subplots(figsize=(TWO_COLUMN * 0.62, 2.7))
-    data = {"head_d": head_d, "curves": [], "points": []}
+    data: dict = {"head_d": head_d, "curves": [], "points": []}
     for k, n in enumerate(ns):
         c = COLORS[k % len(COLORS)]
         p = CL.own_cell_probability(n, dgrid)

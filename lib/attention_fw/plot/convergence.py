@@ -4,12 +4,11 @@ The experiments are :mod:`attention_fw.experiments.convergence` and :mod:`attent
 
 Each ``fig_*`` function takes the result dicts of the experiments, draws one figure
 (measured curves with the theoretical rate or bound on the same axes, ``t`` = layer
-index), writes it through :func:`afw_book.figures.save` (PDF + PNG + SVG and the
-numbers as JSON in ``figures/data/``) and returns the open figure, so that notebooks can
-display it; the fitted numbers they print come from :mod:`attention_fw.experiments.convergence`
+index) and returns it with the numbers behind it attached (:func:`attention_fw.plot.figure_data`);
+it writes no file. The fitted numbers come from :mod:`attention_fw.experiments.convergence`
 (:func:`~attention_fw.experiments.convergence.rate_slopes` and friends), so a chapter can quote them
-without the figure. Figure names are fixed (``fw-thm31-counterexample``, ...), ``outdir``
-redirects them.
+without the figure. ``name`` is the figure's file stem for whoever saves it; ``outdir`` and
+``formats`` are ignored (deprecated).
 """
 from __future__ import annotations
 
@@ -21,9 +20,15 @@ from ..experiments import convergence as C
 from ..geometry.polytope import hull_area
 from ..geometry import planar as G
 from ..experiments import vertex_limits as VL
-from afw_book.figures import ONE_COLUMN, TWO_COLUMN, saved
+from ._figure import saved
+from .style import ONE_COLUMN, TWO_COLUMN
+
+__all__ = ["COLORS", "fig_thm31_counterexample", "fig_thm31_symmetric_vs_shifted", "fig_rates_section3",
+           "fig_fixed_vs_current", "fig_linear_contrast", "fig_vertex_schedules", "fig_vertex_straight_lines",
+           "fig_vertex_not_owning", "fig_duality_gap", "fig_remark46", "fig_ode_euler", "fig_ode_continuity"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+"""matplotlib's default colour cycle, read once at import (never changed)."""
 
 
 def _band(ax, t, Y, color, label, lw=1.3, q=(10, 90)):
@@ -104,8 +109,8 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
                                    name: str = "fw-thm31-symmetric-vs-shifted"):
     """Ratio (t+1) max_i J(x_i^{t+1}) / (lambda d^2) (printed: <= 2) for symmetric vs shifted clouds.
 
-    ``sym``, ``shf``: outputs of :func:`convergence.thm31_ratio`; ``example``: output of
-    :func:`convergence.section3_rates` for one shifted cloud (positions, for panel c).
+    ``sym``, ``shf``: outputs of :func:`~attention_fw.experiments.convergence.thm31_ratio`; ``example``: output of
+    :func:`~attention_fw.experiments.convergence.section3_rates` for one shifted cloud (positions, for panel c).
     """
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.5))
     t = shf["t"] + 1
@@ -476,7 +481,7 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
 def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, formats=None, name: str = "remark46-owns-cell"):
     """Monte-Carlo P(all kappa Gaussian vertices own their cells) vs d, Wilson 95% bands, union bound.
 
-    ``results``: outputs of :func:`convergence.owns_cell_probability` (B = I) for several kappa;
+    ``results``: outputs of :func:`~attention_fw.experiments.vertex_limits.owns_cell_probability` (B = I) for several kappa;
     ``extra``: optional ``(label, result)`` with a non-identity ``B``.
     """
     fig, ax = plt.subplots(figsize=(ONE_COLUMN * 1.45, 2.7))
@@ -510,8 +515,8 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, forma
 def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str = "ode-euler-error"):
     """Euler = (SA-inf) with gamma = dt against the exact solution of Theorem 4.8.
 
-    ``err``: :func:`convergence.euler_error`; ``paths``: ``{"t": ..., "exact": (T,), dt: (times, values)}``
-    for one coordinate of one token.
+    ``err``: :func:`~attention_fw.experiments.vertex_limits.euler_error`;
+    ``paths``: ``{"t": ..., "exact": (T,), dt: (times, values)}`` for one coordinate of one token.
     """
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.6))
     dt = err["dt"]

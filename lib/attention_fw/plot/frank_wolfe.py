@@ -1,7 +1,7 @@
 """How do the figures of the Frank-Wolfe chapter look? Each function takes the numbers and returns the figure.
 
 The numbers come from :mod:`attention_fw.model.frank_wolfe` and :mod:`attention_fw.model.dynamics`; the
-chapter saves and glues the figures (:meth:`afw_book.notebook.Page.figure`).
+chapter saves and glues the figures (``afw_book.notebook.Page.figure``).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 from ..model import frank_wolfe as fw
-from afw_book import figures as plotting
+from . import style as plotting
 
 __all__ = ["fig_oracle", "fig_ties", "fig_hull_area", "fig_diagonal_V"]
 
@@ -35,11 +35,11 @@ def fig_oracle(pts, B, i: int):
     ax.scatter(pts[:, 0], pts[:, 1], c="k", s=14, zorder=3)
     ax.annotate("", xy=pts[i] + 0.25 * g / np.linalg.norm(g), xytext=pts[i],
                 arrowprops=dict(arrowstyle="->", color="C3"))
-    ax.scatter(*s, s=90, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
+    ax.scatter(s[0], s[1], s=90, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
     ax.annotate("", xy=pts[i] + 0.5 * (s - pts[i]), xytext=pts[i],
                 arrowprops=dict(arrowstyle="->", color="C2", lw=1.3))
-    ax.text(*(pts[i] + [-0.12, -0.13]), "$x_i$")
-    ax.text(*(s + [0.05, 0.06]), "$s_i$", color="C3")
+    ax.text(pts[i][0] - 0.12, pts[i][1] - 0.13, "$x_i$")
+    ax.text(s[0] + 0.05, s[1] + 0.06, "$s_i$", color="C3")
     _bare(ax)
     ax.set_title(r"$s_i=\arg\max_{y\in\mathcal{K}}\langle Bx_i,y\rangle$", fontsize=9)
     return fig, s
@@ -50,7 +50,7 @@ def fig_ties(corners, run_a, run_b, count_centre: int, count_edge: int):
     fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
     ax.plot(*np.r_[corners, corners[:1]].T, color="0.5", lw=0.8)
     ax.plot(run_b[:, 4, 0], run_b[:, 4, 1], "o-", ms=2.5, color="C2", lw=0.8)
-    ax.scatter(*run_a[-1, 4], s=40, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
+    ax.scatter(run_a[-1, 4, 0], run_a[-1, 4, 1], s=40, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
     ax.scatter(corners[:, 0], corners[:, 1], c="k", s=18, zorder=3)
     ax.annotate(f"(a) centre: {count_centre} tied leaders,\nstays put", run_a[-1, 4], xytext=(-0.9, 0.45),
                 fontsize=8, arrowprops=dict(arrowstyle="->", lw=0.6))

@@ -3,11 +3,10 @@
 The experiments are :mod:`attention_fw.experiments.metastability` (phase 1, Theorem 5.4's bound and
 region, collapse), :mod:`attention_fw.experiments.exit_times` (exit times of the chain and of SA-beta)
 and :mod:`attention_fw.experiments.survival` (censored fits). Each ``fig_*`` function takes the
-experiment's results, draws one figure, writes its numbers through
-:func:`afw_book.figures.save` (``outdir``, ``formats`` as in
-:mod:`attention_fw.plot.convergence`; a chapter passes ``**page.data_only`` and then hands
-the figure to :meth:`afw_book.notebook.Page.figure`) and returns the open figure.
-Figure names are fixed (``phase1-event``, ``metastability-admissible``, ...).
+experiment's results, draws one figure and returns it
+with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
+``name`` is the figure's file stem for whoever saves it (``phase1-event``, ...); ``outdir`` and
+``formats`` are ignored (deprecated, see ``saved``).
 """
 from __future__ import annotations
 
@@ -21,10 +20,11 @@ from ..experiments import exit_times as ET
 from ..geometry import planar as geo
 from ..experiments import metastability as M
 from ..geometry import polytope as P
-from afw_book.figures import ONE_COLUMN, TWO_COLUMN, saved
+from ._figure import saved
+from .style import ONE_COLUMN, TWO_COLUMN
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
-           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta"]
+           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta", "survival_curves", "zoom_paths"]
 
 
 def fmt_beta(b):
@@ -249,7 +249,7 @@ def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
             out[f"n{n}_beta{beta:g}"] = dict(
                 t=t, survival=es.survival(t),
                 bound_printed=M.metastability_bound(t, beta, n, gamma, eps, c0, form="printed"),
-                bound_corrected=M.metastability_bound(t, beta, n, gamma, eps, c0, diam=diam, form="corrected"),
+                bound_corrected=M.metastability_bound(t, beta, n, gamma, eps, c0, diam=float(diam), form="corrected"),
                 censored=es.n_censored, runs=len(es.times))
     return out
 

@@ -1,14 +1,14 @@
 """How do the figures of the model chapter look? Each function takes a result and returns the figure.
 
 The results come from :mod:`attention_fw.experiments.model_checks`; the chapter saves and glues the figures
-(:meth:`afw_book.notebook.Page.figure`).
+(``afw_book.notebook.Page.figure``).
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from afw_book import figures as plotting
+from . import style as plotting
 from ..results import Result
 
 __all__ = ["fig_beta_limit", "fig_sap_expectation", "draw_paths", "beta_limit_data", "sap_data"]
