@@ -26,6 +26,7 @@ from __future__ import annotations
 import numbers
 import re
 from types import SimpleNamespace
+from typing import Any
 
 __all__ = ["resolve"]
 
@@ -273,7 +274,7 @@ def read_declaration(source: str) -> dict:
     nxt = re.compile(r"^# %%", re.M).search(source, start)
     cell = source[source.index("\n", start) + 1 if "\n" in source[start:] else len(source):
                   nxt.start() if nxt else len(source)]
-    out = {"parameters": {}, "preset": None, "presets": None}
+    out: dict[str, Any] = {"parameters": {}, "preset": None, "presets": None}
     for node in ast.parse(cell).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target = node.targets[0].id
