@@ -27,6 +27,13 @@ MIN_DE, MIN_DL = 10.0, 10.0
 CELL_FIGURES = ["figure1", "figure1-corrected", "figure2"]
 
 
+@pytest.fixture(autouse=True)
+def book_style():
+    """Figures drawn as the book and ``make figure`` draw them: in the book's style."""
+    with plotting.style():
+        yield
+
+
 def test_cielab_of_reference_colours():
     lab = C.srgb_to_lab([[1, 1, 1], [0, 0, 0], [0.5, 0.5, 0.5]])
     assert lab[0] == pytest.approx([100, 0, 0], abs=1e-3)
