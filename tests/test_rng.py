@@ -21,6 +21,7 @@ from attention_fw.geometry import planar as G
 from attention_fw.experiments import metastability as M
 from attention_fw.plot import metastability as MP
 from attention_fw.experiments import model_checks as MC
+from attention_fw.experiments import sabeta as SB
 from afw_book import paper_figures as PF
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.geometry.polytope import points_on_circle, regular_polygon
@@ -40,6 +41,10 @@ def _drawn(figure, **params):
 
 # every public function (or class) of the library with an ``rng`` parameter, called with small inputs
 CALLS = {
+    "experiments.sabeta.coupling_distances": lambda rng: SB.coupling_distances(X2, 0.3, 2.0, [0, 3], 5, rng=rng),
+    "experiments.sabeta.family_task": lambda rng: SB.family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100,
+                                                                 num=2, cap=10**4, chain_runs=5, chain_budget=100,
+                                                                 rng=rng),
     "experiments.convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
     "experiments.convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "experiments.convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),

@@ -38,13 +38,20 @@ The modules::
     experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
     experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
     experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
+    experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel), reduced model, family, coupling
     experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
+    experiments.trained_heads   Chapter 8: the heads of a trained encoder against the hypotheses; attention on text vs the hull
+  encoder (a trained model: the encoder extra, safetensors and tokenizers)
+    encoder.files         all-MiniLM-L6-v2's files from the package index, verified by SHA-256, cached outside the repository
+    encoder.bert          its numpy forward pass, each head's scores, weights, keys and values exposed
   plot (optional: matplotlib)
     plot.model            the figures of Section 1 (the model)
     plot.frank_wolfe      the figures of Section 2 (the Frank-Wolfe reading)
     plot.convergence      the figures of Sections 3 and 4
     plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
     plot.context          the figures of Chapter 6
+    plot.sabeta           the figures of Chapter 7 (the deterministic dynamics)
+    plot.trained          the figures of Chapter 8 (a trained transformer)
     plot.animate          offline animations of trajectories
     plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the palette of paper-ready figures
     plot.style            the book's figure style as a context (``with style(): ...``), venue styles

