@@ -36,7 +36,9 @@
 #   replaces it by a draw from a new tile with probability (weight of the tile)/(weight seen so
 #   far). The final pick then has exactly the softmax law.
 #
-# The tile width comes from a memory budget: 256 MiB unless it is changed with
+# The tiles are blocks of queries times keys small enough to stay in the processor's cache while
+# their scores are computed, exponentiated and summed, and the blocks of queries are shared
+# between the cores. A memory budget caps them: 256 MiB unless it is changed with
 # `tiled.set_memory_budget` or `ATTENTION_FW_MEMORY_BUDGET`. The functions of
 # `attention_fw.model.dynamics` switch to the tiles by themselves when their own arrays would not fit,
 # so no code changes when $n$ grows. The tests check that the tiled steps agree with the untiled
@@ -104,22 +106,23 @@ print(f"softmax step, tiled against untiled: {check.softmax_error:.1e}")
 print(f"the same leaders: {check.same_leaders}")
 untiled, tile = CL.size_text(big.untiled_bytes), CL.size_text(big.tile_bytes)
 print(f"n = {big.n:,}: untiled scores {untiled}")
-print(f"tiled: {big.tiles} tile(s) of {big.tile_keys:,} keys, {tile} each")
+print(f"tiled: blocks of {big.tile_queries:,} tokens x {big.tile_keys:,} keys, {tile} each, "
+      f"{big.workers} at a time")
 
 # %% tags=["hide-input"]
 page.glue(check_n=p.check_n, check_soft=(check.softmax_error, ".1e"),
           check_leaders="the same" if check.same_leaders else "NOT the same",
           big_n=big.n, big_untiled=untiled, big_tiles=big.tiles, big_tile=tile,
-          big_tile_keys=big.tile_keys,
+          big_tile_keys=big.tile_keys, big_tile_queries=big.tile_queries, big_workers=big.workers,
           budget=CL.size_text(tiled.memory_budget()))
 
 # %% [markdown]
 # The two softmax steps differ by {glue:text}`check_soft` relative to the size of the tokens
 # (rounding), and the leaders are {glue:text}`check_leaders`. For the
 # {glue:text}`big_n` tokens below, the untiled score matrix would take
-# {glue:text}`big_untiled`. With the default budget of {glue:text}`budget`, the tiled steps
-# compare every token with {glue:text}`big_tile_keys` keys at a time: {glue:text}`big_tiles`
-# tile(s) of {glue:text}`big_tile` each.
+# {glue:text}`big_untiled`. The tiled steps compare {glue:text}`big_tile_queries` tokens with
+# {glue:text}`big_tile_keys` keys at a time, {glue:text}`big_tile` of scores per block and
+# {glue:text}`big_workers` block(s) at once (the default budget of {glue:text}`budget` is far from reached).
 #
 # ## Which tokens own their cells?
 #

@@ -38,16 +38,22 @@ def test_bench_sections_run_and_report_every_target(tmp_path):
 
 
 def test_bench_context_section_runs_and_reports_scaling(tmp_path):
-    """The context section at a small size (n <= 2048): ratios, memory, exponents, table and plot."""
+    """The context section at a small size (n <= 2048): ratios against the machine's bound in both
+    precisions, the peer entries (timed, or saying why not), memory, exponents, table and plot."""
     out = tmp_path / "bench"
     report = _bench(out, "--only", "context", "--context-max-n", "2048", timeout=1800)
     entries = {e["name"]: e for e in report["sections"]["context"]}
     for kind in ("softmax", "hardmax", "sap"):
-        ratio = entries[f"{kind} step / floor at n=2048, d=64, R=1"]
+        for precision in ("float64", "float32"):
+            ratio = entries[f"{kind} step / machine bound at n=2048, d=64, R=1, {precision}"]
+            assert ratio["value"] > 0 and isinstance(ratio["met"], bool)
+            assert all(b > 0 for b in ratio["bound_s"]) and ratio["precision"] == precision
         mem = entries[f"{kind} step peak memory growth at n=2048"]
-        assert ratio["value"] > 0 and isinstance(ratio["met"], bool)
         assert 0 < mem["value"] < 1024 and mem["met"] is True
         assert isinstance(entries[f"{kind}: fitted exponent of time against n"]["value"], float)
+    for precision in ("float64", "float32"):
+        peer = entries[f"torch scaled_dot_product_attention / tiled.softmax_step at n=2048, {precision}"]
+        assert (peer["value"] or 0) > 0 or "peer not timed" in peer["how"]
     md = (out / "report.md").read_text()
     assert "| n | softmax s |" in md and "context-scaling.png" in md
     assert (out / "context-scaling.png").stat().st_size > 0

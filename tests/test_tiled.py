@@ -52,14 +52,46 @@ def test_softmax_step_equals_the_untiled_step(kernels, shape, beta):
         assert rel_err(T.softmax_step(x, 0.3, beta, **kw), ref, x) <= 1e-12, kw
 
 
-def test_query_blocks_and_system_chunks_are_planned_from_the_budget():
-    p = T.plan((70, 5), budget=8 * 2 * 64 * 9)
-    assert (p.systems, p.queries, p.keys) == (1, 9, 64)
-    p = T.plan((100, 30, 4), budget=8 * 2 * 6080)  # 6080 scores: six systems of 30 x 30
+def test_query_blocks_and_system_chunks_are_planned_from_the_budget(monkeypatch):
+    """Tiles of TILE_CACHE_FACTOR x the L2 cache of float64 scores, square powers of two of keys, capped
+    by the budget shared out between the workers (ARRAYS_PER_TILE arrays each)."""
+    monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", str(2 ** 20))  # 2 MiB tiles: 2^18 scores
+    p = T.plan((70, 5), budget=8 * 2 * 64 * 9, workers=1)
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 9, 64, 1)
+    p = T.plan((70, 5), budget=8 * 2 * 64 * 9, workers=2)  # half the budget each: 4 queries
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 4, 64, 2)
+    p = T.plan((100, 30, 4), budget=8 * 2 * 6080, workers=1)  # 6080 scores: six systems of 30 x 30
     assert (p.systems, p.queries, p.keys) == (6, 30, 30)
-    p = T.plan((65536, 64), budget=256 * 2 ** 20)  # the default: all queries against 256 keys
-    assert (p.systems, p.queries, p.keys) == (1, 65536, 256) and p.tile_bytes == 128 * 2 ** 20
+    p = T.plan((65536, 64), budget=256 * 2 ** 20, workers=2)  # the default budget: cache-sized blocks
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 512, 512, 2) and p.tile_bytes == 2 * 2 ** 20
+    p = T.plan((65536, 64), budget=2 ** 20, workers=2)  # 2^15 scores per worker: 128 keys x 256 queries
+    assert (p.queries, p.keys) == (256, 128) and 2 * ARRAYS * p.tile_bytes <= 2 ** 20
+    p = T.plan((65536, 64), key_tile=100, query_tile=1000, workers=3)
+    assert (p.systems, p.queries, p.keys, p.workers) == (1, 1000, 100, 3)
+    assert T.plan((4, 100, 2), workers=8).workers == 1  # one block: one worker
+    monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", str(2 ** 18))
+    assert T.plan((65536, 64), workers=1).keys == 256
     assert not T.fits((65536, 64)) and T.fits((1000, 64, 8)) and T.fits((2, 2800, 64)) and not T.fits((2, 2900, 64))
+
+
+ARRAYS = T.ARRAYS_PER_TILE
+
+
+def test_cache_size_and_threads_are_read_and_checked(monkeypatch):
+    monkeypatch.delenv("ATTENTION_FW_CACHE_BYTES", raising=False)
+    assert T.cache_bytes() >= 2 ** 14
+    monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", "3e6")
+    assert T.cache_bytes() == 3_000_000
+    for bad in ("lots", "100"):
+        monkeypatch.setenv("ATTENTION_FW_CACHE_BYTES", bad)
+        with pytest.raises(ValueError, match="ATTENTION_FW_CACHE_BYTES"):
+            T.cache_bytes()
+    monkeypatch.delenv("ATTENTION_FW_CACHE_BYTES")
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "3")
+    assert T.threads() == 3 and T.plan((4096, 8)).workers == 3
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "0")
+    with pytest.raises(ValueError, match="ATTENTION_FW_THREADS"):
+        T.threads()
 
 
 @pytest.mark.parametrize("beta", [0.5, 40.0])
@@ -371,3 +403,187 @@ def test_numba_and_numpy_tile_passes_agree():
     np.testing.assert_array_equal(o["ist"][..., 0], 2 * near_top.sum(-1))
     np.testing.assert_array_equal(o["ist"][..., 1], S.argmax(-1))
     np.testing.assert_allclose(o["sums"], np.exp(S).sum(-1), rtol=1e-14)
+
+
+# ----------------------------------------------------------------- cache-blocked tiles, threads
+@pytest.mark.parametrize("qt, kt", [(7, 13), (1, 64), (50, 3), (64, 1)])
+def test_blocked_tiles_with_ragged_edges_equal_the_untiled_steps(kernels, monkeypatch, qt, kt):
+    """Query blocks x key tiles that do not divide n (ragged last block and tile in both directions),
+    three worker threads: softmax to 1e-12 (beta up to 1e6, no NaN), hardmax leaders identical."""
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "3")
+    x = np.random.default_rng(20).standard_normal((2, 101, 5))
+    for beta in (0.0, 1.0, 40.0, 1e6):
+        y = T.softmax_step(x, 0.3, beta, query_tile=qt, key_tile=kt)
+        assert np.isfinite(y).all() and rel_err(y, D.softmax_step(x, 0.3, beta), x) <= 1e-12, beta
+    np.testing.assert_array_equal(T.leaders(x, query_tile=qt, key_tile=kt), D.leaders(x))
+    np.testing.assert_array_equal(T.tie_counts(x, query_tile=qt, key_tile=kt), D.tie_counts(x))
+    assert rel_err(T.hardmax_step(x, 0.5, query_tile=qt, key_tile=kt), D.hardmax_step(x, 0.5), x) <= 1e-15
+
+
+def test_ties_across_query_blocks_and_key_tiles(kernels, monkeypatch):
+    """Coincident copies of three vertices and centre tokens tied with all of them, spread over
+    query blocks of 3 and key tiles of 2 in two threads: the tie counts and averages of the untiled step."""
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "2")
+    v = np.eye(3)
+    x = np.repeat(v, 4, axis=0)
+    x = np.vstack([x, [[0.2, 0.2, 0.2]] * 3])[np.random.default_rng(21).permutation(15)]
+    counts = D.tie_counts(x)
+    assert sorted(counts.tolist()) == [4] * 12 + [12] * 3
+    for precision in ("float64", "float32"):
+        kw = dict(query_tile=3, key_tile=2, precision=precision)
+        np.testing.assert_array_equal(T.tie_counts(x, **kw), counts)
+        np.testing.assert_array_equal(T.leaders(x, **kw), D.leaders(x))
+        assert rel_err(T.hardmax_step(x, 0.5, **kw), D.hardmax_step(x, 0.5), x) <= 1e-15
+
+
+def test_results_do_not_depend_on_the_number_of_threads(monkeypatch):
+    """The same blocks in 1 or 3 threads: the same softmax step (each row sums its tiles in the
+    same order) and the same SAP picks (one random stream per block, spawned from rng)."""
+    x = np.random.default_rng(22).standard_normal((3, 90, 4))
+    out = {}
+    for threads in ("1", "3"):
+        monkeypatch.setenv("ATTENTION_FW_THREADS", threads)
+        out[threads] = (T.softmax_step(x, 0.2, 3.0, query_tile=16, key_tile=16),
+                        T.sap_step(x, 0.2, 3.0, rng=23, query_tile=16, key_tile=16, return_choice=True)[1])
+    assert rel_err(out["1"][0], out["3"][0], x) <= 1e-15
+    np.testing.assert_array_equal(out["1"][1], out["3"][1])
+
+
+def test_blas_threads_are_restored_after_a_threaded_step(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    monkeypatch.setenv("ATTENTION_FW_THREADS", "2")
+    T.softmax_step(np.random.default_rng(24).standard_normal((200, 4)), 0.1, 1.0, query_tile=32)
+    assert [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"] == before
+
+
+# ----------------------------------------------------------------- the float32 path
+U32 = 2.0 ** -24
+
+
+def float32_bound(gamma, xmax, beta_sq, d, k):
+    """The error law of one float32 step (first order, worst case): gamma max|x| u (2 (d + 2) beta |B|
+    max|x|^2 + 2 k + 3), u = 2^-24 -- scores off by (d + 2) u beta max|x|^2 move the weights' average
+    by twice that; a tile's float32 sums of k weights add k u to sum and normaliser; exp and values u."""
+    return gamma * xmax * U32 * (2 * (d + 2) * beta_sq + 2 * k + 3)
+
+
+@pytest.mark.parametrize("d", [4, 16, 64])
+def test_float32_step_error_follows_its_law(kernels, d):
+    """Against float64, for beta max|x|^2 = 0.5, 5, 50: the error stays within the law (tolerance:
+    none beyond the first-order bound), is that of float32 (at least u / 8: a float64 computation
+    would be ~1e-16: at least u max|x| / 64 here), and grows with beta max|x|^2 as the score term says
+    (x 5 at least over x 100)."""
+    rng = np.random.default_rng(25)
+    x = rng.standard_normal((2, 400, d)) / np.sqrt(d)
+    M = float(np.einsum("...i,...i->...", x, x).max())
+    gamma, k = 1.0, 64
+    errs = []
+    for beta_sq in (0.5, 5.0, 50.0):
+        beta = beta_sq / M
+        ref = T.softmax_step(x, gamma, beta, key_tile=k)
+        y = T.softmax_step(x, gamma, beta, key_tile=k, precision="float32")
+        assert y.dtype == np.float64
+        err = float(np.abs(y - ref).max())
+        assert U32 * np.abs(x).max() / 64 <= err <= float32_bound(gamma, np.abs(x).max(), beta_sq, d, k), (beta_sq, err)
+        assert err <= T.float32_step_error(beta_sq, d, k) * gamma * np.abs(x).max()
+        errs.append(err)
+    assert errs[2] >= 5 * errs[0]
+
+
+def test_float32_tiles_are_summed_in_float64(kernels):
+    """Token 0's weights are 1 on itself and e^-17.7 = 2e-8 (below half a float32 ulp of 1) on each
+    of 16,383 others, in tiles of one key: float64 sums keep the tail's mass 3.3e-4, a float32
+    running sum would drop every one of its terms (an error ~100 times the law's bound)."""
+    n, beta = 16384, 10.0
+    rng = np.random.default_rng(26)
+    x = np.c_[np.full(n, 1 - 17.7 / beta), rng.uniform(-0.5, 0.5, n)]
+    x[0] = [1.0, 0.0]
+    ref = T.attention_apply(x, x, beta, key_tile=1)[0]
+    y = T.attention_apply(x, x, beta, key_tile=1, precision="float32")[0]
+    M = float((x ** 2).sum(axis=1).max())
+    bound = float32_bound(1.0, np.abs(x).max(), beta * M, 2, 1)
+    assert np.abs(ref - x[0]).max() > 50 * bound  # the tail moves the average far beyond the bound
+    assert np.abs(y - ref).max() <= bound
+
+
+def test_float32_sap_and_attention_apply_keep_the_law(kernels):
+    """SAP in float32: the chi-square test of the softmax law (weights within 1e-6 of float64)."""
+    rng = np.random.default_rng(27)
+    x = rng.standard_normal((12, 3))
+    N, beta = 20_000, 1.5
+    _, J = T.sap_step(np.broadcast_to(x, (N,) + x.shape), 0.2, beta, rng=28, key_tile=5, return_choice=True,
+                      precision="float32")
+    counts = np.stack([np.bincount(J[:, i], minlength=12) for i in range(12)])
+    assert chi_square_pvalue(counts, N * D.attention(x, beta)) > ALPHA
+    v = rng.standard_normal((12, 4)) * 1e30  # values far outside float32's range are scaled exactly
+    out = T.attention_apply(x, v, beta, key_tile=5, precision="float32")
+    assert np.isfinite(out).all() and rel_err(out, D.attention(x, beta) @ v, v) <= 1e-5
+
+
+def test_float32_hardmax_has_the_float64_leaders(kernels):
+    """Generic tokens, a rounding-spoilt tie (rotated square and its centre), coincident tokens
+    and near ties within a float32 error: every leader set, count and first maximiser of float64."""
+    rng = np.random.default_rng(29)
+    x = rng.standard_normal((3, 70, 6))
+    sq = np.vstack([regular_polygon(4, phase=0.1234), [[0.0, 0.0]]])
+    near = np.c_[1 + rng.integers(0, 4, 20) * 3e-8, rng.uniform(-0.01, 0.01, 20), np.zeros(20)]
+    near[0] = [1.0, 0.0, 0.0]
+    for y in (x, np.c_[sq, np.zeros(5)], np.repeat(np.eye(3), 3, axis=0), near):
+        for k in (1, 4, 64):
+            kw = dict(key_tile=k, precision="float32")
+            np.testing.assert_array_equal(T.leaders(y, **kw), D.leaders(y))
+            np.testing.assert_array_equal(T.tie_counts(y, **kw), D.tie_counts(y))
+            assert rel_err(T.hardmax_step(y, 0.5, **kw), D.hardmax_step(y, 0.5), y) <= 1e-15
+
+
+def test_float32_is_refused_or_warned_about_where_its_scores_are_coarse():
+    x = np.random.default_rng(30).standard_normal((50, 64)) / 8
+    M = float(np.einsum("ij,ij->i", x, x).max())
+    limit = 1 / (66 * U32)  # (d + 2) u beta max|x|^2 = 1
+    with pytest.raises(ValueError, match="precision='float32' cannot resolve"):
+        T.softmax_step(x, 0.1, 1.01 * limit / M, precision="float32")
+    with pytest.raises(ValueError, match="precision='float32' cannot resolve"):
+        T.sap_step(x, 0.1, 1e6, rng=0, precision="float32")  # beta = 1e6: the hardmax regime
+    with pytest.warns(T.Float32PrecisionWarning, match="precision='float32'"):
+        T.softmax_step(x, 0.1, 0.5 * limit / M, precision="float32")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        T.softmax_step(x, 0.1, 0.005 * limit / M, precision="float32")  # below 1%: silent
+    assert np.isfinite(T.hardmax_step(x * 1e30, 0.5, precision="float32")).all()  # leaders: scale-free
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda x: T.softmax_step(x, 0.1, 1.0, precision="float16"), "precision must be 'float64' or 'float32'"),
+    (lambda x: T.hardmax_step(x, 0.1, precision=32), "precision must be"),
+    (lambda x: T.sap_step(x, 0.1, 1.0, rng=0, precision=None), "precision must be"),
+    (lambda x: T.leaders(x, query_tile=0), "query_tile must be >= 1"),
+    (lambda x: T.tie_counts(x, key_tile=2.5), "key_tile must be an integer"),
+    (lambda x: T.attention_apply(x, x, 1.0, query_tile=-3), "query_tile must be >= 1"),
+    (lambda x: T.plan(x.shape, workers=0), "workers must be >= 1"),
+])
+def test_bad_precision_and_block_arguments_are_refused_by_name(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(np.random.default_rng(0).standard_normal((8, 3)))
+
+
+def test_float32_tile_passes_agree_between_numba_and_numpy():
+    """online_shift and the SAP passes on float32 tiles with float64 state, both implementations."""
+    nb = TK._numba_kernels()
+    rng = np.random.default_rng(31)
+    S = rng.standard_normal((2, 9, 7)).astype(np.float32)
+    rr, ii = np.nonzero(rng.random((2, 9)) < 0.7)
+    out = {}
+    for impl in (nb, TK.NUMPY):
+        Z, c, acc = S.copy(), np.full((2, 9), -np.inf), np.zeros((2, 9, 3))
+        impl.online_shift(Z, c, acc)
+        E = np.exp(Z)
+        sums = np.empty((2, 9))
+        impl.row_sums(E, sums)
+        top, ss, sb = np.empty(rr.size), np.empty(rr.size), np.empty(rr.size)
+        impl.tile_split(E, rr, ii, 0.3, top, ss, sb)
+        out[impl.name] = dict(Z=Z, c=c, sums=sums, top=top, ss=ss, sb=sb)
+    for key, a in out["numba"].items():
+        np.testing.assert_allclose(a, out["numpy"][key], rtol=1e-6, atol=1e-7, err_msg=key)
+    np.testing.assert_allclose(out["numba"]["sums"], np.exp(S - S.max(-1, keepdims=True)).sum(-1), rtol=1e-6)

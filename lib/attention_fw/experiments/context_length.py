@@ -277,7 +277,8 @@ def tiled_check(n: int, d: int = 64, *, key_tile: int = 256, gamma: float = 0.1,
 @dataclass(frozen=True)
 class StepMemory:
     """Memory of one step on ``n`` tokens (per system): the untiled ``n x n`` scores (float64) against the
-    tiles of :func:`attention_fw.model.tiled.plan` (``tile_keys`` keys per tile, ``tiles`` tiles).
+    tiles of :func:`attention_fw.model.tiled.plan` (``tile_queries`` queries x ``tile_keys`` keys per tile,
+    ``tiles`` key tiles per block of queries, ``workers`` tiles at once).
 
     Examples
     --------
@@ -293,6 +294,8 @@ class StepMemory:
     tile_keys: int
     tiles: int
     tile_bytes: int
+    tile_queries: int = 0
+    workers: int = 1
 
 
 def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
@@ -302,15 +305,15 @@ def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
 
     Examples
     --------
-    >>> m = step_memory(65536, 64, budget=256 * 2**20)
-    >>> size_text(m.untiled_bytes), m.tile_keys, m.tiles
-    ('32 GiB', 256, 256)
+    >>> m = step_memory(65536, 64, budget=256 * 2**20)     # tiles sized from the machine's cache
+    >>> size_text(m.untiled_bytes), m.tile_keys * m.tiles == 65536, m.workers * m.tile_bytes <= 2**27
+    ('32 GiB', True, True)
     """
     n, d = chk.positive_int("n", n), chk.positive_int("d", d)
     systems = chk.positive_int("systems", systems)
     plan = tiled.plan((systems, n, d), budget=budget)
     return StepMemory(n=n, untiled_bytes=8 * systems * n * n, tile_keys=plan.keys, tiles=-(-n // plan.keys),
-                      tile_bytes=plan.tile_bytes)
+                      tile_bytes=plan.tile_bytes, tile_queries=plan.queries, workers=plan.workers)
 
 
 def size_text(nbytes: int) -> str:

@@ -29,6 +29,7 @@ outside a convex polytope the nearest point lies on its boundary). Dimensions 1,
 from __future__ import annotations
 
 import math
+from typing import Any
 import os
 
 import numpy as np
@@ -120,10 +121,12 @@ def hull_primitives(points) -> Result:
 # the compiled kernel
 # ----------------------------------------------------------------------------------------
 
+_numba: Any
 try:                                     # compiled lazily, at the first call, and cached on disk
     import numba as _numba
 except ImportError:                      # pragma: no cover - numba is pinned in requirements.txt
     _numba = None
+prange: Any
 if _numba is not None and os.environ.get("ATTENTION_FW_KERNELS", "numba").strip().lower() != "numpy":
     jit = _numba.njit(cache=True, nogil=True, error_model="numpy")
     jit_sum = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
@@ -547,7 +550,13 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
     Bm = np.zeros((R, D, D))
     sym = np.zeros(R, bool)
     gid = np.zeros((R, N), np.int64)
-    HS, PK, PC, hs_lo, hs_hi, pr_lo, pr_hi = [], [], [], [], [], [], []
+    HS: list[Any] = []
+    PK: list[Any] = []
+    PC: list[Any] = []
+    hs_lo: list[int] = []
+    hs_hi: list[int] = []
+    pr_lo: list[int] = []
+    pr_hi: list[int] = []
     nh = npr = 0
     for r in range(R):
         a, s = xs[r], np.asarray(sg[r])
@@ -938,7 +947,7 @@ _B3 = np.diag([1.3, 1.0, 0.7])
 
 # name: (vertices, tokens, gamma, eps, B); tokens: ("c", m) m coincident per vertex, ("n", m, r) the
 # vertex plus m tokens at distance r in its tangent cone (seeded by the name's position)
-FAMILY = {
+FAMILY: dict[str, tuple[Any, ...]] = {
     "triangle, 1 per vertex": ("tri", ("c", 1), 0.1, 0.05, None),
     "triangle, 3 coincident": ("tri", ("c", 3), 0.1, 0.05, None),
     "triangle, 1+2 near": ("tri", ("n", 2, 0.05), 0.1, 0.1, None),

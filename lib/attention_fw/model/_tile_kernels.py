@@ -14,6 +14,9 @@ tile of keys to the next:
                      not below ``threshold`` times it (the two groups of ``dynamics.sap_step``);
 * ``tile_pick``      for selected rows: inversion of the cumulative weights within one group.
 
+Tiles of the float32 path are float32 arrays; the running state (maxima, sums, leader
+sets, picks) is float64 in either precision, and the sums over a tile are made in float64.
+
 Both implementations have the same contract and are tested against each other
 (``tests/test_tiled.py``). Which one runs follows ``attention_fw.model._kernels`` (numba unless
 ``ATTENTION_FW_KERNELS=numpy``).

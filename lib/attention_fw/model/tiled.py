@@ -2,8 +2,9 @@
 
 The batched steps of :mod:`attention_fw.model.dynamics` hold the whole ``(R, n, n)`` score matrix:
 right for the book's experiments, but 34 GB for one system of ``n = 65,536`` tokens. The
-functions here compute the same steps with the keys cut into tiles of ``k`` columns, so that
-only an ``(R_b, q, k)`` block of scores exists at any time, plus ``O(R n d)`` state:
+functions here compute the same steps with the queries cut into blocks of ``q`` rows and the keys
+into tiles of ``k`` columns, so that only ``(R_b, q, k)`` tiles of scores exist at any time (one per
+worker thread), plus ``O(R n d)`` state:
 
 * **softmax** (:func:`softmax_step`, :func:`attention_apply`): a running maximum and sum per query
   row (the online softmax of attention kernels). The weighted sum and the normaliser come out of
@@ -25,22 +26,45 @@ only an ``(R_b, q, k)`` block of scores exists at any time, plus ``O(R n d)`` st
   about 37, which cuts the law's tail at probability ~1e-16.) A row switches about
   ``log(number of tiles)`` times, so the draws cost next to nothing beside the products.
 
-The tile is chosen from a memory budget (:func:`memory_budget`, 256 MiB unless set by
-:func:`set_memory_budget`, :func:`budget` or ``ATTENTION_FW_MEMORY_BUDGET`` in bytes): all queries of as
-many systems as fit against ``k`` keys, ``k`` as large as the budget allows (at least
-``MIN_KEY_TILE``); queries are split only when even that does not fit. The functions of
-``dynamics`` call the ones here only when their own ``(R, n, n)`` arrays would exceed the
-budget, so small problems run exactly as before. The functions here always tile; ``key_tile``
-fixes the tile width (tests, benchmarks).
+The work is cut into blocks of ``q`` queries (of one or several systems) times tiles of ``k`` keys,
+a tile of scores the size of a few times one core's L2 cache (:data:`TILE_CACHE_FACTOR`,
+:func:`cache_bytes`, 512 x 512 on a 1 MiB L2): a tile is made by one BLAS product, exponentiated in
+place (numpy's vectorised ``exp``) and consumed by the next product while it is still in cache,
+and the running state of each query row (maximum and sums, leader set, pick) is carried from one
+key tile to the next. The blocks of queries are shared out between :func:`threads` worker threads
+(all usable CPUs unless ``ATTENTION_FW_THREADS`` is set), each running BLAS with one thread
+(through ``threadpoolctl``, restored afterwards); the results do not depend on the number of threads.
+``query_tile`` and ``key_tile`` fix the block shape (tests, benchmarks, other machines).
+
+A memory budget (:func:`memory_budget`, 256 MiB unless set by :func:`set_memory_budget`,
+:func:`budget` or ``ATTENTION_FW_MEMORY_BUDGET`` in bytes) caps what the workers' tiles may hold.
+The functions of ``dynamics`` call the ones here only when their own ``(R, n, n)`` arrays would
+exceed the budget, so small problems run exactly as before. The functions here always tile.
+
+Precision. Every step takes ``precision='float64'`` (default: the numbers of ``dynamics`` to
+rounding) or ``'float32'`` (opt-in): scores and exponentials in float32, each tile's products in
+float32, the tiles' sums accumulated in float64. Its error against float64 is bounded in
+:func:`float32_step_error` (about ``u (2 (d + 2) beta |B| max|x|^2 + 2 k)`` relative, ``u = 2^-24``);
+it is refused where a float32 score may be off by more than 1 in the exponent
+(:func:`float32_score_error`) and warned about above 0.01. The hardmax steps in float32 certify
+each row's leader from the float32 scores and recompute the rows they cannot certify in float64,
+so their leader sets are exactly those of float64. (Numba's own ``exp`` is a scalar call, about ten
+times slower than numpy's vectorised one on this machine; numba vectorises it only through SVML,
+which the llvmlite wheels of the package index are built without, so ``intel-cmplr-lib-rt`` would
+change nothing here.)
 
 Shapes follow ``dynamics``: tokens ``(n, d)`` or ``(R, n, d)``; ``B`` is ``None`` (identity),
 ``(d, d)``, or one matrix per system ``(R, d, d)``. The sample path of :func:`sap_step` depends on the
-tile plan (the law does not).
+tile plan (the law does not), not on the number of threads.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,9 +177,87 @@ def fits(shape, budget=None) -> bool:
     return R * shape[-2] ** 2 <= _entries(budget)
 
 
+TILE_CACHE_FACTOR = 2
+"""A tile of float64 scores takes this many times one core's L2 cache (:func:`cache_bytes`).
+
+Per tile the scores are written by one product, exponentiated in place and read by the next
+product; in a tile of a few MiB they stay in the core's caches (L2 and its share of L3) between
+the three passes instead of going through main memory. Measured on a 2-core AMD EPYC (1 MiB
+L2, 32 MiB L3) shared with other jobs, so only coarsely: at n = 16,384, d = 64, the 512 x 512
+tiles in two threads took 0.57-1.13 of the time of the previous plan (all queries against 256
+keys, a 32 MiB tile, BLAS threaded; two runs each of the softmax, hardmax and SAP steps, five of
+the six below 0.85); shapes from 256 x 256 to 1024 x 1024 could not be told apart through the
+noise."""
+
+_CACHE_FALLBACK = 2 ** 20
+
+
+def cache_bytes() -> int:
+    """Bytes of one core's L2 cache: ``ATTENTION_FW_CACHE_BYTES`` if set, else read from
+    ``/sys/devices/system/cpu/cpu0/cache`` (Linux), else 1 MiB. The tiles are sized from it.
+
+    Examples
+    --------
+    >>> cache_bytes() >= 2 ** 14
+    True
+    """
+    env = os.environ.get("ATTENTION_FW_CACHE_BYTES", "").strip()
+    if env:
+        try:
+            value = int(float(env))
+        except (TypeError, ValueError):
+            value = 0
+        if value < 2 ** 14:
+            raise ValueError(f"ATTENTION_FW_CACHE_BYTES must be a number of bytes >= 16384, got {env!r}")
+        return value
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(root)):
+            path = os.path.join(root, entry)
+            with open(os.path.join(path, "level")) as f:
+                level = f.read().strip()
+            with open(os.path.join(path, "type")) as f:
+                kind = f.read().strip()
+            if level == "2" and kind in ("Unified", "Data"):
+                with open(os.path.join(path, "size")) as f:
+                    text = f.read().strip().upper()
+                unit = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}.get(text[-1:], 1)
+                return int(text.rstrip("KMG")) * unit
+    except (OSError, ValueError):
+        pass
+    return _CACHE_FALLBACK
+
+
+def threads() -> int:
+    """Worker threads of a tiled step: ``ATTENTION_FW_THREADS`` if set, else the CPUs this process may use.
+
+    The query blocks are shared out between the workers; each worker's products run in BLAS with
+    one thread (two levels of threads on the same cores are several times slower than one).
+
+    Examples
+    --------
+    >>> threads() >= 1
+    True
+    """
+    env = os.environ.get("ATTENTION_FW_THREADS", "").strip()
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"ATTENTION_FW_THREADS must be a whole number >= 1, got {env!r}")
+        return value
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class Plan:
-    """How a step cuts its work: ``systems`` per chunk, ``queries`` per block, ``keys`` per tile.
+    """How a step cuts its work: ``systems`` per chunk, ``queries`` per block, ``keys`` per tile,
+    and the number of ``workers`` (threads) that share the blocks.
 
     Examples
     --------
@@ -166,44 +268,100 @@ class Plan:
     systems: int
     queries: int
     keys: int
+    workers: int = 1
 
     @property
     def tile_bytes(self) -> int:
         return 8 * self.systems * self.queries * self.keys
 
 
-def plan(shape, *, budget=None, key_tile=None) -> Plan:
+def _floor_pow2(v: int) -> int:
+    return 1 << (max(1, int(v)).bit_length() - 1)
+
+
+def plan(shape, *, budget=None, key_tile=None, query_tile=None, workers=None) -> Plan:
     """The tiles of a step on tokens of ``shape`` ``(n, d)`` or ``(R, n, d)``.
 
-    Keys are tiled first (all queries of all systems against ``k`` keys, ``k`` as wide as the
-    budget allows, at least ``MIN_KEY_TILE``); then systems are taken in chunks; queries are
-    split last. ``key_tile`` fixes ``k``.
+    A tile holds ``TILE_CACHE_FACTOR x`` :func:`cache_bytes` of float64 scores, as square as
+    possible (``k`` keys, a power of two, at least ``MIN_KEY_TILE``, times ``q`` queries), and
+    never more than the memory budget shared out between the ``workers`` (default
+    :func:`threads`): each worker holds ``ARRAYS_PER_TILE`` tile-sized arrays. When all queries
+    of a system fit in one block, blocks take as many systems as fit. ``key_tile`` and
+    ``query_tile`` fix ``k`` and ``q``.
 
     Examples
     --------
-    With 1 MiB (``2^16`` entries per tile): 4 systems of 100 tokens fit whole; 4 x 1000 need key
-    tiles of ``MIN_KEY_TILE = 64`` over all 1000 queries, one system at a time:
+    With the cache of a 1 MiB L2 (tiles of 2 MiB: 512 queries x 512 keys), one worker:
 
-    >>> plan((4, 100, 2), budget=2**20)
-    Plan(systems=4, queries=100, keys=100)
-    >>> p = plan((4, 1000, 2), budget=2**20)
-    >>> p, p.tile_bytes * ARRAYS_PER_TILE <= 2**20
-    (Plan(systems=1, queries=1000, keys=64), True)
+    >>> import os
+    >>> os.environ["ATTENTION_FW_CACHE_BYTES"] = str(2 ** 20)
+    >>> plan((65536, 64), workers=1)
+    Plan(systems=1, queries=512, keys=512, workers=1)
+    >>> plan((4, 100, 2), workers=2)                    # small systems: several per block
+    Plan(systems=4, queries=100, keys=100, workers=1)
+
+    A 1 MiB budget shared by two workers leaves each ``2^20 / (8 x 2 x 2) = 2^15`` scores:
+
+    >>> p = plan((1000, 2), budget=2 ** 20, workers=2)
+    >>> p, 2 * p.tile_bytes * ARRAYS_PER_TILE <= 2 ** 20
+    (Plan(systems=1, queries=256, keys=128, workers=2), True)
+    >>> del os.environ["ATTENTION_FW_CACHE_BYTES"]
     """
     shape = tuple(shape)
     if len(shape) not in (2, 3):
         raise ValueError(f"shape must be (n, d) or (R, n, d), got {shape}")
     R = shape[0] if len(shape) == 3 else 1
     n = shape[-2]
-    entries = _entries(budget)
+    w = threads() if workers is None else chk.positive_int("workers", workers)
+    entries = max(1, min(_entries(budget) // w, TILE_CACHE_FACTOR * cache_bytes() // 8))
     if key_tile is not None:
         k = min(chk.positive_int("key_tile", key_tile), n)
     else:
-        k = min(n, max(MIN_KEY_TILE, entries // max(1, R * n)))
-    rows = max(1, entries // k)  # query rows (over all systems of a chunk) per tile
-    if rows >= n:
-        return Plan(systems=min(R, rows // n), queries=n, keys=k)
-    return Plan(systems=1, queries=rows, keys=k)
+        k = min(n, max(MIN_KEY_TILE, _floor_pow2(math.isqrt(entries))))
+    if query_tile is not None:
+        q = min(chk.positive_int("query_tile", query_tile), n)
+    else:
+        q = min(n, max(1, entries // k))
+    systems = max(1, min(R, entries // (n * k))) if q == n and query_tile is None else 1
+    items = -(-R // systems) * -(-n // q)
+    return Plan(systems=systems, queries=q, keys=k, workers=max(1, min(w, items)))
+
+
+# ----------------------------------------------------------------------------- threads
+_BLAS = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None}
+
+
+@contextlib.contextmanager
+def _one_blas_thread():
+    """BLAS limited to one thread while any tiled step runs its workers; yields False when the BLAS
+    library cannot be told (then the step runs its blocks in one thread, BLAS threaded as usual).
+
+    The limit is process-wide (BLAS libraries have no per-thread setting); it is set by the first
+    step that enters and restored to the caller's setting by the last one that leaves."""
+    state = _BLAS
+    with state["lock"]:
+        if state["users"] == 0:
+            try:
+                if state["controller"] is None:
+                    import threadpoolctl
+
+                    state["controller"] = threadpoolctl.ThreadpoolController()
+                ctrl = state["controller"]
+                state["limiter"] = ctrl.limit(limits=1, user_api="blas") if ctrl.select(user_api="blas") else None
+            except Exception:  # no threadpoolctl, or a BLAS it does not know
+                state["limiter"] = None
+        ok = state["limiter"] is not None
+        if ok:
+            state["users"] += 1
+    try:
+        yield ok
+    finally:
+        if ok:
+            with state["lock"]:
+                state["users"] -= 1
+                if state["users"] == 0:
+                    state["limiter"].restore_original_limits()
+                    state["limiter"] = None
 
 
 # ----------------------------------------------------------------------------- checks
@@ -232,40 +390,65 @@ def _rescale(x3, B, beta):
 
 # ----------------------------------------------------------------------------- the cores
 class _Tiles:
-    """The loops over system chunks, query blocks and key tiles of one step, with one reusable tile buffer.
+    """The loops over the blocks (system chunk x query block) and key tiles of one step.
 
-    ``Q`` (R, n, d) are the (scaled) queries and ``KT`` (R, d, n) the keys transposed; a tile of
-    scores is ``Q[rs, qs] @ KT[rs, :, ks]``.
+    ``Q`` (R, n, d) are the (scaled) queries and ``KT`` (R, d, n) the keys transposed, both of the
+    step's precision; a tile of scores is ``Q[rs, qs] @ KT[rs, :, ks]``. :meth:`run` shares the
+    blocks out between ``plan.workers`` threads, each with its own tile buffer.
     """
 
     def __init__(self, Q, KT, p: Plan):
         self.Q, self.KT, self.p = Q, KT, p
         self.R, self.n = Q.shape[0], Q.shape[1]
-        self._buf = np.empty(p.systems * p.queries * p.keys)
 
     def blocks(self):
         p = self.p
-        for r0 in range(0, self.R, p.systems):
-            r1 = min(self.R, r0 + p.systems)
-            for q0 in range(0, self.n, p.queries):
-                yield slice(r0, r1), slice(q0, min(self.n, q0 + p.queries))
+        return [(slice(r0, min(self.R, r0 + p.systems)), slice(q0, min(self.n, q0 + p.queries)))
+                for r0 in range(0, self.R, p.systems) for q0 in range(0, self.n, p.queries)]
 
-    def scores(self, rs, qs):
+    def buffer(self):
+        return np.empty(self.p.systems * self.p.queries * self.p.keys, dtype=self.Q.dtype)
+
+    def run(self, work, blocks=None):
+        """``work(i, rs, qs, buf)`` for every block ``i``; rows of different blocks never overlap,
+        so the workers write their results without locks."""
+        blocks = self.blocks() if blocks is None else blocks
+        with contextlib.ExitStack() as stack:
+            parallel = self.p.workers > 1 and len(blocks) > 1 and stack.enter_context(_one_blas_thread())
+            if not parallel:
+                buf = self.buffer()
+                for i, (rs, qs) in enumerate(blocks):
+                    work(i, rs, qs, buf)
+                return
+            local = threading.local()
+
+            def one(i):
+                buf = getattr(local, "buf", None)
+                if buf is None:
+                    buf = local.buf = self.buffer()
+                work(i, *blocks[i], buf)
+
+            with ThreadPoolExecutor(self.p.workers, thread_name_prefix="attention_fw-tiles") as ex:
+                for _ in ex.map(one, range(len(blocks))):
+                    pass
+
+    def scores(self, rs, qs, buf):
         """The scores of the block ``(rs, qs)`` key tile by key tile: ``(k0, ks, S)``, ``S`` a
-        C-contiguous (Rb, q, k) view of the buffer, overwritten by the next tile."""
+        C-contiguous (Rb, q, k) view of ``buf``, overwritten by the next tile."""
         for k0 in range(0, self.n, self.p.keys):
             ks = slice(k0, min(self.n, k0 + self.p.keys))
             shape = (rs.stop - rs.start, qs.stop - qs.start, ks.stop - ks.start)
-            S = self._buf[: shape[0] * shape[1] * shape[2]].reshape(shape)
+            S = buf[: shape[0] * shape[1] * shape[2]].reshape(shape)
             np.matmul(self.Q[rs, qs], self.KT[rs, :, ks], out=S)
             yield k0, ks, S
 
-    def weights(self, rs, qs, shift, c, acc):
+    def weights(self, rs, qs, shift, c, acc, buf):
         """The tiles of ``exp`` of the scores of the block, as :meth:`scores`. ``shift``: each tile
         relative to the running row maximum ``c`` (R_b, q), rescaling the running sums ``acc``
-        (``_tile_kernels`` ``online_shift``); else the scores are known to lie in [-200, 200]."""
+        (``_tile_kernels`` ``online_shift``); else the scores are known to lie where ``exp``
+        neither overflows nor underflows (``NO_SHIFT`` of the precision)."""
         TK = _tile_kernels.impl()
-        for k0, ks, Z in self.scores(rs, qs):
+        for k0, ks, Z in self.scores(rs, qs, buf):
             if shift:
                 TK.online_shift(Z, c, acc)
             np.exp(Z, out=Z)
@@ -276,66 +459,197 @@ def _softmax_core(Q, KT, Va, p: Plan, shift: bool):
     """``sum_j e^{<Q_i, K_j>} Va_j`` and ``sum_j e^{<Q_i, K_j>}`` in the last column of the result.
 
     ``Q`` (R, n, d) the scaled queries, ``KT`` (R, d, n) the keys transposed, ``Va`` (R, n, m + 1)
-    the values with a column of ones. ``shift``: keep a running maximum (else the scores are
-    known to lie in [-200, 200]). Returns ``(acc, c)``: the sums relative to ``e^{c_i}``.
+    the values with a column of ones, all three of the step's precision. ``shift``: keep a running
+    maximum (else the scores are known to lie within ``NO_SHIFT``). Returns ``(acc, c)``: the sums
+    relative to ``e^{c_i}``, accumulated tile by tile in float64 whatever the precision.
     """
     R, n = Q.shape[0], Q.shape[1]
     tiles = _Tiles(Q, KT, p)
     acc = np.zeros(Va.shape[:1] + (n, Va.shape[-1]))
     c = np.full((R, n), -np.inf) if shift else np.zeros((R, n))
-    for rs, qs in tiles.blocks():
+
+    def work(_, rs, qs, buf):
         a, cq = acc[rs, qs], c[rs, qs]  # views: the kernels write through them
-        tmp = np.empty(a.shape)
-        for _, ks, Z in tiles.weights(rs, qs, shift, cq, a):
+        tmp = np.empty(a.shape, dtype=Q.dtype)
+        for _, ks, Z in tiles.weights(rs, qs, shift, cq, a, buf):
             np.matmul(Z, Va[rs, ks], out=tmp)
             a += tmp
+
+    tiles.run(work)
     return acc, c
 
 
-def _softmax_apply(x3, values3, B, beta, p: Plan):
+# ----------------------------------------------------------------------------- precision
+PRECISIONS = ("float64", "float32")
+
+NO_SHIFT = {"float64": 200.0, "float32": 40.0}
+"""Largest ``beta |B| max|x|^2`` at which the scores are exponentiated without a running maximum:
+``e^{+-200}`` is a normal double, ``e^{+-40}`` a normal float (and sums of ``e^40`` over any tile stay finite)."""
+
+FLOAT32_UNIT = 2.0 ** -24
+"""Unit roundoff of float32."""
+
+FLOAT32_SCORE_LIMIT = 1.0
+"""The float32 path is refused when a float32 score may be off by more than this (in the exponent)."""
+
+FLOAT32_SCORE_WARN = 0.01
+"""... and warns (``Float32PrecisionWarning``) when it may be off by more than this."""
+
+
+class Float32PrecisionWarning(UserWarning):
+    """``precision='float32'`` at a ``beta |B| max|x|^2`` where the weights may be off by more than 1%."""
+
+
+def float32_score_error(beta_sq, d) -> float:
+    """Worst-case absolute error of one float32 score ``beta <B x_i, x_j>``: ``(d + 2) u beta |B| max|x|^2``.
+
+    ``u = 2^-24``; ``beta_sq = beta |B| max_k |x_k|^2``. Rounding the two factors to float32 costs
+    ``2 u`` relative and a dot product of length ``d`` at most ``d u`` (to first order), each relative
+    to ``|B x_i| |x_j| <= |B| max|x|^2``.
+
+    Examples
+    --------
+    >>> round(float32_score_error(1.0, 64) / FLOAT32_UNIT)
+    66
+    """
+    return (d + 2) * FLOAT32_UNIT * float(beta_sq)
+
+
+def float32_step_error(beta_sq, d, key_tile) -> float:
+    """Bound on the error of one float32 softmax step against float64, relative to ``gamma max|x|``.
+
+    ``|y32_i - y64_i| <= gamma max_k|x_k| u (2 (d + 2) beta |B| max|x|^2 + 2 k + 3)`` (first order,
+    ``u = 2^-24``, ``k`` the key tile), from: weights with relative errors at most
+    ``e = float32_score_error`` plus ``u`` (the float32 ``exp``) move an average of the ``x_j`` by at
+    most ``2 (e + u) max|x|``; the tile's float32 product ``E [x, 1]`` sums ``k`` positive weights
+    (times values rounded to float32, ``u``), at most ``k u`` relative in the sum and in the
+    normaliser; the tiles' sums are accumulated in float64 (no error growth with ``n``). Rounding
+    errors of random sign make the typical error smaller: ``sqrt(d)`` and ``sqrt(k)`` in place of
+    ``d`` and ``k``.
+
+    Examples
+    --------
+    >>> round(float32_step_error(1.0, 64, 512) / FLOAT32_UNIT)       # d = 64, tiles of 512 keys
+    1159
+    """
+    return FLOAT32_UNIT * (2.0 * (d + 2) * float(beta_sq) + 2.0 * key_tile + 3.0)
+
+
+def _precision(precision) -> str:
+    """``'float64'`` or ``'float32'`` from that name, ``np.float64`` / ``np.float32`` or their dtypes."""
+    if isinstance(precision, str) and precision in PRECISIONS:
+        return precision
+    if isinstance(precision, np.dtype) or precision in (np.float64, np.float32):
+        name = np.dtype(precision).name
+        if name in PRECISIONS:
+            return name
+    raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
+
+
+def _check_float32(beta_sq, d):
+    """Refuse (``precision`` named) or warn where float32 scores are meaningless or coarse."""
+    e = float32_score_error(beta_sq, d)
+    if not e <= FLOAT32_SCORE_LIMIT:
+        raise ValueError(
+            f"precision='float32' cannot resolve these scores: beta |B| max|x|^2 = {beta_sq:.3g} in d = {d}, "
+            f"so a float32 score may be off by {e:.3g} in the exponent (weights off by a factor up to "
+            f"e^{e:.3g}); use precision='float64'")
+    if e > FLOAT32_SCORE_WARN:
+        warnings.warn(f"precision='float32': beta |B| max|x|^2 = {beta_sq:.3g} in d = {d}, the weights may be "
+                      f"off by {100 * e:.2g}% (float32_score_error); precision='float64' is exact to rounding",
+                      Float32PrecisionWarning, stacklevel=4)
+
+
+def _operands(xs, values3, B, b, precision):
+    """``(Q, KT, Va, scale, shift)`` of a softmax-type step in the given precision: the scaled
+    queries, the keys transposed, the values with a column of ones (in float32 multiplied by a
+    power of two ``scale`` that brings them below 1), and whether a running maximum is needed."""
+    beta_sq = b * _norm(B) * _scaling.max_sq_norm(xs)
+    Q = b * _bx(xs, B)
+    KT = np.swapaxes(xs, -1, -2)
+    scale = 1.0
+    if precision == "float32":
+        _check_float32(beta_sq, xs.shape[-1])
+        if values3 is not None:
+            scale = _scaling.rescaled(values3) or 1.0
+            values3 = values3 * scale
+        c = _scaling.rescaled(KT) or 1.0  # a power of two: the keys near 1, the queries carry the rest (exact)
+        Q, KT = (Q / c).astype(np.float32), (KT * c).astype(np.float32)
+    Va = None
+    if values3 is not None:
+        Va = np.concatenate([values3, np.ones(values3.shape[:-1] + (1,))], axis=-1).astype(Q.dtype)
+    return Q, np.ascontiguousarray(KT), Va, scale, not beta_sq <= NO_SHIFT[precision]
+
+
+def _softmax_apply(x3, values3, B, beta, p: Plan, precision="float64"):
     """``sum_j A_ij values_j`` for the softmax weights of the tokens ``x3`` (R, n, d)."""
     xs, b, _ = _rescale(x3, B, beta)
     if b == 0.0:
         return np.repeat(values3.mean(axis=-2, keepdims=True), x3.shape[-2], axis=-2)
-    Q = b * _bx(xs, B)
-    KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
-    Va = np.concatenate([values3, np.ones(values3.shape[:-1] + (1,))], axis=-1)
-    shift = not b * _norm(B) * _scaling.max_sq_norm(xs) <= 200.0
+    Q, KT, Va, scale, shift = _operands(xs, values3, B, b, precision)
     acc, _ = _softmax_core(Q, KT, Va, p, shift)
-    return acc[..., :-1] / acc[..., -1:]
+    out = acc[..., :-1] / acc[..., -1:]
+    if scale != 1.0:
+        out /= scale
+    return out
 
 
-def _leader_state(x3, values3, B, tol, p: Plan):
+def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
     """The exact leader sets of every token, tile by tile: ``(sum of the leaders' values, count,
-    first argmax)``, shapes (R, n, m), (R, n), (R, n)."""
+    first argmax)``, shapes (R, n, m), (R, n), (R, n).
+
+    ``precision='float32'``: the tiles' scores in float32; a row's set is certified exact when it
+    has one member and every other key scores more than ``2.5 e_i`` below the threshold (``e_i``
+    the row's float32 score error, :func:`float32_score_error`); every other row (ties, near
+    ties) is recomputed from its float64 scores: the leader sets, counts and first maximisers are
+    those of float64 in every row.
+    """
     xs, _, _ = _rescale(x3, B, 0.0)  # leader sets do not change under the exact power-of-two scaling
     Q = np.ascontiguousarray(_bx(xs, B))
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
     R, n = xs.shape[0], xs.shape[1]
     TK = _tile_kernels.impl()
-    tiles = _Tiles(Q, KT, p)
+    low = precision == "float32"
+    c = c2 = 1.0
+    if low:  # powers of two bring keys and queries near 1 (float32 range); leader sets do not change
+        c = _scaling.rescaled(KT) or 1.0
+        c2 = _scaling.rescaled(Q) or 1.0
+        tiles = _Tiles((Q * c2).astype(np.float32), (KT * c).astype(np.float32), p)
+    else:
+        tiles = _Tiles(Q, KT, p)
     m = values3.shape[-1]
     acc = np.zeros((R, n, m))
     fs = np.empty((R, n, 4))
     fs[..., 0], fs[..., 1], fs[..., 2], fs[..., 3] = -np.inf, np.inf, np.inf, -np.inf
     ist = np.zeros((R, n, 2), dtype=np.intp)
     ist[..., 1] = -1
-    for rs, qs in tiles.blocks():
+
+    def work(_, rs, qs, buf):
         fsq, istq, accq = (np.ascontiguousarray(a[rs, qs]) for a in (fs, ist, acc))
-        for k0, ks, S in tiles.scores(rs, qs):
+        for k0, ks, S in tiles.scores(rs, qs, buf):
             TK.leader_scan(S, values3[rs, ks], k0, fsq, istq, accq, tol)
         fs[rs, qs], ist[rs, qs], acc[rs, qs] = fsq, istq, accq
-    top, low, mlow, xhigh = (fs[..., k] for k in range(4))
-    thr = top - tol * np.maximum(top, -low)
-    unsure = ~((mlow >= thr) & (xhigh < thr))
+
+    tiles.run(work)
+    top, low_, mlow, xhigh = (fs[..., k] for k in range(4))
+    thr = top - tol * np.maximum(top, -low_)
+    if low:
+        keys = np.sqrt(np.einsum("rij,rij->ri", xs, xs)).max(axis=-1)[:, None]
+        margin = (2.5 * (xs.shape[-1] + 2) * FLOAT32_UNIT * c * c2  # in the units of the scaled scores
+                  * np.sqrt(np.einsum("rij,rij->ri", Q, Q)) * keys)
+        # one member whose every rival lies a few float32 errors below the threshold: the float64 set
+        # is that member too (its score moves by at most e, the threshold by at most (1 + tol) e)
+        unsure = ~((ist[..., 0] == 1) & (xhigh < thr - margin))
+    else:
+        unsure = ~((mlow >= thr) & (xhigh < thr))
     if unsure.any():
         _recompute_leaders(Q, KT, values3, tol, np.nonzero(unsure), acc, ist, p.systems * p.queries * p.keys)
     return acc, ist[..., 0], ist[..., 1]
 
 
 def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
-    """The leader sets of the rows ``where`` from their whole rows of scores (the rule of
-    the tie rule of :mod:`._checks`), in chunks of rows that fit the tile's size."""
+    """The leader sets and first maximisers of the rows ``where`` from their whole rows of float64
+    scores (the tie rule of :mod:`._checks`), in chunks of rows that fit the tile's size."""
     rr, ii = where
     step = max(1, entries // KT.shape[-1])
     for r in np.unique(rr):
@@ -346,6 +660,7 @@ def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
             mask = leader_mask(S, tol)
             acc[r, i] = mask.astype(np.float64) @ values3[r]
             ist[r, i, 0] = mask.sum(axis=-1)
+            ist[r, i, 1] = S.argmax(axis=-1)
 
 
 def _convex_step(x3, target, gamma):
@@ -358,11 +673,19 @@ def _prepare(x, B):
     return x, _key_query(B, x.shape)
 
 
-def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.ndarray:
+def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None, query_tile=None,
+                 precision="float64") -> np.ndarray:
     """One step of (SA-beta), ``(1 - gamma) x_i + gamma sum_j A_ij x_j``, with the keys in tiles.
 
     Same numbers as :func:`attention_fw.model.dynamics.softmax_step` to rounding (tested to 1e-12
     relative), in memory ``O(R n (d + k))`` for tiles of ``k`` keys.
+
+    ``precision='float32'`` (opt-in): scores and exponentials in float32, each tile's sums in float32
+    and the sums of the tiles in float64; one step is then off the float64 step by at most
+    ``gamma max|x| u (2 (d + 2) beta |B| max|x|^2 + 2 k + 3)``, ``u = 2^-24`` (:func:`float32_step_error`;
+    about ``1e-6`` relative at ``beta max|x|^2 = 1``, ``d = 64``, typically ten times less). Refused
+    (``ValueError`` naming ``precision``) where a float32 score may be off by more than 1 in the
+    exponent, ``(d + 2) u beta |B| max|x|^2 > 1``; a ``Float32PrecisionWarning`` above 0.01.
 
     Examples
     --------
@@ -374,14 +697,21 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None) -> np.nd
     gamma = _checks.gamma(gamma)
     beta = _checks.beta(beta, allow_inf=False)
     x, B = _prepare(x, B)
+    precision = _precision(precision)
     x3 = _batch(x)
-    p = plan(x3.shape, budget=budget, key_tile=key_tile)
-    return _convex_step(x3, _softmax_apply(x3, x3, B, beta, p), gamma).reshape(x.shape)
+    p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
+    return _convex_step(x3, _softmax_apply(x3, x3, B, beta, p, precision), gamma).reshape(x.shape)
 
 
-def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
+def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_tile=None,
+                 precision="float64") -> np.ndarray:
     """One step of (SA-inf) with the keys in tiles: each token moves a fraction gamma towards the
     average of its tied leaders (tie rule of :mod:`attention_fw.model.dynamics`, ties across tiles included).
+
+    ``precision='float32'``: the tiles' scores in float32, every row whose leader set float32 cannot
+    certify (ties, or a rival within a few float32 errors of the threshold) recomputed from its
+    float64 scores: the same leader sets as float64 in every row, at float32 speed where the leader
+    is clear (rows with ties, as of coincident tokens, cost a float64 row each).
 
     Examples
     --------
@@ -397,15 +727,17 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None)
     x, B = _prepare(x, B)
     x3 = _batch(x)
     tol = _checks.tie_tol(tie_rtol, x.shape[-1])
-    acc, cnt, _ = _leader_state(x3, x3, B, tol, plan(x3.shape, budget=budget, key_tile=key_tile))
+    p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
+    acc, cnt, _ = _leader_state(x3, x3, B, tol, p, _precision(precision))
     return _convex_step(x3, acc / cnt[..., None], gamma).reshape(x.shape)
 
 
 def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=None,
-                    key_tile=None) -> np.ndarray:
+                    key_tile=None, query_tile=None, precision="float64") -> np.ndarray:
     """``A @ values`` for the attention matrix ``A = dynamics.attention(x, beta, B)``, without forming ``A``.
 
-    ``values`` has shape (..., n, m) with the batch and token axes of ``x``.
+    ``values`` has shape (..., n, m) with the batch and token axes of ``x``. ``precision`` as in
+    :func:`softmax_step` (finite beta) and :func:`hardmax_step` (``beta = inf``).
 
     Examples
     --------
@@ -424,20 +756,23 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     v = chk.as_float_array("values", values, min_ndim=2, max_ndim=3)
     if v.shape[:-1] != x.shape[:-1]:
         raise ValueError(f"values must have shape {x.shape[:-1]} + (m,) to match x, got {v.shape}")
+    precision = _precision(precision)
     x3, v3 = _batch(x), np.ascontiguousarray(_batch(v))
-    p = plan(x3.shape, budget=budget, key_tile=key_tile)
+    p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
     if np.isinf(beta):
-        acc, cnt, _ = _leader_state(x3, v3, B, _checks.tie_tol(tie_rtol, x.shape[-1]), p)
+        acc, cnt, _ = _leader_state(x3, v3, B, _checks.tie_tol(tie_rtol, x.shape[-1]), p, precision)
         out = acc / cnt[..., None]
     else:
-        out = _softmax_apply(x3, v3, B, beta, p)
+        out = _softmax_apply(x3, v3, B, beta, p, precision)
     return out.reshape(v.shape)
 
 
-def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=None, key_tile=None):
+def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=None, key_tile=None,
+            query_tile=None, precision="float64"):
     """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.model.dynamics.leaders`).
 
     ``return_counts``: also the number of tied leaders of each token (:func:`tie_counts`, same pass).
+    ``precision='float32'`` as in :func:`hardmax_step`: the same answers as float64.
 
     Examples
     --------
@@ -448,12 +783,14 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
     x, B = _prepare(x, B)
     x3 = _batch(x)
     _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
-                                plan(x3.shape, budget=budget, key_tile=key_tile))
+                                plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
+                                _precision(precision))
     arg = arg.reshape(x.shape[:-1])
     return (arg, cnt.reshape(x.shape[:-1])) if return_counts else arg
 
 
-def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.ndarray:
+def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_tile=None,
+               precision="float64") -> np.ndarray:
     """Number of tied leaders of every token (as :func:`attention_fw.model.dynamics.tie_counts`).
 
     Examples
@@ -465,15 +802,21 @@ def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None) -> np.nd
     x, B = _prepare(x, B)
     x3 = _batch(x)
     _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
-                              plan(x3.shape, budget=budget, key_tile=key_tile))
+                              plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
+                              _precision(precision))
     return cnt.reshape(x.shape[:-1])
 
 
-def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False, budget=None, key_tile=None):
+def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False, budget=None, key_tile=None,
+             query_tile=None, precision="float64"):
     """One step of the chain (SAP) with the keys in tiles (streaming exact sampler, module docstring).
 
     Each token independently picks ``J_i = j`` with probability ``A_ij`` and moves to
-    ``(1 - gamma) x_i + gamma x_J``; ``rng`` an int seed, a SeedSequence or a Generator.
+    ``(1 - gamma) x_i + gamma x_J``; ``rng`` an int seed, a SeedSequence or a Generator. Each block
+    of queries draws from its own stream spawned from ``rng`` (the picks do not depend on the
+    number of threads). ``precision='float32'``: the weights from float32 scores and exponentials
+    (tile sums in float64), so the law is the softmax law of scores off by at most
+    :func:`float32_score_error` (refused and warned about as in :func:`softmax_step`).
 
     Examples
     --------
@@ -489,42 +832,48 @@ def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False, budget
     beta = _checks.beta(beta, allow_inf=False)
     rng = chk.rng("rng", rng)
     x, B = _prepare(x, B)
+    precision = _precision(precision)
     x3 = _batch(x)
-    J = _sap_picks(x3, B, beta, rng, plan(x3.shape, budget=budget, key_tile=key_tile))
+    J = _sap_picks(x3, B, beta, rng, plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
+                   precision)
     target = np.take_along_axis(x3, J[..., None], axis=-2)
     out = _convex_step(x3, target, gamma).reshape(x.shape)
     J = J.reshape(x.shape[:-1])
     return (out, J) if return_choice else out
 
 
-def _sap_picks(x3, B, beta, rng, p: Plan):
+def _sap_picks(x3, B, beta, rng, p: Plan, precision="float64"):
     xs, b, _ = _rescale(x3, B, beta)
     R, n = xs.shape[0], xs.shape[1]
-    Q = b * _bx(xs, B)
-    KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
-    shift = not b * _norm(B) * _scaling.max_sq_norm(xs) <= 200.0
+    Q, KT, _, _, shift = _operands(xs, None, B, b, precision)
     TK = _tile_kernels.impl()
     tiles = _Tiles(Q, KT, p)
     J = np.full((R, n), -1, dtype=np.intp)
-    for rs, qs in tiles.blocks():
+    blocks = tiles.blocks()
+    streams = np.random.SeedSequence(rng.integers(0, 2 ** 63, size=2)).spawn(len(blocks))
+
+    def work(i, rs, qs, buf):
+        g = np.random.default_rng(streams[i])
         Rb, q = rs.stop - rs.start, qs.stop - qs.start
         total = np.zeros((Rb, q, 1))
         c = np.full((Rb, q), -np.inf)
         w = np.empty((Rb, q))
         Jq = np.full((Rb, q), -1, dtype=np.intp)
-        for k0, _, Z in tiles.weights(rs, qs, shift, c, total):
+        for k0, _, Z in tiles.weights(rs, qs, shift, c, total, buf):
             TK.row_sums(Z, w)
             before = total[..., 0]
             switch = (before == 0.0) & (w > 0.0)  # the first tile with weight: probability 1
             race = (before > 0.0) & (w > 0.0)
             if race.any():
                 # switch with probability w / (before + w) = exp(-log1p(before / w)), exact when tiny
-                switch[race] = _sampling.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=rng)
+                switch[race] = _sampling.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=g)
             total[..., 0] += w
             rr, ii = np.nonzero(switch)
             if rr.size:
-                Jq[rr, ii] = k0 + _pick_in_tile(Z, rr, ii, TK, rng)
+                Jq[rr, ii] = k0 + _pick_in_tile(Z, rr, ii, TK, g)
         J[rs, qs] = Jq
+
+    tiles.run(work, blocks)
     return J
 
 

@@ -8,6 +8,7 @@ the experiment's results, draws one figure and returns it with the numbers behin
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -114,10 +115,10 @@ def fig_rates(results, rates: list[dict], outdir=None, formats=None, name: str =
                         for r in results], fontsize=8)
     ax.set_xlabel(r"rate $c_{\mathrm{eff}} = d\ln T_2/d\beta$, in units of $c_0$ (dashed: $c_0$)")
     handles, labels = ax.get_legend_handles_labels()
-    seen = {}
+    seen: dict[str, Any] = {}
     for h, lab in zip(handles, labels):
         seen.setdefault(lab, h)
-    ax.legend(seen.values(), seen.keys(), fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3,
+    ax.legend(list(seen.values()), list(seen.keys()), fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3,
               frameon=False)
     ax.set_ylim(-0.7, k - 0.3)
     fig.tight_layout()
