@@ -67,9 +67,12 @@ freeze:
 #   make book                    figures + jupyter-book build -W -n --keep-going -> _build/html
 #   make figures [PRESET=quick]  execute the notebooks, write figures/MANIFEST.sha256
 #   make notebook NB=02-frank-wolfe [PRESET=quick] ARGS="-p gamma 0.3"
-#                                one notebook with overrides -> _build/custom/, figures/custom/
-#   make figure ARGS="figure2 --kappas 6"
-#                                one paper figure with other parameters -> figures/custom/
+#                                one notebook with overrides, checked before a kernel starts ->
+#                                _build/custom/<NB>/<tag>/ (notebook, page html/book/<NB>.html),
+#                                figures/custom/<name>--<tag>.*; prints every file it wrote
+#   make figure ARGS="figure2 --kappas 6 [--style icml --width column --paper-ready]"
+#                                one paper figure with other parameters -> figures/custom/<name>...
+#   make figures PRESET=quick    a preset other than paper writes figures/presets/<preset>/
 PRESET     ?= paper
 JOBS       ?= 2
 CHAPTERS   := $(sort $(wildcard book/[0-9]*.py))
@@ -121,9 +124,8 @@ book: figures
 notebook: $(STAMP)
 	@test -n "$(NB)" -a -f "book/$(NB).py" || { echo "usage: make notebook NB=<name> [PRESET=quick] [ARGS='-p gamma 0.3']; names:" $(notdir $(basename $(CHAPTERS) $(ERRATA))); exit 2; }
 	@$(PY) -m attention_fw.encoder.files
-	ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(RUNNER) book/$(NB).py --preset $(PRESET) $(ARGS) \
-	    -o _build/custom/$(NB).ipynb --times-dir _build/custom/exec-times
-	@echo "notebook: executed copy in _build/custom/$(NB).ipynb, its figures in figures/custom/"
+	@ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(RUNNER) book/$(NB).py --preset $(PRESET) $(ARGS) \
+	    --rerun _build/custom
 
 
 figure: $(STAMP)

@@ -53,22 +53,26 @@
 # * **Where**: sections 1.1 to 1.4 below, in that order.
 # :::
 
-# %% tags=["parameters"]
-preset = "paper"
-n = None          # tokens per configuration
-configs = None    # random configurations for the beta -> infinity limit
-steps = None      # layers t for the beta -> infinity limit
-h = None          # value matrix V is h times I, hence gamma is h/(1+h)
-betas = None      # inverse temperatures for the limit
-gamma = None      # step of (SA-beta) / (SAP)
-beta_mc = None    # inverse temperature of the Monte Carlo check
-samples = None    # Monte Carlo samples of one (SAP) step
-seed = None       # seed of every random draw on this page
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=01-model ARGS="-p steps 20"`, or here a line `steps = 20`.
+PARAMETERS = {
+    "n": ("int", ">= 2", "tokens per configuration"),
+    "configs": ("int", ">= 1", "random configurations for the beta -> infinity limit"),
+    "steps": ("int", ">= 1", "layers t for the beta -> infinity limit"),
+    "h": ("float", "> 0", "value matrix V = h I, hence gamma = h/(1+h)"),
+    "betas": ("list[float]", "> 0", "inverse temperatures for the limit"),
+    "gamma": ("float", "(0, 1]", "step of (SA-beta) / (SAP)"),
+    "beta_mc": ("float", "> 0", "inverse temperature of the Monte Carlo check"),
+    "samples": ("int", ">= 1", "Monte Carlo samples of one (SAP) step"),
+    "seed": ("int", ">= 0", "seed of every random draw on this page"),
+}
 
-# %%
+# %% tags=["hide-input"]
 import numpy as np
 
-from afw_book.presets import resolve
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(n=8, configs=64, steps=5, h=0.25,
@@ -78,11 +82,8 @@ PRESETS = {
                   betas=[1.0, 3.0, 10.0, 30.0, 100.0, 1000.0],
                   gamma=0.3, beta_mc=2.0, samples=4_000, seed=20250813),
 }
-p = resolve(PRESETS, preset, n=n, configs=configs, steps=steps, h=h,
-            betas=betas, gamma=gamma, beta_mc=beta_mc, samples=samples,
-            seed=seed)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-# %%
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 
@@ -98,6 +99,7 @@ from afw_book.notebook import Page
 plotting.use_style()
 # saves and glues figures; page.stream(name): an experiment's random stream
 page = Page("01-model", p)
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## The layer (1.1) and its renormalisation (1.3)

@@ -46,21 +46,25 @@
 # * **Where**: the oracle, the ties of Lemma 2.1, the hull and the remark, in this order.
 # :::
 
-# %% tags=["parameters"]
-preset = "paper"
-oracle_configs = None  # random point sets for the oracle check
-oracle_n = None        # points per set
-oracle_d = None        # dimension of the oracle check
-tie_configs = None     # random initialisations for the ties of Lemma 2.1
-tie_steps = None       # layers followed for each of them
-gamma = None           # constant step of (SA-inf) on this page
-e7_pairs = None        # random pairs for the counterexample E7
-hull_configs = None    # random configurations for the hull-shrinking check
-hull_steps = None      # layers for the hull-shrinking check
-seed = None            # seed of every random draw on this page
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=02-frank-wolfe ARGS="-p gamma 0.3"`, or here a line `gamma = 0.3`.
+PARAMETERS = {
+    "oracle_configs": ("int", ">= 1", "random point sets for the oracle check"),
+    "oracle_n": ("int", ">= 2", "points per set"),
+    "oracle_d": ("int", ">= 1", "dimension of the oracle check"),
+    "tie_configs": ("int", ">= 1", "random initialisations for the ties of Lemma 2.1"),
+    "tie_steps": ("int", ">= 1", "layers followed for each of them"),
+    "gamma": ("float", "(0, 1]", "constant step of (SA-inf) on this page"),
+    "e7_pairs": ("int", ">= 1", "random pairs for the counterexample E7"),
+    "hull_configs": ("int", ">= 1", "random configurations for the hull-shrinking check"),
+    "hull_steps": ("int", ">= 1", "layers for the hull-shrinking check"),
+    "seed": ("int", ">= 0", "seed of every random draw on this page"),
+}
 
-# %%
-from afw_book.presets import resolve
+# %% tags=["hide-input"]
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(oracle_configs=60, oracle_n=12, oracle_d=3,
@@ -71,12 +75,8 @@ PRESETS = {
                   tie_configs=200, tie_steps=20, gamma=0.1,
                   e7_pairs=1_000, hull_configs=12, hull_steps=15, seed=2508),
 }
-p = resolve(PRESETS, preset, oracle_configs=oracle_configs,
-            oracle_n=oracle_n, oracle_d=oracle_d, tie_configs=tie_configs,
-            tie_steps=tie_steps, gamma=gamma, e7_pairs=e7_pairs,
-            hull_configs=hull_configs, hull_steps=hull_steps, seed=seed)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-# %%
 import numpy as np
 from IPython.display import HTML, display
 
@@ -92,6 +92,7 @@ from afw_book.notebook import Page
 plotting.use_style()
 # saves and glues figures; page.stream(name): an experiment's random stream
 page = Page("02-frank-wolfe", p)
+page.parameters()  # the table "Parameters of this run"
 
 
 # %%

@@ -46,22 +46,26 @@
 #   available.
 # :::
 
-# %% tags=["parameters"]
-preset = "paper"         # "paper": full quality; "quick": seconds (tests)
-cex_steps = None         # steps of the exact (Fraction) counterexample
-n_symmetric = None       # centrally symmetric clouds for the bound check
-m_symmetric = None       # each symmetric cloud has 2 m tokens
-shifted_sizes = None     # numbers of tokens of the shifted clouds
-shifted_per_size = None  # shifted clouds per size
-bound_steps = None       # layers followed for the bound check
-rate_clouds = None       # clouds for the rate plots
-rate_steps = None        # layers: rates of shifted clouds, fixed hull
-sym_rate_steps = None    # layers for the rates of symmetric clouds
-line_steps = None        # iterations of Frank-Wolfe with line search
-seed = None              # seed of every random draw on this page
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=03-negative-definite ARGS="-p rate_steps 5000"`, or here a line `rate_steps = 5000`.
+PARAMETERS = {
+    "cex_steps": ("int", ">= 1", "steps of the exact (Fraction) counterexample"),
+    "n_symmetric": ("int", ">= 1", "centrally symmetric clouds for the bound check"),
+    "m_symmetric": ("int", ">= 1", "each symmetric cloud has 2 m tokens"),
+    "shifted_sizes": ("list[int]", ">= 3", "numbers of tokens of the shifted clouds"),
+    "shifted_per_size": ("int", ">= 1", "shifted clouds per size"),
+    "bound_steps": ("int", ">= 1", "layers followed for the bound check"),
+    "rate_clouds": ("int", ">= 1", "clouds for the rate plots"),
+    "rate_steps": ("int", ">= 1", "layers: rates of shifted clouds, fixed hull"),
+    "sym_rate_steps": ("int", ">= 1", "layers for the rates of symmetric clouds"),
+    "line_steps": ("int", ">= 1", "iterations of Frank-Wolfe with line search"),
+    "seed": ("int", ">= 0", "seed of every random draw on this page"),
+}
 
-# %%
-from afw_book.presets import resolve
+# %% tags=["hide-input"]
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4,
@@ -73,12 +77,8 @@ PRESETS = {
                   bound_steps=600, rate_clouds=5, rate_steps=600,
                   sym_rate_steps=200, line_steps=100, seed=3),
 }
-pc = resolve(PRESETS, preset, cex_steps=cex_steps, n_symmetric=n_symmetric, m_symmetric=m_symmetric,
-             shifted_sizes=shifted_sizes, shifted_per_size=shifted_per_size, bound_steps=bound_steps,
-             rate_clouds=rate_clouds, rate_steps=rate_steps, sym_rate_steps=sym_rate_steps,
-             line_steps=line_steps, seed=seed)
+pc = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-# %%
 from fractions import Fraction
 
 import numpy as np
@@ -92,6 +92,7 @@ from afw_book.notebook import Page
 plotting.use_style()
 seeds = np.random.SeedSequence(pc.seed).spawn(6)
 page = Page("03-negative-definite", pc)  # saves and glues figures
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## Theorem 3.1 as printed

@@ -45,31 +45,35 @@
 #   linked where they arise.
 # :::
 
-# %% tags=["parameters"]
-preset = "paper"     # "paper": the published parameters; "quick": a few seconds, for tests
-kappas = None        # numbers of vertices of the cell figures (published: [5, 7, 9, 10])
-seed = None          # seed of numpy.random.default_rng (published: 42)
-n_random = None      # random configurations for the checks of the cells lemma and the remarks
-mc_reps = None       # Monte Carlo repetitions for the pointer to Remark 4.6
-const_gamma = None        # constant step of Theorem 4.2's exponential case
-to_one_a = None           # rate a of the schedule 1 - exp(-a (t+1))
-n_interior = None         # interior tokens of the Theorem 4.2 experiment
-schedule_steps = None     # layers for [constant, 1/(t+2), 2^(-t-1), 1 - e^(-a(t+1))]
-line_gamma = None         # constant step of the straight-line pictures
-line_steps = None         # layers of the straight-line pictures
-dg_systems = None         # random systems for the duality-gap proposition
-dg_tokens = None          # tokens per system
-dg_steps = None           # layers along which the proposition is checked
-mc_samples = None         # Monte Carlo draws per dimension for Remark 4.6
-mc_max_dim = None         # largest dimension of Remark 4.6
-mc_dims = None            # number of (log-spaced) dimensions of Remark 4.6
-euler_levels = None       # Euler steps dt of 2^-1 down to 2^-euler_levels
-cont_points = None        # perturbation sizes for the continuity check
-conv_seed = None          # seed of every random draw in this part
-explore_kappas = None     # kappa of each frame of the kappa explorer (identity B)
-explore_kappa = None      # kappa of the B explorer
-explore_bs = None         # anisotropies b of the B explorer: R diag(1, b) R^T
-explore_angle = None      # rotation angle of B in the B explorer (degrees)
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=04-positive-definite ARGS="-p n_random 100"`, or here a line `n_random = 100`.
+PARAMETERS = {
+    "kappas": ("list[int]", ">= 3", "numbers of vertices of the cell figures (published: [5, 7, 9, 10])"),
+    "seed": ("int", ">= 0", "seed of numpy.random.default_rng (published: 42)"),
+    "n_random": ("int", ">= 1", "random configurations for the checks of the cells lemma and the remarks"),
+    "mc_reps": ("int", ">= 1", "Monte Carlo repetitions for the pointer to Remark 4.6"),
+    "const_gamma": ("float", "(0, 1)", "constant step of Theorem 4.2's exponential case"),
+    "to_one_a": ("float", "> 0", "rate a of the schedule 1 - exp(-a (t+1))"),
+    "n_interior": ("int", ">= 1", "interior tokens of the Theorem 4.2 experiment"),
+    "schedule_steps": ("list[int]", ">= 1", "layers for [constant, 1/(t+2), 2^(-t-1), 1 - e^(-a(t+1))]"),
+    "line_gamma": ("float", "(0, 1]", "constant step of the straight-line pictures"),
+    "line_steps": ("int", ">= 1", "layers of the straight-line pictures"),
+    "dg_systems": ("int", ">= 1", "random systems for the duality-gap proposition"),
+    "dg_tokens": ("int", ">= 2", "tokens per system"),
+    "dg_steps": ("int", ">= 1", "layers along which the proposition is checked"),
+    "mc_samples": ("int", ">= 1", "Monte Carlo draws per dimension for Remark 4.6"),
+    "mc_max_dim": ("int", ">= 2", "largest dimension of Remark 4.6"),
+    "mc_dims": ("int", ">= 2", "number of (log-spaced) dimensions of Remark 4.6"),
+    "euler_levels": ("int", ">= 2", "Euler steps dt of 2^-1 down to 2^-euler_levels"),
+    "cont_points": ("int", ">= 2", "perturbation sizes for the continuity check"),
+    "conv_seed": ("int", ">= 0", "seed of every random draw in this part"),
+    "explore_kappas": ("list[int]", ">= 3", "kappa of each frame of the kappa explorer (identity B)"),
+    "explore_kappa": ("int", ">= 3", "kappa of the B explorer"),
+    "explore_bs": ("list[float]", "> 0", "anisotropies b of the B explorer: R diag(1, b) R^T"),
+    "explore_angle": ("float", "", "rotation angle of B in the B explorer (degrees)"),
+}
 
 # %% tags=["hide-input"]
 import numpy as np
@@ -78,7 +82,7 @@ from myst_nb import glue
 from attention_fw.geometry import planar as geo
 from afw_book import paper_figures as pf
 from afw_book.notebook import Page
-from afw_book.presets import resolve
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(kappas=[5, 7, 9, 10], seed=42, n_random=400, mc_reps=2000,
@@ -87,10 +91,18 @@ PRESETS = {
     "quick": dict(kappas=[5, 7], seed=42, n_random=40, mc_reps=200,
                   explore_kappas=[3, 5, 7], explore_kappa=7, explore_bs=[0.25, 1.0, 4.0], explore_angle=30.0),
 }
-p = resolve(PRESETS, preset, kappas=kappas, seed=seed, n_random=n_random, mc_reps=mc_reps,
-            explore_kappas=explore_kappas, explore_kappa=explore_kappa, explore_bs=explore_bs,
-            explore_angle=explore_angle)
-page = Page("04-positive-definite", p)  # saves and glues the figures
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
+# the second part of the chapter (Theorem 4.2 onwards)
+PRESETS_4C = {
+    "paper": dict(const_gamma=0.3, to_one_a=0.5, n_interior=30, schedule_steps=[110, 3000, 40, 14],
+                  line_gamma=0.25, line_steps=25, dg_systems=30, dg_tokens=8, dg_steps=1000,
+                  mc_samples=10_000, mc_max_dim=200, mc_dims=30, euler_levels=12, cont_points=13, conv_seed=4),
+    "quick": dict(const_gamma=0.3, to_one_a=0.5, n_interior=10, schedule_steps=[60, 300, 30, 12],
+                  line_gamma=0.25, line_steps=15, dg_systems=5, dg_tokens=8, dg_steps=150,
+                  mc_samples=600, mc_max_dim=100, mc_dims=10, euler_levels=8, cont_points=6, conv_seed=4),
+}
+pc = resolve_declared(PRESETS_4C, preset, PARAMETERS, globals())
+page = Page("04-positive-definite", p, pc)  # saves and glues the figures
 
 
 def random_spd(rng):
@@ -101,6 +113,9 @@ def random_spd(rng):
 def random_polygon(rng):
     pts = rng.normal(size=(int(rng.integers(3, 12)), 2)) + rng.normal(scale=0.7, size=2)
     return pts[geo.convex_hull(pts)]
+
+
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## The cells lemma
@@ -377,9 +392,11 @@ glue("f4b_ratio", fig4b["eroded_cone"]["area"] / fig4b["cone"]["area"], display=
 #
 # To regenerate any of these figures with other parameters, for a paper, run for example
 # `make figure ARGS="figure2 --kappas 6 --seed 7"`; add `--style icml` (or `neurips`,
-# `arxiv-1col`, `arxiv-2col`) for that venue's column width and font sizes, and `--usetex` to
-# set the text with LaTeX. The files go to `figures/custom/`, with the numbers behind the figure
-# in `figures/custom/data/`. Each caption above links to the figure's files and to its entry in
+# `arxiv-1col`, `arxiv-2col`) for that venue's font sizes and width (`--width column` or `text`;
+# by default the column for one row of panels), `--paper-ready` for labelled panels, vertex labels
+# that never collide and colours that survive greyscale and colour-blind readers, and `--usetex` to
+# set the text with LaTeX. The files go to `figures/custom/` under names that carry the
+# parameters, with the numbers behind the figure in `figures/custom/data/`. Each caption above links to the figure's files and to its entry in
 # the {ref}`figure gallery <gallery>`, which shows the command that made it.
 
 # %% [markdown]
@@ -491,23 +508,6 @@ widgets.interact(live_cells, kappa=widgets.IntSlider(value=7, min=3, max=12),
 # checks the duality-gap proposition along trajectories; estimates the probability of the
 # genericity condition of Remark 4.6 for Gaussian vertices; and takes the continuous-time limit
 # of Theorem 4.8. Throughout, $t=0,1,2,\dots$ is the layer index and $\gamma^0$ the first step.
-
-# %%
-from afw_book.presets import resolve
-
-PRESETS_4C = {
-    "paper": dict(const_gamma=0.3, to_one_a=0.5, n_interior=30, schedule_steps=[110, 3000, 40, 14],
-                  line_gamma=0.25, line_steps=25, dg_systems=30, dg_tokens=8, dg_steps=1000,
-                  mc_samples=10_000, mc_max_dim=200, mc_dims=30, euler_levels=12, cont_points=13, conv_seed=4),
-    "quick": dict(const_gamma=0.3, to_one_a=0.5, n_interior=10, schedule_steps=[60, 300, 30, 12],
-                  line_gamma=0.25, line_steps=15, dg_systems=5, dg_tokens=8, dg_steps=150,
-                  mc_samples=600, mc_max_dim=100, mc_dims=10, euler_levels=8, cont_points=6, conv_seed=4),
-}
-pc = resolve(PRESETS_4C, preset, const_gamma=const_gamma, to_one_a=to_one_a, n_interior=n_interior,
-             schedule_steps=schedule_steps, line_gamma=line_gamma, line_steps=line_steps,
-             dg_systems=dg_systems, dg_tokens=dg_tokens, dg_steps=dg_steps, mc_samples=mc_samples,
-             mc_max_dim=mc_max_dim, mc_dims=mc_dims, euler_levels=euler_levels, cont_points=cont_points,
-             conv_seed=conv_seed)
 
 # %%
 import numpy as np

@@ -61,28 +61,32 @@
 #   linked where they arise.
 # :::
 
-# %% tags=["parameters"]
-preset = "paper"          # "paper": as published; "quick": seconds (tests)
-executor = None           # "serial", "processes", "local-dask", Dask address
-phase1_betas = None       # inverse temperatures for Theorem 5.2
-phase1_runs = None        # chains per beta for Theorem 5.2
-jump_betas = None         # inverse temperatures of the single-jump sweep
-jump_runs = None          # exits per (beta, seed, n, kappa)
-seeds = None              # seeds of the exit-time sweep (merged)
-kappas = None             # regular kappa-gons of the rate sweep
-ns = None                 # numbers of tokens (triangle) of the rate sweep
-hist_betas = None         # inverse temperatures shown in the histograms
-check_betas = None        # betas of the engine against plain stepping
-check_runs = None         # runs per beta of that comparison
-thm_betas = None          # theorem regime, one token per vertex (engine)
-thm_step_betas = None     # theorem regime, two tokens per vertex (stepping)
-thm_step_runs = None      # runs per beta for the latter
-thm_cap = None            # censoring cap (steps) of the latter
-e6_betas = None           # SAP vs SA-beta comparison
-e6_runs = None            # SAP runs per beta
-e6_cap = None             # censoring cap of the SAP runs
-collapse_betas = None     # Proposition 5.1
-collapse_max_steps = None # step budget of each collapse run
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=05-finite-beta ARGS="-p jump_runs 500"`, or here a line `jump_runs = 500`.
+PARAMETERS = {
+    "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
+    "phase1_betas": ("list[float]", "> 0", "inverse temperatures for Theorem 5.2"),
+    "phase1_runs": ("int", ">= 1", "chains per beta for Theorem 5.2"),
+    "jump_betas": ("list[float]", "> 0", "inverse temperatures of the single-jump sweep"),
+    "jump_runs": ("int", ">= 1", "exits per (beta, seed, n, kappa)"),
+    "seeds": ("list[int]", ">= 0", "seeds of the exit-time sweep (merged)"),
+    "kappas": ("list[int]", ">= 3", "regular kappa-gons of the rate sweep"),
+    "ns": ("list[int]", ">= 1", "numbers of tokens (triangle) of the rate sweep"),
+    "hist_betas": ("list[float]", "> 0", "inverse temperatures shown in the histograms (each one of jump_betas)"),
+    "check_betas": ("list[float]", "> 0", "betas of the engine against plain stepping"),
+    "check_runs": ("int", ">= 1", "runs per beta of that comparison"),
+    "thm_betas": ("list[float]", "> 0", "theorem regime, one token per vertex (engine)"),
+    "thm_step_betas": ("list[float]", "> 0", "theorem regime, two tokens per vertex (stepping)"),
+    "thm_step_runs": ("int", ">= 1", "runs per beta for the latter"),
+    "thm_cap": ("int", ">= 1", "censoring cap (steps) of the latter"),
+    "e6_betas": ("list[float]", "> 0", "SAP vs SA-beta comparison"),
+    "e6_runs": ("int", ">= 1", "SAP runs per beta"),
+    "e6_cap": ("int", ">= 1", "censoring cap of the SAP runs"),
+    "collapse_betas": ("list[float]", ">= 0", "inverse temperatures of Proposition 5.1"),
+    "collapse_max_steps": ("int", ">= 1", "step budget of each collapse run"),
+}
 
 # %% tags=["hide-input"]
 import math
@@ -97,7 +101,7 @@ from afw_book import figures as plotting, sweeps
 from attention_fw.geometry import polytope as P
 from attention_fw.experiments import survival as SV
 from afw_book.notebook import Page
-from afw_book.presets import resolve
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(executor="processes",
@@ -120,18 +124,14 @@ PRESETS = {
                   e6_betas=[4.0, 5.0], e6_runs=50, e6_cap=500,
                   collapse_betas=[0.0, 10.0], collapse_max_steps=5000),
 }
-p = resolve(PRESETS, preset, executor=executor, phase1_betas=phase1_betas, phase1_runs=phase1_runs,
-            jump_betas=jump_betas, jump_runs=jump_runs, seeds=seeds, kappas=kappas, ns=ns,
-            hist_betas=hist_betas, check_betas=check_betas, check_runs=check_runs, thm_betas=thm_betas,
-            thm_step_betas=thm_step_betas, thm_step_runs=thm_step_runs, thm_cap=thm_cap,
-            e6_betas=e6_betas, e6_runs=e6_runs, e6_cap=e6_cap, collapse_betas=collapse_betas,
-            collapse_max_steps=collapse_max_steps)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 plotting.use_style()
 page = Page("05-finite-beta", p)   # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
 GAMMA = 0.1
 TRI = P.points_on_circle()                      # equilateral triangle on S^1
 C0_TRI, D_TRI = P.c0(TRI), P.diameter(TRI)
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## Cones, erosion and Figure 4
@@ -542,12 +542,12 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 # ```{glue:figure} fig-metastability-rate
 # :name: fig-metastability-rate
 #
-# (a) $\log_{10}$ of the mean exit time (censored maximum likelihood, 95% intervals, most
+# (a) The mean exit time on a logarithmic axis (censored maximum likelihood, 95% intervals, most
 # smaller than the markers) against $\beta$ for regular $\kappa$-gons with $n=6$ tokens in
 # coincident clusters (single-jump regime, $\varepsilon=0.05$, $\gamma=0.1$), with weighted
 # least-squares lines; black triangles: the theorem regime ($\varepsilon=$ {glue:text}`thm_eps`,
 # $\gamma=$ {glue:text}`thm_gamma`) with one token per vertex.
-# (b) Fitted slopes with 95% intervals (dots), the slope of the exact mean $1/(1-q)$ on the same
+# (b) Fitted slopes of $\ln\mathbb E[T_2]$ against $\beta$ with 95% intervals (dots), the slope of the exact mean $1/(1-q)$ on the same
 # grid with the same weights (open diamonds), and $c_0=1-\cos(2\pi/\kappa)$ (black bars).
 # (c) Slope divided by $c_0$ on moving windows: exact mean on windows $[\beta_0,\beta_0+8]$ (lines,
 # plotted at the window centre) and Monte Carlo on the lower and upper halves of the grid (dots,

@@ -56,21 +56,25 @@
 #   make $n=65{,}536$ fit in memory are checked against the untiled ones.
 # :::
 
-# %% tags=["parameters"]
-preset = "paper"     # "paper": n up to 65,536 (minutes); "quick": seconds
-executor = None      # "serial", "processes", "local-dask" or a Dask address
-own_ns = None        # numbers of tokens n of the ownership sweep
-own_dims = None      # dimensions d of the ownership sweep
-own_tokens = None    # tokens per (n, d): own_tokens // n systems of n
-run_n = None         # tokens of the hardmax run
-run_d = None         # dimension of the hardmax run
-run_gamma = None     # constant step of the hardmax run
-run_steps = None     # layers of the hardmax run
-check_n = None       # tokens (dimension 64) for the check of the tiled steps
-seed = None          # seed of every random draw
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=06-context-length ARGS="-p run_n 16384"`, or here a line `run_n = 16384`.
+PARAMETERS = {
+    "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
+    "own_ns": ("list[int]", ">= 2", "numbers of tokens n of the ownership sweep"),
+    "own_dims": ("list[int]", ">= 1", "dimensions d of the ownership sweep"),
+    "own_tokens": ("int", ">= 2", "tokens per (n, d): own_tokens // n systems of n"),
+    "run_n": ("int", ">= 2", "tokens of the hardmax run"),
+    "run_d": ("int", ">= 1", "dimension of the hardmax run"),
+    "run_gamma": ("float", "(0, 1]", "constant step of the hardmax run"),
+    "run_steps": ("int", ">= 1", "layers of the hardmax run"),
+    "check_n": ("int", ">= 2", "tokens (dimension 64) for the check of the tiled steps"),
+    "seed": ("int", ">= 0", "seed of every random draw"),
+}
 
-# %%
-from afw_book.presets import resolve
+# %% tags=["hide-input"]
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(executor="processes", own_ns=[1024, 8192, 65536],
@@ -82,12 +86,8 @@ PRESETS = {
                   run_n=1024, run_d=12, run_gamma=0.5, run_steps=4,
                   check_n=512, seed=0),
 }
-p = resolve(PRESETS, preset, executor=executor, own_ns=own_ns,
-            own_dims=own_dims, own_tokens=own_tokens, run_n=run_n,
-            run_d=run_d, run_gamma=run_gamma, run_steps=run_steps,
-            check_n=check_n, seed=seed)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-# %%
 import numpy as np
 
 from attention_fw.experiments import context_length as CL
@@ -101,6 +101,7 @@ plotting.use_style()
 RUN = dict(executor=p.executor, progress=False)  # no progress bars
 HEAD_D = 64
 page = Page("06-context-length", p)  # saves and glues figures
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## The tiled steps, checked and sized

@@ -37,19 +37,23 @@
 # Nothing below is a theorem about (SA$\beta$). Every statement says on which configurations,
 # over which range of $\beta$, and with which interval it was measured.
 
-# %% tags=["parameters"]
-preset = "paper"          # "paper": the whole family; "quick": seconds (tests)
-executor = None           # "serial", "processes", "local-dask", Dask address
-configs = None            # names of the family's configurations (None: the preset's)
-t_lo = None               # the beta grid starts where the leading-order T2 is t_lo ...
-t_hi = None               # ... and ends where it is t_hi (the measured T2 is smaller)
-num_betas = None          # betas per configuration
-cap = None                # steps of SA-beta at most (T2 > cap: not reached)
-chain_runs = None         # SAP runs per beta
-chain_budget = None       # SAP where the engine is slow: only at betas where T2 is at most this
-coupling_gammas = None    # step sizes of the coupling experiment
-coupling_runs = None      # SAP paths of the coupling experiment
-coupling_beta = None      # inverse temperature of the coupling experiment
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the whole family; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=07-deterministic-dynamics ARGS="-p cap 100000"`, or here a line `cap = 100000`.
+PARAMETERS = {
+    "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
+    "configs": ("list[str]", "", "names of the family's configurations"),
+    "t_lo": ("float", "> 0", "the beta grid starts where the leading-order T2 is t_lo ..."),
+    "t_hi": ("float", "> 0", "... and ends where it is t_hi (the measured T2 is smaller)"),
+    "num_betas": ("int", ">= 2", "betas per configuration"),
+    "cap": ("int", ">= 1", "steps of SA-beta at most (T2 > cap: not reached)"),
+    "chain_runs": ("int", ">= 1", "SAP runs per beta"),
+    "chain_budget": ("float", "> 0", "SAP where the engine is slow: only at betas where T2 is at most this"),
+    "coupling_gammas": ("list[float]", "(0, 1]", "step sizes of the coupling experiment"),
+    "coupling_runs": ("int", ">= 1", "SAP paths of the coupling experiment"),
+    "coupling_beta": ("float", "> 0", "inverse temperature of the coupling experiment"),
+}
 
 # %% tags=["hide-input"]
 import math
@@ -58,7 +62,7 @@ import numpy as np
 
 from afw_book import figures as plotting, sweeps
 from afw_book.notebook import Page
-from afw_book.presets import resolve
+from afw_book.presets import resolve_declared
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import sabeta as SB
 from attention_fw.plot import sabeta as SP
@@ -73,13 +77,12 @@ PRESETS = {
                   cap=10**5, chain_runs=40, chain_budget=200.0, coupling_gammas=[0.1, 0.3],
                   coupling_runs=100, coupling_beta=4.0),
 }
-p = resolve(PRESETS, preset, executor=executor, configs=configs, t_lo=t_lo, t_hi=t_hi, num_betas=num_betas,
-            cap=cap, chain_runs=chain_runs, chain_budget=chain_budget, coupling_gammas=coupling_gammas,
-            coupling_runs=coupling_runs, coupling_beta=coupling_beta)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 plotting.use_style()
 page = Page("07-deterministic-dynamics", p)   # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)
 page.glue(n_configs=len(p.configs), cap=(p.cap, ","))
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## Exit times of (SA$\beta$), exactly

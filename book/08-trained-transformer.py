@@ -42,19 +42,23 @@
 #   clusters, the picture of Theorem 4.2; the most negative one collapses at every temperature, the
 #   picture of Section 3.
 
-# %% tags=["parameters"]
-preset = "paper"          # "paper": the whole corpus (minutes); "quick": seconds
-verses = None             # corpus verses analysed (of 299)
-passage_sizes = None      # longer inputs: runs of this many consecutive verses
-passages_per_size = None  # how many runs of each size
-hull_sentences = None     # inputs whose keys' hulls are computed at every head (exact LPs)
-shares = None             # energy shares defining the tokens' subspace
-dyn_steps = None          # layers of the attention-only dynamics
-dyn_betas = None          # multiples of the trained inverse temperature in the sweep
-seed = None               # seed of the token sample
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the whole corpus (minutes); "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=08-trained-transformer ARGS="-p verses 20"`, or here a line `verses = 20`.
+PARAMETERS = {
+    "verses": ("int", "[1, 299]", "corpus verses analysed (of 299)"),
+    "passage_sizes": ("list[int]", ">= 1", "longer inputs: runs of this many consecutive verses"),
+    "passages_per_size": ("int", ">= 1", "how many runs of each size"),
+    "hull_sentences": ("int", ">= 1", "inputs whose keys' hulls are computed at every head (exact LPs)"),
+    "shares": ("list[float]", "(0, 1]", "energy shares defining the tokens' subspace"),
+    "dyn_steps": ("int", ">= 1", "layers of the attention-only dynamics"),
+    "dyn_betas": ("list[float]", "> 0", "multiples of the trained inverse temperature in the sweep"),
+    "seed": ("int", ">= 0", "seed of the token sample"),
+}
 
-# %%
-from afw_book.presets import resolve
+# %% tags=["hide-input"]
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
@@ -62,10 +66,8 @@ PRESETS = {
     "quick": dict(verses=8, passage_sizes=[3], passages_per_size=1, hull_sentences=2,
                   shares=[0.9, 0.99], dyn_steps=25, dyn_betas=[1.0, 16.0], seed=0),
 }
-p = resolve(PRESETS, preset, verses=verses, passage_sizes=passage_sizes, passages_per_size=passages_per_size,
-            hull_sentences=hull_sentences, shares=shares, dyn_steps=dyn_steps, dyn_betas=dyn_betas, seed=seed)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-# %%
 import json
 
 import numpy as np
@@ -80,6 +82,7 @@ from attention_fw.plot import trained as TP
 # %matplotlib inline
 plotting.use_style()
 page = Page("08-trained-transformer", p)  # saves and glues figures
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # ## The model, and a check of the forward pass

@@ -64,25 +64,27 @@
 # | {ref}`E17 <e17>` | Figure 3 script | `B = diag(1,1)` | the PDFs were made with $\mathrm{diag}(1,2)$ | scripts, computed |
 # | {ref}`E18 <e18>` | Figure 1 script | "unit" normalisation | plots direction-Voronoi cells, not $\mathcal C_i(v)$ | scripts |
 
-# %% tags=["parameters"]
-preset = "paper"
-e1_steps = None    # layers of Frank-Wolfe for E1
-e2_horizon = None  # layers in exact arithmetic for E2 (must exceed 576)
-e6_chains = None   # Monte Carlo chains for E6
-seed = None        # seed of every random draw on this page
+# %% tags=["parameters", "remove-cell"]
+preset = "paper"  # "paper": the book; "quick": seconds (tests)
+# Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
+# it is given: `make notebook NB=errata ARGS="-p e6_chains 50000"`, or here a line `e6_chains = 50000`.
+PARAMETERS = {
+    "e1_steps": ("int", ">= 1", "layers of Frank-Wolfe for E1"),
+    "e2_horizon": ("int", "> 576", "layers in exact arithmetic for E2 (the violation starts at t = 575)"),
+    "e6_chains": ("int", ">= 1", "Monte Carlo chains for E6"),
+    "seed": ("int", ">= 0", "seed of every random draw on this page"),
+}
 
-# %%
-from afw_book.presets import resolve
+# %% tags=["hide-input"]
+from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(e1_steps=20_000, e2_horizon=700, e6_chains=200_000,
                   seed=18),
     "quick": dict(e1_steps=2_000, e2_horizon=600, e6_chains=20_000, seed=18),
 }
-p = resolve(PRESETS, preset, e1_steps=e1_steps, e2_horizon=e2_horizon,
-            e6_chains=e6_chains, seed=seed)
+p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
-# %%
 from fractions import Fraction
 
 import numpy as np
@@ -98,6 +100,7 @@ from afw_book.notebook import Page
 page = Page("errata", p)
 # the equilateral triangle on the unit circle, a vertex on top
 tri = polytope.regular_polygon(3)
+page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
 # (e1)=

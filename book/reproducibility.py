@@ -38,17 +38,18 @@
 # (no dates or versions in the metadata); `figures/MANIFEST.sha256` lists the SHA-256 of each,
 # so `cd figures && sha256sum -c MANIFEST.sha256` checks that a regeneration gave the same bytes.
 #
-# **Your own parameters.** Any parameter of a notebook's `parameters` cell can be overridden
-# for one run, which writes the executed copy to `_build/custom/` and its figures to
-# `figures/custom/` (the book's own files are left alone):
+# **Your own parameters.** Any parameter a chapter declares (its first cell lists them, with what
+# each accepts) can be overridden for one run, which writes the executed copy and its page to
+# `_build/custom/<chapter>/<what changed>-<hash>/` and its figures to `figures/custom/` under
+# names that carry the parameters (the book's own files, and other runs', are left alone):
 #
 # ```bash
 # make notebook NB=02-frank-wolfe ARGS="-p gamma 0.3"
 # make notebook NB=01-model PRESET=quick ARGS="-p betas '[1.0, 5.0, 25.0]'"
 # ```
 #
-# An unknown preset, an unknown parameter name or a value of the wrong type is rejected before
-# any computation, with a message that lists what is accepted.
+# An unknown preset, an unknown parameter name or a value outside its declaration is rejected
+# before a kernel starts, with one line naming the parameter, the value and what is accepted.
 
 # %% tags=["parameters"]
 preset = "paper"  # this page has no tunable parameters; the preset is recorded for the report
@@ -64,7 +65,8 @@ from IPython.display import Markdown, display
 from afw_book import paths
 from afw_book.presets import resolve
 
-p = resolve({"paper": {}, "quick": {}}, preset)
+PRESETS = {"paper": {}, "quick": {}}
+p = resolve(PRESETS, preset)
 times_dir = Path(os.environ.get("ATTENTION_FW_EXEC_TIMES", paths.BUILD / "exec-times"))
 records = sorted((json.loads(f.read_text()) for f in times_dir.glob("*.json")),
                  key=lambda r: r["notebook"])
@@ -121,12 +123,13 @@ display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirement
 #
 # | figure | one command | writes |
 # | --- | --- | --- |
-# | Figure 2 with $\kappa = 6$ | `make figure ARGS="figure2 --kappas 6"` | `figures/custom/figure2.*` |
+# | Figure 2 with $\kappa = 6$ | `make figure ARGS="figure2 --kappas 6"` | `figures/custom/figure2--kappas-6-<hash>.*` |
+# | Figure 1 for an ICML column, paper-ready | `make figure ARGS="figure1 --style icml --width column --paper-ready"` | `figures/custom/figure1-paper-ready-icml-column.*` |
 # | Figure 2 for an ICML paper | `make figure ARGS="figure2 --style icml --usetex"` | `figures/custom/figure2-icml-tex.*` |
 # | any paper figure, other parameters | `make figure ARGS="--help"` lists figures and options | `figures/custom/` |
-# | any chapter's figures, own parameters | `make notebook NB=<chapter> ARGS="-p <name> <value>"` | `_build/custom/<chapter>.ipynb`, `figures/custom/` |
-# | the whole book, quick | `make book PRESET=quick` | `book/*.ipynb`, `figures/`, `_build/html` |
+# | any chapter's figures, own parameters | `make notebook NB=<chapter> ARGS="-p <name> <value>"` | `_build/custom/<chapter>/<tag>/` (notebook and page), `figures/custom/` |
+# | the whole book, quick | `make book PRESET=quick` | `book/*.ipynb`, `figures/presets/quick/`, `_build/html` |
 #
-# The accepted parameter names of a chapter are those assigned in its first code cell (tagged
-# `parameters`); each defaults to `None`, meaning "the value of the preset". The
+# The accepted parameters of a chapter are those it declares in its cell tagged `parameters`
+# (type, accepted values, meaning); each takes the value of the preset unless it is given. The
 # {ref}`figure gallery <gallery>` gives the exact command behind every figure of the book.

@@ -126,6 +126,16 @@ def test_notebook_parameters_follow_the_convention(source):
         assert isinstance(node, ast.Assign), f"parameters cell must only assign: {ast.unparse(node)}"
         values[node.targets[0].id] = ast.literal_eval(node.value)
     assert values.pop("preset") == "paper"
+    declared = values.pop("PARAMETERS", None)
+    if declared is not None:   # the declaration: name -> (type, accepted values, meaning), nothing else
+        from afw_book.presets import read_declaration
+
+        assert values == {}, f"a chapter that declares PARAMETERS assigns nothing else there: {values}"
+        assert read_declaration(source.read_text())["parameters"] == declared
+        assert "remove-cell" in params.metadata.get("tags", []), "the declaration is shown as the table"
+        assert "resolve_declared(" in following.source, "the next cell must call presets.resolve_declared"
+        assert "page.parameters()" in following.source, "and show the table 'Parameters of this run'"
+        return
     assert all(v is None for v in values.values()), f"tunable parameters must default to None: {values}"
     assert "resolve(" in following.source, "the cell after the parameters must call presets.resolve"
 
@@ -136,31 +146,30 @@ def _run(source, *args):
 
 @pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
 def test_unknown_preset_fails_before_any_computation(tmp_path, source):
+    """Refused from the source, before a kernel starts: exit status 2, one line, nothing executed."""
     out = tmp_path / "out.ipynb"
     proc = _run(source, "--preset", "fast", "-o", str(out), "--times-dir", str(tmp_path / "t"),
                 "--failed-dir", str(tmp_path / "failed"))
-    assert proc.returncode == 1 and not out.exists()
-    assert f"NOTEBOOK {source.stem} FAILED" in proc.stderr
-    assert "preset must be one of ['paper', 'quick']" in proc.stderr
-    # the failing cell is the one right after the parameters: nothing was computed before it
-    failed = nbformat.read(tmp_path / "failed" / f"{source.stem}.ipynb", as_version=4)
-    code = [c for c in failed.cells if c.cell_type == "code"]
-    tags = [c.metadata.get("tags", []) for c in code]
-    assert "parameters" in tags[0] and "injected-parameters" in tags[1]
-    assert any(o.get("output_type") == "error" for o in code[2].get("outputs", []))
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip() == (f"run_notebook: {source.stem}: preset = 'fast' is not accepted: "
+                                   "expected one of paper, quick")
+    assert not (tmp_path / "failed").exists() and not (tmp_path / "t").exists()
 
 
 def test_wrong_type_and_unknown_name_are_rejected_with_the_accepted_values(tmp_path):
+    from afw_book.presets import read_declaration
+
     source = ROOT / "book" / "01-model.py"
-    params, _ = _parameters_cell(source)
-    names = [n.targets[0].id for n in ast.parse(params.source).body if n.targets[0].id != "preset"]
+    names = list(read_declaration(source.read_text())["parameters"])
     assert names, "01-model must have tunable parameters"
     proc = _run(source, "--preset", "quick", "-p", names[0], "not-a-number", "-o", str(tmp_path / "o.ipynb"),
                 "--times-dir", str(tmp_path / "t"), "--failed-dir", str(tmp_path / "failed"))
-    assert proc.returncode == 1 and f"parameter {names[0]} must be" in proc.stderr
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"{names[0]} = 'not-a-number' is not accepted: expected int" in proc.stderr
     proc = _run(source, "-p", "no_such_parameter", "1", "-o", str(tmp_path / "o.ipynb"))
     assert proc.returncode == 2
-    assert "unknown parameter(s) ['no_such_parameter']" in proc.stderr and names[0] in proc.stderr
+    assert "no_such_parameter is not a parameter of this notebook" in proc.stderr and names[0] in proc.stderr
+    assert not (tmp_path / "o.ipynb").exists()
 
 
 def test_injected_parameters_cell_is_removed_from_the_page(tmp_path):
@@ -210,15 +219,15 @@ def test_figure_manifest_lists_and_verifies_every_generated_figure(build):
 
 def test_every_figure_named_in_the_introduction_is_generated(build):
     """The intro's result map names figure files; the build must produce each of them. Some
-    chapters keep the canonical figures/ for the paper preset and write quick runs to
-    figures/custom/ (possibly the data only), so any of these counts."""
+    chapters write the canonical figures/ in the paper preset and figures/presets/quick/ in the
+    quick one, so any of these counts."""
     assert build.returncode == 0, build.log[-6000:]
     rows = [line for line in (ROOT / "book" / "intro.md").read_text().splitlines()
             if line.startswith("| **")]
     names = {n for row in rows for n in re.findall(r"`([\w-]+)`", row.split("|")[3])}
     assert len(names) >= 10
     fig = build.repo / "figures"
-    candidates = ("{}.pdf", "data/{}.json", "custom/{}.pdf", "custom/data/{}.json")
+    candidates = ("{}.pdf", "data/{}.json", "presets/quick/{}.pdf", "presets/quick/data/{}.json")
     missing = sorted(n for n in names if not any((fig / c.format(n)).is_file() for c in candidates))
     assert missing == [], f"named in book/intro.md but not generated: {missing}"
 
@@ -318,3 +327,19 @@ def test_no_page_cites_the_specification_or_shows_a_placeholder(build):
     assert len(titles) == len(keys) >= 8 and not any(bad.search(t) or "[" in t for t in titles)
     # one key scheme: first author's surname, year, first significant word of the title
     assert all(re.fullmatch(r"[a-z]+(19|20)\d\d[a-z]+", k) for k in keys), keys
+
+
+def test_no_figure_text_is_smaller_than_four_fifths_of_the_axis_labels(build):
+    """Consistent font sizes (issue 24), from the sizes every figure records when saved
+    (``meta.font_pt``: smallest and largest text drawn): no legend, annotation or tick label below
+    0.8 of the book's axis-label size, in any figure the quick build wrote."""
+    from afw_book.figures import STYLE
+
+    assert build.returncode == 0, build.log[-6000:]
+    floor = 0.8 * STYLE["axes.labelsize"]
+    metas = {f.relative_to(build.repo / "figures").as_posix(): json.loads(f.read_text()).get("meta", {})
+             for f in (build.repo / "figures").rglob("data/*.json")}
+    sized = {rel: m["font_pt"] for rel, m in metas.items() if m.get("font_pt")}
+    assert len(sized) >= 20
+    small = {rel: sizes for rel, sizes in sized.items() if sizes[0] < floor}
+    assert small == {}, f"text smaller than {floor} pt: {small}"

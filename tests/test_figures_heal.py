@@ -82,8 +82,8 @@ def test_a_deleted_and_an_edited_figure_are_restored_and_named(build):
 def test_rm_rf_figures_then_make_figures_restores_every_file(build):
     repo, figures = build.repo, build.repo / "figures"
     manifest_text = (figures / "MANIFEST.sha256").read_text()
-    before = figrun.files(figures)          # custom/ included: the quick preset writes some there
-    assert any(rel.startswith("custom/") for rel in before)
+    before = figrun.files(figures)          # the quick preset writes everything under presets/quick/
+    assert before and all(rel.startswith("presets/quick/") or rel == "MANIFEST.sha256" for rel in before)
     shutil.rmtree(figures)
     proc = bookbuild.make(repo, "figures", "PRESET=quick")
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -73,7 +73,7 @@ def _generated(build) -> dict[str, set[str]]:
 
 
 def _data_file(build, name: str) -> Path:
-    for rel in (f"data/{name}.json", f"custom/data/{name}.json"):
+    for rel in (f"data/{name}.json", f"presets/quick/data/{name}.json", f"custom/data/{name}.json"):
         if (build.repo / "figures" / rel).is_file():
             return build.repo / "figures" / rel
     raise AssertionError(f"no data file for {name}")
@@ -94,9 +94,16 @@ def _parameters(notebook: str) -> tuple[list[str], dict]:
     """Names of the notebook's parameters cell, and the paper values of its presets."""
     import jupytext
 
-    nb = jupytext.read(ROOT / "book" / f"{notebook}.py")
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
-    names = [n.targets[0].id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)]
+    from afw_book.presets import read_declaration
+
+    source = (ROOT / "book" / f"{notebook}.py").read_text()
+    declared = read_declaration(source)["parameters"]
+    if declared:      # a chapter that declares its parameters (PARAMETERS): those names, and preset
+        names = ["preset", *declared]
+    else:
+        nb = jupytext.read(ROOT / "book" / f"{notebook}.py")
+        cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
+        names = [n.targets[0].id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)]
     values: dict = {}
     for node in ast.walk(ast.parse(Path(ROOT / "book" / f"{notebook}.py").read_text())):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.startswith("PRESETS")

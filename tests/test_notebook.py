@@ -122,8 +122,12 @@ def test_output_dir_rule(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figs"))
     assert plotting.output_dir(True) == tmp_path / "figs"
     assert plotting.output_dir(False) == tmp_path / "figs" / "custom"
+    assert plotting.output_dir(False, preset="quick") == tmp_path / "figs" / "presets" / "quick"
+    with pytest.raises(ValueError, match="preset"):
+        plotting.output_dir(False, preset="../x")
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figs" / "custom"))   # make notebook
     assert plotting.output_dir(True) == plotting.output_dir(False) == tmp_path / "figs" / "custom"
+    assert plotting.output_dir(False, preset="quick") == tmp_path / "figs" / "custom"
 
 
 def test_render_under_make_notebook_never_writes_custom_custom(tmp_path, monkeypatch):
@@ -131,7 +135,8 @@ def test_render_under_make_notebook_never_writes_custom_custom(tmp_path, monkeyp
     custom = tmp_path / "figures" / "custom"
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(custom))
     _, _, written = pf.render("figure4", delta=0.05)
-    assert written["png"] == custom / "figure4.png" and written["png"].is_file()
+    assert written["png"].parent == custom and written["png"].is_file()
+    assert written["png"].name.startswith("figure4--delta-0p05-")
     assert not (custom / "custom").exists()
 
 
@@ -168,20 +173,31 @@ def test_page_figure_saves_describes_and_glues(tmp_path, monkeypatch, glued):
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path))
     page = nbh.Page("03-negative-definite", resolve(P, "quick"))
     fig = _figure()
-    # a library plot function writes the data only; the page completes it
+    # a library plot function writes the data only (outside the figures); the page completes it
     plotting.save(fig, "demo", {"numbers": [1, 2]}, **page.data_only)
+    assert not any(tmp_path.rglob("*.json"))
     assert page.figure(fig, "demo", statement="Theorem 3.1", caption="One line") is None
-    record = json.loads((tmp_path / "custom" / "data" / "demo.json").read_text())
+    quick = tmp_path / "presets" / "quick"       # a preset without overrides: its own folder
+    record = json.loads((quick / "data" / "demo.json").read_text())
     assert record["numbers"] == [1, 2]
     assert {k: record["meta"][k] for k in ("chapter", "statement", "caption", "command")} == {
         "chapter": "03-negative-definite", "statement": "Theorem 3.1", "caption": "One line",
         "command": "make notebook NB=03-negative-definite PRESET=quick"}
-    assert all((tmp_path / "custom" / f"demo.{ext}").is_file() for ext in plotting.FORMATS)
+    assert all((quick / f"demo.{ext}").is_file() for ext in plotting.FORMATS)
     assert not plt.fignum_exists(fig.number)
     html = glued["fig-demo"]._repr_mimebundle_()["text/html"]
-    assert 'data-afw-figure="demo" data-afw-path="custom/demo"' in html
-    assert 'href="../figures/custom/demo.svg"' in html and 'src="../figures/custom/demo.png"' in html
-    assert 'data-afw-json="../figures/custom/data/demo.json"' in html
+    assert 'data-afw-figure="demo" data-afw-path="presets/quick/demo"' in html
+    assert 'href="../figures/presets/quick/demo.svg"' in html and 'src="../figures/presets/quick/demo.png"' in html
+    assert 'data-afw-json="../figures/presets/quick/data/demo.json"' in html
+    # overrides: figures/custom/, the name carries them; two runs never share a file
+    names = []
+    for steps in (7, 8):
+        run = nbh.Page("03-negative-definite", resolve(P, "quick", steps=steps))
+        run.figure(_figure(), "demo", {"x": steps}, statement="s", caption="c")
+        (json_file,) = [f for f in (tmp_path / "custom" / "data").glob("demo--*.json") if f.name not in names]
+        assert json_file.name.startswith(f"demo--preset-quick_steps-{steps}-")
+        assert json.loads(json_file.read_text())["meta"]["command"].endswith(f'ARGS="-p steps {steps}"')
+        names.append(json_file.name)
     with pytest.raises(ValueError, match="caption"):
         page.figure(_figure(), "demo", {"x": 1}, statement="s", caption="two\nlines")
     with pytest.raises(FileNotFoundError, match="data_only"):
@@ -202,11 +218,22 @@ def test_paper_figure_files_do_not_depend_on_the_caller(tmp_path, monkeypatch, g
     nbh.Page("04-positive-definite", resolve(P, "quick")).paper_figure("figure4", rng=42, eta=0.05)
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "b"))
     pf.render("figure4")
+    a = tmp_path / "a" / "presets" / "quick"          # the quick preset's folder
     for rel in ("figure4.pdf", "figure4.png", "figure4.svg", "data/figure4.json"):
-        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
-    meta = json.loads((tmp_path / "a" / "data" / "figure4.json").read_text())["meta"]
+        assert (a / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+    assert not (tmp_path / "a" / "figure4.pdf").exists()     # the book's files are not touched
+    meta = json.loads((a / "data" / "figure4.json").read_text())["meta"]
     assert meta["chapter"] == pf.CHAPTER and meta["statement"] == pf.INFO["figure4"]["statement"]
     assert meta["command"] == 'make figure ARGS="figure4 --kappas 7 --seed 42 --target 2 --eta 0.05 --delta 0.03"'
+
+
+def test_a_paper_figure_of_a_rerun_carries_its_parameters(tmp_path, monkeypatch, glued):
+    """Two reruns of a chapter that draw Figure 2 with different kappas never share a file."""
+    monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path / "figures" / "custom"))   # make notebook
+    for k in (6, 8):
+        nbh.Page("04-positive-definite", resolve(P, "paper", steps=k)).paper_figure("figure2", kappas=(k,))
+    names = sorted(p.name for p in (tmp_path / "figures" / "custom").glob("figure2*.pdf"))
+    assert len(names) == 2 and names[0].startswith("figure2--kappas-6-") and names[1].startswith("figure2--kappas-8-")
 
 
 def test_resolve_reports_the_overrides():

@@ -287,7 +287,11 @@ def test_make_rejects_unknown_names_and_parameters(tmp_path):
 def test_command_line_custom_parameters_go_to_figures_custom(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ATTENTION_FW_FIGURES", str(tmp_path))
     assert pf.main(["figure2", "--kappas", "6", "--seed", "7"]) == 0
-    data = json.loads((tmp_path / "custom" / "data" / "figure2.json").read_text())
+    printed = capsys.readouterr().out.split()
+    (written,) = list((tmp_path / "custom" / "data").glob("figure2--*.json"))
+    assert written.name.startswith("figure2--kappas-6_seed-7-")    # the name carries the parameters
+    assert str(written) in printed                                   # and is printed
+    data = json.loads(written.read_text())
     assert [(p["kappa"], p["seed"]) for p in data["panels"]] == [(6, 7)]
     assert not (tmp_path / "figure2.pdf").exists()      # canonical file untouched
     assert pf.main(["figure2"]) == 0                      # defaults: canonical location

@@ -24,6 +24,7 @@ from attention_fw.experiments import model_checks as MC
 from attention_fw.experiments import sabeta as SB
 from afw_book import paper_figures as PF
 from attention_fw.experiments import vertex_limits as VL
+from attention_fw.experiments import trained_heads as TH
 from attention_fw.geometry.polytope import points_on_circle, regular_polygon
 
 TRI = points_on_circle()
@@ -45,6 +46,9 @@ CALLS = {
     "experiments.sabeta.family_task": lambda rng: SB.family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100,
                                                                  num=2, cap=10**4, chain_runs=5, chain_budget=100,
                                                                  rng=rng),
+    "experiments.trained_heads.corpus_study": lambda rng: TH.corpus_study(
+        _minilm(), ["And God saw the light.", "And the evening and the morning were the first day."],
+        shares=(0.9,), token_sample=5, rng=rng)["states"],
     "experiments.convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
     "experiments.convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "experiments.convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
@@ -82,6 +86,14 @@ CALLS = {
     "experiments.vertex_limits.ode_continuity": lambda rng: VL.ode_continuity(regular_polygon(4) * [1.0, 0.9], np.eye(2),
                                                                   [1e-3], T=0.1, dt=0.05, rng=rng),
 }
+
+
+def _minilm():
+    """The trained encoder of chapter 8 (fetched and verified by make test's set-up), loaded once."""
+    from attention_fw import encoder
+    if not hasattr(_minilm, "model"):
+        _minilm.model = encoder.load()
+    return _minilm.model
 
 
 def _public_signatures():

@@ -4,7 +4,9 @@
     python tools/figure_manifest.py [FIGURES_DIR]                 # write the manifest
     python tools/figure_manifest.py heal [FIGURES_DIR] --preset P  # before make: what to re-execute
 
-**Manifest.** ``FIGURES_DIR/MANIFEST.sha256`` has one line per generated file,
+**Manifest.** ``FIGURES_DIR/MANIFEST.sha256`` has one line per generated file of the preset of
+the last ``make figures`` (``paper``: the book's files; another preset: its folder
+``presets/<preset>/``, where such a build writes everything),
 ``<sha256>  <path relative to FIGURES_DIR>``, sorted by path, in the format of ``sha256sum``,
 so ``cd figures && sha256sum -c MANIFEST.sha256`` verifies a regeneration. Reader-made figures
 under ``custom/``, hidden temporary files and the folder's own ``README.md`` are left out. The
@@ -43,13 +45,23 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def listed_files(folder: Path) -> list[Path]:
-    """The generated files of ``folder`` that the manifest lists (relative paths, sorted)."""
+def listed_files(folder: Path, preset: str | None = None) -> list[Path]:
+    """The generated files of ``folder`` that the manifest lists (relative paths, sorted).
+
+    Those of ``preset`` (default: the preset of the last execution): for ``paper`` the book's
+    files (``presets/`` and ``custom/`` left out), for another preset its own folder
+    ``presets/<preset>/`` only."""
+    preset = preset if preset is not None else (_preset() or "paper")
     out = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder)
         if (len(rel.parts) == 1 and rel.name in NOT_LISTED) or rel.parts[0] == "custom" \
                 or any(s.startswith(".") for s in rel.parts):
+            continue
+        in_presets = rel.parts[0] == "presets"
+        if preset == "paper" and in_presets:
+            continue
+        if preset != "paper" and not (in_presets and len(rel.parts) > 2 and rel.parts[1] == preset):
             continue
         out.append(rel)
     return out

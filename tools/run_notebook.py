@@ -4,16 +4,23 @@
     python tools/run_notebook.py book/02-frank-wolfe.py [--preset quick] [-p gamma 0.3 ...] [-o OUT.ipynb]
 
 * reads the py:percent source with jupytext (no .ipynb is committed);
-* checks the overrides against the names assigned in the cell tagged ``parameters`` and
-  fails *before* starting a kernel when a name is unknown (the message lists the accepted
-  names); wrong-typed values and unknown presets are rejected by
-  ``afw_book.presets.resolve`` in the notebook's second cell, before any computation;
+* checks the preset name and every override against the chapter's declaration (the literal
+  ``PARAMETERS`` of the cell tagged ``parameters``: type, accepted values and meaning of each
+  parameter, read with ``ast``, no kernel) and stops *before* starting a kernel, with one line
+  naming the parameter, the value given and what is accepted (exit status 2, no traceback);
+  a notebook without a declaration has its names checked against the assignments of that cell;
 * executes with papermill (working directory: the notebook's folder), writing the result
   atomically: the output file exists only if every cell ran without error, so ``make``
   never mistakes a failed run for an up-to-date one;
 * records the wall time in ``<times-dir>/<name>.json`` for the execution report, with the
   figure files the notebook wrote (``figures``, relative to the figure folder), which
   ``make figures`` uses to re-execute the writer of a missing or altered figure;
+* prints every figure file the run wrote; records the numbers the notebook quotes (its glued
+  values, ``quoted``) in the execution record;
+* ``--page DIR`` (or ``--rerun DIR``, which ``make notebook`` uses: the executed notebook, its
+  record and its page in ``DIR/<name>/<tag>/``, the tag naming the preset and overrides, so that
+  no rerun replaces another's) renders the executed notebook as a page of the book's theme, with
+  the parameters and every quoted number beside the book's (``tools/rerun_page.py``);
 * on failure prints the notebook name, the failing cell and its traceback, keeps the
   partially executed notebook in ``_build/failed/<name>.ipynb`` and exits with status 1.
 
@@ -41,17 +48,46 @@ ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def parameter_names(nb) -> list[str]:
-    """Names assigned in the cell tagged ``parameters`` (raises if there is none)."""
-    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
-    if len(cells) != 1:
-        raise SystemExit(f"run_notebook: expected exactly one cell tagged 'parameters', found {len(cells)}")
+def check_parameters(source: str, preset, overrides: dict) -> dict:
+    """The overrides of one run, checked against the chapter source's declaration.
+
+    With a ``PARAMETERS`` declaration (see ``afw_book.presets.read_declaration``): the preset
+    must be one of the chapter's presets, every name declared, every value of its declared type
+    and range (values come back as declared, e.g. ``-p gamma 1`` as the float 1.0). Without one:
+    the names must be assigned in the cell tagged ``parameters``.
+
+    Raises
+    ------
+    ValueError
+        One line naming the parameter, the value given and what is accepted.
+    """
+    from afw_book.presets import check_run, read_declaration
+
+    decl = read_declaration(source)
+    if decl["parameters"]:
+        return check_run(decl, preset, overrides)
+    cell = source[_PARAMETERS_CELL.search(source).end():]
+    cell = cell[cell.find("\n") + 1:]
+    nxt = re.search(r"^# %%", cell, re.M)
+    accepted = [n for n in _assigned(cell[:nxt.start()] if nxt else cell) if n != "preset"]
+    names = decl["presets"]
+    if preset is not None and names is not None and (not isinstance(preset, str) or preset not in names):
+        raise ValueError(f"preset = {preset!r} is not accepted: expected one of {', '.join(names)}")
+    unknown = sorted(set(overrides) - set(accepted))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a parameter of this notebook: accepted parameters are "
+                         f"{', '.join(sorted(accepted)) or '(none)'} and preset")
+    return dict(overrides)
+
+
+_PARAMETERS_CELL = re.compile(r"^# %%.*\btags=\[[^\]]*[\"']parameters[\"']", re.M)
+
+
+def _assigned(code: str) -> list[str]:
     names = []
-    for node in ast.parse(cells[0].source).body:
+    for node in ast.parse(code).body:
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        for t in targets:
-            if isinstance(t, ast.Name):
-                names.append(t.id)
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
     return names
 
 
@@ -67,6 +103,27 @@ def default_preset(nb) -> str | None:
                     except ValueError:
                         return None
     return None
+
+
+def rerun_command(name: str, preset, overrides: dict) -> str:
+    """``make notebook NB=<name> [PRESET=...] [ARGS="-p ..."]`` for this run."""
+    import yaml
+
+    words = [f"make notebook NB={name}"] + ([f"PRESET={preset}"] if preset not in (None, "paper") else [])
+    if overrides:
+        vals = []
+        for k, v in overrides.items():
+            text = yaml.safe_dump(v, default_flow_style=True).strip().removesuffix("...").strip()
+            vals.append(f"-p {k} " + (f"'{text}'" if any(c in text for c in " []{},") else text))
+        words.append('ARGS="' + " ".join(vals) + '"')
+    return " ".join(words)
+
+
+def quoted_numbers(nb) -> dict:
+    """The numbers (and short texts) the notebook glued for its prose: ``tools/rerun_page.py``."""
+    from rerun_page import quoted_numbers as read
+
+    return read(nb)
 
 
 def kernel_config(socket_dir: str):
@@ -106,12 +163,15 @@ def main(argv=None) -> int:
     ap.add_argument("--failed-dir", type=Path, default=None,
                     help="where a failed notebook is kept (default: <root>/_build/failed)")
     ap.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
+    ap.add_argument("--page", type=Path, default=None,
+                    help="also render the executed notebook as a page of the book's theme into this folder "
+                         "(tools/rerun_page.py: the parameters and quoted numbers beside the book's)")
+    ap.add_argument("--book-times", type=Path, default=None,
+                    help="the book's execution records, for its quoted numbers (default: <root>/_build/exec-times)")
+    ap.add_argument("--rerun", type=Path, default=None, metavar="DIR",
+                    help="make notebook: everything of this run in DIR/<name>/<tag>/ (the executed notebook, "
+                         "its execution record and its page), <tag> naming the preset and the overrides")
     args = ap.parse_args(argv)
-
-    import jupytext
-    import nbformat
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
 
     src = args.source.resolve()
     if not src.is_file():
@@ -122,16 +182,42 @@ def main(argv=None) -> int:
     out = (args.output or src.with_suffix(".ipynb")).resolve()
     times_dir = (args.times_dir or root / "_build" / "exec-times").resolve()
 
-    nb = jupytext.read(src)
-    accepted = parameter_names(nb)
+    # Everything about the parameters is checked on the source text, before the (slow) imports
+    # of jupytext and papermill and long before a kernel starts.
     params = parse_overrides(args.parameter)
+    if "preset" in params:          # -p preset quick is --preset quick
+        given = params.pop("preset")
+        args.preset = given if args.preset is None else args.preset
+    try:
+        checked = check_parameters(src.read_text(), args.preset, params)
+    except ValueError as err:
+        print(f"run_notebook: {name}: {err}", file=sys.stderr)
+        return 2
+    params = dict(checked)
     if args.preset is not None:
         params["preset"] = args.preset
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        print(f"run_notebook: {name}: unknown parameter(s) {unknown}; "
-              f"accepted parameters: {sorted(accepted)}", file=sys.stderr)
-        return 2
+    command = rerun_command(name, args.preset, checked)
+    if args.rerun is not None:
+        sys.path.insert(0, str(root / "lib"))
+        from afw_book.figures import run_tag
+
+        words = {} if args.preset in (None, "paper") else {"preset": args.preset}
+        run_dir = (args.rerun / name / (run_tag({**words, **checked}) or "book-parameters")).resolve()
+        out = run_dir / f"{name}.ipynb"
+        times_dir = run_dir
+        args.page = run_dir
+
+    import jupytext
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    # The names were checked against the declaration above; papermill looks for them among the
+    # assignments of the parameters cell, which holds the declaration instead, and would warn.
+    import logging
+
+    logging.getLogger("papermill").addFilter(lambda rec: not rec.getMessage().startswith("Passed unknown parameter"))
+    nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -220,10 +306,28 @@ def main(argv=None) -> int:
         "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "figures": figures,
+        "quoted": quoted_numbers(executed),
     }
     (times_dir / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    shown = out.relative_to(root) if out.is_relative_to(root) else out
-    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {shown}")
+    def shown(path):
+        path = Path(path).resolve()
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+    print(f"run_notebook: {name} ({record['preset']}) executed in {seconds:.1f} s -> {shown(out)}")
+    files = sorted({shown(w) for w in written if Path(w).is_file()})
+    print(f"run_notebook: {name} wrote {len(files)} figure file(s)" + (":" if files else ""))
+    for f in files:
+        print(f"  {f}")
+    if args.page is not None:
+        from rerun_page import build
+
+        try:
+            page = build(out, args.page.resolve(), (args.book_times or root / "_build" / "exec-times").resolve(),
+                         command, figures_dir)
+        except RuntimeError as err:
+            print(f"run_notebook: {name}: {err}", file=sys.stderr)
+            return 1
+        print(f"run_notebook: {name}: its page is {shown(page)}")
     return 0
 
 

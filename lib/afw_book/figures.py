@@ -22,6 +22,7 @@ widths and font sizes of ICML, NeurIPS, arXiv) are in :data:`VENUES`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -70,20 +71,64 @@ def use_style() -> None:
     matplotlib.rcParams.update(cast(Any, STYLE))
 
 
-def output_dir(canonical: bool = True) -> Path:
+def output_dir(canonical: bool = True, preset: str | None = None) -> Path:
     """The one rule for where figure files go.
 
-    ``canonical``: the published parameters (a paper figure with its defaults, or a chapter run
-    in the ``paper`` preset without overrides) go to :func:`afw_book.paths.figures_dir`
-    (``figures/``, or ``$ATTENTION_FW_FIGURES``); anything else goes to its ``custom/``
-    subfolder, so the canonical files are never overwritten by an experiment. When the figure
-    folder is itself a ``custom`` folder (``make notebook`` sets
+    * ``canonical``: the published parameters (a paper figure with its defaults, or a chapter run
+      in the ``paper`` preset without overrides) go to :func:`afw_book.paths.figures_dir`
+      (``figures/``, or ``$ATTENTION_FW_FIGURES``);
+    * ``preset``: a chapter run in another named preset without overrides goes to that preset's own
+      folder, ``presets/<preset>/`` (``make figures PRESET=quick`` never touches the book's files,
+      and two presets never share a file);
+    * anything else goes to ``custom/``, where every file name carries its parameters
+      (:func:`run_tag`), so that two different commands never write the same file.
+
+    When the figure folder is itself a ``custom`` folder (``make notebook`` sets
     ``ATTENTION_FW_FIGURES=figures/custom``), everything goes there: never ``custom/custom``.
     """
     base = paths.figures_dir()
     if canonical or base.name == "custom":
         return base
+    if preset is not None:
+        if not isinstance(preset, str) or not preset.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"preset must be a name of letters, digits, '-' or '_', got {preset!r}")
+        return base / "presets" / preset
     return base / "custom"
+
+
+def _tag_word(value) -> str:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "-".join(_tag_word(v) for v in np.asarray(value, dtype=object).ravel().tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        text = str(int(v)) if v.is_integer() else repr(v)
+    else:
+        text = str(value)
+    text = text.replace(".", "p").replace("-", "m").replace("+", "")
+    return "".join(c for c in text if c.isalnum() or c == "_")
+
+
+def run_tag(params: dict, width: int = 40) -> str:
+    """A file-name tag for a run with ``params``: readable words and a short hash of all of them.
+
+    The words (``kappas-6``, ``seed-7``, ``gamma-0p3`` ..., in the order of the names) say what was changed, at most
+    ``width`` characters of them; the 6 hexadecimal digits of the SHA-256 of the parameters
+    (sorted keys, JSON) keep two different runs apart even when the words are cut or coincide.
+    The same parameters give the same tag (a rerun replaces its own files, and nothing else).
+    ``{}`` gives ``""``.
+
+    >>> run_tag({"kappas": [6], "seed": 7})
+    'kappas-6_seed-7-0062af'
+    >>> run_tag({"kappas": [6], "seed": 7}) != run_tag({"kappas": [6], "seed": 8})
+    True
+    """
+    if not params:
+        return ""
+    words = "_".join(f"{_tag_word(k)}-{_tag_word(params[k])}" for k in sorted(params))[:width].strip("_-")
+    digest = hashlib.sha256(json.dumps(_jsonable(params), sort_keys=True).encode()).hexdigest()[:6]
+    return f"{words}-{digest}"
 
 
 def _jsonable(obj):
@@ -223,13 +268,17 @@ def _fonttools_quiet():
         logger.setLevel(level)
 
 
-def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI) -> bytes:
-    """Render ``fig`` to bytes in format ``fmt`` with reproducible metadata."""
+def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
+    """Render ``fig`` to bytes in format ``fmt`` with reproducible metadata.
+
+    ``bbox``: a :class:`matplotlib.transforms.Bbox` in inches, the part of the figure to save
+    (the page size of the PDF), instead of the tight crop of the book's style."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     buf = io.BytesIO()
     with matplotlib.rc_context(cast(Any, _SAVE_RC)), _fonttools_quiet():
-        fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
+        kw = {} if bbox is None else {"bbox_inches": bbox}
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **kw)
     return buf.getvalue()
 
 
@@ -255,7 +304,8 @@ def saved(fig, name: str, data: dict | None = None, outdir=None, formats=None):
 
 
 def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int = PNG_DPI,
-         outdir: str | Path | None = None, close: bool = True, meta: dict | None = None) -> dict[str, Path]:
+         outdir: str | Path | None = None, close: bool = True, meta: dict | None = None,
+         bbox=None) -> dict[str, Path]:
     """Write ``fig`` as ``<outdir>/<name>.{pdf,png,svg}`` and ``data`` as ``<outdir>/data/<name>.json``.
 
     Parameters
@@ -275,6 +325,8 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
         file is written together with at least one image, the JSON gets a ``meta`` entry:
         these keys plus the :func:`layout` of the saved figure. A JSON is written when
         ``data`` or ``meta`` is given.
+    bbox : matplotlib.transforms.Bbox, optional
+        The region to save, in inches (default: the tight crop); see :func:`figure_bytes`.
 
     Returns
     -------
@@ -298,7 +350,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
     out = Path(outdir) if outdir is not None else paths.figures_dir()
     written: dict[str, Path] = {}
     # Render everything first, so a failure in one format writes nothing at all.
-    payloads = {fmt: figure_bytes(fig, fmt, dpi) for fmt in formats}
+    payloads = {fmt: figure_bytes(fig, fmt, dpi, bbox) for fmt in formats}
     if data is not None or meta is not None:
         record = dict(data or {})
         if meta is not None and not isinstance(meta, dict):

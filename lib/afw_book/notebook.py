@@ -24,8 +24,14 @@ and in the Markdown cells::
 What this gives, and what the book's Sphinx extension (``book/_ext/afw_book.py``) adds:
 
 * **One output rule** (:func:`afw_book.figures.output_dir`): a run in the ``paper`` preset
-  without overrides writes ``figures/``; any other run ``figures/custom/`` (and ``make notebook``
-  never ``custom/custom``). Every format is written in every preset, so the pages can offer them.
+  without overrides writes ``figures/``; a run in another preset without overrides that preset's
+  own ``figures/presets/<preset>/``; any run with overrides ``figures/custom/``, where the file
+  names carry the preset and the overrides (:attr:`Page.tag`), so that no run replaces another's
+  files (``make notebook`` never writes ``custom/custom``). Every format is written in every
+  preset, so the pages can offer them.
+* **Parameters**: the chapter declares them once (``PARAMETERS`` in its cell tagged
+  ``parameters``, see :func:`afw_book.presets.resolve_declared`), and :meth:`Page.parameters`
+  shows the table "Parameters of this run" at the top of the page.
 * **Files and metadata**: :meth:`Page.figure` saves through the atomic
   :func:`afw_book.figures.save` (PDF for papers, PNG and SVG for the web, the numbers as
   ``data/<name>.json``). The JSON's ``meta`` records the layout (size in inches, smallest and
@@ -61,6 +67,8 @@ from __future__ import annotations
 
 import hashlib
 import html
+import shutil
+import weakref
 import json
 import math
 import numbers
@@ -259,6 +267,7 @@ class Page:
         if len(presets) != 1 or None in presets:
             raise ValueError(f"params must come from presets.resolve with one preset, got {sorted(map(str, presets))}")
         self.chapter = chapter
+        self.params = params
         self.preset = presets.pop()
         self.overrides: dict = {}
         for p in params:
@@ -268,8 +277,25 @@ class Page:
         self.seed = seeds[0] if seeds else None
 
     @property
+    def tag(self) -> str:
+        """What this run changed, for its file names (:func:`afw_book.figures.run_tag`):
+        ``""`` for the book's run, else the preset (when not ``paper``) and the overrides."""
+        words = {} if self.preset == "paper" else {"preset": self.preset}
+        return plotting.run_tag({**words, **self.overrides})
+
+    @property
     def outdir(self) -> Path:
-        return plotting.output_dir(self.canonical)
+        """``figures/`` for the book's run, ``figures/presets/<preset>/`` for another preset
+        without overrides, else ``figures/custom/`` (:func:`afw_book.figures.output_dir`)."""
+        if self.canonical:
+            return plotting.output_dir(True)
+        return plotting.output_dir(False, preset=None if self.overrides else self.preset)
+
+    def stem(self, name: str) -> str:
+        """The file stem of figure ``name`` in this run: ``name`` in ``figures/`` and in a preset's
+        folder, ``<name>--<tag>`` in ``custom/`` (see :attr:`tag`)."""
+        tag = self.tag
+        return f"{name}--{tag}" if tag and self.outdir.name == "custom" else name
 
     def stream(self, name: str, seed: int | None = None) -> np.random.Generator:
         """The random stream of one experiment: see :func:`stream`.
@@ -284,7 +310,15 @@ class Page:
 
     @property
     def data_only(self) -> dict:
-        return {"outdir": self.outdir, "formats": ()}
+        """Keyword arguments for a library plot function that saves by itself: it writes its data
+        only, into a private folder outside the figures (:meth:`figure` reads it back, completes it
+        and writes the files, under this run's names)."""
+        if getattr(self, "_staging", None) is None:
+            import tempfile
+
+            self._staging = Path(tempfile.mkdtemp(prefix="afw-page-"))
+            weakref.finalize(self, shutil.rmtree, str(self._staging), True)
+        return {"outdir": self._staging, "formats": ()}
 
     def command(self) -> str:
         """The command that reruns this chapter as it ran here (and rewrites its figures)."""
@@ -325,16 +359,18 @@ class Page:
         if data is None:
             data = figure_data(fig)                     # drawn by a plot function of attention_fw.plot
         if data is None:
-            source = outdir / "data" / f"{name}.json"
-            if not source.is_file():
-                raise FileNotFoundError(f"no data for figure {name!r} in {source.parent}: pass data=..., draw it "
+            staging = getattr(self, "_staging", None)
+            source = (staging or outdir) / "data" / f"{name}.json"
+            if staging is None or not source.is_file():
+                raise FileNotFoundError(f"no data for figure {name!r}: pass data=..., draw it "
                                         "with a plot function of attention_fw.plot (its numbers travel with the "
                                         "figure), or save them first with **page.data_only")
             data = json.loads(source.read_text())
+            source.unlink()
             data.pop("meta", None)
         meta = {"chapter": self.chapter, "statement": statement, "caption": caption,
                 "command": command or self.command()}
-        written = plotting.save(fig, name, data, outdir=outdir, meta=meta, close=False)
+        written = plotting.save(fig, self.stem(name), data, outdir=outdir, meta=meta, close=False)
         plt.close(fig)
         self._glue_written(name, written)
 
@@ -346,7 +382,11 @@ class Page:
         returned by the figure function: numpy arrays): assign it (``fig2 = page.paper_figure(...)``),
         or the cell shows it.
         """
-        _, data, written = pf.render(name, close=True, **params)
+        outdir = None if self.canonical else self.outdir
+        # in custom/ the figure's own changed parameters are in its name (two reruns never share
+        # a file); in a preset's folder the preset fixes them
+        tagged = None if outdir is None else outdir.name == "custom"
+        _, data, written = pf.render(name, outdir=outdir, close=True, tagged=tagged, **params)
         self._glue_written(name, written)
         return data
 
@@ -354,6 +394,22 @@ class Page:
         meta = json.loads(written["json"].read_text())["meta"]
         rel = written["png"].with_suffix("").relative_to(paths.figures_dir()).as_posix()
         _glue(f"fig-{name}", _Glued(name, rel, meta), display=False)
+
+    def parameters(self) -> "_ParameterTable":
+        """The table "Parameters of this run": every declared parameter with its value here, the
+        book's value (the ``paper`` preset), what is accepted and its meaning; values that differ
+        from the book's are marked. The last line of the chapter's first (folded) cell.
+
+        The output also carries the rows as metadata (``afw_parameters``), which the page of a
+        rerun (``make notebook``) reads from the executed notebook.
+        """
+        rows = []
+        for p in self.params:
+            for name, decl in getattr(p, "declared", {}).items():
+                value, book = getattr(p, name), p.book_values.get(name)
+                rows.append({"name": name, "value": value, "book": book, "type": decl[0],
+                             "accepted": decl[1], "meaning": decl[2], "differs": value != book})
+        return _ParameterTable(self.preset, rows)
 
     def glue(self, **values) -> None:
         """Glue numbers (and short strings) for the prose: ``{glue:text}`key``` in Markdown.
@@ -369,6 +425,49 @@ class Page:
                 value, spec = value
             # a str is glued as its repr, which myst-nb evaluates back to the same string
             _glue(key, fmt(value, spec), display=False)
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return fmt(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else str(value)
+
+
+_TABLE_STYLE = ("<style>table.afw-parameters{border-collapse:collapse;font-size:0.85em;margin:0.4em 0}"
+                "table.afw-parameters caption{caption-side:top;text-align:left;font-weight:600}"
+                "table.afw-parameters td,table.afw-parameters th{padding:0.1em 0.6em;text-align:left;"
+                "border-bottom:1px solid #8884}table.afw-parameters td:first-child{white-space:nowrap}</style>")
+
+
+class _ParameterTable:
+    """The output of :meth:`Page.parameters` (HTML on the page, Markdown in a terminal)."""
+
+    def __init__(self, preset, rows):
+        self.preset, self.rows = preset, rows
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        e = html.escape
+        changed = sum(r["differs"] for r in self.rows)
+        head = (f"Parameters of this run: preset <code>{e(self.preset)}</code>, "
+                + (f"{changed} value(s) differ from the book's (marked)" if changed else "the book's values"))
+        cells = []
+        for r in self.rows:
+            mark = ' class="afw-differs"' if r["differs"] else ""
+            value = e(_value_text(r["value"]))
+            value = f"<strong>{value}</strong>" if r["differs"] else value
+            cells.append(f'<tr{mark}><td><code>{e(r["name"])}</code></td><td>{value}</td>'
+                         f'<td>{e(_value_text(r["book"]))}</td>'
+                         f'<td>{e((r["type"] + " " + r["accepted"]).strip())}</td><td>{e(r["meaning"])}</td></tr>')
+        body = "".join(cells)
+        table = (_TABLE_STYLE + f'<table class="afw-parameters"><caption>{head}</caption><thead><tr><th>parameter</th>'
+                 f'<th>this run</th><th>book</th><th>accepted</th><th>meaning</th></tr></thead>'
+                 f'<tbody>{body}</tbody></table>')
+        text = "\n".join([f"Parameters of this run (preset {self.preset})"]
+                         + [f"{'*' if r['differs'] else ' '} {r['name']} = {_value_text(r['value'])}"
+                            f"  (book: {_value_text(r['book'])}; {r['meaning']})" for r in self.rows])
+        rows = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in self.rows]
+        return ({"text/html": table, "text/plain": text},
+                {"text/html": {"afw_parameters": {"preset": self.preset, "rows": rows}}})
 
 
 def _yaml(value) -> str:

@@ -35,11 +35,17 @@ Regenerate one figure, or all of them::
     python -m afw_book.paper_figures all
 
 Without parameters the canonical files in ``figures/`` are (re)written. With any non-default
-parameter the output goes to ``figures/custom/`` unless ``--outdir`` is given, so the canonical
-figures are never overwritten silently (:func:`afw_book.figures.output_dir`). ``--style``
-sets the width and fonts of a venue (:data:`afw_book.figures.VENUES`) and names the files
-``<name>-<style>``; ``--usetex`` sets the text with LaTeX (``-tex`` in the name) and stops with
-a clear message when no TeX installation is found.
+parameter, a ``--style``, a ``--width``, ``--usetex`` or ``--paper-ready`` the output goes to
+``figures/custom/`` unless ``--outdir`` is given, named by :func:`stem`
+(``<name>[-paper-ready][-<style>][-<width>][-tex]--<changed parameters>-<hash>``), so the canonical
+figures, and every other command's files, are never overwritten (:func:`afw_book.figures.output_dir`);
+the command prints every file it wrote. ``--style`` sets the fonts and the widths of a venue
+(:data:`afw_book.figures.VENUES`); ``--width column|text`` (or inches) chooses the width, by default
+the column for one row of panels and the text width for several (:func:`target_width`), and the
+saved page is exactly that wide. ``--usetex`` sets the text with LaTeX and stops with a clear
+message when no TeX installation is found. ``--paper-ready`` draws the variant of
+:data:`VARIANTS` (panel labels, vertex labels that do not collide, a palette distinct in grey and
+for deuteranopes); the faithful files are unchanged by it.
 
 JSON data (``figures/data/<name>.json``)
 ---------------------------------------
@@ -82,6 +88,7 @@ from matplotlib.patches import Polygon as MplPolygon
 
 from attention_fw import _validate as V
 from attention_fw.geometry import planar as G
+from attention_fw.plot import colours as C
 from . import paths, figures as plotting
 
 __all__ = ["figure1", "figure1_corrected", "figure2", "figure3", "figure4", "figure4_delta002",
@@ -180,20 +187,92 @@ def _panel_limits(panels, margin=0.13):
     return [((lo + hi) / 2, half) for lo, hi in boxes]
 
 
-def _grid_axes(n, width, half, ncols=None, extra_bottom=0.0):
+def _grid_axes(n, width, half, ncols=None, extra_bottom=0.0, title_h=0.0):
+    """Panels on a grid filling ``width``; ``title_h`` inches above each row for its titles."""
     ncols = (1 if n == 1 else 2) if ncols is None else V.positive_int("ncols", ncols)
     nrows = -(-n // ncols)
     panel_w = width / ncols
     panel_h = panel_w * half[1] / half[0]
-    fig = plt.figure(figsize=(width, panel_h * nrows + extra_bottom))
+    row_h = panel_h + title_h if title_h else panel_h
+    fig = plt.figure(figsize=(width, row_h * nrows + extra_bottom))
     axes = []
-    H = panel_h * nrows + extra_bottom
+    H = row_h * nrows + extra_bottom
     for idx in range(n):
         r, c = divmod(idx, ncols)
-        ax = fig.add_axes([c / ncols, (extra_bottom + (nrows - 1 - r) * panel_h) / H,
+        ax = fig.add_axes([c / ncols, (extra_bottom + (nrows - 1 - r) * row_h) / H,
                            1 / ncols, panel_h / H])
         axes.append(ax)
     return fig, axes
+
+
+VARIANTS = ("faithful", "paper-ready")
+"""``faithful``: the paper's layout and colours, as published. ``paper-ready``: the same geometry
+with panel labels (κ of each panel), vertex labels moved apart until no two overlap, and the
+colours of :data:`attention_fw.plot.colours.PAPER_PALETTE` (distinct in grey and for deuteranopes)."""
+
+_TITLE_H = 0.24  # inches above each row of a paper-ready figure for the panel labels
+
+
+def _variant(variant):
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+    return variant
+
+
+def _panel_title(ax, idx, text):
+    ax.set_title(f"({chr(ord('a') + idx)}) {text}", fontsize=matplotlib.rcParams["axes.titlesize"], pad=3)
+
+
+def _boxes_overlap(a, b, pad=0.5):
+    return not (a.x1 + pad <= b.x0 or b.x1 + pad <= a.x0 or a.y1 + pad <= b.y0 or b.y1 + pad <= a.y0)
+
+
+def text_overlaps(ax, renderer=None):
+    """Pairs of the texts drawn in ``ax`` (labels, title) whose boxes, as the renderer lays them
+    out, overlap: [(text_i, text_j), ...]. Empty for a figure whose labels do not collide."""
+    fig = ax.figure
+    renderer = renderer or fig.canvas.get_renderer()
+    texts = [t for t in [*ax.texts, ax.title] if t.get_visible() and t.get_text().strip()]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    return [(texts[i].get_text(), texts[j].get_text()) for i in range(len(texts)) for j in range(i + 1, len(texts))
+            if _boxes_overlap(boxes[i], boxes[j], pad=0.0)]
+
+
+def _outward(K):
+    """Unit outward directions at the corners of the CCW polygon K: the bisector of the outward
+    normals of the two edges meeting there."""
+    prev, nxt = K - np.roll(K, 1, axis=0), np.roll(K, -1, axis=0) - K
+    normals = lambda e: np.stack([e[:, 1], -e[:, 0]], axis=1) / np.linalg.norm(e, axis=1, keepdims=True)  # noqa: E731
+    d = normals(prev) + normals(nxt)
+    return d / np.linalg.norm(d, axis=1, keepdims=True)
+
+
+def _declutter(ax, labels, out, base=9.0, steps=60):
+    """Move the labels (annotations with offsets in points) apart until no two texts of the axes
+    overlap: each starts ``base`` points along its direction ``out`` (unit vectors); a colliding
+    label is pushed away from the other's centre, and along its direction."""
+    renderer = ax.figure.canvas.get_renderer()
+    out = np.asarray(out, dtype=float)
+    offsets = base * out
+    for a, o in zip(labels, offsets):
+        a.set_position(tuple(o))
+    fixed = [t for t in [*ax.texts, ax.title] if t not in labels and t.get_text().strip()]
+    for _ in range(steps):
+        boxes = [a.get_window_extent(renderer) for a in labels]
+        moved = False
+        for i, bi in enumerate(boxes):
+            others = [b for k, b in enumerate(boxes) if k != i] + [t.get_window_extent(renderer) for t in fixed]
+            for b in others:
+                if _boxes_overlap(bi, b):
+                    away = np.array([(bi.x0 + bi.x1) - (b.x0 + b.x1), (bi.y0 + bi.y1) - (b.y0 + b.y1)])
+                    n = np.linalg.norm(away)
+                    away = out[i] if n == 0 else away / n
+                    offsets[i] = offsets[i] + 1.5 * away + 0.5 * out[i]
+                    moved = True
+            labels[i].set_position(tuple(offsets[i]))
+        if not moved:
+            return offsets
+    return offsets
 
 
 def _finish_axis(ax, centre, half):
@@ -204,10 +283,12 @@ def _finish_axis(ax, centre, half):
 
 
 def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
+    """Hull outline, corner circles, labels v_j, the origin; returns the label annotations."""
     ax.plot(*np.vstack([K, K[:1]]).T, color="k", lw=1.0 * _S * 1.6, solid_capstyle="projecting",
             zorder=3)
     ax.scatter(K[:, 0], K[:, 1], s=80 * _S**2, facecolors="none", edgecolors="k",
                linewidths=1.5 * _S * 1.4, zorder=4)
+    anns = []
     if labels is not None:
         c = K.mean(axis=0)
         for v, j in zip(K, labels):
@@ -215,11 +296,12 @@ def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
             # published: 0.05 data units outward from the mean of the corners (about 14 pt at
             # 8 inches and 13 pt text); here a fixed 9 pt, so any figure width reads the same
             u = d / np.linalg.norm(d)
-            ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=9 * u, textcoords="offset points",
-                        ha="center", va="center", zorder=5)
+            anns.append(ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=9 * u, textcoords="offset points",
+                                    ha="center", va="center", zorder=5))
     ax.scatter([0], [0], marker="x", color="k", s=80 * _S**2, linewidths=2 * _S * 1.4, zorder=5)
     if origin_label:
         ax.text(0.02, 0.02, "$0$", zorder=5)
+    return anns
 
 
 def _draw_cell_panel(ax, panel, region_labels=None):
@@ -235,7 +317,7 @@ def _draw_cell_panel(ax, panel, region_labels=None):
                 c = G.polygon_centroid(cell["polygon"])
                 ax.text(c[0], c[1], rf"$\mathscr{{C}}_{{{cell['vertex']}}}(v)$", ha="center",
                         va="center", zorder=2)
-    _draw_hull_and_vertices(ax, K, panel["hull_labels"])
+    return _draw_hull_and_vertices(ax, K, panel["hull_labels"])
 
 
 def _kappas(kappas):
@@ -253,23 +335,39 @@ def _width(width, n_panels):
     return V.real_scalar("width", width, low=0.5, high=30)
 
 
-def _cells_figure(name, kappas, rng, width, ncols, **panel_kw):
+def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", **panel_kw):
     kappas = _kappas(kappas)
     width = _width(width, len(kappas))
+    ready = _variant(variant) == "paper-ready"
     start = _stream_start(rng)
     panels = [_panel(k, start(), V.seed_record(rng), **panel_kw) for k in kappas]
     lims = _panel_limits(panels)
-    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols)
-    for ax, panel, (centre, half) in zip(axes, panels, lims):
-        _draw_cell_panel(ax, panel)
+    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, title_h=_TITLE_H if ready else 0.0)
+    for idx, (ax, panel, (centre, half)) in enumerate(zip(axes, panels, lims)):
+        if ready:
+            for cell, colour in zip(panel["cells"], C.map_colours([c["polygon"] for c in panel["cells"]])):
+                cell["colour"] = colour
+        labels = _draw_cell_panel(ax, panel)
         _finish_axis(ax, centre, half)
-    return fig, {"figure": name, "panels": panels}
+        if ready:
+            _panel_title(ax, idx, rf"$\kappa = {panel['kappa']}$")
+            origin = [t for t in ax.texts if t.get_text() == "$0$"]
+            for t in origin:   # the origin's label moves too (it may meet a cell's label)
+                t.remove()
+            zero = ax.annotate("$0$", xy=(0.0, 0.0), xytext=(6, 6), textcoords="offset points",
+                               ha="center", va="center", zorder=5)
+            dirs = np.vstack([_outward(panel["hull"]), [[2 ** -0.5, 2 ** -0.5]]])
+            _declutter(ax, [*labels, zero], dirs)
+    data = {"figure": name, "panels": panels}
+    if ready:
+        data["variant"] = variant
+    return fig, data
 
 
 # ---------------------------------------------------------------------------------------------
 # The figures
 # ---------------------------------------------------------------------------------------------
-def figure1(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
+def figure1(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithful"):
     """Figure 1 as published: unequal norms, the authors' "unit" labelling (E18).
 
     Vertices from ``sample_vertices(kappa, rng=rng, equal_norm=False, enforce_bijection=True)``;
@@ -282,19 +380,19 @@ def figure1(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
     -------
     (matplotlib.figure.Figure, dict)
     """
-    return _cells_figure("figure1", kappas, rng, width, ncols, equal_norm=False,
+    return _cells_figure("figure1", kappas, rng, width, ncols, variant, equal_norm=False,
                          enforce_bijection=True, labelling="unit")
 
 
-def figure1_corrected(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
+def figure1_corrected(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithful"):
     """Figure 1 corrected: the true cells C_i(v) (eq: cells, B = I) of the same polygons."""
-    return _cells_figure("figure1-corrected", kappas, rng, width, ncols, equal_norm=False,
+    return _cells_figure("figure1-corrected", kappas, rng, width, ncols, variant, equal_norm=False,
                          enforce_bijection=True, labelling="exact")
 
 
-def figure2(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
+def figure2(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithful"):
     """Figure 2: equal norms, so C_i(v) = Vor(v_i) cap K (Proposition 4.5 with B = I)."""
-    fig, data = _cells_figure("figure2", kappas, rng, width, ncols, equal_norm=True,
+    fig, data = _cells_figure("figure2", kappas, rng, width, ncols, variant, equal_norm=True,
                               enforce_bijection=True, labelling="exact")
     for p in data["panels"]:
         p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"])
@@ -302,7 +400,7 @@ def figure2(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED):
 
 
 def figure3(kappas=(5, 7), B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None, ncols=None, n_levels=25, *,
-            rng=SEED):
+            rng=SEED, variant="faithful"):
     """Figure 3: x -> 1/2 <Bx, x> over K, B = diag(1, 2) as in the published PDFs (E17).
 
     Directions come from ``sample_vertices(kappa, rng=rng, equal_norm=True)`` (no bijection flag)
@@ -333,9 +431,13 @@ def figure3(kappas=(5, 7), B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None, ncols=
     lims = _panel_limits(panels, margin=0.06)
     width = _width(width, len(panels))
     bar_h = 0.45
-    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, extra_bottom=bar_h)
+    ready = _variant(variant) == "paper-ready"
+    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, extra_bottom=bar_h,
+                           title_h=_TITLE_H if ready else 0.0)
     cs = None
-    for ax, p, (centre, half) in zip(axes, panels, lims):
+    for idx, (ax, p, (centre, half)) in enumerate(zip(axes, panels, lims)):
+        if ready:
+            _panel_title(ax, idx, rf"$\kappa = {p['kappa']}$")
         p["levels"] = levels
         K = p["hull"]
         lo, hi = K.min(0) - 0.02, K.max(0) + 0.02
@@ -357,10 +459,13 @@ def figure3(kappas=(5, 7), B=((1.0, 0.0), (0.0, 2.0)), c=1.0, width=None, ncols=
     cb = fig.colorbar(cs, cax=cax, orientation="horizontal")
     cb.set_ticks(np.linspace(0.0, c / 2, 6))
     cb.set_label(r"$\frac{1}{2}\langle Bx, x\rangle$")
-    return fig, {"figure": "figure3", "panels": panels}
+    data = {"figure": "figure3", "panels": panels}
+    if ready:
+        data["variant"] = variant
+    return fig, data
 
 
-def _figure4(name, kappa, target, eta, delta, width, rng):
+def _figure4(name, kappa, target, eta, delta, width, rng, variant="faithful"):
     kappa = V.positive_int("kappa", kappa, minimum=3)
     eta = V.real_scalar("eta", eta, low=0.0)
     delta = V.real_scalar("delta", delta, low=0.0)
@@ -374,9 +479,14 @@ def _figure4(name, kappa, target, eta, delta, width, rng):
     cone = G.cone(K, target, eta)
     eroded = G.erode(cone, delta) if len(cone) else cone
     (centre, half), = _panel_limits([panel], margin=0.06)
-    fig, axes = _grid_axes(2, width, half)
+    ready = _variant(variant) == "paper-ready"
+    fig, axes = _grid_axes(2, width, half, title_h=_TITLE_H if ready else 0.0)
     fills = ((cone, hsv_to_rgb([1 / 3, 1, 1])), (eroded, hsv_to_rgb([5 / 6, 1, 1])))
-    for ax, (poly, colour) in zip(axes, fills):
+    if ready:  # blue and orange of the paper palette: apart in grey and for deuteranopes
+        fills = ((cone, C.PAPER_PALETTE[0]), (eroded, C.PAPER_PALETTE[1]))
+        titles = (rf"cone $\mathcal{{I}}_i(\eta)$, $\eta = {eta:g}$",
+                  rf"eroded, $\delta = {delta:g}$")
+    for idx, (ax, (poly, colour)) in enumerate(zip(axes, fills)):
         for i, cell in enumerate(panel["cells"]):
             if len(cell["polygon"]) >= 3:
                 face = (0.95, 0.95, 0.95) if i == target else "white"
@@ -387,6 +497,8 @@ def _figure4(name, kappa, target, eta, delta, width, rng):
                                     edgecolor="k", linewidth=0.5 * _S * 1.4, zorder=2))
         _draw_hull_and_vertices(ax, K, labels=None, origin_label=False)
         _finish_axis(ax, centre, half)
+        if ready:
+            _panel_title(ax, idx, titles[idx])
     data = {"figure": name, "kappa": kappa, "seed": panel["seed"], "eta": eta, "delta": delta,
             "target": target, "target_vertex": panel["hull_labels"][target],
             "vertices": panel["vertices"], "hull": K, "hull_labels": panel["hull_labels"],
@@ -394,22 +506,25 @@ def _figure4(name, kappa, target, eta, delta, width, rng):
             "cells": [{k: c[k] for k in ("vertex", "polygon", "area")} for c in panel["cells"]],
             "cone": {"polygon": cone, "area": G.polygon_area(cone)},
             "eroded_cone": {"polygon": eroded, "area": G.polygon_area(eroded)}}
+    if ready:
+        data["variant"] = variant
     return fig, data
 
 
-def figure4(kappa=7, target=2, eta=0.05, delta=0.03, width=plotting.TWO_COLUMN, *, rng=SEED):
+def figure4(kappa=7, target=2, eta=0.05, delta=0.03, width=plotting.TWO_COLUMN, *, rng=SEED, variant="faithful"):
     """Figure 4: cone I_i(eta) (left, green) and eroded cone I_i(eta) ominus delta B_1 (right,
     magenta) for the cell ``target`` in hull CCW order, equal norms, B = I (section 5).
 
     Defaults are those of the published file (delta = 0.03; the caption says 0.02, E16).
     The erosion is exact (:func:`attention_fw.geometry.planar.erode`).
     """
-    return _figure4("figure4", kappa, target, eta, delta, width, rng)
+    return _figure4("figure4", kappa, target, eta, delta, width, rng, variant)
 
 
-def figure4_delta002(kappa=7, target=2, eta=0.05, delta=0.02, width=plotting.TWO_COLUMN, *, rng=SEED):
+def figure4_delta002(kappa=7, target=2, eta=0.05, delta=0.02, width=plotting.TWO_COLUMN, *, rng=SEED,
+                     variant="faithful"):
     """Figure 4 with the captioned delta = 0.02 (E16)."""
-    return _figure4("figure4-delta002", kappa, target, eta, delta, width, rng)
+    return _figure4("figure4-delta002", kappa, target, eta, delta, width, rng, variant)
 
 
 FIGURES = {
@@ -457,7 +572,7 @@ def _cli_number(v):
     return str(int(v)) if v.is_integer() else repr(v)
 
 
-def command(name, params=None, style=None, usetex=False):
+def command(name, params=None, style=None, usetex=False, width=None):
     """The command that regenerates figure ``name`` with ``params`` (all parameters spelled out).
 
     The same figure gives the same command however its parameters were passed (defaults are
@@ -466,7 +581,7 @@ def command(name, params=None, style=None, usetex=False):
     if name not in FIGURES:
         raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
     full = {**DEFAULTS[name], **(params or {})}
-    keys = [k for k in full if k != "rng"]
+    keys = [k for k in full if k not in ("rng", "variant")]
     keys.insert(1 if keys[0] in ("kappas", "kappa") else 0, "rng")  # --seed right after --kappas
     words = [name]
     extra = []
@@ -490,26 +605,51 @@ def command(name, params=None, style=None, usetex=False):
             words += [f"--{key}", _cli_number(value)]
         elif not is_default(name, {key: value}):
             extra.append(f"{key}={value!r}")
+    if full.get("variant", "faithful") != "faithful":
+        words.append(f"--{full['variant']}")
     if style is not None:
         words += ["--style", style]
+    if width is not None:
+        words += ["--width", width]
     if usetex:
         words.append("--usetex")
     cmd = f'make figure ARGS="{" ".join(words)}"'
     return cmd + (f"  (Python API only: {', '.join(extra)})" if extra else "")
 
 
-def _styled_width(name, params, style):
-    """Venue width: one column for a single panel (half the text in a one-column layout),
-    the full text width for several panels."""
-    v = plotting.VENUES[style]
+WIDTHS = ("column", "text")
+"""The width choices of ``--width`` besides a number of inches (see :func:`target_width`)."""
+
+
+def _rows(name, params):
+    """Rows of panels of figure ``name`` drawn with ``params``."""
     if "kappas" in DEFAULTS[name]:
         kappas = params.get("kappas", DEFAULTS[name]["kappas"])
         n = 1 if np.ndim(kappas) == 0 else len(kappas)
     else:
         n = 2  # figure 4: the cone and its erosion
-    if n > 1:
-        return v["text"]
-    return v["column"] if v["column"] < v["text"] else v["text"] / 2
+    ncols = params.get("ncols") or (1 if n == 1 else 2)
+    return -(-n // ncols)
+
+
+def target_width(name, params, style=None, width=None):
+    """Width (inches) of the saved figure for a venue ``style`` and a ``width`` choice, and the choice.
+
+    ``width``: ``"column"`` or ``"text"`` (of the venue, :data:`afw_book.figures.VENUES`; of
+    the book's one- and two-column widths without a style), or ``None``: the column for a figure
+    of one row of panels, the text width for a figure of several rows.
+
+    Returns
+    -------
+    (inches, choice)
+    """
+    if width is not None and width not in WIDTHS:
+        raise ValueError(f"width must be one of {list(WIDTHS)} or a number of inches, got {width!r}")
+    if style is not None and style not in plotting.VENUES:
+        raise ValueError(f"style must be one of {sorted(plotting.VENUES)}, got {style!r}")
+    v = plotting.VENUES[style] if style else {"column": plotting.ONE_COLUMN, "text": plotting.TWO_COLUMN}
+    choice = width or ("column" if _rows(name, params) == 1 else "text")
+    return float(v[choice]), choice
 
 
 def make(name, outdir=None, **params):
@@ -543,8 +683,8 @@ def make(name, outdir=None, **params):
         return plotting.save(fig, name, data, outdir=outdir, meta=_meta(name, params))
 
 
-def _meta(name, params, style=None, usetex=False):
-    return {"chapter": CHAPTER, **INFO[name], "command": command(name, params, style, usetex)}
+def _meta(name, params, style=None, usetex=False, width=None):
+    return {"chapter": CHAPTER, **INFO[name], "command": command(name, params, style, usetex, width)}
 
 
 def make_all(outdir=None):
@@ -583,9 +723,15 @@ def _parser():
     ap.add_argument("--target", type=int, help="figure4: cell index in hull CCW order (published 2)")
     ap.add_argument("--B", type=float, nargs=4, metavar=("B11", "B12", "B21", "B22"),
                     help="figure3: the matrix B, row by row (published 1 0 0 2)")
-    ap.add_argument("--width", type=float, help="figure width in inches (one column 3.4, two 7.0)")
+    ap.add_argument("--width", type=_width_arg,
+                    help="column or text (of the --style venue; without a style the book's 3.4 and 7.0 in), "
+                         "or inches; default: the column for one row of panels, the text width for several. "
+                         "The PDF page is exactly this wide")
     ap.add_argument("--style", choices=sorted(plotting.VENUES),
-                    help="a venue's column width and font sizes (files named <name>-<style>)")
+                    help="a venue's widths and font sizes (files named <name>-<style>)")
+    ap.add_argument("--paper-ready", action="store_true",
+                    help="panel labels, vertex labels that do not collide, colours that survive greyscale "
+                         "and colour-blind readers (files named <name>-paper-ready; the faithful files are untouched)")
     ap.add_argument("--usetex", action="store_true",
                     help="set the text with LaTeX (needs a TeX installation; files named <name>-tex)")
     ap.add_argument("--outdir", help="output folder (default figures/, or figures/custom/ "
@@ -601,8 +747,11 @@ def _params_for(name, args):
             p["kappas"] = tuple(args.kappas)
         elif "kappa" in accepted:
             p["kappa"] = args.kappas[0]
-    for key, param in (("seed", "rng"), ("eta", "eta"), ("delta", "delta"), ("target", "target"),
-                       ("width", "width")):
+    if args.paper_ready:
+        p["variant"] = "paper-ready"
+    if isinstance(args.width, float):
+        p["width"] = args.width
+    for key, param in (("seed", "rng"), ("eta", "eta"), ("delta", "delta"), ("target", "target")):
         val = getattr(args, key)
         if val is not None and param in accepted:
             p[param] = val
@@ -624,6 +773,11 @@ def is_default(name, params):
             if not same:
                 return False
             continue
+        if isinstance(v, str) or isinstance(d[k], str):
+            same = v == d[k]
+            if not same:
+                return False
+            continue
         try:
             same = np.array_equal(np.asarray(v, dtype=float), np.asarray(d[k], dtype=float))
         except (TypeError, ValueError):
@@ -633,20 +787,58 @@ def is_default(name, params):
     return True
 
 
-def render(name, outdir=None, close=True, style=None, usetex=False, **params):
-    """Draw and save figure ``name``, protecting the canonical files.
+def _changed(name, params):
+    """The parameters that differ from the published ones, in signature order (``rng`` as ``seed``)."""
+    out = {}
+    for key in DEFAULTS[name]:
+        if key in params and key != "variant" and not is_default(name, {key: params[key]}):
+            value = params[key]
+            if key == "rng":
+                seed = V.seed_record(value)
+                key, value = "seed", seed if seed is not None else repr(value)
+            out[key] = value
+    return out
+
+
+def stem(name, params=None, style=None, usetex=False, width=None, tagged=True):
+    """The file stem of figure ``name``: ``<name>[-paper-ready][-<style>][-<width>][-tex]``, then
+    ``--<tag>`` of the parameters that differ from the published ones
+    (:func:`afw_book.figures.run_tag`) when ``tagged``.
+
+    >>> stem("figure2"), stem("figure1", {"variant": "paper-ready"}, "icml", width="column")
+    ('figure2', 'figure1-paper-ready-icml-column')
+    >>> stem("figure2", {"kappas": (6,)}).startswith("figure2--kappas-6-")
+    True
+    """
+    params = params or {}
+    variant = params.get("variant", "faithful")
+    words = [name] + (["paper-ready"] if variant == "paper-ready" else []) + ([style] if style else []) \
+        + ([width] if width else []) + (["tex"] if usetex else [])
+    tag = plotting.run_tag(_changed(name, params)) if tagged else ""
+    return "-".join(words) + (f"--{tag}" if tag else "")
+
+
+def render(name, outdir=None, close=True, style=None, usetex=False, width_choice=None, tagged=None, **params):
+    """Draw and save figure ``name``, protecting the canonical files and every earlier run.
 
     With the published parameters the files go to ``figures/``; with any other parameter, a
-    ``style`` or ``usetex``, to ``figures/custom/`` (:func:`afw_book.figures.output_dir`),
-    unless ``outdir`` is given. Used by the command line and the notebooks.
+    ``style``, a width, ``usetex`` or the paper-ready ``variant``, to ``figures/custom/``
+    (:func:`afw_book.figures.output_dir`) unless ``outdir`` is given, named by :func:`stem`:
+    the changed parameters are in the name (``tagged``; default: when the folder is chosen here),
+    so two different commands never write the same file. Used by the command line and the notebooks.
 
     Parameters
     ----------
     style : str, optional
-        A venue of :data:`afw_book.figures.VENUES`: its column or text width (unless
-        ``width`` is given) and font sizes; the files are named ``<name>-<style>``.
+        A venue of :data:`afw_book.figures.VENUES`: its font sizes, and its width.
+    width_choice : {"column", "text"}, optional
+        The venue's (or, without a style, the book's) column or text width; default: the column
+        for one row of panels, the text width for several (:func:`target_width`). With a style, a
+        width choice or a numeric ``width``, the saved PDF's page is exactly that wide.
     usetex : bool
-        Text set by LaTeX; the files are named ``<name>[-<style>]-tex``.
+        Text set by LaTeX.
+    **params
+        The figure function's parameters, ``variant="paper-ready"`` among them.
 
     Returns
     -------
@@ -655,30 +847,51 @@ def render(name, outdir=None, close=True, style=None, usetex=False, **params):
     Raises
     ------
     ValueError
-        Unknown name, parameter or style.
+        Unknown name, parameter, style or width.
     RuntimeError
         ``usetex`` without a TeX installation.
     """
     default = is_default(name, params)  # validates the name and the parameter names
     rc = plotting.venue_rc(style, usetex)  # validates the style, checks for TeX
+    canonical = default and not rc and width_choice is None
+    if tagged is None:
+        tagged = outdir is None and not canonical
     if outdir is None:
-        outdir = plotting.output_dir(canonical=default and not rc)
-    stem = name + (f"-{style}" if style else "") + ("-tex" if usetex else "")
+        outdir = plotting.output_dir(canonical=canonical)
+    target = None
+    if params.get("width") is not None and not is_default(name, {"width": params["width"]}):
+        target = V.real_scalar("width", params["width"], low=0.5, high=30)
+    elif style is not None or width_choice is not None:
+        target = target_width(name, params, style, width_choice)[0]
+    file_stem = stem(name, params, style, usetex, width_choice, tagged)
     with plotting.style(rc):
-        if style is not None and params.get("width") is None:
-            fig, data = _fit_width(name, params, _styled_width(name, params, style))
+        bbox = None
+        if target is not None:
+            fig, data = _fit_width(name, {k: v for k, v in params.items() if k != "width"}, target)
+            bbox = _exact_width_box(fig, target)
         else:
             fig, data = FIGURES[name](**params)
-        written = plotting.save(fig, stem, data, outdir=outdir, close=close,
-                                meta=_meta(name, params, style, usetex))
+        written = plotting.save(fig, file_stem, data, outdir=outdir, close=close, bbox=bbox,
+                                meta=_meta(name, params, style, usetex, width_choice))
     return fig, data, written
+
+
+def _exact_width_box(fig, target):
+    """The tight bounding box of ``fig`` (inches, padded as saved), widened symmetrically to
+    ``target`` inches: the saved page is then exactly ``target`` wide."""
+    from matplotlib.transforms import Bbox
+
+    renderer = fig.canvas.get_renderer()
+    box = fig.get_tightbbox(renderer).padded(matplotlib.rcParams["savefig.pad_inches"])
+    extra = (target - box.width) / 2
+    return Bbox.from_extents(box.x0 - extra, box.y0, box.x1 + extra, box.y1)
 
 
 def _fit_width(name, params, target):
     """Draw with a width such that the saved (tightly cropped) figure is at most ``target``
     inches wide: labels placed outside the panels would otherwise widen it."""
     width = target
-    for _ in range(4):
+    for _ in range(6):
         fig, data = FIGURES[name](**params, width=width)
         saved = plotting.layout(fig)["size_in"][0]
         if saved <= target:
@@ -694,14 +907,34 @@ def main(argv=None):
     names = list(FIGURES) if args.name == "all" else [args.name]
     for name in names:
         params = _params_for(name, args)
+        choice = args.width if isinstance(args.width, str) else None
         try:
-            _, _, written = render(name, outdir=args.outdir, style=args.style, usetex=args.usetex, **params)
+            _, _, written = render(name, outdir=args.outdir, style=args.style, usetex=args.usetex,
+                                   width_choice=choice, **params)
         except (ValueError, TypeError, RuntimeError) as exc:
             print(f"{name}: {exc}", file=sys.stderr)
             return 2
         for path in written.values():
-            print(path)
+            print(f"wrote {_shown(path)}")
     return 0
+
+
+def _width_arg(text):
+    if text in WIDTHS:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected column, text or a number of inches, got {text!r}") from None
+
+
+def _shown(path):
+    """``path`` relative to the working directory when it is inside it."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ The modules::
     plot.sabeta           the figures of Chapter 7 (the deterministic dynamics)
     plot.trained          the figures of Chapter 8 (a trained transformer)
     plot.animate          offline animations of trajectories
+    plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the palette of paper-ready figures
     plot.style            the book's figure style as a context (``with style(): ...``), venue styles
     plot._figure          how a plot function hands back its figure with the numbers behind it
   shared

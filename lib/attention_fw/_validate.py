@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+
+#: What an ``rng`` argument accepts: a Generator, an int seed, a SeedSequence or None.
+SeedLike: TypeAlias = np.random.Generator | int | np.integer | np.random.SeedSequence | None
 
 __all__ = ["as_float_array", "require_finite", "tokens", "square_matrix", "psd_matrix", "batch", "real_scalar",
            "positive_int", "rng", "seed_record"]
 
 
-def as_float_array(name: str, value, *, ndim=None, min_ndim=None, max_ndim=None,
-                   last_dim=None, finite: bool = True, allow_empty: bool = False) -> np.ndarray:
+def as_float_array(name: str, value: npt.ArrayLike, *, ndim: int | None = None, min_ndim: int | None = None,
+                   max_ndim: int | None = None, last_dim: int | None = None, finite: bool = True,
+                   allow_empty: bool = False) -> np.ndarray:
     """Convert ``value`` to a float64 array and check its shape and values."""
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be an array of real numbers, got {type(value).__name__}")
@@ -47,7 +53,7 @@ def require_finite(name: str, arr: np.ndarray) -> None:
         raise ValueError(f"{name} must be finite (no NaN or inf)")
 
 
-def tokens(name: str, x, *, batched_ok: bool = True, finite: bool = True) -> np.ndarray:
+def tokens(name: str, x: npt.ArrayLike, *, batched_ok: bool = True, finite: bool = True) -> np.ndarray:
     """Tokens as an array of shape (..., n, d) with n >= 1, d >= 1.
 
     ``finite=False`` defers the finiteness check to a caller that reads the tokens anyway
@@ -59,7 +65,7 @@ def tokens(name: str, x, *, batched_ok: bool = True, finite: bool = True) -> np.
     return arr
 
 
-def square_matrix(name: str, m, d: int | None = None, *, symmetric: bool = False,
+def square_matrix(name: str, m: npt.ArrayLike, d: int | None = None, *, symmetric: bool = False,
                   tol: float = 1e-12) -> np.ndarray:
     """A d x d real matrix (optionally checked symmetric up to ``tol`` relative)."""
     arr = as_float_array(name, m, ndim=2)
@@ -74,7 +80,7 @@ def square_matrix(name: str, m, d: int | None = None, *, symmetric: bool = False
     return arr
 
 
-def psd_matrix(name: str, m, d: int | None = None) -> np.ndarray:
+def psd_matrix(name: str, m: npt.ArrayLike, d: int | None = None) -> np.ndarray:
     """A symmetric positive semidefinite d x d matrix (eigenvalues >= -1e-12 relative)."""
     arr = square_matrix(name, m, d, symmetric=True)
     w = np.linalg.eigvalsh(arr)
@@ -83,14 +89,14 @@ def psd_matrix(name: str, m, d: int | None = None) -> np.ndarray:
     return arr
 
 
-def batch(name: str, x) -> tuple[np.ndarray, bool]:
+def batch(name: str, x: npt.ArrayLike) -> tuple[np.ndarray, bool]:
     """Tokens as a batch (R, n, d), and whether a single system (n, d) was given."""
     arr = tokens(name, x)
     return (arr[None], True) if arr.ndim == 2 else (arr, False)
 
 
-def real_scalar(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
-                finite: bool = True) -> float:
+def real_scalar(name: str, value: object, *, low: float | None = None, high: float | None = None,
+                low_open: bool = False, high_open: bool = False, finite: bool = True) -> float:
     """A real number in [low, high] (ends open where asked)."""
     if type(value) is not float and (isinstance(value, bool) or
                                      not isinstance(value, (numbers.Real, np.floating, np.integer))):
@@ -109,7 +115,7 @@ def real_scalar(name: str, value, *, low=None, high=None, low_open=False, high_o
     return v
 
 
-def positive_int(name: str, value, *, minimum: int = 1) -> int:
+def positive_int(name: str, value: object, *, minimum: int = 1) -> int:
     """An integer >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
@@ -118,7 +124,7 @@ def positive_int(name: str, value, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def rng(name: str, seed) -> np.random.Generator:
+def rng(name: str, seed: object) -> np.random.Generator:
     """A numpy Generator from a seed, a SeedSequence or a Generator."""
     if isinstance(seed, np.random.Generator):
         return seed
@@ -127,7 +133,7 @@ def rng(name: str, seed) -> np.random.Generator:
     raise TypeError(f"{name} must be an int seed, a SeedSequence or a numpy Generator, got {type(seed).__name__}")
 
 
-def seed_record(rng):
+def seed_record(rng: object) -> int | None:
     """What results and data files record of an ``rng`` argument: an int seed as itself, anything
     else (a SeedSequence, a Generator, None) as None."""
     if isinstance(rng, (numbers.Integral, np.integer)) and not isinstance(rng, (bool, np.bool_)):

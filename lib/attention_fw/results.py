@@ -8,6 +8,8 @@ every plot function takes such a result and returns the figure.
 """
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["Result"]
 
 
@@ -23,23 +25,23 @@ class Result(dict):
     ['slope', 't']
     """
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(f"result has no entry {name!r}; entries: {', '.join(self)}") from None
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         self[name] = value
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         try:
             del self[name]
         except KeyError:
             raise AttributeError(name) from None
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return list(self.keys())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Result({', '.join(self)})"

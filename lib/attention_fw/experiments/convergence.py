@@ -24,15 +24,18 @@ Time convention: ``t = 0`` is the first step (``x^{t+1}`` is made with ``gamma^t
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _validate as V
 from ..model import dynamics as D
 from ..model import frank_wolfe as F
 from ..geometry.polytope import diameter, facets, origin_distance_2d
+from .._validate import SeedLike
 from ..results import Result
-from ..model.schedules import get_schedule
+from ..model.schedules import Schedule, get_schedule
 
 __all__ = [
     "exact_hardmax_trajectory", "thm31_counterexample", "symmetric_cloud", "shifted_cloud",
@@ -56,7 +59,7 @@ def log_times(steps: int, num: int = 200) -> np.ndarray:
     return np.unique(np.concatenate([[0], t, [steps]]))
 
 
-def loglog_slope(t, y, t_min=None, t_max=None) -> float:
+def loglog_slope(t: npt.ArrayLike, y: npt.ArrayLike, t_min: float | None = None, t_max: float | None = None) -> float:
     """Least-squares slope of ``log y`` against ``log t`` over ``t_min <= t <= t_max`` (positive ``y`` only).
 
     Points with ``t <= 0`` or ``y <= 0`` have no logarithm and are left out (a gap that is
@@ -113,7 +116,8 @@ def _frac(name, v):
     raise TypeError(f"{name} must hold integers, Fractions or floats, got {type(v).__name__}")
 
 
-def exact_hardmax_trajectory(x0, steps: int, *, gamma=None, Bstar=1):
+def exact_hardmax_trajectory(x0: Sequence[Any], steps: int, *, gamma: Callable[[int], Fraction] | None = None,
+                             Bstar: Any = 1) -> list[list[tuple[Fraction, ...]]]:
     """(SA-inf) of Section 3 in exact rational arithmetic (``fractions.Fraction``).
 
     ``x_i <- x_i + gamma^t (s_i - x_i)`` with ``s_i`` the average of the tokens minimising
@@ -191,7 +195,7 @@ def exact_hardmax_trajectory(x0, steps: int, *, gamma=None, Bstar=1):
     return out
 
 
-def thm31_counterexample(x0=(3, -1), steps: int = 700) -> Result:
+def thm31_counterexample(x0: Sequence[Any] = (3, -1), steps: int = 700) -> Result:
     """Theorem 3.1 against its counterexample (errata E2), exactly: ``d = 1``, ``B_* = 1``, ``gamma^t = 2/(t+2)``.
 
     For each ``t = 0, ..., steps-1`` compares ``J(x_i^{t+1}) = (x_i^{t+1})^2 / 2`` with the
@@ -242,7 +246,7 @@ def thm31_counterexample(x0=(3, -1), steps: int = 700) -> Result:
 
 
 # ============================================================================ Section 3, clouds
-def symmetric_cloud(R: int, m: int, d: int = 2, *, rng=0) -> np.ndarray:
+def symmetric_cloud(R: int, m: int, d: int = 2, *, rng: SeedLike = 0) -> np.ndarray:
     """``R`` centrally symmetric clouds ``{x_1, ..., x_m, -x_1, ..., -x_m}`` of ``n = 2m`` Gaussian tokens.
 
     Central symmetry is preserved by (SA-inf) with ``B = -B_*`` (the oracle of ``-x`` is ``-s``),
@@ -266,7 +270,7 @@ def symmetric_cloud(R: int, m: int, d: int = 2, *, rng=0) -> np.ndarray:
     return np.concatenate([x, -x], axis=1)
 
 
-def shifted_cloud(R: int, n: int, d: int = 2, *, rng=0, concentration: float = 0.3) -> np.ndarray:
+def shifted_cloud(R: int, n: int, d: int = 2, *, rng: SeedLike = 0, concentration: float = 0.3) -> np.ndarray:
     """``R`` Gaussian clouds shifted so that ``0`` lies in ``K^0`` but, typically, off-centre.
 
     Each cloud is translated by ``-sum_j w_j x_j`` with Dirichlet(``concentration``) weights
@@ -333,7 +337,8 @@ def _hardmax_rule(schedule, B, symmetric):
     return _Symmetrised(rule) if symmetric else rule
 
 
-def thm31_ratio(x0, Bstar, steps: int, times=None, symmetric: bool = False) -> Result:
+def thm31_ratio(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, times: npt.ArrayLike | None = None,
+                symmetric: bool = False) -> Result:
     """Theorem 3.1's ratio ``(t+1) max_i J(x_i^{t+1}) / (lambda_max(B_*) d(K^0)^2)`` along (SA-inf), ``2/(t+2)``.
 
     The printed bound says this ratio is ``<= 2`` for every ``t`` (errata E2: false unless
@@ -395,7 +400,8 @@ def thm31_ratio(x0, Bstar, steps: int, times=None, symmetric: bool = False) -> R
                   limit=x.mean(axis=-2), lam=lam, diam0=diam0)
 
 
-def thm31_shifted(ns, R: int, steps: int, Bstar=None, *, rng=0, times=None) -> Result:
+def thm31_shifted(ns: Iterable[int], R: int, steps: int, Bstar: npt.ArrayLike | None = None, *, rng: SeedLike = 0,
+                  times: npt.ArrayLike | None = None) -> Result:
     """:func:`thm31_ratio` over shifted clouds of several sizes ``n`` (``R`` clouds each), pooled.
 
     The clouds of size ``ns[k]`` are drawn from the ``k``-th stream spawned from ``rng``, so the
@@ -424,7 +430,8 @@ def thm31_shifted(ns, R: int, steps: int, Bstar=None, *, rng=0, times=None) -> R
     return out
 
 
-def section3_rates(x0, Bstar, steps: int, *, schedule="fw", times=None, symmetric: bool = False) -> Result:
+def section3_rates(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, *, schedule: Schedule | float | str = "fw",
+                   times: npt.ArrayLike | None = None, symmetric: bool = False) -> Result:
     """Energy, Frank-Wolfe gap and primal gaps along (SA-inf) with ``B = -B_*`` (Section 3).
 
     At each recorded ``t`` (per system, maximised over tokens):
@@ -493,13 +500,13 @@ class FixedHullFrankWolfe(D.Rule):
     0.0
     """
 
-    def __init__(self, points, Bstar, rule="fw"):
+    def __init__(self, points: np.ndarray, Bstar: np.ndarray, rule: Schedule | float | str = "fw") -> None:
         self.P = points
         self.Bs = Bstar
         self.line = isinstance(rule, str) and rule == "line-search"
         self.schedule = None if self.line else get_schedule(rule)
 
-    def step(self, x, t, systems=None):
+    def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         P = self.P if systems is None else self.P[systems]
         grad = x @ self.Bs
         e = F.lmo(P, grad) - x
@@ -508,11 +515,12 @@ class FixedHullFrankWolfe(D.Rule):
             den = np.einsum("...d,de,...e->...", e, self.Bs, e)
             g = np.clip(np.divide(num, den, out=np.zeros_like(num), where=den > 1e-300), 0.0, 1.0)[..., None]
         else:
-            g = self.schedule(t)
+            g = self.schedule(t)  # type: ignore[misc]  # None only with the line search
         return x + g * e
 
 
-def fixed_hull_fw(x0, Bstar, steps: int, points=None, rule="fw", times=None) -> Result:
+def fixed_hull_fw(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, points: npt.ArrayLike | None = None,
+                  rule: Schedule | float | str = "fw", times: npt.ArrayLike | None = None) -> Result:
     """Classical Frank-Wolfe for ``min_{y in K} 1/2 <B_* y, y>`` over a FIXED hull ``K``, from every token.
 
     Each token is an independent Frank-Wolfe iterate (:class:`FixedHullFrankWolfe`) with
@@ -560,7 +568,7 @@ def fixed_hull_fw(x0, Bstar, steps: int, points=None, rule="fw", times=None) -> 
     return Result(res.records["fw"], t=np.array(tset), final=res.x, min_energy=fmin)
 
 
-def linear_rate_bound(points, Bstar) -> Result:
+def linear_rate_bound(points: npt.ArrayLike, Bstar: npt.ArrayLike) -> Result:
     """Contraction factor of Frank-Wolfe with exact line search when ``0`` is interior to a fixed polygon.
 
     For ``f = 1/2 <B_* x, x>`` (``mu = lambda_min``, ``L = lambda_max``) over ``K`` of
@@ -607,7 +615,7 @@ def linear_rate_bound(points, Bstar) -> Result:
     return Result(rho=1.0 - (w.min() / w.max()) * (r / Dm) ** 2, r=r, D=Dm, mu=float(w.min()), L=float(w.max()))
 
 
-def rate_slopes(res, window=(100, None)) -> Result:
+def rate_slopes(res: Mapping[str, Any], window: tuple[float | None, float | None] = (100, None)) -> Result:
     """Log-log slopes of the medians over clouds of ``J``, ``fw_gap`` and ``primal_current`` of :func:`section3_rates`.
 
     Clouds that collapse to one point in finitely many steps (their gaps are exactly 0) are
@@ -639,7 +647,7 @@ def rate_slopes(res, window=(100, None)) -> Result:
     return out
 
 
-def fixed_vs_current_slopes(fixed, current, t_min: float = 100) -> Result:
+def fixed_vs_current_slopes(fixed: Mapping[str, Any], current: Mapping[str, Any], t_min: float = 100) -> Result:
     """Log-log slopes (``t >= t_min``) of the median primal gap of :func:`fixed_hull_fw` (``fixed``)
     and of :func:`section3_rates` on the current hull (``current``, clouds that collapse left out).
 
@@ -659,7 +667,7 @@ def fixed_vs_current_slopes(fixed, current, t_min: float = 100) -> Result:
                   current=loglog_slope(current["t"], np.median(current["primal_current"][:, alive], axis=1), t_min))
 
 
-def linear_contrast_rates(open_loop, line) -> Result:
+def linear_contrast_rates(open_loop: Mapping[str, Any], line: Mapping[str, Any]) -> Result:
     """Measured contraction factor of :func:`fixed_hull_fw` with exact line search (``line``, one
     system; fitted on ``log h^t`` while ``h^t > 1e-14 h^0``, the first 3 points left out) and the
     log-log slope (``t >= 10``) of its open-loop run (``open_loop``).

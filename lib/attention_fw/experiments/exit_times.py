@@ -41,8 +41,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
+from typing import Iterable
 
+import numpy as np
+import numpy.typing as npt
+
+from .._validate import SeedLike
 from .. import _validate as V
 from ..model import dynamics
 from ..geometry.polytope import HullDistance, _around_vertices, _vertices, c0, points_on_circle, regular_polygon
@@ -57,7 +61,7 @@ __all__ = [
 ]
 
 
-def cluster_configuration(vertices, counts) -> tuple[np.ndarray, np.ndarray]:
+def cluster_configuration(vertices: npt.ArrayLike, counts: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Tokens started exactly at their vertices: ``counts[i]`` coincident tokens at ``v_i``.
 
     Returns ``x0`` of shape (sum(counts), d) and the group labels ``sigma``.
@@ -76,7 +80,8 @@ def cluster_configuration(vertices, counts) -> tuple[np.ndarray, np.ndarray]:
     return v[sigma].copy(), sigma
 
 
-def near_vertex_configuration(vertices, per_vertex: int, radius: float, *, rng):
+def near_vertex_configuration(vertices: npt.ArrayLike, per_vertex: int, radius: float, *,
+                              rng: SeedLike) -> tuple[np.ndarray, np.ndarray]:
     """Vertex tokens plus ``per_vertex`` tokens at distance ``radius`` from each vertex, in random
     directions of the tangent cone of K at that vertex (so inside K for small radius): a
     configuration "after phase 1" in the sense of Theorem 5.4 (every token close to its vertex).
@@ -128,7 +133,8 @@ class _ExitRegion:
         return out
 
 
-def exit_mask(x, x0, sigma, eps: float, watch=None) -> np.ndarray:
+def exit_mask(x: npt.ArrayLike, x0: npt.ArrayLike, sigma: npt.ArrayLike, eps: float,
+              watch: npt.ArrayLike | None = None) -> np.ndarray:
     """True for the runs of ``x`` (R, n, d) where some token ``j`` is farther than ``eps`` from
     the hull of its group's initial positions ``conv{x0_k : sigma_k = sigma_j}``: ``x^t`` has
     left ``conv{x_ji^0}_j + B(0, eps)`` (closed ball; exit means distance > eps), the event
@@ -178,7 +184,7 @@ class ExitSample:
     def n_censored(self) -> int:
         return int(np.count_nonzero(self.censored))
 
-    def survival(self, t) -> np.ndarray:
+    def survival(self, t: npt.ArrayLike) -> np.ndarray:
         """Empirical ``P[T2 >= t]`` (:func:`attention_fw.experiments.survival.kaplan_meier`)."""
         return kaplan_meier(self.times, self.censored, t)
 
@@ -192,7 +198,8 @@ def _watch(watch, n):
     return w
 
 
-def _check_common(x0, sigma, gamma, beta, eps):
+def _check_common(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float,
+                  eps: float) -> tuple[np.ndarray, np.ndarray, float, float, float]:
     x0 = V.tokens("x0", x0, batched_ok=False)
     n = len(x0)
     sigma = np.asarray(sigma)
@@ -214,7 +221,7 @@ def _masked_lse(L, mask):
     return out + ms
 
 
-def move_log_odds(x, beta: float):
+def move_log_odds(x: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-token log-odds ``d_i = log((1 - s_i) / s_i)`` of moving under one (SAP) step.
 
     ``s_i`` is the softmax weight of the tokens coincident with ``x_i`` (exact equality).
@@ -254,7 +261,7 @@ def _frozen_log_odds(points, counts, beta):
     return c, np.logaddexp.reduce(expo, axis=1)
 
 
-def frozen_escape_rate(points, counts, beta: float) -> float:
+def frozen_escape_rate(points: npt.ArrayLike, counts: npt.ArrayLike, beta: float) -> float:
     """Closed form of ``-log q`` for a frozen configuration (SAP, B = I).
 
     Tokens sit at distinct ``points`` (K, d) with multiplicities ``counts`` (K,). A token at
@@ -305,8 +312,9 @@ def _event_step(x, d, L, same, gamma, g):
     return np.where(move[:, :, None], x + gamma * (xt - x), x), move
 
 
-def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: int, *, rng=0,
-                      cap: float = 1e300, max_events: int = 10_000, watch=None) -> ExitSample:
+def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, runs: int, *,
+                      rng: SeedLike = 0, cap: float = 1e300, max_events: int = 10_000,
+                      watch: npt.ArrayLike | None = None) -> ExitSample:
     """Exit time ``T2`` of Theorem 5.4 by the rejection-free (kinetic) engine, ``runs`` chains at once.
 
     ``T2 = inf{t : x_j^t not in conv{x_k^0 : sigma_k = sigma_j} + B(0, eps) for some j}``.
@@ -377,7 +385,8 @@ def engine_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: in
     return ExitSample(times=t, censored=cens, events=nev, cap=cap)
 
 
-def engine_state_at(x0, gamma: float, beta: float, t_final: int, runs: int, *, rng=0) -> np.ndarray:
+def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, runs: int, *,
+                    rng: SeedLike = 0) -> np.ndarray:
     """State of ``runs`` (SAP) chains at time ``t_final`` simulated by the rejection-free engine.
 
     For validation against plain stepping: the same law as ``t_final`` calls of ``sap_step``.
@@ -420,8 +429,8 @@ def engine_state_at(x0, gamma: float, beta: float, t_final: int, runs: int, *, r
     return x
 
 
-def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: int, *, rng=0,
-                        cap: int = 10_000, watch=None) -> ExitSample:
+def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, runs: int, *,
+                        rng: SeedLike = 0, cap: int = 10_000, watch: npt.ArrayLike | None = None) -> ExitSample:
     """Exit time ``T2`` (Theorem 5.4) by plain step-by-step (SAP), ``runs`` chains at once.
 
     :func:`attention_fw.model.dynamics.simulate` of the chain (:class:`~attention_fw.model.dynamics.MarkovChain`,
@@ -448,8 +457,8 @@ def stepping_exit_times(x0, sigma, gamma: float, beta: float, eps: float, runs: 
     return ExitSample(times=times, censored=~exited, events=np.zeros(0), cap=float(cap))
 
 
-def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: int = 10**6,
-                     watch=None, record_times=None) -> Result:
+def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, *, cap: int = 10**6,
+                     watch: npt.ArrayLike | None = None, record_times: Iterable[int] | None = None) -> Result:
     """Deterministic (SA-beta) counterpart of ``T2``: first step at which a watched token leaves
     ``conv{x_ji^0}_j + B(0, eps)``; no theorem covers it (erratum E6 of the book), it is an observation.
 
@@ -486,8 +495,8 @@ def sabeta_exit_time(x0, sigma, gamma: float, beta: float, eps: float, *, cap: i
     return Result(T=T, times=np.array(times), x=np.array(xs))
 
 
-def excursion_paths(x0, sigma, gamma: float, beta: float, steps: int, *, runs: int = 0, rng=0,
-                    every: int = 1) -> Result:
+def excursion_paths(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, steps: int, *, runs: int = 0,
+                    rng: SeedLike = 0, every: int = 1) -> Result:
     """Largest distance of a token to its group's initial hull, ``max_j dist(x_j^t, conv{x_k^0})``,
     along (SA-beta) and along ``runs`` (SAP) chains from the same start, for ``t <= steps``.
 
@@ -526,7 +535,7 @@ def excursion_paths(x0, sigma, gamma: float, beta: float, steps: int, *, runs: i
 # the exact mean of the single-jump exit time, and its slope in beta
 # ----------------------------------------------------------------------------------------
 
-def frozen_log_mean_exit(points, counts, beta: float) -> float:
+def frozen_log_mean_exit(points: npt.ArrayLike, counts: npt.ArrayLike, beta: float) -> float:
     """``log E[T]`` of the geometric first-event time of a frozen configuration, exactly.
 
     ``E[T] = 1 / (1 - q)``, ``q = e^{-lambda}`` with ``lambda`` of :func:`frozen_escape_rate`;
@@ -557,7 +566,8 @@ def frozen_log_mean_exit(points, counts, beta: float) -> float:
     return -log_lam + lam / 2
 
 
-def frozen_mean_slope(points, counts, betas, weights=None) -> float:
+def frozen_mean_slope(points: npt.ArrayLike, counts: npt.ArrayLike, betas: npt.ArrayLike,
+                      weights: npt.ArrayLike | None = None) -> float:
     """Weighted least-squares slope of ``beta -> log E[T]`` (:func:`frozen_log_mean_exit`).
 
     The exact counterpart of :func:`attention_fw.experiments.survival.fit_log_mean_slope` on the same grid: pass the weights of
@@ -581,7 +591,8 @@ def frozen_mean_slope(points, counts, betas, weights=None) -> float:
     return float(np.sum(w * (b - bm) * (y - np.sum(w * y) / w.sum())) / np.sum(w * (b - bm) ** 2))
 
 
-def frozen_slope_windows(points, counts, starts, width: float, num: int = 5) -> np.ndarray:
+def frozen_slope_windows(points: npt.ArrayLike, counts: npt.ArrayLike, starts: npt.ArrayLike, width: float,
+                         num: int = 5) -> np.ndarray:
     """Unweighted slopes of :func:`frozen_mean_slope` on moving windows ``[s, s + width]``.
 
     Each window holds ``num`` equally spaced betas; returns one slope per start, shape (len(starts),).

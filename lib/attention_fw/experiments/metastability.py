@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 from scipy import spatial
 
 from .. import _validate as V
@@ -27,6 +28,7 @@ from ..model import dynamics
 from ..geometry.polytope import (_around_vertices, _vertices, c0, diameter, eroded_cone_mask, eroded_slack, points_on_circle,
                        regular_simplex,
                        satisfies_51)
+from .._validate import SeedLike
 from ..results import Result
 
 __all__ = [
@@ -53,7 +55,7 @@ def _bisect_beta_min(ok, beta_hi):
     return math.exp(hi)
 
 
-def hypothesis_beta_min(vertices, *, beta_hi: float = 1e12) -> float:
+def hypothesis_beta_min(vertices: npt.ArrayLike, *, beta_hi: float = 1e12) -> float:
     """Smallest beta for which every eroded cone ``I_i(beta^{-1/8}) (-) beta^{-1/4} B_1`` (within
     the eroded K) is non-empty: below it Theorem 5.2 has no admissible interior token.
 
@@ -77,7 +79,7 @@ def hypothesis_beta_min(vertices, *, beta_hi: float = 1e12) -> float:
     return _bisect_beta_min(ok, beta_hi)
 
 
-def configuration_beta_min(x0, vertices, sigma, *, beta_hi: float = 1e12) -> float:
+def configuration_beta_min(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLike, *, beta_hi: float = 1e12) -> float:
     """Smallest beta at which the interior tokens of ``x0`` lie in their eroded cones
     ``I_sigma(j)(beta^{-1/8}) (-) beta^{-1/4} B_1`` (Theorem 5.2's hypothesis); the sets grow
     with beta, so the hypothesis then holds for every larger beta. ``inf`` if never (up to beta_hi).
@@ -107,7 +109,7 @@ def configuration_beta_min(x0, vertices, sigma, *, beta_hi: float = 1e12) -> flo
     return _bisect_beta_min(ok, beta_hi)
 
 
-def sample_eroded_cone(vertices, i: int, eta: float, delta: float, size: int, *, rng,
+def sample_eroded_cone(vertices: npt.ArrayLike, i: int, eta: float, delta: float, size: int, *, rng: SeedLike,
                        min_dist: float = 0.0, max_tries: int = 10_000) -> np.ndarray:
     """``size`` points uniform in ``(I_i(eta) (-) delta B_1) cap (K (-) delta B_1)``, shape (size, d).
 
@@ -145,7 +147,8 @@ def sample_eroded_cone(vertices, i: int, eta: float, delta: float, size: int, *,
     raise ValueError(f"the eroded cone of vertex {i} (eta={eta}, delta={delta}) is empty or too small")
 
 
-def phase1_configuration(vertices, per_vertex: int, beta: float, *, rng, min_dist: float = 0.0):
+def phase1_configuration(vertices: npt.ArrayLike, per_vertex: int, beta: float, *, rng: SeedLike,
+                         min_dist: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """A configuration satisfying the hypotheses of Theorem 5.2 at ``beta`` (and every larger beta).
 
     Tokens ``0..kappa-1`` are the vertices (``x_i^0 = v_i``); then ``per_vertex`` tokens per
@@ -171,7 +174,7 @@ def phase1_configuration(vertices, per_vertex: int, beta: float, *, rng, min_dis
 # phase 1: Theorem 5.2
 # ----------------------------------------------------------------------------------------
 
-def _sigma(name, sigma, n, k):
+def _sigma(name: str, sigma: npt.ArrayLike, n: int, k: int) -> np.ndarray:
     s = np.asarray(sigma)
     if s.shape != (n,) or s.dtype.kind not in "iu":
         raise ValueError(f"{name} must be an integer array of shape ({n},), got {s.shape} {s.dtype}")
@@ -180,7 +183,7 @@ def _sigma(name, sigma, n, k):
     return s.astype(np.intp)
 
 
-def phase1_constants(x0, vertices, sigma, gamma: float) -> Result:
+def phase1_constants(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float) -> Result:
     """``m``, ``tau``, ``T1`` and the proof's constant ``C`` of Theorem 5.2.
 
     ``m = min_{j > kappa} |x_j^0 - v_sigma(j)|``,
@@ -237,7 +240,7 @@ def phase1_constants(x0, vertices, sigma, gamma: float) -> Result:
     return Result(m=m, tau=tau, T1=T1, C=C, c0=cc, max_dist=float(dist.max()))
 
 
-def phase1_event(xT, vertices, sigma, beta: float, tau: float, C: float) -> Result:
+def phase1_event(xT: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLike, beta: float, tau: float, C: float) -> Result:
     """The event of Theorem 5.2 at time ``T1``, for each of R runs.
 
     ``|x_i^{T1} - v_i| < beta^{-1/4}`` for the vertex tokens ``i < kappa`` and
@@ -278,8 +281,8 @@ def phase1_event(xT, vertices, sigma, beta: float, tau: float, C: float) -> Resu
     return Result(event=ok_v & ok_i, vertices=ok_v, interior=ok_i, vertex_drift=vd, interior_radius=ir / tau)
 
 
-def run_phase1(x0, vertices, sigma, gamma: float, beta: float, runs: int, *, rng=0,
-               C: float | None = None, horizon: int | None = None) -> Result:
+def run_phase1(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, runs: int, *,
+               rng: SeedLike = 0, C: float | None = None, horizon: int | None = None) -> Result:
     """Monte Carlo of Theorem 5.2: ``runs`` independent (SAP) chains for ``horizon`` steps
     (default ``3 T1``), run by :func:`attention_fw.model.dynamics.simulate` (B = I).
 
@@ -319,7 +322,7 @@ def run_phase1(x0, vertices, sigma, gamma: float, beta: float, runs: int, *, rng
 # the bound of Theorem 5.4 and the collapse of Prop 5.1
 # ----------------------------------------------------------------------------------------
 
-def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: float,
+def metastability_bound(t: npt.ArrayLike, beta: float, n: int, gamma: float, eps: float, c0_: float,
                         diam: float | None = None, form: str = "printed") -> np.ndarray:
     """Lower bound on ``P[T2 >= t]`` of Theorem 5.4, clipped at 0.
 
@@ -374,7 +377,7 @@ def metastability_bound(t, beta: float, n: int, gamma: float, eps: float, c0_: f
 # Prop 5.1: collapse of (SA-beta)
 # ----------------------------------------------------------------------------------------
 
-def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_steps: int = 10**6,
+def collapse_sabeta(x0: npt.ArrayLike, gamma: float, beta: float, *, tol: float = 1e-8, max_steps: int = 10**6,
                     record_every: int = 1) -> Result:
     """Run the deterministic (SA-beta) (B = I, constant gamma) until the diameter is < ``tol``.
 
@@ -415,7 +418,7 @@ def collapse_sabeta(x0, gamma: float, beta: float, *, tol: float = 1e-8, max_ste
 # Theorem 5.4: the hypotheses its proof mechanism needs
 # ----------------------------------------------------------------------------------------
 
-def theorem54_radius(vertices) -> float:
+def theorem54_radius(vertices: npt.ArrayLike) -> float:
     """Largest ``r`` with ``4 R r + 2 r^2 <= c0 / 2``, ``R = max_a |v_a|``: ``sqrt(R^2 + c0/4) - R``.
 
     The proof of Theorem 5.4 bounds the total softmax weight a token gives to the other
@@ -440,7 +443,7 @@ def theorem54_radius(vertices) -> float:
     return (c / 4) / (math.sqrt(R * R + c / 4) + R)
 
 
-def theorem54_hypotheses(vertices, eps: float, gamma: float, rho: float = 0.0) -> Result:
+def theorem54_hypotheses(vertices: npt.ArrayLike, eps: float, gamma: float, rho: float = 0.0) -> Result:
     """Which hypotheses of Theorem 5.4, as its proof uses them, hold for ``(eps, gamma)``.
 
     ``rho`` is the start radius ``max_j |x_j^0 - v_sigma(j)|`` (0 for clusters at the vertices;
@@ -491,7 +494,7 @@ def theorem54_hypotheses(vertices, eps: float, gamma: float, rho: float = 0.0) -
     return out
 
 
-def theorem54_region(vertices, rho: float = 0.0) -> np.ndarray:
+def theorem54_region(vertices: npt.ArrayLike, rho: float = 0.0) -> np.ndarray:
     """The admissible ``(eps, gamma)`` set of :func:`theorem54_hypotheses` as a polygon.
 
     ``{0 < eps <= eps_max, 0 < gamma <= eps / (2 d(K))}`` is the triangle with corners

@@ -8,15 +8,19 @@ Each returns a :class:`attention_fw.results.Result`; :mod:`attention_fw.plot.mod
 """
 from __future__ import annotations
 
-import numpy as np
+from typing import Iterable
 
+import numpy as np
+import numpy.typing as npt
+
+from .._validate import SeedLike
 from ..model import dynamics as dyn
 from ..results import Result
 
 __all__ = ["beta_limit", "held_out_constant", "sap_mean", "score_gap"]
 
 
-def score_gap(x, t=None) -> np.ndarray:
+def score_gap(x: npt.ArrayLike, t: int | None = None) -> np.ndarray:
     """Smallest margin between the best and the second-best score ``<x_i, x_j>``, per system.
 
     Examples
@@ -28,7 +32,7 @@ def score_gap(x, t=None) -> np.ndarray:
     return (S[..., -1] - S[..., -2]).min(axis=-1)
 
 
-def beta_limit(x0, betas, h: float, steps: int) -> Result:
+def beta_limit(x0: npt.ArrayLike, betas: Iterable[float], h: float, steps: int) -> Result:
     """Distance after ``steps`` layers (1.3) (``B = I``, ``V = h I``) between finite ``beta`` and hardmax.
 
     Returns ``errors`` (len(betas), systems), its ``median`` and ``worst`` over systems, the
@@ -75,7 +79,7 @@ def held_out_constant(res: Result) -> tuple[float, int, int]:
     return const, int((res.errors[held] <= const * np.exp(-res.bD[held])).sum()), int(held.sum())
 
 
-def sap_mean(x, gamma: float, beta: float, samples: int, *, rng) -> Result:
+def sap_mean(x: npt.ArrayLike, gamma: float, beta: float, samples: int, *, rng: SeedLike) -> Result:
     """Monte Carlo mean of ``samples`` independent (SAP) steps from ``x`` against one (SA-beta) step.
 
     The samples come in doubling batches (1000, 2000, 4000, ..., at most 100,000 at a time);

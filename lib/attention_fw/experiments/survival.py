@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from .. import _validate as V
@@ -21,7 +23,7 @@ __all__ = ["CensoredFit", "fit_geometric_censored", "fit_exponential_censored", 
            "kaplan_meier"]
 
 
-def kaplan_meier(times, censored, t) -> np.ndarray:
+def kaplan_meier(times: npt.ArrayLike, censored: npt.ArrayLike, t: npt.ArrayLike) -> np.ndarray:
     """Empirical ``P[T >= t]`` from right-censored ``times`` (Kaplan-Meier).
 
     Equals the plain fraction of runs with ``T >= t`` when every censoring time is a common
@@ -87,7 +89,7 @@ def _times(times, censored):
     return T, c
 
 
-def fit_geometric_censored(times, censored, level: float = 0.95) -> CensoredFit:
+def fit_geometric_censored(times: npt.ArrayLike, censored: npt.ArrayLike, level: float = 0.95) -> CensoredFit:
     """MLE of a geometric law on {1, 2, ...} from right-censored data.
 
     Exits contribute ``(1-p)^{T-1} p``, censored runs ``P(T > c) = (1-p)^c``, hence
@@ -105,7 +107,7 @@ def fit_geometric_censored(times, censored, level: float = 0.95) -> CensoredFit:
     return _censored_rate_fit("geometric", times, censored, level, lambda p, D: math.sqrt(max(1 - p, 0.0) / D))
 
 
-def fit_exponential_censored(times, censored, level: float = 0.95) -> CensoredFit:
+def fit_exponential_censored(times: npt.ArrayLike, censored: npt.ArrayLike, level: float = 0.95) -> CensoredFit:
     """MLE of an exponential law from right-censored data: ``lambda_hat = D / sum(times)``,
     ``se(log lambda_hat) = 1 / sqrt(D)``.
 
@@ -141,7 +143,7 @@ def _censored_rate_fit(kind, times, censored, level, se_log_rate) -> CensoredFit
     return CensoredFit(kind, rate, 1 / rate, (float(lm - z * se), float(lm + z * se)), len(T), D, len(T) - D, expo, level)
 
 
-def fit_log_mean_slope(betas, fits, level: float = 0.95) -> Result:
+def fit_log_mean_slope(betas: npt.ArrayLike, fits: Sequence[CensoredFit], level: float = 0.95) -> Result:
     """Weighted least-squares line ``log E[T2] = a + s beta`` through censored fits.
 
     Weights are the inverse variances of ``log(mean)`` from each fit. Returns the slope, the

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from .. import _validate
+
 __all__ = ["head_matrices", "antisym_ratio", "pos_mass", "value_scalar_dist", "value_bound", "inertia", "head_spectrum",
            "head_row", "corpus_study", "clusters", "head_dynamics", "passages", "spread", "sentence_panel", "sink_head",
            "broad_head", "dynamics_runs", "first_below", "describe",
@@ -585,7 +587,7 @@ def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens:
                                             "is_vertex": st.is_vertex, "leader_index": st.leader_index})
     out["hull"].sort(key=lambda e: (e["sentence"], e["layer"], e["head"]))
     out["bias_share"] = bias_num / bias_den
-    gen = np.random.default_rng(rng)
+    gen = _validate.rng("rng", rng)
     out["subspace"], out["token_sign"], out["key_dim"], out["states"] = {}, np.zeros((L, H)), np.zeros((L, H)), []
     for share in shares:
         out["subspace"][share] = {"dim": np.zeros(L, int), "pos_mass": np.zeros((L, H)),

@@ -27,7 +27,10 @@ True
 """
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from .. import _validate as V
@@ -35,8 +38,9 @@ from ..model import dynamics as D
 from .convergence import loglog_slope
 from ..geometry.planar import cell_labels, owns_cell
 from ..geometry.polytope import hull_area, hull_vertex_indices
+from .._validate import SeedLike
 from ..results import Result
-from ..model.schedules import get_schedule
+from ..model.schedules import Schedule, get_schedule
 
 __all__ = [
     "vertex_convergence", "non_owning_run", "duality_gap_check", "wilson_interval",
@@ -49,7 +53,8 @@ HALVING_LIMIT = 0.28878809508660242
 
 
 # ============================================================================ Theorem 4.2
-def vertex_convergence(vertices, interior, schedule, B, steps: int, *, tie_rtol: float = 0.0) -> Result:
+def vertex_convergence(vertices: npt.ArrayLike, interior: npt.ArrayLike, schedule: Schedule | float | str, B: npt.ArrayLike,
+                       steps: int, *, tie_rtol: float = 0.0) -> Result:
     """(SA-inf) from the vertices of a polygon plus interior tokens, against the closed form of Theorem 4.2.
 
     Tokens are ``x^0 = [vertices; interior]``. Under the genericity conditions of Theorem 4.2
@@ -104,13 +109,13 @@ def vertex_convergence(vertices, interior, schedule, B, steps: int, *, tie_rtol:
     res = D.simulate(x, D.Hardmax(sched, Bm, tie_rtol=tie_rtol), steps, [same], trajectory=True)
     traj = res.trajectory
     dist = np.linalg.norm(traj - target[None], axis=-1)
-    prod = sched.product(np.arange(steps + 1))
+    prod = np.asarray(sched.product(np.arange(steps + 1)))
     return Result(t=np.arange(steps + 1), dist=dist, closed=prod[:, None, None] * d0[None], product=prod,
                   sigma=sigma, labels_constant=res.records["same"].all(axis=0),
                   vertices_fixed=np.abs(traj[:, :, :k] - Vt[None]).max(axis=(0, 2, 3)), trajectory=traj)
 
 
-def non_owning_run(vertices, interior, gamma: float, B, steps: int) -> Result:
+def non_owning_run(vertices: npt.ArrayLike, interior: npt.ArrayLike, gamma: float, B: npt.ArrayLike, steps: int) -> Result:
     """(SA-inf) with constant step from a polygon some of whose vertices do NOT own their cells.
 
     A vertex ``v_j`` with ``<B v_j, v_j> <= <B v_j, v_i>`` for some ``i`` is not its own
@@ -150,7 +155,8 @@ def non_owning_run(vertices, interior, gamma: float, B, steps: int) -> Result:
 
 
 # ============================================================================ duality gap (Section 4.1)
-def duality_gap_check(x0, schedule, B, steps: int, *, c: float = 1.0) -> Result:
+def duality_gap_check(x0: npt.ArrayLike, schedule: Schedule | float | str, B: npt.ArrayLike,
+                      steps: int, *, c: float = 1.0) -> Result:
     """Both sides of the duality-gap proposition of Section 4.1 (number unverified, plausibly Prop 4.1) along (SA-inf).
 
     Setting: ``B^t = beta^t B`` with ``B >= 0`` and ``beta^t / beta^{t+1} = gamma^t / gamma^{t+1}``,
@@ -198,7 +204,8 @@ def duality_gap_check(x0, schedule, B, steps: int, *, c: float = 1.0) -> Result:
 
 
 # ============================================================================ Remark 4.6
-def wilson_interval(successes, trials, z: float = 1.96):
+def wilson_interval(successes: npt.ArrayLike, trials: npt.ArrayLike,
+                    z: float = 1.96) -> tuple[float | np.ndarray, float | np.ndarray]:
     """Wilson score interval for a binomial proportion (vectorised). Returns ``(low, high)``.
 
     Examples
@@ -222,7 +229,8 @@ def wilson_interval(successes, trials, z: float = 1.96):
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
-def owns_cell_probability(dims, kappa: int, samples: int, *, rng=0, B_spectrum=None, chunk: int = 4096) -> Result:
+def owns_cell_probability(dims: Iterable[int], kappa: int, samples: int, *, rng: SeedLike = 0,
+                          B_spectrum: Callable[[int], npt.ArrayLike] | None = None, chunk: int = 4096) -> Result:
     """Monte-Carlo ``P(every one of kappa Gaussian vertices owns its cell)`` against ``d`` (Remark 4.6).
 
     ``v_1, ..., v_kappa ~ N(0, I_d)`` i.i.d.; the event is
@@ -288,7 +296,7 @@ def _union_q(ds) -> np.ndarray:
     return (f * w).sum(axis=1) * hi * (u[1] - u[0]) / 3.0
 
 
-def owns_cell_union_bound(d, kappa: int) -> np.ndarray | float:
+def owns_cell_union_bound(d: npt.ArrayLike, kappa: int) -> np.ndarray | float:
     """Union-bound lower estimate ``1 - kappa (kappa - 1) q(d)`` of the Remark 4.6 probability for ``B = I_d``.
 
     ``q(d) = P(<v, w> >= |v|^2) = E[ Phi_bar(|v|) ]`` for independent ``v, w ~ N(0, I_d)``
@@ -338,7 +346,7 @@ def _ode_leaders(x0, B):
     return x, single, L
 
 
-def ode_solution(x0, B, t) -> np.ndarray:
+def ode_solution(x0: npt.ArrayLike, B: npt.ArrayLike, t: npt.ArrayLike) -> np.ndarray:
     """Explicit solution ``x_i(t) = e^{-t} x_i^0 + (1 - e^{-t}) v_sigma(i)`` of the hardmax ODE (Theorem 4.8).
 
     ``v_sigma(i)`` is the leader token of ``x_i^0`` (a vertex owning its cell).
@@ -381,7 +389,7 @@ def ode_solution(x0, B, t) -> np.ndarray:
     return out if np.ndim(t) else out[0]
 
 
-def euler_error(x0, B, dts, T: float = 1.0) -> Result:
+def euler_error(x0: npt.ArrayLike, B: npt.ArrayLike, dts: npt.ArrayLike, T: float = 1.0) -> Result:
     """Error of (SA-inf) with ``gamma = dt`` (the Euler scheme of the hardmax ODE) against Theorem 4.8.
 
     For each ``dt`` with ``T / dt`` an integer, runs ``T/dt`` steps and records the sup-norm error
@@ -429,7 +437,8 @@ def euler_error(x0, B, dts, T: float = 1.0) -> Result:
                 leading_T=0.5 * T * np.exp(-T) * amp, leading_sup=0.5 * tpk * np.exp(-tpk) * amp, amplitude=amp)
 
 
-def ode_continuity(x0, B, deltas, T: float = 3.0, dt: float = 1e-3, *, rng=0, direction=None) -> Result:
+def ode_continuity(x0: npt.ArrayLike, B: npt.ArrayLike, deltas: npt.ArrayLike, T: float = 3.0, dt: float = 1e-3, *,
+                   rng: SeedLike = 0, direction: npt.ArrayLike | None = None) -> Result:
     """Continuous dependence of the hardmax ODE on its initial data (Theorem 4.8), measured with Euler.
 
     For each size ``delta``, perturbs ``x0`` by ``delta * u`` (``u`` a fixed random direction,

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 from scipy.spatial import ConvexHull
 
 from .. import _validate as V
@@ -49,8 +50,9 @@ _EMPTY = np.zeros((0, 2))
 # ---------------------------------------------------------------------------------------------
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
-def sample_vertices(k, *, rng=42, equal_norm=False, enforce_bijection=False, radius=1.0,
-                    radial_range=(0.4, 1.0), max_tries=500):
+def sample_vertices(k: int, *, rng: V.SeedLike = 42, equal_norm: bool = False, enforce_bijection: bool = False,
+                    radius: float = 1.0, radial_range: tuple[float, float] = (0.4, 1.0),
+                    max_tries: int = 500) -> tuple[np.ndarray, np.ndarray]:
     """Random planar vertices exactly as the authors' figure scripts draw them.
 
     ``rng = numpy.random.default_rng(rng)``; per try ``theta = rng.uniform(0, 2 pi, k)``, then
@@ -115,7 +117,7 @@ def sample_vertices(k, *, rng=42, equal_norm=False, enforce_bijection=False, rad
     raise ValueError(f"no draw with {k} hull vertices in max_tries={max_tries} tries")
 
 
-def convex_hull(points):
+def convex_hull(points: npt.ArrayLike) -> np.ndarray:
     """Indices of the hull vertices of planar ``points``, counter-clockwise (qhull's start).
 
     Parameters
@@ -163,13 +165,13 @@ def _signed_area(P):
     return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(np.roll(x, -1), y))
 
 
-def _polygon(name, P, allow_empty=True):
+def _polygon(name: str, P: npt.ArrayLike, allow_empty: bool = True) -> np.ndarray:
     arr = V.as_float_array(name, P, ndim=2, last_dim=2, allow_empty=allow_empty) \
         if not (allow_empty and np.size(P) == 0) else _EMPTY
     return arr
 
 
-def _ccw_polygon(name, P):
+def _ccw_polygon(name: str, P: npt.ArrayLike) -> np.ndarray:
     """A polygon that must list its corners counter-clockwise: a clockwise one (signed area
     negative beyond rounding) is refused by name, rather than silently giving empty
     intersections, no point inside and zero distances."""
@@ -182,7 +184,7 @@ def _ccw_polygon(name, P):
     return arr
 
 
-def polygon_area(polygon):
+def polygon_area(polygon: npt.ArrayLike) -> float:
     """Area of a simple polygon (shoelace formula); 0 for fewer than 3 corners.
 
     Parameters
@@ -205,7 +207,7 @@ def polygon_area(polygon):
     return abs(_signed_area(_polygon("polygon", polygon)))
 
 
-def polygon_centroid(polygon):
+def polygon_centroid(polygon: npt.ArrayLike) -> np.ndarray:
     """Centroid (centre of mass) of a simple polygon with positive area.
 
     Raises
@@ -231,7 +233,7 @@ def polygon_centroid(polygon):
     return np.array([np.dot(x + xn, cr), np.dot(y + yn, cr)]) / (6.0 * a)
 
 
-def is_convex(polygon, tol=1e-12):
+def is_convex(polygon: npt.ArrayLike, tol: float = 1e-12) -> bool:
     """True when the corners turn left (counter-clockwise convex) up to ``tol`` (relative).
 
     A polygon with fewer than 3 corners counts as convex (degenerate).
@@ -253,7 +255,7 @@ def is_convex(polygon, tol=1e-12):
     return bool(np.all(cross >= -tol * scale))
 
 
-def point_in_polygon(points, polygon, tol=0.0):
+def point_in_polygon(points: npt.ArrayLike, polygon: npt.ArrayLike, tol: float = 0.0) -> np.ndarray:
     """Mask of ``points`` (..., 2) lying in the closed convex CCW ``polygon`` (margin ``tol``).
 
     Examples
@@ -310,7 +312,7 @@ def _clip_many(P, normals, offsets):
     return P if len(P) >= 3 else _EMPTY.copy()
 
 
-def clip_halfplanes(polygon, normals, offsets=None):
+def clip_halfplanes(polygon: npt.ArrayLike, normals: npt.ArrayLike, offsets: npt.ArrayLike | None = None) -> np.ndarray:
     """Convex polygon intersected with the half-planes {x : <a_j, x> >= b_j}.
 
     Parameters
@@ -356,7 +358,7 @@ def _edge_halfplanes(P):
     return n, np.einsum("ij,ij->i", n, P[keep])
 
 
-def polygon_intersection(P, Q):
+def polygon_intersection(P: npt.ArrayLike, Q: npt.ArrayLike) -> np.ndarray:
     """Intersection of two convex counter-clockwise polygons (shape (0, 2) if no area).
 
     Examples
@@ -376,7 +378,7 @@ def polygon_intersection(P, Q):
     return _clip_many(P, n, c)
 
 
-def symmetric_difference_area(P, Q):
+def symmetric_difference_area(P: npt.ArrayLike, Q: npt.ArrayLike) -> float:
     """Area of the symmetric difference of two convex polygons: ``|P| + |Q| - 2 |P cap Q|``.
 
     Examples
@@ -402,7 +404,7 @@ def _vertices_2d(vertices):
     return v
 
 
-def _matrix(B, d, *, spd=False):
+def _matrix(B: npt.ArrayLike | None, d: int, *, spd: bool = False) -> np.ndarray:
     if B is None:
         return np.eye(d)
     B = V.square_matrix("B", B, d, symmetric=spd)
@@ -480,7 +482,7 @@ def _cone_cells(K, W):
     return out
 
 
-def cells(vertices, B=None):
+def cells(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> list[np.ndarray]:
     """Exact cells C_i(v) = K cap {x : <Bx, v_i - v_j> >= 0 for all j} (eq: cells, section 4).
 
     K = conv(vertices). Each cell is K cut by the half-planes {x : <x, B^T (v_i - v_j)> >= 0},
@@ -522,7 +524,7 @@ def cells(vertices, B=None):
     return _score_cells(v, v @ B)  # row j: (B^T v_j)^T, <x, B^T v_j> = <Bx, v_j>
 
 
-def unit_direction_cells(vertices):
+def unit_direction_cells(vertices: npt.ArrayLike) -> list[np.ndarray]:
     """Cells of the authors' "unit" labelling: ``argmax_j <x, v_j / |v_j|>`` over K (not C_i(v)!).
 
     This is what the published Figure 1 panels show (``normalize_inner_product=True`` in the
@@ -549,7 +551,7 @@ def unit_direction_cells(vertices):
     return _score_cells(v, v / norms[:, None])
 
 
-def voronoi_cells(vertices, B=None):
+def voronoi_cells(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> list[np.ndarray]:
     """Vor_B(v_i) cap K with ||z||_B^2 = <Bz, z>, comparing against the vertices only (E13).
 
     ``Vor_B(v_i) = {x : ||x - v_i||_B <= ||x - v_j||_B for all j}
@@ -587,7 +589,7 @@ def voronoi_cells(vertices, B=None):
     return _score_cells(v, v @ B, offsets=-0.5 * q)
 
 
-def voronoi_mismatch(vertices, B=None):
+def voronoi_mismatch(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> float:
     """Largest area of C_i(v) symmetric-difference (Vor_B(v_i) cap K) over i (0 under Prop 4.5).
 
     Examples
@@ -604,7 +606,7 @@ def voronoi_mismatch(vertices, B=None):
     return max(symmetric_difference_area(a, b) for a, b in zip(c, vor))
 
 
-def level_set_vertices(directions, B, c=1.0):
+def level_set_vertices(directions: npt.ArrayLike, B: npt.ArrayLike, c: float = 1.0) -> np.ndarray:
     """Map directions on the unit circle onto the level set {1/2 <Bx, x> = c/2}: x = sqrt(c) B^{-1/2} u.
 
     This is the map the authors' ``quadratic.py`` applies (Figure 3), with
@@ -641,7 +643,7 @@ def level_set_vertices(directions, B, c=1.0):
 # ---------------------------------------------------------------------------------------------
 # Cones of section 5 and erosion
 # ---------------------------------------------------------------------------------------------
-def cone(vertices, i, eta, B=None):
+def cone(vertices: npt.ArrayLike, i: int, eta: float, B: npt.ArrayLike | None = None) -> np.ndarray:
     """Strict dominance cone I_i(eta) = {x in K : <Bx, v_i - v_j> >= eta for all j != i} (section 5).
 
     The strict inequality "> eta" of the authors' script has the same closure, which is what a
@@ -681,7 +683,7 @@ def cone(vertices, i, eta, B=None):
     return _clip_many(_hull_polygon(v), W[i] - W[others], np.full(others.sum(), eta))
 
 
-def erode(polygon, delta):
+def erode(polygon: npt.ArrayLike, delta: float) -> np.ndarray:
     """Erosion P ominus delta B_1 = {x : x + delta B_1 subset P} of a convex polygon, exactly.
 
     For a convex polygon this is the intersection of its edge half-planes, each moved inward
@@ -715,7 +717,7 @@ def erode(polygon, delta):
     return _clip_many(P, n, c + delta)
 
 
-def distance_to_complement(points, polygon):
+def distance_to_complement(points: npt.ArrayLike, polygon: npt.ArrayLike) -> np.ndarray:
     """Distance from each point to the complement of a convex counter-clockwise polygon, by brute force over edges.
 
     Returns the Euclidean distance to the nearest boundary segment for points inside the closed
@@ -741,7 +743,7 @@ def distance_to_complement(points, polygon):
 # ---------------------------------------------------------------------------------------------
 # Any dimension
 # ---------------------------------------------------------------------------------------------
-def cell_labels(x, vertices, B=None):
+def cell_labels(x: npt.ArrayLike, vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     """Label of the cell containing each point: argmax_j <Bx, v_j> (hardmax leader, eq: cells).
 
     Parameters
@@ -779,7 +781,7 @@ def cell_labels(x, vertices, B=None):
     return np.argmax(flat @ np.swapaxes(W, -1, -2), axis=-1).reshape(X.shape[:-1])
 
 
-def unit_direction_labels(x, vertices):
+def unit_direction_labels(x: npt.ArrayLike, vertices: npt.ArrayLike) -> np.ndarray:
     """The authors' "unit" labels ``argmax_j <x, v_j / |v_j|>`` (published Figure 1, E18); any d.
 
     Examples
@@ -797,7 +799,7 @@ def unit_direction_labels(x, vertices):
     return cell_labels(x, v / n[:, None])
 
 
-def owns_cell(vertices, B=None):
+def owns_cell(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     """Whether each vertex owns its cell: <Bv_i, v_i> > <Bv_i, v_j> for all j != i (section 4.3).
 
     Strict, as the genericity condition of Theorem 4.2 needs (eq: vertices.own.cell; E14).
@@ -833,7 +835,7 @@ def owns_cell(vertices, B=None):
     return diag > off.max(axis=-1)
 
 
-def neighbour_condition(hull_vertices, B=None, strict=True):
+def neighbour_condition(hull_vertices: npt.ArrayLike, B: npt.ArrayLike | None = None, strict: bool = True) -> np.ndarray:
     """Polygon condition of the remark on the polytope condition (number unverified; E14).
 
     For a convex polygon with vertices in cyclic order, v_i passes when
@@ -865,8 +867,8 @@ def neighbour_condition(hull_vertices, B=None, strict=True):
     g = []
     for w in (np.roll(v, 1, axis=0), np.roll(v, -1, axis=0), np.zeros_like(v)):
         g.append(np.einsum("ij,ij->i", Bv, w - v))
-    g = np.array(g)
-    return np.all(g < 0, axis=0) if strict else np.all(g <= 0, axis=0)
+    G = np.array(g)
+    return np.all(G < 0, axis=0) if strict else np.all(G <= 0, axis=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -891,7 +893,8 @@ class RasterCells(NamedTuple):
     polygons: list          # per vertex: convex hull of its grid points ((0, 2) if < 3 points)
 
 
-def raster_cells(vertices, B=None, n=1000, pad=0.1, hulls=True):
+def raster_cells(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None, n: int = 1000, pad: float = 0.1,
+                 hulls: bool = True) -> RasterCells:
     """Cells the way the published scripts compute them: an n x n grid and an argmax.
 
     The grid spans the bounding box of K padded by ``pad``; points inside K (matplotlib

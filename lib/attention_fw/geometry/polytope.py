@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import numpy.typing as npt
 from scipy import optimize, spatial
 
 from .. import _validate as V
@@ -82,7 +83,7 @@ def regular_simplex(d: int) -> np.ndarray:
     return pts / np.linalg.norm(pts, axis=1, keepdims=True)
 
 
-def points_on_circle(angles_deg=(90.0, 210.0, 330.0)) -> np.ndarray:
+def points_on_circle(angles_deg: npt.ArrayLike = (90.0, 210.0, 330.0)) -> np.ndarray:
     """Points ``(cos a, sin a)`` on S^1 at the given angles in degrees, shape (len(angles_deg), 2).
 
     The default is the equilateral triangle of Section 5 with a vertex at the top (the same
@@ -112,7 +113,7 @@ def points_on_circle(angles_deg=(90.0, 210.0, 330.0)) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- size and vertices
-def diameter(points) -> np.ndarray | float:
+def diameter(points: npt.ArrayLike) -> np.ndarray | float:
     """``d(K) = max_{i, j} |p_i - p_j|`` of ``K = conv(points)``; batched, shape ``points.shape[:-2]``.
 
     The squared distances are summed coordinate by coordinate from the differences (no
@@ -134,7 +135,7 @@ def diameter(points) -> np.ndarray | float:
     return out if P.ndim == 3 else float(out)
 
 
-def hull_area(points) -> np.ndarray | float:
+def hull_area(points: npt.ArrayLike) -> np.ndarray | float:
     """Area of ``conv(points)`` for planar point sets (length for d = 1); batched.
 
     Degenerate (collinear) planar sets have area 0.
@@ -159,7 +160,7 @@ def hull_area(points) -> np.ndarray | float:
     return out.reshape(P.shape[:-2]) if P.ndim == 3 else float(out[0])
 
 
-def hull_vertex_indices(points) -> np.ndarray:
+def hull_vertex_indices(points: npt.ArrayLike) -> np.ndarray:
     """Sorted indices of the points that are vertices of their convex hull, one set (m, d).
 
     Raises
@@ -181,7 +182,7 @@ def hull_vertex_indices(points) -> np.ndarray:
         raise ValueError(f"points must span R^d (their hull is degenerate): {exc}".splitlines()[0]) from None
 
 
-def outside_hull(points, q, tol: float = 1e-12) -> np.ndarray:
+def outside_hull(points: npt.ArrayLike, q: npt.ArrayLike, tol: float = 1e-12) -> np.ndarray:
     """Whether each query point lies outside ``conv(points)`` by more than ``tol`` (facet offsets).
 
     One point set (m, d) with queries (k, d) gives (k,); a batch (R, m, d) with (R, k, d)
@@ -234,7 +235,7 @@ def _around_vertices(vertices, per_vertex, rng, draw) -> tuple[np.ndarray, np.nd
     return np.concatenate(xs), np.concatenate(sig)
 
 
-def c0(vertices) -> float:
+def c0(vertices: npt.ArrayLike) -> float:
     """The constant ``c_0 = min_{i != l} (<v_i, v_i> - <v_i, v_l>)`` of Theorems 5.2 and 5.4.
 
     Regular kappa-gon on S^1: ``1 - cos(2 pi / kappa)``. The hypothesis needs ``c0 > 0``;
@@ -252,7 +253,7 @@ def c0(vertices) -> float:
     return float(gap.min())
 
 
-def vertex_angles(vertices) -> np.ndarray:
+def vertex_angles(vertices: npt.ArrayLike) -> np.ndarray:
     """``sup_{x, y in K} angle(x - v_i, y - v_i)`` at every vertex, in radians, shape (kappa,).
 
     Condition (5.1) read as an angle (erratum E15 of the book; printed as
@@ -289,7 +290,7 @@ def vertex_angles(vertices) -> np.ndarray:
     return out
 
 
-def satisfies_51(vertices) -> bool:
+def satisfies_51(vertices: npt.ArrayLike) -> bool:
     """True when every vertex angle of (5.1) (see :func:`vertex_angles`) is < pi/2.
 
     Examples
@@ -300,7 +301,7 @@ def satisfies_51(vertices) -> bool:
     return bool(np.all(vertex_angles(vertices) < np.pi / 2 - 1e-12))
 
 
-def facets(vertices):
+def facets(vertices: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Unit outer normals ``a`` (f, d) and offsets ``b`` (f,) with ``x in K iff a @ x <= b`` (K full-dimensional).
 
     Examples
@@ -314,7 +315,7 @@ def facets(vertices):
     return eq[:, :-1], -eq[:, -1]
 
 
-def eroded_cone_mask(x, vertices, i: int, eta: float, delta: float) -> np.ndarray:
+def eroded_cone_mask(x: npt.ArrayLike, vertices: npt.ArrayLike, i: int, eta: float, delta: float) -> np.ndarray:
     """Membership in ``I_i(eta) (-) delta B_1``, intersected with ``K (-) delta B_1``.
 
     ``I_i(eta) = {x in K : <v_i - v_j, x> >= eta for all j != i}`` (the cones of Section 5,
@@ -353,7 +354,7 @@ def eroded_cone_mask(x, vertices, i: int, eta: float, delta: float) -> np.ndarra
     return cone & inside
 
 
-def eroded_slack(vertices, i: int, eta: float, delta: float) -> float:
+def eroded_slack(vertices: npt.ArrayLike, i: int, eta: float, delta: float) -> float:
     """Largest smallest slack of the inequalities of :func:`eroded_cone_mask` (a linear programme).
 
     Non-negative exactly when the eroded cone of vertex ``i`` is non-empty.
@@ -393,7 +394,7 @@ class HullDistance:
     (5, 7)
     """
 
-    def __init__(self, P):
+    def __init__(self, P: npt.ArrayLike) -> None:
         P = np.unique(V.as_float_array("points", P, ndim=2), axis=0)
         self.P = P
         m, d = P.shape
@@ -407,7 +408,7 @@ class HullDistance:
                     continue
                 self.faces.append((Q[0], E, E @ np.linalg.inv(G)))   # G symmetric
 
-    def __call__(self, x):
+    def __call__(self, x: npt.ArrayLike) -> np.ndarray:
         x = np.asarray(x, dtype=float)
         if x.ndim < 1 or x.shape[-1] != self.P.shape[1]:
             raise ValueError(f"x must be points (..., {self.P.shape[1]}) in the dimension of the hull, "
@@ -422,7 +423,7 @@ class HullDistance:
         return best
 
 
-def distance_to_hull(x, points) -> np.ndarray:
+def distance_to_hull(x: npt.ArrayLike, points: npt.ArrayLike) -> np.ndarray:
     """Euclidean distance from each row of ``x`` (..., d) to ``conv(points)`` ((m, d) array).
 
     Exact: the nearest point lies in the relative interior of a face spanned by at most
@@ -440,7 +441,7 @@ def distance_to_hull(x, points) -> np.ndarray:
     return HullDistance(P)(x)
 
 
-def origin_in_hull_2d(x, tol: float = 1e-12) -> np.ndarray:
+def origin_in_hull_2d(x: npt.ArrayLike, tol: float = 1e-12) -> np.ndarray:
     """Whether ``0 in conv{x_1, ..., x_n}`` for planar point sets, vectorised.
 
     ``0`` is in the hull iff a token sits at ``0`` or the directions of the tokens leave no
@@ -464,7 +465,7 @@ def origin_in_hull_2d(x, tol: float = 1e-12) -> np.ndarray:
     return out[0] if x.ndim == 2 else out
 
 
-def origin_distance_2d(x) -> np.ndarray:
+def origin_distance_2d(x: npt.ArrayLike) -> np.ndarray:
     """Distance from ``0`` to ``conv{x_1, ..., x_n}`` for planar point sets, vectorised (0 inside).
 
     Outside the hull the nearest point lies on an edge, i.e. on a segment between two tokens,

@@ -76,9 +76,10 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable, Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _validate as chk
 from . import _kernels, tiled
@@ -87,12 +88,14 @@ from ._checks import beta as _beta
 from ._checks import gamma as _gamma
 from ._checks import rule_key_query as _rule_key_query
 from ._checks import tie_tol as _tie_tol
-from ._checks import tokens as _tokens
+from ._checks import tokens as _checks_tokens
 from ._checks import transpose as _t
 from ._sampling import SMALL_WEIGHT, TAIL_CHUNK, bernoulli_from_neg_log
 from ._scaling import fit_scores as _fit_scores
 from ._scaling import max_sq_norm as _max_sq_norm
 from .schedules import Schedule, get_schedule
+
+_tokens: Callable[[npt.ArrayLike], np.ndarray] = _checks_tokens  # typed: _checks is not annotated
 
 __all__ = ["TIE_RTOL", "SMALL_WEIGHT", "TAIL_CHUNK", "bernoulli_from_neg_log", "scores", "attention", "leaders",
            "tie_counts", "preconditioner", "layer_step", "hardmax_step", "softmax_step", "sap_step", "Rule",
@@ -118,7 +121,7 @@ def _tiled_for(x, *, hardmax=False):
 
 
 # ----------------------------------------------------------------------------- scores and weights
-def scores(x, B=None) -> np.ndarray:
+def scores(x: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     """Attention scores ``S[..., i, j] = <B x_i, x_j>``.
 
     Parameters
@@ -163,7 +166,8 @@ def _softmax_from_scores(S, beta):
     return Z
 
 
-def attention(x, beta=np.inf, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
+def attention(x: npt.ArrayLike, beta: float = np.inf, B: npt.ArrayLike | None = None, *,
+              tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """Row-stochastic attention matrix ``A[..., i, j]`` (Section 1.1; hardmax for ``beta = inf``).
 
     Numerically stable for every ``beta`` in ``[0, inf]``: the scores are shifted by
@@ -206,7 +210,7 @@ def _leader_scores(x, B):
     return _scores(_fit_scores(x, B, 0.0)[0], B)
 
 
-def leaders(x, B=None) -> np.ndarray:
+def leaders(x: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     """Index of the (first) maximiser of ``<B x_i, x_j>`` over ``j``: the oracle of (SA-inf). Shape (..., n).
 
     Examples
@@ -223,7 +227,7 @@ def leaders(x, B=None) -> np.ndarray:
     return _leader_scores(x, _key_query(B, x)).argmax(axis=-1)
 
 
-def tie_counts(x, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
+def tie_counts(x: npt.ArrayLike, B: npt.ArrayLike | None = None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """Number of tokens tied for the maximum of ``<B x_i, .>`` (``#C_i^t`` of Lemma 2.1, by index). Shape (..., n).
 
     Examples
@@ -242,7 +246,7 @@ def tie_counts(x, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- one step of each rule
-def preconditioner(V) -> np.ndarray:
+def preconditioner(V: npt.ArrayLike) -> np.ndarray:
     """``P = (I + V)^{-1} V`` of equation (1.3).
 
     Raises
@@ -263,7 +267,7 @@ def preconditioner(V) -> np.ndarray:
     return np.linalg.solve(M, Vm)
 
 
-def layer_step(x, beta, B, V) -> np.ndarray:
+def layer_step(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None, V: npt.ArrayLike) -> np.ndarray:
     """One renormalised self-attention layer, equation (1.3).
 
     ``x_i <- x_i + P (sum_j A_ij x_j - x_i)`` with ``P = (I+V)^{-1} V``, equivalently
@@ -287,7 +291,8 @@ def layer_step(x, beta, B, V) -> np.ndarray:
     return x + (Ax - x) @ P.T
 
 
-def hardmax_step(x, gamma, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
+def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
+                 tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
     """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
@@ -342,7 +347,7 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol: float | None = TIE_RTOL) -> np.n
     return out.reshape(x.shape)
 
 
-def softmax_step(x, gamma, beta, B=None) -> np.ndarray:
+def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None) -> np.ndarray:
     """One step of (SA-beta): ``(1-gamma) x_i + gamma sum_j A_ij x_j``.
 
     ``gamma`` is the convex weight of the displayed formula of Section 5 (erratum E8 of the
@@ -445,7 +450,14 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
     return y.reshape(shape)
 
 
-def sap_step(x, gamma, beta, B=None, *, rng, return_choice: bool = False):
+@overload
+def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
+             return_choice: Literal[False] = False) -> np.ndarray: ...
+@overload
+def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
+             return_choice: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
+             return_choice: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """One step of the Markov chain (SAP).
 
     Each token ``i`` independently picks ``J_i = j`` with probability ``A_ij`` and
@@ -518,15 +530,15 @@ class Rule:
     A rule needs only ``step``; here ``x -> x / 2``, so three steps scale by ``2^-3``:
 
     >>> class Halve(Rule):
-    ...     def step(self, x, t, systems=None):
+    ...     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
     ...         return x / 2
     >>> simulate(np.ones((2, 1)), Halve(), 3).x.ravel()
     array([0.125, 0.125])
     """
 
-    B = None
+    B: np.ndarray | None = None
 
-    def step(self, x, t, systems=None):  # pragma: no cover - abstract
+    def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _B(self, systems):
@@ -545,12 +557,13 @@ class Hardmax(Rule):
     array([0., 1.])
     """
 
-    def __init__(self, schedule=0.5, B=None, *, tie_rtol: float | None = TIE_RTOL, **schedule_params):
+    def __init__(self, schedule: Schedule | float | str = 0.5, B: npt.ArrayLike | None = None, *,
+                 tie_rtol: float | None = TIE_RTOL, **schedule_params: Any) -> None:
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
         self.B = _rule_key_query(B)
         self.tie_rtol = tie_rtol
 
-    def step(self, x, t, systems=None):
+    def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol)
 
 
@@ -565,12 +578,13 @@ class Softmax(Rule):
            [-0.5,  0. ]])
     """
 
-    def __init__(self, schedule, beta, B=None, **schedule_params):
+    def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None,
+                 **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
         self.B = _rule_key_query(B)
 
-    def step(self, x, t, systems=None):
+    def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         return softmax_step(x, self.schedule(t), self.beta, self._B(systems))
 
 
@@ -586,13 +600,14 @@ class MarkovChain(Rule):
     True
     """
 
-    def __init__(self, schedule, beta, B=None, *, rng, **schedule_params):
+    def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
+                 rng: chk.SeedLike, **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
         self.B = _rule_key_query(B)
         self.rng = chk.rng("rng", rng)
 
-    def step(self, x, t, systems=None):
+    def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng)
 
 
@@ -607,14 +622,14 @@ class Layer(Rule):
            [-0.5,  0. ]])
     """
 
-    def __init__(self, beta, B, V):
+    def __init__(self, beta: float, B: npt.ArrayLike, V: npt.ArrayLike) -> None:
         self.beta = _beta(beta)
         self.B = chk.square_matrix("B", B)
         self.P = preconditioner(V)
         if self.P.shape != self.B.shape:
             raise ValueError(f"V must have the shape of B {self.B.shape}, got {self.P.shape}")
 
-    def step(self, x, t, systems=None):
+    def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         T = _tiled_for(x)
         Ax = attention(x, self.beta, self.B) @ x if T is None else T.attention_apply(x, x, self.beta, self.B)
         return x + (Ax - x) @ self.P.T
@@ -637,12 +652,12 @@ class Recorder:
     ...     name = "spread"
     ...     def __init__(self):
     ...         self.times, self.values = [], []
-    ...     def due(self, t, first, last):
+    ...     def due(self, t: int, first: int, last: bool) -> bool:
     ...         return last
-    ...     def __call__(self, x, t):
+    ...     def __call__(self, x: np.ndarray, t: int) -> None:
     ...         self.times.append(t)
     ...         self.values.append(float(np.ptp(x[:, 0])))
-    ...     def result(self):
+    ...     def result(self) -> Any:
     ...         return self.values
     >>> run = simulate(np.array([[1.0, 0.0], [-1.0, 0.0]]), Softmax(0.5, 0.0), 3, [FinalSpread()])
     >>> run.records["spread"], run.record_times["spread"].tolist()
@@ -650,14 +665,15 @@ class Recorder:
     """
 
     name: str = "record"
+    times: list[int]
 
     def due(self, t: int, first: int, last: bool) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def __call__(self, x, t):  # pragma: no cover - abstract
+    def __call__(self, x: np.ndarray, t: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def result(self):  # pragma: no cover - abstract
+    def result(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -675,7 +691,8 @@ class FunctionRecorder(Recorder):
     array([0.3  , 0.825])
     """
 
-    def __init__(self, name: str, fn, every: int = 1, *, times=None):
+    def __init__(self, name: str, fn: Callable[[np.ndarray, int], Any], every: int = 1, *,
+                 times: Iterable[int] | None = None) -> None:
         if not callable(fn):
             raise TypeError("fn must be callable as fn(x, t)")
         self.name = name
@@ -685,17 +702,17 @@ class FunctionRecorder(Recorder):
         self.times: list[int] = []
         self.values: list = []
 
-    def due(self, t, first, last):
+    def due(self, t: int, first: int, last: bool) -> bool:
         if self.wanted is not None:
             return t in self.wanted
         return (t - first) % self.every == 0 or last
 
-    def __call__(self, x, t):
+    def __call__(self, x: np.ndarray, t: int) -> None:
         self.times.append(t)
         v = self.fn(x, t)
         self.values.append({k: np.asarray(a) for k, a in v.items()} if isinstance(v, dict) else np.asarray(v))
 
-    def result(self):
+    def result(self) -> Any:
         if self.values and isinstance(self.values[0], dict):
             return {k: np.stack([v[k] for v in self.values]) for k in self.values[0]}
         return np.stack(self.values) if self.values else np.zeros(0)
@@ -714,24 +731,24 @@ class FirstTime(Recorder):
     3
     """
 
-    def __init__(self, name: str, predicate):
+    def __init__(self, name: str, predicate: Callable[[np.ndarray, int], Any]) -> None:
         if not callable(predicate):
             raise TypeError("predicate must be callable as predicate(x, t)")
         self.name = name
         self.predicate = predicate
-        self.first = None
+        self.first: np.ndarray | None = None
         self.times: list[int] = []
 
-    def due(self, t, first, last):
+    def due(self, t: int, first: int, last: bool) -> bool:
         return True
 
-    def __call__(self, x, t):
+    def __call__(self, x: np.ndarray, t: int) -> None:
         hit = np.asarray(self.predicate(x, t), dtype=bool)
         if self.first is None:
             self.first = np.full(hit.shape, -1)
         self.first[(self.first < 0) & hit] = t
 
-    def result(self):
+    def result(self) -> Any:
         return self.first
 
 
@@ -766,8 +783,9 @@ class SimulationResult:
     stopped: Any = None             # (R,) int array, or int for one system (always set by simulate)
 
 
-def simulate(x0, rule: Rule, steps: int, recorders=(), *, trajectory: bool = False,
-             every: int = 1, stop=None, t0: int = 0) -> SimulationResult:
+def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Recorder] = (), *,
+             trajectory: bool = False, every: int = 1, stop: Callable[[np.ndarray, int], Any] | None = None,
+             t0: int = 0) -> SimulationResult:
     """Run ``rule`` for at most ``steps`` steps from the tokens ``x0`` at layer ``t0``.
 
     Memory stays ``O(R n d)`` unless ``trajectory=True`` (then the states at

@@ -17,6 +17,7 @@ directions have shape ``(k, d)`` or ``(R, k, d)``.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import linprog, minimize
 from scipy.spatial import ConvexHull, QhullError
 
@@ -29,7 +30,7 @@ __all__ = ["energy", "lmo", "lmo_linprog", "fw_gap", "min_energy_over_hull", "pr
            "oracle_residuals", "hull_shrinking"]
 
 
-def energy(x, B) -> np.ndarray:
+def energy(x: npt.ArrayLike, B: npt.ArrayLike) -> np.ndarray:
     """``J(x) = 1/2 <B x, x>`` over the last axis (Section 2.2). ``B`` symmetric ``d x d``.
 
     Raises ValueError for a non-symmetric ``B`` (the Frank-Wolfe reading needs symmetry).
@@ -44,7 +45,8 @@ def energy(x, B) -> np.ndarray:
     return 0.5 * np.einsum("...i,ij,...j->...", x, B, x)
 
 
-def lmo(points, direction, *, return_index: bool = False):
+def lmo(points: npt.ArrayLike, direction: npt.ArrayLike, *,
+        return_index: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Linear minimisation oracle over ``conv(points)``: ``argmin_{y} <direction, y>``.
 
     A linear function on a polytope is minimised at a vertex, so the minimum over
@@ -74,7 +76,7 @@ def lmo(points, direction, *, return_index: bool = False):
     return (out, idx) if return_index else out
 
 
-def lmo_linprog(points, direction) -> np.ndarray:
+def lmo_linprog(points: npt.ArrayLike, direction: npt.ArrayLike) -> np.ndarray:
     """The same oracle by linear programming over the simplex of convex weights (cross-check).
 
     ``min_w <direction, P^T w>`` subject to ``w >= 0, sum w = 1``; returns ``P^T w*``
@@ -97,7 +99,7 @@ def lmo_linprog(points, direction) -> np.ndarray:
     return out
 
 
-def fw_gap(x, grad, points) -> np.ndarray:
+def fw_gap(x: npt.ArrayLike, grad: npt.ArrayLike, points: npt.ArrayLike) -> np.ndarray:
     """Frank-Wolfe gap ``g(x) = max_{y in conv(points)} <grad, x - y> = <grad, x> - min_j <grad, p_j>``.
 
     Non-negative whenever ``x`` lies in the hull; zero exactly at a stationary point
@@ -118,7 +120,7 @@ def fw_gap(x, grad, points) -> np.ndarray:
     return np.einsum("...d,...d->...", G, x) - best
 
 
-def min_energy_over_hull(points, B):
+def min_energy_over_hull(points: npt.ArrayLike, B: npt.ArrayLike) -> float | np.ndarray:
     """``min_{y in conv(points)} 1/2 <B y, y>`` for a symmetric positive semidefinite ``B``; batched.
 
     ``points`` (m, d) gives a float, (R, m, d) an array (R,). Exact in dimensions 1 and 2. For
@@ -202,7 +204,7 @@ def _min_energy_one(P, B) -> float:
     return float(max(res.fun, 0.0))
 
 
-def primal_gap(x, points, B) -> np.ndarray:
+def primal_gap(x: npt.ArrayLike, points: npt.ArrayLike, B: npt.ArrayLike) -> np.ndarray:
     """Primal gap ``J(x_i) - min_{y in conv(points)} J(y)`` against the given (current) hull.
 
     ``x`` (k, d), ``points`` (m, d); ``B`` symmetric positive semidefinite.
@@ -215,7 +217,7 @@ def primal_gap(x, points, B) -> np.ndarray:
     return energy(x, B) - min_energy_over_hull(points, B)
 
 
-def oracle_residuals(points, B) -> np.ndarray:
+def oracle_residuals(points: npt.ArrayLike, B: npt.ArrayLike) -> np.ndarray:
     """Largest coordinate difference between :func:`lmo` and :func:`lmo_linprog` for each query.
 
     Each point ``x_i`` of each set queries the oracle of (SA-inf), ``argmax_{y in K} <B x_i, y>``,
@@ -238,7 +240,7 @@ def oracle_residuals(points, B) -> np.ndarray:
     return np.abs(fast - slow).max(axis=-1)
 
 
-def hull_shrinking(x0, gamma, B, steps: int, *, tol: float = 1e-12) -> Result:
+def hull_shrinking(x0: npt.ArrayLike, gamma: float, B: npt.ArrayLike, steps: int, *, tol: float = 1e-12) -> Result:
     """Follow planar (SA-inf) systems and record the area of the hull and the tokens that leave it.
 
     ``x0`` (R, n, 2), ``B`` (d, d) or one per system (R, d, d). Returns ``areas`` (steps + 1, R)

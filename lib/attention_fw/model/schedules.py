@@ -11,14 +11,18 @@ Every value lies in ``(0, 1]``.
 """
 from __future__ import annotations
 
-from typing import cast
+from typing import Callable, TypeAlias, cast, overload
 
 import math
 import numbers
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _validate as V
+
+#: A time argument: an integer, or an array of integers.
+Times: TypeAlias = int | np.integer | np.ndarray
 
 __all__ = ["Schedule", "Constant", "FrankWolfe", "Harmonic", "Halving", "ToOne", "FromValue", "get_schedule"]
 
@@ -53,13 +57,17 @@ class Schedule:
 
     name = "schedule"
 
-    def gamma(self, t):  # pragma: no cover - abstract
+    def gamma(self, t: Times) -> float | np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def __call__(self, t):
+    @overload
+    def __call__(self, t: int | np.integer) -> float: ...
+    @overload
+    def __call__(self, t: npt.ArrayLike) -> float | np.ndarray: ...
+    def __call__(self, t: npt.ArrayLike) -> float | np.ndarray:
         return self.gamma(_times(t))
 
-    def product(self, t):
+    def product(self, t: Times) -> float | np.ndarray:
         """``prod_{tau=0}^{t-1} (1 - gamma^tau)`` (empty product 1 at t = 0), computed in log space."""
         t = _times(t)
         tmax = int(np.max(t)) if np.ndim(t) else int(t)
@@ -68,7 +76,7 @@ class Schedule:
             logs = np.concatenate([[0.0], np.cumsum(np.log1p(-g))])
         return np.exp(logs[t])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 
 
@@ -82,14 +90,14 @@ class Constant(Schedule):
     (array([0.25, 0.25, 0.25]), 0.421875)
     """
 
-    def __init__(self, gamma: float):
+    def __init__(self, gamma: float) -> None:
         self.value = V.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
         self.name = f"{self.value:g}"
 
-    def gamma(self, t):
+    def gamma(self, t: Times) -> float | np.ndarray:
         return np.full(np.shape(t), self.value) if np.ndim(t) else self.value
 
-    def product(self, t):
+    def product(self, t: Times) -> float | np.ndarray:
         t = _times(t)
         if self.value == 1.0:
             return np.where(np.asarray(t) == 0, 1.0, 0.0) if np.ndim(t) else float(t == 0)
@@ -110,10 +118,10 @@ class FrankWolfe(Schedule):
 
     name = "2/(t+2)"
 
-    def gamma(self, t):
+    def gamma(self, t: Times) -> float | np.ndarray:
         return 2.0 / (np.asarray(t, dtype=float) + 2.0) if np.ndim(t) else 2.0 / (t + 2.0)
 
-    def product(self, t):
+    def product(self, t: Times) -> float | np.ndarray:
         t = _times(t)
         return np.where(np.asarray(t) == 0, 1.0, 0.0) if np.ndim(t) else float(t == 0)
 
@@ -132,10 +140,10 @@ class Harmonic(Schedule):
 
     name = "1/(t+2)"
 
-    def gamma(self, t):
+    def gamma(self, t: Times) -> float | np.ndarray:
         return 1.0 / (np.asarray(t, dtype=float) + 2.0) if np.ndim(t) else 1.0 / (t + 2.0)
 
-    def product(self, t):
+    def product(self, t: Times) -> float | np.ndarray:
         t = _times(t)
         return 1.0 / (np.asarray(t, dtype=float) + 1.0) if np.ndim(t) else 1.0 / (t + 1.0)
 
@@ -152,7 +160,7 @@ class Halving(Schedule):
 
     name = "2^(-t-1)"
 
-    def gamma(self, t):
+    def gamma(self, t: Times) -> float | np.ndarray:
         return np.exp2(-np.asarray(t, dtype=float) - 1.0) if np.ndim(t) else 2.0 ** (-t - 1.0)
 
 
@@ -168,14 +176,14 @@ class ToOne(Schedule):
     (True, True)
     """
 
-    def __init__(self, a: float = 0.5):
+    def __init__(self, a: float = 0.5) -> None:
         self.a = V.real_scalar("a", a, low=0.0, low_open=True)
         self.name = f"1-exp(-{self.a:g}(t+1))"
 
-    def gamma(self, t):
+    def gamma(self, t: Times) -> float | np.ndarray:
         return -np.expm1(-self.a * (np.asarray(t, dtype=float) + 1.0)) if np.ndim(t) else -math.expm1(-self.a * (t + 1.0))
 
-    def product(self, t):
+    def product(self, t: Times) -> float | np.ndarray:
         t = _times(t)
         tt = np.asarray(t, dtype=float)
         out = np.exp(-self.a * tt * (tt + 1.0) / 2.0)
@@ -195,18 +203,19 @@ class FromValue(Schedule):
     array([0.5     , 0.666667, 0.75    ])
     """
 
-    def __init__(self, h):
+    def __init__(self, h: float | Callable[[int], float]) -> None:
+        self.h: Callable[[int], float]
         if callable(h):
             self.h = h
             self.name = "h/(1+h)"
         else:
             hv = V.real_scalar("h", h, low=0.0, low_open=True)
-            self.h = lambda t, hv=hv: hv
+            self.h = lambda t, hv=hv: hv  # type: ignore[misc]  # mypy cannot type a default-bound lambda
             self.name = f"h/(1+h), h={hv:g}"
 
-    def gamma(self, t):
+    def gamma(self, t: Times) -> float | np.ndarray:
         if np.ndim(t):
-            h = np.array([float(self.h(int(s))) for s in np.ravel(t)]).reshape(np.shape(t))
+            h: float | np.ndarray = np.array([float(self.h(int(s))) for s in np.ravel(t)]).reshape(np.shape(t))
         else:
             h = float(self.h(int(t)))
         if np.any(~np.isfinite(h)) or np.any(h <= 0):
@@ -224,7 +233,7 @@ _NAMES = {
 }
 
 
-def get_schedule(spec, **params) -> Schedule:
+def get_schedule(spec: Schedule | float | str, **params: float) -> Schedule:
     """Build a schedule from a Schedule, a number (constant step) or a name.
 
     Names: ``"constant"`` (needs ``gamma``), ``"fw"`` (2/(t+2)), ``"harmonic"`` (1/(t+2)),

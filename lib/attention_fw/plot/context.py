@@ -50,13 +50,13 @@ def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, na
                            for r in rows]
     ax.axvline(head_d, color="0.5", lw=0.8)
     ax.annotate(f"one head, $d={head_d}$", (head_d, 0.6), xytext=(-4, 0), textcoords="offset points",
-                ha="right", va="center", fontsize=7, color="0.35", rotation=90)
+                ha="right", va="center", fontsize=8, color="0.35", rotation=90)
     ax.set_xlabel("dimension $d$ ($B=I_d$)")
     ax.set_ylabel("fraction owning their cells")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(0, dmax + 2)
     ax.legend(frameon=False, loc="center", bbox_to_anchor=(0.68, 0.35), title="exact (lines), sampled (dots)",
-              title_fontsize=7)
+              title_fontsize=8)
     fig.tight_layout()
     return saved(fig, name, data, outdir, formats)
 
@@ -76,7 +76,7 @@ def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put
     a.set_ylabel("tokens")
     a.xaxis.set_major_locator(MaxNLocator(integer=True))
     a.set_title(f"(a) $n={_count(n)}$, $d={run['d']}$: the owners never move", loc="left")
-    a.legend(frameon=False, loc="upper right", fontsize=7)
+    a.legend(frameon=False, loc="upper right", fontsize=8)
     b.semilogy(t, (1 - run["gamma"]) ** t, "k-", lw=0.9, label=r"$(1-\gamma)^t$")
     b.semilogy(t, run["ratio_median"], "o", color=COLORS[1], ms=4, mfc="none", label="median ratio")
     b.semilogy(t, run["ratio_max"], "x", color=COLORS[2], ms=4, label="largest ratio")
@@ -87,7 +87,7 @@ def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put
     b.set_ylim(1e-18, 10.0)
     b.set_ylabel(r"$\|x_i^t-v\|/\|x_i^0-v\|$")
     b.set_title(f"(b) the ${_count(run['led_by_owner'])}$ tokens led by an owner $v$", loc="left")
-    b.legend(frameon=False, fontsize=7, loc="center right")
+    b.legend(frameon=False, fontsize=8, loc="center right")
     fig.tight_layout()
     data = {k: run[k] for k in ("n", "d", "gamma", "steps", "seed", "owners", "led_by_owner", "others", "moved",
                                 "never_moved", "never_moved_are_owners", "closed_form_error", "ratio_median",

@@ -78,24 +78,24 @@ def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "
     a.axhline(float(res["plateau"]), color="0.5", lw=0.8, ls=":")
     a.axvline(tv + 1, color="C3", lw=0.8)
     a.annotate(f"first violation\n$t={tv}$ (exact)", xy=(tv + 1, float(res["plateau"])),
-               xytext=(12, 0.5), fontsize=7, color="C3",
+               xytext=(12, 0.5), fontsize=8, color="C3",
                arrowprops=dict(arrowstyle="->", color="C3", lw=0.7))
-    a.text(1.3, float(res["plateau"]) * 0.55, r"plateau $J=1/18$", fontsize=7, color="0.35")
+    a.text(1.3, float(res["plateau"]) * 0.55, r"plateau $J=1/18$", fontsize=8, color="0.35")
     a.set_xlabel(r"$t+1$ ($t$ = layer index)")
     a.set_ylabel(r"$J(x_i^{t+1})=\frac{1}{2}(x_i^{t+1})^2$")
     a.set_ylim(1e-2, 1e2)
-    a.legend(loc="upper right", fontsize=7)
+    a.legend(loc="upper right", fontsize=8)
     a.set_title(r"(a) energy vs. the bound, $x^0=(3,-1)$, $\gamma^t=\frac{2}{t+2}$")
     s = np.arange(len(traj))
     b.fill_between(s, traj.min(axis=1), traj.max(axis=1), color="0.85", label=r"$\mathcal{K}^t$")
     b.plot(s, traj[:, 0], ".-", color=COLORS[0], ms=3, label=r"$x_1^t$")
     b.plot(s, traj[:, 1], ".-", color=COLORS[1], ms=3, label=r"$x_2^t$")
     b.axhline(0, color="k", lw=0.8)
-    b.text(7.5, 0.08, "origin: leaves $\\mathcal{K}^t$ at $t=2$", fontsize=7)
+    b.text(7.5, 0.08, "origin: leaves $\\mathcal{K}^t$ at $t=2$", fontsize=8)
     b.set_xlim(0, 12)
     b.set_xlabel(r"$t$ (layer index)")
     b.set_ylabel("position")
-    b.legend(loc="upper right", fontsize=7)
+    b.legend(loc="upper right", fontsize=8)
     b.set_title(r"(b) the hull shrinks away from $0$; limit $x^*=1/3$")
     fig.tight_layout()
     data = dict(t=t, J_token1=J[:, 0], J_token2=J[:, 1], bound=bound, positions=traj,
@@ -114,26 +114,27 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
     """
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.5))
     t = shf["t"] + 1
-    _band(a, t, shf["ratio"], COLORS[3], "shifted clouds (median, 10-90%)")
-    a.plot(sym["t"] + 1, _pos(sym["ratio"].max(axis=1)), color=COLORS[0], label="symmetric clouds (max; $\\to 0$)")
-    a.axhline(2.0, color="k", ls="--", lw=1, label="printed bound (ratio $=2$)")
+    # short labels: at 8 pt a legend wider than the panel would shrink every panel of the figure
+    _band(a, t, shf["ratio"], COLORS[3], "shifted (median, 10-90%)")
+    a.plot(sym["t"] + 1, _pos(sym["ratio"].max(axis=1)), color=COLORS[0], label="symmetric (max; $\\to 0$)")
+    a.axhline(2.0, color="k", ls="--", lw=1, label="printed bound: 2")
     a.set_xscale("log")
     a.set_yscale("log")
     a.set_ylim(1e-4, None)
     a.set_xlabel(r"$t+1$ ($t$ = layer index)")
     a.set_ylabel(r"ratio $(t+1)\,J_{\max}^{t+1}/(\lambda_{\max}\mathsf{d}(\mathcal{K}^0)^2)$")
-    a.legend(fontsize=6.5, loc="lower left")
+    a.legend(fontsize=8, loc="lower left")
     a.set_title("(a) the bound's ratio")
     nviol = int((shf["first_violation"] >= 0).sum())
     a.text(0.98, 0.55, f"violated: {nviol}/{len(shf['first_violation'])} shifted\n"
            f"{int((sym['first_violation'] >= 0).sum())}/{len(sym['first_violation'])} symmetric",
-           transform=a.transAxes, ha="right", fontsize=6.5)
+           transform=a.transAxes, ha="right", fontsize=8)
     _band(b, t, shf["origin_dist"], COLORS[3], "shifted")
     b.plot(sym["t"] + 1, sym["origin_dist"].max(axis=1), color=COLORS[0], label="symmetric (max)")
     b.set_xscale("log")
     b.set_xlabel(r"$t+1$")
     b.set_ylabel(r"$\mathrm{dist}(0,\mathcal{K}^{t+1})/\mathsf{d}(\mathcal{K}^0)$")
-    b.legend(fontsize=7)
+    b.legend(fontsize=8)
     b.set_title(r"(b) is $0\in\mathcal{K}^t$?")
     P = example["positions"]  # (T, R, n, 2)
     lim_all = example["final"].mean(axis=1)
@@ -146,7 +147,8 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
     c.plot(0, 0, "kx", ms=6, label="origin (minimiser of $J$)")
     c.plot(*lim, "*", color="C3", ms=9, label=r"limit $x^*\in\mathcal{K}^0$")
     c.set_aspect("equal", adjustable="datalim")  # keeps the panel's share of the width
-    c.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False)
+    # below the panel, out of the layout (the saved figure grows downwards to hold it)
+    c.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False).set_in_layout(False)
     c.set_title("(c) one shifted cloud")
     c.set_xticks([])
     c.set_yticks([])
@@ -180,7 +182,7 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
         counts[kind] = (n_zero, n_all)
         ax.text(0.98, 0.62 if kind == "symmetric" else 0.5,
                 f"{n_zero} of {n_all} clouds collapse exactly\nin finitely many steps (not drawn)",
-                transform=ax.transAxes, ha="right", va="top", fontsize=6.5)
+                transform=ax.transAxes, ha="right", va="top", fontsize=8)
         t = res["t"]
         tt = np.maximum(t, 1)
         keep = t >= 1
@@ -198,7 +200,7 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
         ax.set_yscale("log")
         ax.set_xlabel(r"$t$ (layer index)")
         ax.set_title(title)
-        ax.legend(fontsize=6.5, loc="lower left")
+        ax.legend(fontsize=8, loc="lower left")
         slopes[kind] = sl
     axes[0].set_ylabel("median over clouds (band: 10-90%)")
     axes[1].set_ylim(max(axes[1].get_ylim()[0], 1e-30), None)
@@ -229,12 +231,12 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
     s_fixed, s_cur = fitted.fixed, fitted.current
     a.text(0.98, 0.97, f"fitted slopes ($t\\geq 100$): fixed hull {s_fixed:.2f},\ncurrent hull {s_cur:.2f}"
            f" ({int((~alive).sum())} of {len(alive)} clouds that\ncollapse in finitely many steps not drawn)",
-           transform=a.transAxes, fontsize=6.3, ha="right", va="top")
+           transform=a.transAxes, fontsize=8, ha="right", va="top")
     a.set_xscale("log")
     a.set_yscale("log")
     a.set_xlabel(r"$t$ (layer index)")
     a.set_ylabel("primal gap (median, 10-90%)")
-    a.legend(fontsize=6.2, loc="lower left")
+    a.legend(fontsize=8, loc="lower left")
     a.set_title(r"(a) same clouds, $\gamma^t=2/(t+2)$, $B_*=I_2$")
     r = _pick_example(current["positions"][0], current["final"].mean(axis=1), current["diam0"])
     P0 = current["positions"][0, r]
@@ -249,7 +251,7 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
     b.set_aspect("equal")
     b.set_xticks([])
     b.set_yticks([])
-    b.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False)
+    b.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False).set_in_layout(False)
     b.set_title("(b) paths of one cloud")
     fig.tight_layout()
     data = dict(t=t, primal_initial_tokens=current["primal_initial"], primal_current_tokens=current["primal_current"],
@@ -287,7 +289,7 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     b.set_xscale("log")
     b.set_xlim(1, open_loop["t"][-1])
     b.set_title("(b) log-log axes")
-    a.legend(fontsize=6.2, loc="center right")
+    a.legend(fontsize=8, loc="center right")
     fig.tight_layout()
     data = dict(t=t, primal_line_search=h_ls, primal_open_loop=h_ol, t_open_loop=open_loop["t"], rho=rho,
                 measured_factor=rate, slope_open_loop=s_ol, r=bound["r"], D=bound["D"], mu=bound["mu"], L=bound["L"])
@@ -337,8 +339,8 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
         g = getattr(sched, "value", getattr(sched, "a", ""))
         ax.set_title(text.format(g=g), fontsize=8)
         ax.text(0.02, 0.04, f"largest deviation from the closed form: {dev:.1e}", transform=ax.transAxes,
-                fontsize=6.5)
-        ax.legend(fontsize=6, loc="upper right")
+                fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
         if kind != "halving":
             ax.set_ylim(max(1e-17, np.nanmin(_pos(ratio))) / 3, 2)
         data[kind] = dict(schedule=sched.name, t=res["t"], ratio_max=(res["dist"][:, mov] / d0[mov]).max(axis=1),
@@ -394,7 +396,7 @@ def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str
     axes[0].plot([], [], "o", mfc="white", mec="k", ms=3.5, label=r"$x_i^0$")
     axes[0].plot([], [], "k.-", lw=0.6, label=r"$x_i^t$, constant $\gamma$")
     axes[0].plot([], [], "kx", label="origin")
-    axes[0].legend(fontsize=6.5, loc="lower left")
+    axes[0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return saved(fig, name, data, outdir, formats)
 
@@ -418,7 +420,7 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
     a.set_aspect("equal")
     a.set_xticks([])
     a.set_yticks([])
-    a.legend(fontsize=6.2, loc="lower left")
+    a.legend(fontsize=8, loc="lower left")
     a.set_title("(a) cells of $\\mathcal{K}^0$ and the paths", fontsize=8)
     t = np.arange(len(run["area"]))
     b.plot(t, run["area"] / run["area"][0], color="k", label=r"area$(\mathcal{K}^t)$/area$(\mathcal{K}^0)$")
@@ -427,7 +429,7 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
                label=r"$\|x_j^t-v_j\|$, non-owning vertices $v_j$" if j == 0 else None)
     b.plot(t, run["vertex_shift"][:, own].max(axis=1), color=COLORS[0], ls="--", label="max shift of owning vertices")
     b.set_xlabel(r"$t$ (layer index)")
-    b.legend(fontsize=6.5)
+    b.legend(fontsize=8)
     b.set_title("(b) the hull is not fixed", fontsize=8)
     fig.tight_layout()
     data = dict(trajectory=tr, owner=own, area=run["area"], vertex_shift=run["vertex_shift"], B=np.asarray(B))
@@ -462,7 +464,7 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     a.set_ylabel("median over tokens and systems")
     a.set_title(r"(a) LHS $=\min_{\tau\leq t}$ FW gap, "
                 r"RHS $=\frac{1}{t}\left(\frac{J^1(x^1)}{\gamma^1}-\inf_{\mathcal{K}^t}\frac{J^t}{\gamma^t}\right)$", fontsize=8)
-    a.legend(fontsize=6.2, loc="lower left")
+    a.legend(fontsize=8, loc="lower left")
     b.axhline(1, color="k", ls="--", lw=1, label="equality")
     b.set_xscale("log")
     b.set_yscale("log")
@@ -471,7 +473,7 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     b.set_xlabel(r"$t$ (layer index)")
     b.set_ylabel("max over tokens of LHS/RHS")
     b.set_title("(b) the proposition holds iff this stays $\\leq 1$", fontsize=8)
-    b.legend(fontsize=6.2, loc="lower left")
+    b.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return saved(fig, name, data, outdir, formats)
 
@@ -504,7 +506,7 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, forma
     ax.set_xlabel(r"dimension $d$")
     ax.set_ylabel(r"$P$(every vertex owns its cell)")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_title(r"Remark 4.6: $v_1,\dots,v_\kappa\sim\mathcal{N}(0,I_d)$, $B=I_d$", fontsize=8)
     fig.tight_layout()
     return saved(fig, name, data, outdir, formats)
@@ -525,14 +527,14 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str =
              label=r"leading term $\frac{t}{2}e^{-t}\Delta t\,\max_i\|x_i^0-v_{\sigma(i)}\|$")
     a.set_xlabel(r"$\Delta t=\gamma$")
     a.set_ylabel(r"$\max_i\|x_i^{k}-x_i(k\Delta t)\|$")
-    a.legend(fontsize=6.5, loc="upper left")
+    a.legend(fontsize=8, loc="upper left")
     a.set_title("(a) first-order convergence of the Euler scheme", fontsize=8)
     b.plot(paths["t"], paths["exact"], "k-", lw=1.2, label=r"exact $e^{-t}x^0+(1-e^{-t})v$")
     for j, (h, (tt, vals)) in enumerate(paths["euler"].items()):
         b.plot(tt, vals, "o-", ms=2.5, lw=0.7, color=COLORS[j + 2], label=f"(SA$\\infty$), $\\gamma=\\Delta t={h:g}$")
     b.set_xlabel(r"continuous time $t=k\Delta t$ ($k$ = layer index)")
     b.set_ylabel("first coordinate of one token")
-    b.legend(fontsize=6.5)
+    b.legend(fontsize=8)
     b.set_title("(b) Euler paths approach the ODE solution", fontsize=8)
     fig.tight_layout()
     data = dict(dt=dt, err_T=err["err_T"], err_sup=err["err_sup"], leading_T=err["leading_T"], T=err["T"],
@@ -555,7 +557,7 @@ def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, f
     ax.axvline(eta, color="0.5", lw=0.7, ls=":")
     ax.set_xlabel(r"perturbation size $\delta=\max_i\|\tilde x_i^0-x_i^0\|$")
     ax.set_ylabel(r"$\sup_{t\leq T}\max_i\|x_i(t)-\tilde x_i(t)\|$")
-    ax.legend(fontsize=6.2, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title(f"Theorem 4.8: continuous dependence ($T={generic['T']:g}$)", fontsize=8)
     fig.tight_layout()
     data = dict(delta=generic["delta"], sup_dist_generic=generic["sup_dist"], sup_dist_boundary=boundary["sup_dist"],

@@ -53,9 +53,9 @@ def fig_ties(corners, run_a, run_b, count_centre: int, count_edge: int):
     ax.scatter(run_a[-1, 4, 0], run_a[-1, 4, 1], s=40, facecolors="none", edgecolors="C3", lw=1.5, zorder=4)
     ax.scatter(corners[:, 0], corners[:, 1], c="k", s=18, zorder=3)
     ax.annotate(f"(a) centre: {count_centre} tied leaders,\nstays put", run_a[-1, 4], xytext=(-0.9, 0.45),
-                fontsize=7, arrowprops=dict(arrowstyle="->", lw=0.6))
+                fontsize=8, arrowprops=dict(arrowstyle="->", lw=0.6))
     ax.annotate(f"(b) (1/2, 0): {count_edge} tied leaders,\nwalks to (1, 0)", run_b[0, 4], xytext=(-0.3, -0.6),
-                fontsize=7, arrowprops=dict(arrowstyle="->", lw=0.6))
+                fontsize=8, arrowprops=dict(arrowstyle="->", lw=0.6))
     _bare(ax)
     ax.set_xlim(-1.2, 1.3)
     ax.set_ylim(-1.2, 1.2)

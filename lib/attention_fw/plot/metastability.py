@@ -76,12 +76,12 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     ax.semilogx(b1, frac3, "d-", ms=2.5, lw=0.8, color="C4", label=r"event, simplex in $\mathbb{R}^3$")
     ax.semilogx(b1, bound1, "k-", lw=0.8, label=r"$1-\beta^{-1/8}$")
     ax.axvspan(b1.min() / 1.5, beta_cfg, color="0.9", lw=0)
-    ax.text(math.sqrt(b1.min() * beta_cfg), 0.04, "hypotheses\nfail", ha="center", fontsize=7)
+    ax.text(math.sqrt(b1.min() * beta_cfg), 0.04, "hypotheses\nfail", ha="center", fontsize=8)
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel("fraction of runs")
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlim(b1.min() / 1.5, b1.max() * 1.5)
-    ax.legend(fontsize=6, loc="center right")
+    ax.legend(fontsize=8, loc="center right")
     ax.set_title("(b) Theorem 5.2 at $T_1$")
     ax = axs[2]
     sel = np.unique(np.linspace(0, len(ph1) - 1, min(5, len(ph1))).astype(int))
@@ -92,7 +92,7 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     ax.text(k1["T1"] + 0.3, 0.5, r"$T_1$", fontsize=8)
     ax.set_xlabel("step $t$")
     ax.set_ylabel("fraction meeting the event")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_title("(c) event against time")
     fig.tight_layout()
     data = dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
@@ -120,7 +120,7 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
     ax.set_ylim(0, 0.13)
     ax.set_xlabel(r"$\varepsilon$")
     ax.set_ylabel(r"$\gamma$")
-    ax.legend(fontsize=6, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     data = dict(region=region, r_star=hyp["r_star"], d=diam, eps=eps, gamma=gamma, hypotheses=dict(hyp))
     return saved(fig, name, data, outdir, formats)
@@ -157,7 +157,7 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
     ax.set_xscale("log")
     ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
     ax.set_ylabel("fraction per decade")
-    ax.legend(fontsize=6.5, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
+    ax.legend(fontsize=8, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
               frameon=False, columnspacing=1.2, handlelength=1.5)
     fig.tight_layout()
     return saved(fig, name, hist_data, outdir, formats)
@@ -182,18 +182,21 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     for c, kappa in enumerate(kappas):
         fl = [fits[kappa, 6, b] for b in r["betas"]]
         y = np.array([math.log10(f.mean) for f in fl])
-        err = np.array([(f.log_mean_ci[1] - f.log_mean_ci[0]) / 2 / math.log(10) for f in fl])
+        mean = np.array([f.mean for f in fl])
+        # the 95% interval of ln E[T_2], drawn on a logarithmic axis (one logarithm, ln, on every axis)
+        lo, hi = np.exp([f.log_mean_ci[0] for f in fl]), np.exp([f.log_mean_ci[1] for f in fl])
         s = rate_rows[kappa, 6]
-        ax.errorbar(bj, y, yerr=err, fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
-        ax.plot(bj, (s["intercept"] + s["slope"] * bj) / math.log(10), "-", lw=0.7, color=f"C{c}")
+        ax.errorbar(bj, mean, yerr=[mean - lo, hi - mean], fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
+        ax.plot(bj, np.exp(s["intercept"] + s["slope"] * bj), "-", lw=0.7, color=f"C{c}")
         rate_data[f"kappa{kappa}_n6"] = dict(beta=bj, log10_mean=y, slope=s["slope"], slope_ci=s["slope_ci"],
                                              c0=P.c0(P.regular_polygon(kappa)))
     yt = np.array([math.log10(f.mean) for f in r["thm_fits"]])
-    ax.plot(r["thm_betas"], yt, "k^", ms=4, label=r"theorem regime, $n=3$")
+    ax.plot(r["thm_betas"], [f.mean for f in r["thm_fits"]], "k^", ms=4, label=r"theorem regime, $n=3$")
+    ax.set_yscale("log")
     rate_data["theorem_n3"] = dict(beta=r["thm_betas"], log10_mean=yt, slope=s_thm["slope"], slope_ci=s_thm["slope_ci"])
     ax.set_xlabel(r"$\beta$")
-    ax.set_ylabel(r"$\log_{10}\,\mathbb{E}[T_2]$ (censored MLE)")
-    ax.legend(fontsize=6, loc="upper left")
+    ax.set_ylabel(r"$\mathbb{E}[T_2]$ (censored MLE, log scale)")
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title(r"(a) mean exit time")
     ax = axs[1]
     labels = []
@@ -206,10 +209,10 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
         ax.plot([j - 0.3, j + 0.3], [c0k, c0k], "k-", lw=1)
         labels.append(f"{kappa},{n}")
         rate_data[f"slope_kappa{kappa}_n{n}"] = dict(mc=s["slope"], mc_ci=s["slope_ci"], exact=exact_slope[kappa, n], c0=c0k)
-    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel(r"$\kappa$, $n$")
-    ax.set_ylabel(r"fitted slope of $\log\mathbb{E}[T_2]$")
-    ax.legend(fontsize=5.5, loc="lower left")
+    ax.set_ylabel(r"fitted slope of $\ln\mathbb{E}[T_2]$")
+    ax.legend(fontsize=8, loc="best")
     ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
     ax = axs[2]
     for kappa in kappas:
@@ -226,7 +229,7 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.set_xlim(0, max(r["betas"]) + 6)
     ax.set_xlabel(r"$\beta$ (centre of the window)")
     ax.set_ylabel(r"slope $/\ c_0$")
-    ax.legend(fontsize=5.5, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_title("(c) slope on moving windows", fontsize=8)
     fig.tight_layout()
     return saved(fig, name, rate_data, outdir, formats)
@@ -268,13 +271,13 @@ def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str =
         ax.set_xscale("log")
         ax.set_xlabel("$t$ (steps)")
         ax.set_title(title, fontsize=8)
-        leg = ax.legend(fontsize=6.5, loc="lower left")
-        ax.add_artist(leg)
-        styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
-        ax.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=6, loc="lower center",
-                  bbox_to_anchor=(0.62, 0.0))
+        ax.legend(fontsize=8, loc="lower left")
     axs[0].set_ylabel(r"$\mathbb{P}[T_2\geq t]$")
     fig.tight_layout()
+    # the line styles once, above both panels (inside a panel they would hide the curves)
+    styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
+    fig.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=8, ncol=3,
+               loc="lower center", bbox_to_anchor=(0.5, 0.98), frameon=False)
     return saved(fig, name, surv_data, outdir, formats)
 
 
@@ -313,7 +316,7 @@ def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str =
     ax.set_yscale("log")
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel("exit step")
-    ax.legend(fontsize=6.5)
+    ax.legend(fontsize=8)
     ax.set_title("(a) exit times", fontsize=8)
     ax = axs[1]
     ax.plot(paths_["t"], paths_["sabeta"], "-", color="C3", lw=1.2, label=r"SA$\beta$")
@@ -329,7 +332,7 @@ def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str =
     ax.set_ylim(0, 2)
     ax.set_xlabel("step $t$")
     ax.set_ylabel("max distance to group hull")
-    ax.legend(fontsize=6.5)
+    ax.legend(fontsize=8)
     ax.set_title(rf"(b) excursions, $\beta={beta_path:g}$", fontsize=8)
     ax = axs[2]
     traj, sap_tr = e6["sabeta"], e6["sap"]
@@ -377,11 +380,11 @@ def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "col
     cols = plt.cm.viridis(np.linspace(0, 1, len(lim)))
     ax.scatter(*lim.T, s=18, c=cols, marker="*", zorder=4, label=r"$x^*(\beta)$")
     ax.plot(0, 0, "kx", ms=6)
-    ax.annotate("origin", (0, 0), (0.05, 0.08), fontsize=7)
+    ax.annotate("origin", (0, 0), (0.05, 0.08), fontsize=8)
     ax.set_aspect("equal")
     ax.set_xlim(-0.15, 1.15)
     ax.axis("off")
-    ax.legend(fontsize=6.5, loc="lower left")
+    ax.legend(fontsize=8, loc="lower left")
     ax.set_title("(a) limit points", fontsize=8)
     ax = axs[1]
     for c, r in enumerate(results):
@@ -392,14 +395,14 @@ def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "col
     ax.set_ylim(1e-6, 3)
     ax.set_xlabel("step $t$")
     ax.set_ylabel("diameter")
-    ax.legend(fontsize=5.5, ncol=2)
+    ax.legend(fontsize=8, ncol=2)
     ax.set_title("(b) diameter of the tokens", fontsize=8)
     ax = axs[2]
     bc = np.array(betas)
     ax.semilogy(bc[conv], steps_col[conv], "o-", ms=3)
     if (~conv).any():
         ax.semilogy(bc[~conv], steps_col[~conv], "^", ms=4, color="C3", label="not collapsed by the budget")
-        ax.legend(fontsize=6.5)
+        ax.legend(fontsize=8)
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel("steps to diameter $<10^{-6}$")
     ax.set_title("(c) collapse time", fontsize=8)

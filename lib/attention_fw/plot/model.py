@@ -26,13 +26,13 @@ def fig_beta_limit(res: Result):
     ax.set_xlabel(r"inverse temperature $\beta$")
     ax.set_ylabel(r"$\max_i\|x_i^t(\beta)-x_i^t(\infty)\|$")
     ax.set_title(f"(1.3) against (SA$\\infty$) after t = {res.steps} layers", fontsize=8)
-    ax.legend(frameon=False, fontsize=7)
+    ax.legend(frameon=False, fontsize=8)
     ax2.semilogy(res.bD.ravel(), np.maximum(res.errors.ravel(), FLOOR), ".", ms=2, color="C0", alpha=0.5)
     xs = np.linspace(10, max(res.bD.max(), 10), 200)
     if np.isfinite(res.const):
         ax2.semilogy(xs, np.maximum(res.const * np.exp(-xs), FLOOR), "k--", lw=0.8,
                      label=f"{res.const:.1f} exp($-\\beta\\Delta$)")
-        ax2.legend(frameon=False, fontsize=7)
+        ax2.legend(frameon=False, fontsize=8)
     ax2.set_xlim(0, min(res.bD.max(), 60))
     ax2.set_ylim(FLOOR / 2, 10)
     ax2.set_xlabel(r"$\beta\Delta$ ($\Delta$: smallest score gap of the configuration)")
@@ -61,7 +61,7 @@ def fig_sap_expectation(res: Result, token: int = 0):
     ax.scatter(*res.mean[i], marker="x", s=60, c="C2", zorder=5, label="Monte Carlo mean of SAP")
     ax.annotate("$x_1$", x[i], textcoords="offset points", xytext=(-14, 6))
     ax.set_aspect("equal")
-    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=1, frameon=False)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=1, frameon=False)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_title(r"one step of token $x_1$", fontsize=8)
@@ -69,7 +69,7 @@ def fig_sap_expectation(res: Result, token: int = 0):
     pos = np.arange(x.size)
     ax3.errorbar(pos, (res.mean - res.target).ravel(), yerr=2 * res.se.ravel(), fmt="o", ms=3, capsize=2, color="C2")
     ax3.axhline(0, color="C3", lw=1)
-    ax3.set_xticks(pos, labels, fontsize=6, rotation=90)
+    ax3.set_xticks(pos, labels, fontsize=8, rotation=90)
     ax3.set_title(r"MC mean $-$ SA$\beta$ step, $\pm2$ s.e.", fontsize=8)
     ax3.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     ax2.loglog(res.checkpoints, res.errs, "o-", ms=3, label="largest coordinate error")
@@ -77,7 +77,7 @@ def fig_sap_expectation(res: Result, token: int = 0):
     ax2.loglog(res.checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
     ax2.set_xlabel("Monte Carlo samples $M$")
     ax2.set_title("convergence of the mean", fontsize=8)
-    ax2.legend(frameon=False, fontsize=7)
+    ax2.legend(frameon=False, fontsize=8)
     return fig
 
 

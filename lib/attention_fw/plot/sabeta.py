@@ -72,7 +72,7 @@ def fig_exit_times(results, outdir=None, formats=None, name: str = "sabeta-exit-
                         mfc="none", label="SAP mean (95% CI)")
         ax.set_yscale("log")
         ax.set_xlabel(r"$\beta$")
-        ax.set_title(r["name"].replace(", in the hypotheses", " [H]").replace(", ", "\n", 1), fontsize=7.5)
+        ax.set_title(r["name"].replace(", in the hypotheses", " [H]").replace(", ", "\n", 1), fontsize=8)
     for ax in list(axs.flat)[k:]:
         ax.set_visible(False)
     axs[0, 0].set_ylabel("exit step $T_2$")
@@ -82,7 +82,7 @@ def fig_exit_times(results, outdir=None, formats=None, name: str = "sabeta-exit-
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(labels), frameon=False)
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels), frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     data = dict(runs=runs_table(results))
     return saved(fig, name, data, outdir, formats)
@@ -112,13 +112,13 @@ def fig_rates(results, rates: list[dict], outdir=None, formats=None, name: str =
     ax.axvline(1.0, color="k", lw=0.6, ls="--")
     ax.set_yticks(y)
     ax.set_yticklabels([r["name"].replace(", in the hypotheses", "") + (" [H]" if r["hypotheses"]["all"] else "")
-                        for r in results], fontsize=7)
-    ax.set_xlabel(r"rate $c_{\mathrm{eff}} = d\log T_2/d\beta$, in units of $c_0$ (dashed: $c_0$)")
+                        for r in results], fontsize=8)
+    ax.set_xlabel(r"rate $c_{\mathrm{eff}} = d\ln T_2/d\beta$, in units of $c_0$ (dashed: $c_0$)")
     handles, labels = ax.get_legend_handles_labels()
     seen: dict[str, Any] = {}
     for h, lab in zip(handles, labels):
         seen.setdefault(lab, h)
-    ax.legend(list(seen.values()), list(seen.keys()), fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3,
+    ax.legend(list(seen.values()), list(seen.keys()), fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3,
               frameon=False)
     ax.set_ylim(-0.7, k - 0.3)
     fig.tight_layout()
@@ -150,7 +150,7 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
         ax.set_xlabel("step $t$")
         ax.set_title(rf"$\gamma={c['gamma']:g}$, $\beta={c['beta']:g}$", fontsize=8)
     axs[0, 0].set_ylabel(r"$\max_i |X_i^t - x_i^t|$")
-    axs[0, 0].legend(fontsize=7, loc="lower right")
+    axs[0, 0].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     data = dict(couplings=[{k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in c.items()}
                            for c in couplings])

@@ -50,9 +50,9 @@ def fig_heads_map(table: list, subspace: dict, token_sign, similarity_check, *, 
         ax.set_xlabel("pos$\\_$mass (1: $S\\succeq0$, 0: $S\\preceq0$)")
         ax.set_title(title, loc="left")
     a.set_ylabel(r"antisym$\_$ratio $\|M-M^\top\|/\|M+M^\top\|$")
-    a.annotate("$S\\preceq0$", (0.0, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="C3", ha="left")
-    a.annotate("$S\\succeq0$", (1.0, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="C0", ha="right")
-    b.legend(frameon=False, fontsize=7, loc="upper left")
+    a.annotate("$S\\preceq0$", (0.0, 0.02), xycoords=("data", "axes fraction"), fontsize=8, color="C3", ha="left")
+    a.annotate("$S\\succeq0$", (1.0, 0.02), xycoords=("data", "axes fraction"), fontsize=8, color="C0", ha="right")
+    b.legend(frameon=False, fontsize=8, loc="upper left")
     cb = fig.colorbar(sc, ax=[a, b], ticks=range(int(layers.max()) + 1), fraction=0.03, pad=0.02)
     cb.set_label("layer")
     data = {"heads": [{k: r[k] for k in HEAD_KEYS} for r in table],
@@ -91,7 +91,7 @@ def fig_support(study: dict, hull: list):
     a.set_xlabel("tokens $n$")
     a.set_ylabel("tokens")
     a.set_title("(a) attended tokens against $n$", loc="left")
-    a.legend(frameon=False, fontsize=6.5, loc="upper left", bbox_to_anchor=(0, 1.0))
+    a.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(0, 1.0))
     a.set_ylim(0.8, nn.max() * 6)
     cm = study["class_mass"].mean(axis=(0, 2))                        # (layers, 4)
     share = study["class_share"].mean(axis=0)
@@ -105,7 +105,7 @@ def fig_support(study: dict, hull: list):
     b.set_ylabel("mean attention mass received")
     b.set_ylim(0, 1.12)
     b.set_title("(b) where the mass goes (dotted: share of tokens)", loc="left")
-    b.legend(frameon=False, fontsize=6.5, ncol=4, loc="upper center", handlelength=1.0, columnspacing=0.8)
+    b.legend(frameon=False, fontsize=8, ncol=4, loc="upper center", handlelength=1.0, columnspacing=0.8)
     fig.tight_layout()
     data = {"n": n, "support": study["support"], "leaders": study["leaders"],
             "hull": [{k: e[k] for k in ("sentence", "layer", "head", "n", "vertices", "vertex_mass", "support",
@@ -131,14 +131,14 @@ def fig_sentence(panels: list):
         ax.plot(v2, np.full(len(v2), n + 0.6), "s", color=COLORS[2], ms=2.5, clip_on=False, label="vertex of the 2-D projection")
         ticks = np.arange(n)
         ax.set_xticks(ticks)
-        ax.set_xticklabels(p["pieces"], rotation=90, fontsize=6)
+        ax.set_xticklabels(p["pieces"], rotation=90, fontsize=8)
         ax.set_yticks(ticks)
-        ax.set_yticklabels(p["pieces"], fontsize=6)
+        ax.set_yticklabels(p["pieces"], fontsize=8)
         ax.set_ylim(n + 1.2, -1.8)
         ax.set_title(f"({chr(97 + j)}) layer {p['layer']}, head {p['head']}: "
                      f"support {p['support']:.1f} of $n={n}$", loc="left", fontsize=8)
     fig.subplots_adjust(bottom=0.24, top=0.93, left=0.09, right=0.9, wspace=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), frameon=False, fontsize=7, loc="lower center",
+    fig.legend(*axes[0].get_legend_handles_labels(), frameon=False, fontsize=8, loc="lower center",
                bbox_to_anchor=(0.5, 0.0), ncol=3)
     fig.colorbar(im, ax=list(axes), fraction=0.02, pad=0.01).set_label("attention weight")
     data = {"panels": [{k: p[k] for k in ("layer", "head", "pieces", "weights", "leader_index", "is_vertex",
@@ -173,7 +173,7 @@ def fig_dynamics(runs: list, sweep: list):
         ax.set_xticks([])
         ax.set_yticks([])
         c = int(r["clusters"][-1])
-        ax.set_xlabel(f"{c} cluster{'' if c == 1 else 's'} at $t={r['t'][-1]}$", fontsize=7)
+        ax.set_xlabel(f"{c} cluster{'' if c == 1 else 's'} at $t={r['t'][-1]}$", fontsize=8)
         data["runs"].append({"label": r["label"], "layer": r["layer"], "head": r["head"], "t": r["t"],
                              "projected": y, "clusters": r["clusters"], "diameter": r["diameter"]})
     a = fig.add_subplot(gs[rows, 0])
@@ -199,6 +199,6 @@ def fig_dynamics(runs: list, sweep: list):
     a.set_title(f"({chr(97 + k)}) diameter", loc="left")
     b.set_title(f"({chr(98 + k)}) clusters", loc="left")
     b.set_ylim(0, None)
-    a.legend(frameon=False, fontsize=6, loc="lower left", ncol=2, handlelength=1.6, columnspacing=0.8)
+    a.legend(frameon=False, fontsize=8, loc="lower left", ncol=2, handlelength=1.6, columnspacing=0.8)
     fig.tight_layout()
     return saved(fig, "trained-dynamics", data)
