@@ -945,7 +945,7 @@ _B2 = np.array([[1.4, 0.0], [0.0, 0.6]])
 _B2R = np.array([[1.2, 0.3], [0.3, 0.8]])
 _B3 = np.diag([1.3, 1.0, 0.7])
 
-#: The family of chapter 7: ``name -> (vertices, tokens, gamma, eps, B)``; ``tokens`` is ``("c", m)``
+#: The family of configurations of chapter 7, ``name -> (vertices, tokens, gamma, eps, B)``; ``tokens`` is ``("c", m)``
 #: for m coincident tokens per vertex or ``("n", m, r)`` for the vertex plus m tokens at distance r in
 #: its tangent cone (seeded by the name's position in the family); ``B = None`` is the identity.
 #: :func:`family_configuration` turns a name into tokens, groups and the hypotheses check.

@@ -482,6 +482,7 @@ def _softmax_core(Q, KT, Va, p: Plan, shift: bool):
 
 # ----------------------------------------------------------------------------- precision
 PRECISIONS = ("float64", "float32")
+"""The precisions of the tiled steps' scores and exponentials (the sums are accumulated in float64 in both)."""
 
 NO_SHIFT = {"float64": 200.0, "float32": 40.0}
 """Largest ``beta |B| max|x|^2`` at which the scores are exponentiated without a running maximum:
