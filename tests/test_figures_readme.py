@@ -105,10 +105,17 @@ def _parameters(notebook: str) -> tuple[list[str], dict]:
         cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
         names = [n.targets[0].id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)]
     values: dict = {}
-    for node in ast.walk(ast.parse(Path(ROOT / "book" / f"{notebook}.py").read_text())):
+    tree = ast.parse(Path(ROOT / "book" / f"{notebook}.py").read_text())
+    # the chapter's own imports and the constants defined before its presets: presets may name them
+    namespace: dict = {"np": np, "math": math}
+    first = next((i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id.startswith("PRESETS") for t in node.targets)), 0)
+    before = [node for node in tree.body[:first] if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign))]
+    exec(compile(ast.Module(body=before, type_ignores=[]), notebook, "exec"), namespace)  # noqa: S102
+    for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.startswith("PRESETS")
                                                 for t in node.targets):
-            values.update(eval(ast.unparse(node.value), {"np": np, "math": math})["paper"])  # noqa: S307
+            values.update(eval(ast.unparse(node.value), namespace)["paper"])  # noqa: S307
     return names, values
 
 
