@@ -52,7 +52,8 @@ def runs_table(results) -> list[dict]:
 
 def fig_exit_times(results, outdir=None, formats=None, name: str = "sabeta-exit-times"):
     """``T2`` against beta on a few configurations: (SA-beta) measured, the reduced model, its
-    leading order, the chain's mean with its 95% interval. ``results``: :func:`attention_fw.experiments.sabeta.family_task` Results."""
+    leading order, the chain's mean with its 95% interval. ``results``: Results of
+    :func:`attention_fw.experiments.sabeta.family_task`."""
     k = len(results)
     cols = min(k, 4)
     rows = math.ceil(k / cols)
