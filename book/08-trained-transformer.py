@@ -183,7 +183,7 @@ page.glue(pm_lo=(pm.min(), ".2f"), pm_hi=(pm.max(), ".2f"), ar_lo=(ar.min(), ".2
 # The inertia of $S$ is {glue:text}`inertia_text` for every head: 32 positive and 32 negative
 # eigenvalues. Over the 72 heads `pos_mass` lies between {glue:text}`pm_lo` and
 # {glue:text}`pm_hi`, and `antisym_ratio` between {glue:text}`ar_lo` and {glue:text}`ar_hi`
-# ({glue:text}`ar_below_half` heads below 0.5): the antisymmetric part is of the same size as the
+# (heads below 0.5: {glue:text}`ar_below_half`): the antisymmetric part is of the same size as the
 # symmetric one, so no head is close to symmetric either. The value maps sit at
 # `value_scalar_dist` between {glue:text}`vsd_lo` and {glue:text}`vsd_hi`, just above the bound
 # {glue:text}`vsd_bound` that rank imposes: they are as far from $cI$ as a rank-32 map can be, and
