@@ -434,7 +434,7 @@ def _value_text(value) -> str:
 
 
 _TABLE_STYLE = ("<style>table.afw-parameters{border-collapse:collapse;font-size:0.85em;margin:0.4em 0}"
-                "table.afw-parameters caption{caption-side:top;text-align:left;font-weight:600}"
+                "details.afw-parameters-box>summary{font-weight:600;cursor:pointer}"
                 "table.afw-parameters td,table.afw-parameters th{padding:0.1em 0.6em;text-align:left;"
                 "border-bottom:1px solid #8884}table.afw-parameters td:first-child{white-space:nowrap}</style>")
 
@@ -459,9 +459,11 @@ class _ParameterTable:
                          f'<td>{e(_value_text(r["book"]))}</td>'
                          f'<td>{e((r["type"] + " " + r["accepted"]).strip())}</td><td>{e(r["meaning"])}</td></tr>')
         body = "".join(cells)
-        table = (_TABLE_STYLE + f'<table class="afw-parameters"><caption>{head}</caption><thead><tr><th>parameter</th>'
+        # folded: the argument comes first; a reader opens the table when the numbers matter
+        table = (_TABLE_STYLE + f'<details class="afw-parameters-box"><summary>{head}</summary>'
+                 f'<table class="afw-parameters"><thead><tr><th>parameter</th>'
                  f'<th>this run</th><th>book</th><th>accepted</th><th>meaning</th></tr></thead>'
-                 f'<tbody>{body}</tbody></table>')
+                 f'<tbody>{body}</tbody></table></details>')
         text = "\n".join([f"Parameters of this run (preset {self.preset})"]
                          + [f"{'*' if r['differs'] else ' '} {r['name']} = {_value_text(r['value'])}"
                             f"  (book: {_value_text(r['book'])}; {r['meaning']})" for r in self.rows])
