@@ -36,12 +36,16 @@ def subpath_server(tmp_path_factory):
     assert build.returncode == 0, f"the quick book did not build:\n{build.log[-4000:]}"
     site = tmp_path_factory.mktemp("site")
     (site / SUBPATH).symlink_to(build.html, target_is_directory=True)
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
-                             "--directory", str(site)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the server logs every request on stderr: into a file, never into a pipe that nobody reads (a
+    # full pipe blocks the server once a few hundred requests have been logged)
+    log = tmp_path_factory.mktemp("server") / "requests.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+                                 "--directory", str(site)], stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         line = proc.stdout.readline()        # "Serving HTTP on 127.0.0.1 port N (http://...) ..."
         m = re.search(r"port (\d+)", line)
-        assert m, f"http.server did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+        assert m, f"http.server did not start: {line!r} {log.read_text() if proc.poll() is not None else ''}"
         root = f"http://127.0.0.1:{m.group(1)}/"
         yield build.html, root, root + SUBPATH + "/"
     finally:

@@ -133,7 +133,7 @@ def exact_hardmax_trajectory(x0: Sequence[Any], steps: int, *, gamma: Callable[[
     gamma : callable ``t -> Fraction``, optional, keyword-only
         Step sizes; default ``2/(t+2)`` exactly (Theorem 3.1).
     Bstar : number or d x d nested sequence, keyword-only
-        ``B_*`` (symmetric positive semidefinite is the setting of Section 3; not checked here).
+        ``B_*`` (symmetric positive semidefinite is the setting of Section 3; the function does not test it).
 
     Returns
     -------

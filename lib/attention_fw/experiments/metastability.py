@@ -334,7 +334,7 @@ def metastability_bound(t: npt.ArrayLike, beta: float, n: int, gamma: float, eps
     ``M = ceil(eps / (gamma d(K)))`` bad steps among the ``n t`` token-steps, each of
     probability at most ``p = n e^{-beta c0 / 2}`` (the cluster bound in the proof of Theorem 5.4), so by a
     union bound ``P[T2 < t] <= binom(n t, M) p^M``. It also needs the clusters to stay within
-    radius r with ``4 R r + 2 r^2 <= c0 / 2`` and disjoint balls (not checked here).
+    radius r with ``4 R r + 2 r^2 <= c0 / 2`` and disjoint balls (the function does not test these two).
 
     Parameters
     ----------
