@@ -25,13 +25,17 @@ model: $(STAMP)
 	@$(PY) -m attention_fw.encoder.files
 
 # Set-up (the .venv, the trained model's files and, where apt-get may be used, chromium and
-# poppler-utils), ruff, mypy over lib/, then every test.
+# poppler-utils), ruff, mypy over lib/, then every test, on TEST_WORKERS processes (pytest-xdist;
+# one per core by default, TEST_WORKERS=0: in this process). The tests that share a module's
+# fixture run on one worker, the longest first, and the quick book build is made once for all
+# (tests/conftest.py).
+TEST_WORKERS ?= auto
 test: $(STAMP)
 	@bash tools/system-deps.sh
 	@$(PY) -m attention_fw.encoder.files
 	$(VENV)/bin/ruff check lib tools tests book
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
 # stand-alone tables of the other tools/bench_*.py scripts.

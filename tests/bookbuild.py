@@ -1,7 +1,12 @@
 """Build the book once per test session, in the quick preset, in a scratch copy of the repository.
 
 Used by ``test_book.py``, ``test_browser.py``, ``test_browser_subpath.py``, ``test_figures_heal.py``,
-``test_determinism.py`` and ``test_lab.py``. The one build runs with the network unavailable (the
+``test_figures_readme.py``, ``test_determinism.py`` and ``test_lab.py``. With several pytest-xdist
+workers the build is still made once: in the session's shared folder (``sessiondir.py``), under a
+file lock, by the first worker that collects a test needing it (in a background thread, so that the
+worker runs other tests meanwhile); every other user waits on the lock, without a deadline, and reads
+the recorded result. The shared build is read only; a test that changes it works on a copy
+(:func:`private_copy`). The one build runs with the network unavailable (the
 network guard of ``figrun.py`` in every Python process, and a network namespace with only a
 loopback where ``unshare -n`` works), so that it is also the check that the book builds offline;
 a second full build for that check would double the longest step of ``make test``. The copy holds the book
@@ -11,16 +16,26 @@ the virtual environment is a symlink to the real ``.venv``. Figures go to the co
 """
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass
+import threading
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import sessiondir
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
+STAMP = VENV / ".installed"     # make's record that .venv matches requirements.txt (the Makefile's $(STAMP))
+# A deadline only for a make that hangs: far beyond any build on a loaded two-core machine.
+MAKE_TIMEOUT = 3600.0
 _CACHE: dict[str, "Build"] = {}
+_RUNNING: set[subprocess.Popen] = set()
+_BACKGROUND: list[threading.Thread] = []
 
 
 @dataclass
@@ -36,6 +51,20 @@ class Build:
     @property
     def html(self) -> Path:
         return self.repo / "_build" / "html"
+
+    def save(self, path: Path) -> None:
+        record = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> "Build":
+        record = json.loads(path.read_text())
+        record["repo"] = Path(record["repo"])
+        if record.get("guard_log"):
+            record["guard_log"] = Path(record["guard_log"])
+        return cls(**record)
 
 
 def chapter_sources(root: Path = ROOT) -> list[Path]:
@@ -55,7 +84,28 @@ def make_copy(dest: Path) -> Path:
         shutil.copy2(ROOT / name, dest / name)
     if not (dest / ".venv").exists():
         (dest / ".venv").symlink_to(VENV, target_is_directory=True)
+    _never_reinstall(dest)
     return dest
+
+
+def _never_reinstall(copy: Path) -> None:
+    """The copy shares the project's ``.venv`` (a symlink): its make must never reinstall it.
+
+    When ``.venv/.installed`` is older than requirements.txt or lib/pyproject.toml (pytest run by
+    hand after a merge, without ``make venv``), the copy's make would run ``pip install -r
+    requirements.txt`` into the shared environment, and its ``-e ./lib`` would point the project's
+    editable install at the scratch copy's lib/ (and several copies would do so at once). ``make
+    test`` refreshes the stamp before pytest starts, so a reinstall there is never needed: the copy's
+    two files get the stamp's time when they are newer than it (the notebooks' rules compare them
+    only with executed notebooks, which are all written after the copy is made).
+    """
+    if not STAMP.exists():
+        return
+    stamp = STAMP.stat().st_mtime_ns
+    for name in ("requirements.txt", "lib/pyproject.toml"):
+        f = copy / name
+        if f.stat().st_mtime_ns > stamp:
+            os.utime(f, ns=(stamp, stamp))
 
 
 def env_for(repo: Path) -> dict:
@@ -66,7 +116,7 @@ def env_for(repo: Path) -> dict:
     return env
 
 
-def make(repo: Path, *args: str, timeout: float = 900, env: dict | None = None,
+def make(repo: Path, *args: str, timeout: float = MAKE_TIMEOUT, env: dict | None = None,
          offline: bool = False) -> subprocess.CompletedProcess:
     """Run make in ``repo`` (in ``env``, default :func:`env_for`; ``offline``: inside a network
     namespace with only a loopback); on timeout kill the whole process group (kernels included)."""
@@ -76,25 +126,117 @@ def make(repo: Path, *args: str, timeout: float = 900, env: dict | None = None,
     proc = subprocess.Popen(cmd, cwd=repo, env=env or env_for(repo),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    _RUNNING.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         err += f"\nbookbuild: make {' '.join(args)} killed after {timeout} s"
+    finally:
+        _RUNNING.discard(proc)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def quick_book(base: Path) -> Build:
-    """Run ``make book PRESET=quick`` once, offline, in a copy under ``base`` (cached for the session)."""
-    if "quick" not in _CACHE:
-        import figrun
+@atexit.register
+def _kill_running() -> None:
+    """A make still running when this process exits (an interrupted session) ends with it."""
+    for proc in list(_RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
-        repo = make_copy(base / "repo")
-        env = figrun.guarded_env(env_for(repo), base / "guard")
-        unshare = figrun.unshare_works()
-        proc = make(repo, "book", "PRESET=quick", env=env, offline=unshare)
-        _CACHE["quick"] = Build(repo, proc.returncode, proc.stdout + "\n" + proc.stderr, env=env,
-                                guard_log=base / "guard" / "attempts.log", stderr=proc.stderr,
-                                offline="unshare -n + guard" if unshare else "guard only (unshare -n unavailable here)")
+
+def _build_quick(base: Path) -> Build:
+    """``make book PRESET=quick``, offline, in a copy under ``base``."""
+    import figrun
+
+    repo = make_copy(base / "repo")
+    env = figrun.guarded_env(env_for(repo), base / "guard")
+    unshare = figrun.unshare_works()
+    proc = make(repo, "book", "PRESET=quick", env=env, offline=unshare)
+    return Build(repo, proc.returncode, proc.stdout + "\n" + proc.stderr, env=env,
+                 guard_log=base / "guard" / "attempts.log", stderr=proc.stderr,
+                 offline="unshare -n + guard" if unshare else "guard only (unshare -n unavailable here)")
+
+
+_QUICK = "quick-book"
+
+
+def _record() -> Path:
+    return sessiondir.root() / _QUICK / "build.json"
+
+
+def _build_and_record() -> None:
+    """Under the lock: build into the session folder and record the result (unless recorded)."""
+    if not _record().exists():
+        folder = sessiondir.root() / _QUICK
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        _build_quick(folder).save(_record())
+
+
+def start_quick_book() -> bool:
+    """Start the session's quick build in a background thread of this process, unless it is
+    recorded already or another worker (or thread) is making it. True when this call started it."""
+    fd = sessiondir.try_lock(_QUICK, blocking=False)
+    if fd is None:
+        return False
+    if _record().exists():
+        sessiondir.unlock(fd)
+        return False
+
+    def run():
+        try:
+            _build_and_record()
+        finally:
+            sessiondir.unlock(fd)
+
+    thread = threading.Thread(target=run, name="quick-book", daemon=True)
+    _BACKGROUND.append(thread)
+    thread.start()
+    return True
+
+
+def join_background() -> None:
+    """Wait for a build this process started (a worker must not exit while another waits on it)."""
+    for thread in _BACKGROUND:
+        thread.join()
+
+
+def quick_book(base: Path | None = None) -> Build:
+    """The session's one ``make book PRESET=quick``, run offline in a scratch copy.
+
+    With the session folder set (``tests/conftest.py``) it is made once for all workers (waiting for
+    the worker that makes it); otherwise, once per process in a copy under ``base``.
+    """
+    if "quick" not in _CACHE:
+        if sessiondir.is_set():
+            with sessiondir.locked(_QUICK):
+                _build_and_record()
+            _CACHE["quick"] = Build.load(_record())
+        else:
+            assert base is not None, "quick_book: no session folder, so a base folder is needed"
+            _CACHE["quick"] = _build_quick(base)
     return _CACHE["quick"]
+
+
+def private_copy(build: Build, dest: Path) -> Build:
+    """A copy of a finished build that a test may change (heal its figures, re-run make) while the
+    other workers read the shared one. Timestamps are kept, so make sees the same state. The one
+    absolute path the build records, the figures folder its figure state describes
+    (``_build/figures-state.json``), is the copy's own: the copy is the build, moved."""
+    repo = dest / "repo"
+    shutil.copytree(build.repo, repo, symlinks=True)
+    state = repo / "_build" / "figures-state.json"
+    if state.is_file():
+        times = state.stat()
+        data = json.loads(state.read_text())
+        if data.get("figures") == str((build.repo / "figures").resolve()):
+            data["figures"] = str((repo / "figures").resolve())
+        state.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        os.utime(state, ns=(times.st_atime_ns, times.st_mtime_ns))
+    env = env_for(repo) if build.env is not None else None
+    return Build(repo, build.returncode, build.log, env=env, guard_log=build.guard_log,
+                 offline=build.offline, stderr=build.stderr)

@@ -19,7 +19,9 @@ from pathlib import Path
 INSTALL_HINT = ("headless Chromium is needed for the browser test and was not found. Install it with "
                 "`sudo apt-get install -y chromium` (Debian/Ubuntu; .ci/run does this), or point the "
                 "CHROMIUM environment variable at a Chromium/Chrome executable.")
-PAGE_TIMEOUT = 30.0
+# Only a deadline for a page (or a reply) that never comes: generous, since the machine may be
+# loaded (make test runs two workers, each perhaps with a kernel or a build beside it).
+PAGE_TIMEOUT = 180.0
 
 
 def chromium_executable() -> str | None:

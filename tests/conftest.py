@@ -1,15 +1,90 @@
-"""Fixtures shared by the test files (regular polygons come from attention_fw.geometry.polytope.regular_polygon)."""
+"""Fixtures shared by the test files (regular polygons come from attention_fw.geometry.polytope.regular_polygon),
+and the parallel run of ``make test`` (pytest-xdist, ``-n auto --dist loadgroup``):
+
+* the session folder shared by the workers (``sessiondir.py``): what is made once per session (the
+  quick book build, the figure writer's reference runs) is made there under a file lock;
+* the quick book build starts, in a background thread, as soon as a collected test needs it, and
+  a worker does not exit while a build it started is running;
+* a module whose tests share an expensive module-scoped fixture runs as one unit on one worker
+  (``xdist_group``), so that the fixture is made once;
+* the longest units are queued first, so that no worker is left with a long test at the end
+  (``LONGEST_FIRST``, from ``pytest --durations``); the order within a module is kept.
+"""
 import os
 
 import numpy as np
 import pytest
 
+import bookbuild
+import sessiondir
 from attention_fw.model import _sampling
 from attention_fw.model import dynamics as D
 from cdp import INSTALL_HINT, Browser, chromium_executable
 
 # The library leaves matplotlib's backend alone; the tests (and the processes they start) never open a window.
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Fixtures (or their dependencies) that are the session's quick book build.
+BOOK_FIXTURES = {"quick_book", "build", "served_book", "subpath_server", "offline_book"}
+# Modules whose tests share an expensive module-scoped fixture: one unit, one worker.
+MODULE_GROUPS = {"test_install.py", "test_browser.py", "test_browser_subpath.py", "test_reruns.py",
+                 "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
+# Queued first, longest first (module, or module::test prefix); everything else keeps its order.
+LONGEST_FIRST = (
+    "test_install.py",
+    "test_lab.py::test_chapter_runs_live_in_the_lab",
+    "test_faults.py::test_interrupting_make_figures",
+    "test_bench.py",
+    "test_figures_heal.py",
+    "test_browser.py",
+    "test_lab.py::test_downloaded_notebook_runs_in_the_lab",
+    "test_browser_subpath.py",
+)
+
+
+def _session_folder(config) -> "os.PathLike[str]":
+    base = config._tmp_path_factory.getbasetemp()
+    # an xdist worker's base folder is <the controller's>/popen-gwN: share the controller's
+    return (base.parent if hasattr(config, "workerinput") else base) / "shared"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    sessiondir.set_root(_session_folder(config))
+
+
+def _rank(item) -> int:
+    name = item.nodeid.split("/")[-1]
+    for k, prefix in enumerate(LONGEST_FIRST):
+        if name.startswith(prefix):
+            return k
+    return len(LONGEST_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in MODULE_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    items.sort(key=_rank)          # stable: the order inside each rank is the collection's
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    if any(BOOK_FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
+        bookbuild.start_quick_book()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus != pytest.ExitCode.INTERRUPTED:
+        bookbuild.join_background()
+
+
+@pytest.fixture(scope="session")
+def quick_book():
+    """The session's one ``make book PRESET=quick`` (``bookbuild.quick_book``), shared by every worker."""
+    return bookbuild.quick_book()
 
 
 @pytest.fixture
@@ -56,7 +131,7 @@ def browser(tmp_path_factory):
         pytest.fail(INSTALL_HINT)
     b = Browser(exe, tmp_path_factory.mktemp("chromium-profile"))
     try:
-        b.send("Browser.getVersion", timeout=60)
+        b.send("Browser.getVersion", timeout=180)
         yield b
     finally:
         b.close()

@@ -38,20 +38,32 @@ def writer_env(folder: Path) -> dict:
 def run_writer(folder: Path, *args: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(writer_cmd(*args), env=writer_env(folder), capture_output=True, text=True,
-                          timeout=600)
+                          timeout=1800)
     assert proc.returncode == 0, f"figure writer failed:\n{proc.stderr[-3000:]}"
     return folder
 
 
+def _reference_run(kind: str, folder: Path) -> None:
+    if kind == "new":
+        run_writer(folder)
+    else:
+        run_writer(folder, "--seed", "6", "--outdir", str(folder))
+
+
 def reference(kind: str, base: Path) -> Path:
-    """Folder with a complete run: ``new`` = published parameters, ``old`` = seed 6."""
+    """Folder with a complete run: ``new`` = published parameters, ``old`` = seed 6.
+
+    Made once per session for all pytest-xdist workers (in the session folder, see
+    ``sessiondir.py``) when that is set, else once per process under ``base``. Read only."""
     if kind not in _CACHE:
-        folder = base / kind
-        if kind == "new":
-            run_writer(folder)
+        import sessiondir
+
+        if sessiondir.is_set():
+            _CACHE[kind] = sessiondir.once(f"figrefs-{kind}", lambda folder: _reference_run(kind, folder))
         else:
-            run_writer(folder, "--seed", "6", "--outdir", str(folder))
-        _CACHE[kind] = folder
+            folder = base / kind
+            _reference_run(kind, folder)
+            _CACHE[kind] = folder
     return _CACHE[kind]
 
 

@@ -29,7 +29,7 @@ CHAPTER_FILES = ["book/01-model.py", "book/02-frank-wolfe.py", "book/03-negative
 
 @pytest.fixture(scope="session")
 def build(tmp_path_factory):
-    return bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+    return bookbuild.quick_book()
 
 
 def _executed(build, source):
@@ -141,7 +141,7 @@ def test_notebook_parameters_follow_the_convention(source):
 
 
 def _run(source, *args):
-    return subprocess.run([*RUNNER, str(source), *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([*RUNNER, str(source), *args], capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)

@@ -32,7 +32,7 @@ SUBPATH = "attention-fw"
 
 @pytest.fixture(scope="module")
 def subpath_server(tmp_path_factory):
-    build = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+    build = bookbuild.quick_book()
     assert build.returncode == 0, f"the quick book did not build:\n{build.log[-4000:]}"
     site = tmp_path_factory.mktemp("site")
     (site / SUBPATH).symlink_to(build.html, target_is_directory=True)
@@ -55,7 +55,7 @@ def subpath_server(tmp_path_factory):
 
 def _status(url: str) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(url, timeout=180) as resp:
             resp.read()
             return resp.status
     except urllib.error.HTTPError as err:
@@ -124,7 +124,7 @@ def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(subp
     try:
         browser.send("Page.enable", session=session)
         browser.send("Page.navigate", {"url": base}, session)
-        deadline, where = time.monotonic() + 30, ""
+        deadline, where = time.monotonic() + 180, ""
         while time.monotonic() < deadline:
             where = evaluate(browser, session, "location.href") or ""
             if where.endswith("book/intro.html") and evaluate(browser, session, "document.readyState") == "complete":

@@ -41,7 +41,7 @@ def offline_book(tmp_path_factory):
     """The session's one quick build (``bookbuild.quick_book``), which runs offline."""
     import bookbuild
 
-    build = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+    build = bookbuild.quick_book()
     proc = subprocess.CompletedProcess(["make", "book", "PRESET=quick"], build.returncode, build.log, build.stderr)
     return {"repo": build.repo, "env": build.env, "proc": proc, "how": build.offline, "log": build.guard_log}
 

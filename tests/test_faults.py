@@ -177,7 +177,7 @@ def test_interrupting_make_figures_leaves_complete_files(tmp_path, refs, signame
                             preexec_fn=_as_from_a_terminal)
     # Interrupt once the first notebook has finished (its figures are written) and others run.
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 600 and proc.poll() is None:
+    while time.monotonic() - t0 < 1800 and proc.poll() is None:
         if list((repo / "_build" / "exec-times").glob("*.json")):
             break
         time.sleep(0.05)
@@ -230,7 +230,7 @@ def _runner(source: Path, tmp_path: Path, *args: str):
     out = tmp_path / "out" / f"{source.stem}.ipynb"
     proc = subprocess.run([PY, str(ROOT / "tools" / "run_notebook.py"), str(source), *args, "-o", str(out),
                            "--times-dir", str(tmp_path / "times"), "--failed-dir", str(tmp_path / "failed")],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     return proc, out
 
 
@@ -261,7 +261,7 @@ def test_failing_cell_fails_make(tmp_path):
 
     repo = bookbuild.make_copy(tmp_path / "repo")
     (repo / "book" / "99-faulty.py").write_text(NOTEBOOK)
-    proc = bookbuild.make(repo, "book/99-faulty.ipynb", "PRESET=quick", timeout=600)
+    proc = bookbuild.make(repo, "book/99-faulty.ipynb", "PRESET=quick")
     assert proc.returncode != 0
     assert "99-faulty" in proc.stderr and "ZeroDivisionError" in proc.stderr
     assert not (repo / "book" / "99-faulty.ipynb").exists()

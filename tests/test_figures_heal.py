@@ -1,4 +1,4 @@
-"""``make figures`` heals the figures folder (in the quick build's scratch copy, see bookbuild.py).
+"""``make figures`` heals the figures folder (in a private copy of the quick build, see bookbuild.py).
 
 * every file of the manifest has the notebook that wrote it on record
   (``_build/figures-state.json``, from the execution records of ``tools/run_notebook.py``);
@@ -6,8 +6,9 @@
   their writers, and ``make figures`` names them;
 * after ``rm -rf figures``, ``make figures`` restores every file with the manifest's hashes.
 
-Each test leaves the folder as it found it (that is what it checks), so the other tests that
-share the build are not disturbed.
+Each test leaves the folder as it found it (that is what it checks). The tests work on their own
+copy of the session's build (``bookbuild.private_copy``), so that the tests reading the shared
+build in other workers meanwhile never see a figure missing.
 """
 from __future__ import annotations
 
@@ -24,10 +25,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    b = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
-    assert b.returncode == 0, f"the quick book did not build:\n{b.log[-4000:]}"
-    return b
+def build(quick_book, tmp_path_factory):
+    assert quick_book.returncode == 0, f"the quick book did not build:\n{quick_book.log[-4000:]}"
+    return bookbuild.private_copy(quick_book, tmp_path_factory.mktemp("heal"))
 
 
 def _manifest(figures):

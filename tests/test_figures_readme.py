@@ -56,7 +56,7 @@ def parse_readme(text: str | None = None) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
-    b = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+    b = bookbuild.quick_book()
     assert b.returncode == 0, f"the quick book did not build:\n{b.log[-4000:]}"
     return b
 

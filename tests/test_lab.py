@@ -443,8 +443,8 @@ def test_chapter_runs_live_in_the_lab(lab, page):
 
 @pytest.mark.slow
 @pytest.mark.browser
-def test_downloaded_notebook_runs_in_the_lab(lab, page, tmp_path_factory):
-    build = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
+def test_downloaded_notebook_runs_in_the_lab(lab, page, quick_book):
+    build = quick_book
     assert build.returncode == 0, f"the quick book did not build:\n{build.log[-4000:]}"
     # The file behind the page's download button, saved by the reader at the top of the clone.
     html = (build.html / "book" / "01-model.html").read_text()

@@ -107,7 +107,7 @@ def _run(tmp_path, *args):
     out = tmp_path / "out.ipynb"
     proc = subprocess.run([sys.executable, str(RUNNER), str(ROOT / "book" / "03-negative-definite.py"),
                            "-o", str(out), "--times-dir", str(tmp_path / "times"), *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
     return proc, out
 
 
@@ -137,6 +137,6 @@ def test_the_runner_names_an_unknown_parameter_and_lists_the_accepted_ones(tmp_p
 def test_a_notebook_without_declaration_is_still_checked_by_name(tmp_path):
     proc = subprocess.run([sys.executable, str(RUNNER), str(ROOT / "book" / "reproducibility.py"),
                            "-o", str(tmp_path / "r.ipynb"), "-p", "steps", "5"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 2 and "steps is not a parameter" in proc.stderr and "Traceback" not in proc.stderr
     assert not Path(tmp_path / "r.ipynb").exists()

@@ -45,7 +45,7 @@ def _offline(cmd: list[str]) -> list[str]:
 def _check_cff(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     env = figrun.guarded_env(dict(__import__("os").environ), tmp_path / "guard")
     proc = subprocess.run(_offline([_tool("check-jsonschema"), "--builtin-schema", "vendor.citation-file-format",
-                                    str(path)]), capture_output=True, text=True, timeout=120, env=env)
+                                    str(path)]), capture_output=True, text=True, timeout=600, env=env)
     log = tmp_path / "guard" / "attempts.log"
     assert not log.exists() or log.read_text() == "", f"check-jsonschema tried the network: {log.read_text()}"
     return proc
@@ -159,9 +159,9 @@ def _lint(path: Path) -> dict[str, subprocess.CompletedProcess]:
     # depend on what else the machine has.
     return {
         "actionlint": subprocess.run(_offline([_tool("actionlint"), "-shellcheck=", "-pyflakes=", "-no-color",
-                                               str(path)]), capture_output=True, text=True, timeout=120),
+                                               str(path)]), capture_output=True, text=True, timeout=600),
         "zizmor": subprocess.run(_offline([_tool("zizmor"), "--offline", "--persona=auditor", "--no-progress",
-                                           str(path)]), capture_output=True, text=True, timeout=120),
+                                           str(path)]), capture_output=True, text=True, timeout=600),
     }
 
 
