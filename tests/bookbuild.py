@@ -148,50 +148,79 @@ def _kill_running() -> None:
             pass
 
 
-def _build_quick(base: Path) -> Build:
-    """``make book PRESET=quick``, offline, in a copy under ``base``."""
+def _build_quick(base: Path, on_figures=None) -> Build:
+    """``make book PRESET=quick``, offline, in a copy under ``base``, in its two steps: ``make
+    figures`` (every notebook executed, the manifest written), then ``make book`` (whose figures
+    step then finds nothing to do, and jupyter-book). ``on_figures(build)`` is called in between
+    with the result of the first step, so that tests needing only the figures can start."""
     import figrun
 
     repo = make_copy(base / "repo")
     env = figrun.guarded_env(env_for(repo), base / "guard")
     unshare = figrun.unshare_works()
-    proc = make(repo, "book", "PRESET=quick", env=env, offline=unshare)
-    return Build(repo, proc.returncode, proc.stdout + "\n" + proc.stderr, env=env,
-                 guard_log=base / "guard" / "attempts.log", stderr=proc.stderr,
-                 offline="unshare -n + guard" if unshare else "guard only (unshare -n unavailable here)")
+    how = "unshare -n + guard" if unshare else "guard only (unshare -n unavailable here)"
+    guard_log = base / "guard" / "attempts.log"
+    first = make(repo, "figures", "PRESET=quick", env=env, offline=unshare)
+    if on_figures is not None:
+        on_figures(Build(repo, first.returncode, first.stdout + "\n" + first.stderr, env=env,
+                         guard_log=guard_log, stderr=first.stderr, offline=how))
+    if first.returncode != 0:
+        return Build(repo, first.returncode, first.stdout + "\n" + first.stderr, env=env,
+                     guard_log=guard_log, stderr=first.stderr, offline=how)
+    second = make(repo, "book", "PRESET=quick", env=env, offline=unshare)
+    stderr = first.stderr + second.stderr
+    return Build(repo, second.returncode, first.stdout + second.stdout + "\n" + stderr, env=env,
+                 guard_log=guard_log, stderr=stderr, offline=how)
 
 
-_QUICK = "quick-book"
+_QUICK = "quick-book"          # lock: held while the build runs; record: the whole build
+_FIGURES = "quick-figures"     # lock: held until the figures step is done; record: that step
 
 
-def _record() -> Path:
-    return sessiondir.root() / _QUICK / "build.json"
+def _record(name: str = _QUICK) -> Path:
+    return sessiondir.root() / _QUICK / f"{name}.json"
 
 
-def _build_and_record() -> None:
-    """Under the lock: build into the session folder and record the result (unless recorded)."""
-    if not _record().exists():
-        folder = sessiondir.root() / _QUICK
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        _build_quick(folder).save(_record())
+def _build_and_record(release_figures=None) -> None:
+    """Holding both locks: build into the session folder and record both steps (unless recorded).
+    ``release_figures`` is called once the figures step is recorded."""
+    if _record().exists():
+        return
+    folder = sessiondir.root() / _QUICK
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+
+    def figures_done(step: Build) -> None:
+        step.save(_record(_FIGURES))
+        if release_figures is not None:
+            release_figures()
+
+    _build_quick(folder, figures_done).save(_record())
 
 
 def start_quick_book() -> bool:
     """Start the session's quick build in a background thread of this process, unless it is
     recorded already or another worker (or thread) is making it. True when this call started it."""
-    fd = sessiondir.try_lock(_QUICK, blocking=False)
-    if fd is None:
+    book = sessiondir.try_lock(_QUICK, blocking=False)
+    if book is None:
         return False
     if _record().exists():
-        sessiondir.unlock(fd)
+        sessiondir.unlock(book)
         return False
+    figures = sessiondir.try_lock(_FIGURES)      # only ever held briefly by a reader otherwise
+    released = []
+
+    def release_figures():
+        if not released:
+            released.append(True)
+            sessiondir.unlock(figures)
 
     def run():
         try:
-            _build_and_record()
+            _build_and_record(release_figures)
         finally:
-            sessiondir.unlock(fd)
+            release_figures()
+            sessiondir.unlock(book)
 
     thread = threading.Thread(target=run, name="quick-book", daemon=True)
     _BACKGROUND.append(thread)
@@ -213,7 +242,7 @@ def quick_book(base: Path | None = None) -> Build:
     """
     if "quick" not in _CACHE:
         if sessiondir.is_set():
-            with sessiondir.locked(_QUICK):
+            with sessiondir.locked(_QUICK), sessiondir.locked(_FIGURES):
                 _build_and_record()
             _CACHE["quick"] = Build.load(_record())
         else:
@@ -222,13 +251,33 @@ def quick_book(base: Path | None = None) -> Build:
     return _CACHE["quick"]
 
 
+def quick_figures() -> Build:
+    """The figures step of the session's quick build (``make figures PRESET=quick``, every notebook
+    executed and the manifest written), as soon as it is done: the HTML may still be in the making,
+    so use it through :func:`private_copy` only."""
+    if "figures" not in _CACHE:
+        with sessiondir.locked(_FIGURES):
+            recorded = _record(_FIGURES).exists()
+        if not recorded:        # no build running: make the whole one here
+            quick_book()
+        _CACHE["figures"] = Build.load(_record(_FIGURES))
+    return _CACHE["figures"]
+
+
+# made by jupyter-book (``make book``'s second step), perhaps while a private copy is taken; left out
+_BOOK_OUTPUTS = {"html", ".doctrees", ".jupyter_cache", "jupyter_execute"}
+
+
 def private_copy(build: Build, dest: Path) -> Build:
-    """A copy of a finished build that a test may change (heal its figures, re-run make) while the
-    other workers read the shared one. Timestamps are kept, so make sees the same state. The one
+    """A copy of a build (its figures step at least) that a test may change (heal its figures, re-run
+    make figures) while the other workers read the shared one. Without jupyter-book's outputs (the
+    HTML may still be in the making). Timestamps are kept, so make sees the same state. The one
     absolute path the build records, the figures folder its figure state describes
     (``_build/figures-state.json``), is the copy's own: the copy is the build, moved."""
     repo = dest / "repo"
-    shutil.copytree(build.repo, repo, symlinks=True)
+    book_outputs = build.repo / "_build"
+    shutil.copytree(build.repo, repo, symlinks=True,
+                    ignore=lambda d, names: [n for n in names if n in _BOOK_OUTPUTS] if Path(d) == book_outputs else [])
     state = repo / "_build" / "figures-state.json"
     if state.is_file():
         times = state.stat()

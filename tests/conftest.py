@@ -25,20 +25,30 @@ from cdp import INSTALL_HINT, Browser, chromium_executable
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 # Fixtures (or their dependencies) that are the session's quick book build.
-BOOK_FIXTURES = {"quick_book", "build", "served_book", "subpath_server", "offline_book"}
+BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "subpath_server", "offline_book"}
 # Modules whose tests share an expensive module-scoped fixture: one unit, one worker.
 MODULE_GROUPS = {"test_install.py", "test_browser.py", "test_browser_subpath.py", "test_reruns.py",
                  "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
-# Queued first, longest first (module, or module::test prefix); everything else keeps its order.
+# Queued first, in this order (module, or module::test prefix; "name.py::" for the library's doctests);
+# everything else keeps its order. From ``pytest --durations``: the chain that decides the length of
+# the run is the quick build's figures step, then the heal test that re-executes every notebook, so
+# that test is queued early (its worker waits on the build's lock, leaving the cores to the build)
+# and the other heavy tests fill the second worker meanwhile.
 LONGEST_FIRST = (
     "test_install.py",
     "test_lab.py::test_chapter_runs_live_in_the_lab",
-    "test_faults.py::test_interrupting_make_figures",
-    "test_bench.py",
+    "test_figures_heal.py::test_rm_rf",
     "test_figures_heal.py",
     "test_browser.py",
-    "test_lab.py::test_downloaded_notebook_runs_in_the_lab",
+    "test_faults.py::test_interrupting_make_figures",
+    "test_faults.py::test_interrupting_the_figure_writer",
+    "test_determinism.py::test_two_figure",
+    "test_lab.py::test_downloaded",
     "test_browser_subpath.py",
+    "test_bench.py",
+    "test_trained_heads.py",
+    "trained_heads.py::",
+    "test_reruns.py",
 )
 
 
@@ -85,6 +95,12 @@ def pytest_sessionfinish(session, exitstatus):
 def quick_book():
     """The session's one ``make book PRESET=quick`` (``bookbuild.quick_book``), shared by every worker."""
     return bookbuild.quick_book()
+
+
+@pytest.fixture(scope="session")
+def quick_figures():
+    """Its figures step, as soon as it is done (``bookbuild.quick_figures``; use a private copy)."""
+    return bookbuild.quick_figures()
 
 
 @pytest.fixture
