@@ -28,14 +28,15 @@ model: $(STAMP)
 # poppler-utils), ruff, mypy over lib/, then every test, on TEST_WORKERS processes (pytest-xdist;
 # one per core by default, TEST_WORKERS=0: in this process). The tests that share a module's
 # fixture run on one worker, the longest first, and the quick book build is made once for all
-# (tests/conftest.py).
+# (tests/conftest.py). PYTEST_ARGS: more options, e.g. PYTEST_ARGS=--durations=30.
 TEST_WORKERS ?= auto
+PYTEST_ARGS  ?=
 test: $(STAMP)
 	@bash tools/system-deps.sh
 	@$(PY) -m attention_fw.encoder
 	$(VENV)/bin/ruff check lib tools tests book
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
 # stand-alone tables of the other tools/bench_*.py scripts.
