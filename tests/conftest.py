@@ -6,7 +6,7 @@ and the parallel run of ``make test`` (pytest-xdist, ``-n auto --dist loadgroup`
 * the quick book build starts, in a background thread, as soon as a collected test needs it, and
   a worker does not exit while a build it started is running;
 * a module whose tests share an expensive module-scoped fixture runs as one unit on one worker
-  (``xdist_group``), so that the fixture is made once;
+  (``MODULE_GROUPS``, the scheduler below), so that the fixture is made once;
 * the longest units are queued first, so that no worker is left with a long test at the end
   (``LONGEST_FIRST``, from ``pytest --durations``); the order within a module is kept.
 """
@@ -71,11 +71,25 @@ def _rank(item) -> int:
     return len(LONGEST_FIRST)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the units of ``MODULE_GROUPS``: a listed module's tests are one unit,
+    every other test its own. (xdist's own ``xdist_group`` marks do not group under pytest 9,
+    whose test ids xdist 3.8 can no longer suffix, so the units are named here, from the ids.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.rsplit("/", 1)[-1] in MODULE_GROUPS else nodeid
+
+    return ModuleUnits(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in MODULE_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
     items.sort(key=_rank)          # stable: the order inside each rank is the collection's
 
 
