@@ -46,6 +46,7 @@ import http.server
 import json
 import queue
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -55,6 +56,9 @@ import pytest
 
 import bookbuild
 from cdp import INSTALL_HINT, PAGE_TIMEOUT, chromium_executable, evaluate
+
+sys.path.insert(0, str(bookbuild.ROOT / "tools"))
+from page_ready import READY_JS  # noqa: E402  (the screenshots' too: tools/page_ready.py)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
@@ -407,19 +411,6 @@ def test_math_and_figures_are_present_where_expected(reports):
 # ------------------------------------------------------------------ what a reader sees, scrolling
 # Scrolls each figure to the top and to the bottom of the window and records every sidebar box it
 # meets; records the shown width of each figure and animation, and whether the page scrolls sideways.
-READY_JS = """
-(async () => {
-  const sleep = ms => new Promise(r => setTimeout(r, ms));
-  if (document.querySelector('span.math, div.math')) {
-    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) await sleep(50);
-    if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
-  }
-  const imgs = Array.from(document.images);
-  imgs.forEach(i => { i.loading = 'eager'; });
-  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
-  return true;
-})()
-"""
 LAYOUT_JS = """
 (async () => {
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
