@@ -313,8 +313,8 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     w, h = box.width, box.height
 
     def clip(b):
-        return [round(max(0.0, b[0] - pad), 4), round(max(0.0, b[1] - pad), 4),
-                round(min(w, b[2] + pad), 4), round(min(h, b[3] + pad), 4)]
+        return [float(round(max(0.0, b[0] - pad), 4)), float(round(max(0.0, b[1] - pad), 4)),
+                float(round(min(w, b[2] + pad), 4)), float(round(min(h, b[3] + pad), 4))]
     cols = [[b[0], top, b[2], bottom] for b in boxes]
     order = sorted(above, key=lambda s: s[1]) + cols + sorted(below, key=lambda s: s[1])
     return [clip(b) for b in order]
