@@ -24,23 +24,31 @@
 # vertices rather than the context length.
 #
 # This chapter asks these questions of a real encoder, sentence-transformers/all-MiniLM-L6-v2
-# (6 layers, 12 heads of dimension 32, $d=384$; Apache-2.0), run in numpy. The answers, in short:
+# (6 layers, 12 heads of dimension 32, $d=384$; Apache-2.0), run in numpy.
 #
-# * **No trained head is in the paper's regime on the whole space, and none can be.** Rank alone
-#   forbids it: the symmetric part of every head's form has exactly 32 positive and 32 negative
-#   eigenvalues, and every value map is at relative distance at least $\sqrt{11/12}\approx0.957$
-#   from the multiples of the identity.
-# * **On the tokens themselves some heads do have a sign.** Restricted to the subspace the tokens
-#   occupy, no head is definite, but for several heads $x^\top Mx>0$ on every token of the corpus.
-# * **The hull prediction cannot be tested at this size: every key is a vertex.** In the head's
-#   32 dimensions, all the keys of every sentence tested (up to 256 tokens) are vertices of their
-#   hull. The heads attend to far fewer tokens than that; what they attend to is decided by the
-#   scores, not by the hull, and a large share of the mass goes to [CLS].
-# * **The paper's dynamics with a trained head collapse.** At the trained temperature, the tokens
-#   of a sentence fall to one point within a few dozen layers, whichever head drives them. Only at
-#   several times the trained inverse temperature does the most positive head freeze the tokens in
-#   clusters, the picture of Theorem 4.2; the most negative one collapses at every temperature, the
-#   picture of Section 3.
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: one head per layer, $B$ symmetric of one sign (negative in Section 3, positive in
+#   Section 4) and $V=cI$; a hardmax leader maximises a linear functional over the keys, so it is
+#   a vertex of their hull (Section 1.6); read as a prediction, the number of tokens a head
+#   attends to should follow the number of hull vertices rather than the context length.
+# * **True, and proved here: no trained head is in the paper's regime on the whole space, and none
+#   can be.** Rank alone forbids it: the symmetric part of every head's form has exactly 32
+#   positive and 32 negative eigenvalues, and every value map is at relative distance at least
+#   $\sqrt{11/12}\approx0.957$ from the multiples of the identity.
+# * **Measured here, on one model and one corpus.** On the tokens themselves some heads do have a
+#   sign: restricted to the subspace the tokens occupy no head is definite, but for
+#   {glue:text}`all_pos` heads $x^\top Mx>0$ on every token of the corpus. The hull prediction
+#   cannot be tested at this size: {glue:text}`vertex_text` (inputs of up to
+#   {glue:text}`n_hull_max` tokens). The heads attend to far fewer tokens than that, chosen by the
+#   scores, with a large share of the mass on [CLS]. In the paper's dynamics with a trained head,
+#   at the trained temperature, {glue:text}`dyn_collapse`; at {glue:text}`beta_hot` times the
+#   trained inverse temperature, {glue:text}`contrast_text`.
+# * **Where**: the rank facts and the heads' numbers in "The 72 heads against the paper's
+#   hypotheses" and "The form on the tokens' subspace"; the hull vertices and the sinks in
+#   "Attention on real text, against the geometry"; the runs in "The paper's dynamics with a
+#   trained head". The numbers on this page are those of the run that built it.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 preset = "paper"  # "paper": the whole corpus (minutes); "quick": seconds (tests)
@@ -319,7 +327,12 @@ page.glue(hull_count=len(tested), frac_vertices=(frac_vertices, ".4f"),
           cls_sep_share=(share_tok[0] + share_tok[1], ".3f"), punct_mass=(cm[:, 2].mean(), ".2f"),
           punct_share=(share_tok[2], ".2f"),
           key_dim_lo=(study["key_dim"].min(), ".1f"), key_dim_hi=(study["key_dim"].max(), ".1f"),
-          key_dim_med=(np.median(study["key_dim"]), ".1f"))
+          key_dim_med=(np.median(study["key_dim"]), ".1f"),
+          vertex_text=("every key of every input tested is a vertex of its hull, at every head, so the "
+                       "vertex count equals the number of tokens"
+                       if min(e["vertices"] / e["n"] for e in hull) == 1 else
+                       f"a fraction {fmt(frac_vertices, '.4f')} of the keys are vertices of their hull, "
+                       "so the vertex count is nearly the number of tokens"))
 fig = TP.fig_support(study, hull)
 page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices (Section 1.6); the sparsity remark",
             caption="Effective support, distinct leaders and hull vertices of the keys against n, and the mass "
@@ -417,14 +430,78 @@ for r in sweep:
 
 # %% tags=["hide-input"]
 summary = {(r["head_label"], r["kind"], r["beta"]): r for r in sweep}
+hot = max(p.dyn_betas)
+
+
+def clusters(head, kind="trained", beta=hot):
+    return int(summary[(head, kind, beta)]["clusters"][-1])
+
+
+def under(rs):
+    """'the most positive head (as trained and symmetrised)' for the runs ``rs`` of one head."""
+    kinds = " and ".join("as trained" if r["kind"] == "trained" else "symmetrised" for r in rs)
+    return f"the {rs[0]['head_label']} head ({kinds})"
+
+
 collapse_t = [TH.first_below(r["diameter"], r["t"], 1e-6) for r in runs]
-page.glue(dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]), dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
-          collapse_text=(f"within {max(collapse_t)} layers" if all(c is not None for c in collapse_t)
-                         else f"in some runs not within the {p.dyn_steps} layers run here"),
-          pos_hot=TH.describe(summary[("most positive", "trained", max(p.dyn_betas))]),
-          neg_hot=TH.describe(summary[("most negative", "trained", max(p.dyn_betas))]),
-          pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", max(p.dyn_betas))]),
-          beta_hot=fmt(max(p.dyn_betas)))
+heads = list(dict.fromkeys(r["head_label"] for r in runs))
+done = [[r for r, c in zip(runs, collapse_t) if c is not None and r["head_label"] == h] for h in heads]
+left = [[r for r, c in zip(runs, collapse_t) if c is None and r["head_label"] == h] for h in heads]
+done, left = [rs for rs in done if rs], [rs for rs in left if rs]
+rest = [r for rs in left for r in rs]
+still = (f"{'they' if done else 'the tokens'} have not collapsed after {p.dyn_steps} layers: "
+         f"{', '.join(str(int(r['clusters'][-1])) for r in rest)} clusters are left, at diameters "
+         f"{', '.join(fmt(r['diameter'][-1], '.2f') for r in rest)} of the start")
+if not left:
+    dyn_collapse = (f"the tokens collapse to one point within {max(collapse_t)} layers, "
+                    "whichever head drives them")
+    collapse_why = (
+        "The weights are too flat for any token to hold on to its own position: each step "
+        "averages over tens of tokens, as in the small-β regime of Section 5, where Prop 5.1 "
+        "makes the tokens collapse. This is the picture of Section 3 (B ≺ 0, one cluster), "
+        "reached here by heads of either sign.")
+elif not done:
+    dyn_collapse = f"under {' and '.join(under(rs) for rs in left)} {still}"
+    collapse_why = f"{p.dyn_steps} layers do not tell whether they collapse later."
+else:
+    dyn_collapse = (f"under {' and '.join(under(rs) for rs in done)} the tokens collapse to one "
+                    f"point within {max(c for c in collapse_t if c is not None)} layers; under "
+                    f"{' and '.join(under(rs) for rs in left)} {still}")
+    collapse_why = ("The collapse is the picture of Section 3 (B ≺ 0, one cluster); "
+                    f"{p.dyn_steps} layers do not tell whether the other runs collapse later.")
+pos_c, neg_c = clusters("most positive"), clusters("most negative")
+if pos_c > 1 and neg_c == 1:
+    contrast_text = (f"the most positive head leaves the tokens in {pos_c} clusters, the picture "
+                     "of Theorem 4.2 (B ≻ 0), and the most negative one collapses them, the "
+                     "picture of Section 3 (B ≺ 0)")
+    contrast_why = ("Cooling the heads separates them: under the positive head the tokens that "
+                    "lead themselves stay put and the others join them, the picture of Theorem "
+                    "4.2 (B ≻ 0: tokens run to vertices that own their cells); the negative head "
+                    "gives the collapse of Section 3.")
+elif pos_c > 1 and neg_c > 1:
+    contrast_text = f"both heads leave several clusters ({pos_c} and {neg_c})"
+    contrast_why = "In these runs cooling does not separate the two heads: both leave clusters."
+elif pos_c == 1 and neg_c == 1:
+    contrast_text = "both heads still collapse the tokens: the paper's contrast does not appear"
+    contrast_why = "In these runs cooling does not separate the two heads: both collapse."
+else:
+    contrast_text = (f"the most positive head collapses the tokens and the most negative one "
+                     f"leaves {neg_c} clusters, the reverse of the paper's contrast")
+    contrast_why = "In these runs cooling separates the heads the other way round."
+flips = [h for h in ("most positive", "most negative")
+         if (clusters(h) > 1) != (clusters(h, "symmetric part") > 1)]
+sym_text = ("Symmetrising a head does not change which picture appears, so in these runs the "
+            "sign of the form on the tokens, not its antisymmetric part, decides." if not flips
+            else f"Symmetrising changes the picture for the {' and the '.join(flips)} head: "
+                 "there the antisymmetric part matters.")
+page.glue(dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]),
+          dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
+          dyn_collapse=dyn_collapse, collapse_why=collapse_why,
+          contrast_text=contrast_text, contrast_why=contrast_why, sym_text=sym_text,
+          pos_hot=TH.describe(summary[("most positive", "trained", hot)]),
+          neg_hot=TH.describe(summary[("most negative", "trained", hot)]),
+          pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", hot)]),
+          beta_hot=fmt(hot))
 fig = TP.fig_dynamics(runs, sweep)
 page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
             caption="The attention-only dynamics (1.3) driven by two trained heads, as trained and symmetrised: "
@@ -443,20 +520,12 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 # $\beta$ of the trained inverse temperature (solid: as trained; dashed: symmetric part).
 # ```
 #
-# At the trained temperature the runs collapse: the diameter falls below $10^{-6}$ of its
-# initial value {glue:text}`collapse_text`, and all tokens end at one point. The
-# weights are too flat for any token to hold on to its own position: each step averages over tens
-# of tokens, as in the small-$\beta$ regime of Section 5, where Prop 5.1 makes the tokens collapse.
-# This is the picture of Section 3 ($B\prec0$, one cluster), reached here by heads of either sign.
+# At the trained temperature (a run has collapsed when the diameter falls below $10^{-6}$ of its
+# initial value), {glue:text}`dyn_collapse`. {glue:text}`collapse_why`
 #
-# Cooling the heads separates them. At {glue:text}`beta_hot` times the trained inverse temperature
-# the most positive head, as trained, gives {glue:text}`pos_hot` (symmetrised:
-# {glue:text}`pos_sym_hot`): a handful of tokens that lead themselves stay put and the others join
-# them, the picture of Theorem 4.2 ($B\succ0$: tokens run to vertices that own their cells). The
-# most negative head gives {glue:text}`neg_hot`: the collapse of Section 3. Symmetrising a head
-# does not change which picture appears (the symmetric part of the positive head freezes at a
-# lower $\beta$ already), so in these runs the sign of the form on the tokens, not its
-# antisymmetric part, decides.
+# At {glue:text}`beta_hot` times the trained inverse temperature the most positive head, as
+# trained, gives {glue:text}`pos_hot` (symmetrised: {glue:text}`pos_sym_hot`); the most negative
+# head gives {glue:text}`neg_hot`. {glue:text}`contrast_why` {glue:text}`sym_text`
 #
 # ## What this says about the paper's regime
 #
@@ -465,16 +534,16 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 #   is forced by the shape of multi-head attention ($32\ll384$), so it will hold for any trained
 #   model of this kind.
 # * The sign that matters for the dynamics, that of $x^\top Mx$ on the tokens actually present, is
-#   clear-cut for a few heads, which are "positive" on every token of the corpus; no head is
-#   "negative" on all of them, the most negative one is positive on a small fraction.
-# * The hull of the keys does not explain sparsity here. In 32 dimensions, every key of a
-#   sentence of up to 256 tokens is a vertex, so the vertex count equals $n$. The heads attend to
+#   clear-cut for {glue:text}`all_pos` heads, which are "positive" on every token of the corpus;
+#   {glue:text}`neg_text`, and the most negative one is positive on a fraction
+#   {glue:text}`worst_sign` of them.
+# * The hull of the keys does not explain sparsity here. In 32 dimensions,
+#   {glue:text}`vertex_text` (inputs of up to {glue:text}`n_hull_max` tokens). The heads attend to
 #   few tokens because of their scores, with much of the mass on [CLS].
-# * Run through the paper's model, trained heads at their own temperature collapse a sentence to a
-#   point within tens of layers, whatever their sign. The paper's contrast between clustering
-#   ($B\prec0$) and vertices ($B\succ0$) appears only after cooling by a factor of about
-#   {glue:text}`beta_hot`. The trained model never runs that long a stack of one head: it has six
-#   layers, each mixing twelve heads and an MLP, and its LayerNorm undoes the shrinking.
+# * Run through the paper's model at their own temperature, {glue:text}`dyn_collapse`. At
+#   {glue:text}`beta_hot` times that inverse temperature, {glue:text}`contrast_text`. The trained
+#   model never runs a long stack of one head: it has six layers, each mixing twelve heads and an
+#   MLP, and its LayerNorm undoes the shrinking.
 #
 # What is computed here is one model, one corpus and two heads in the dynamics. The rank facts are
 # proved; the rest are measurements, and another model or corpus may differ in the numbers.

@@ -464,9 +464,9 @@ LAYOUT_JS = """
 """
 
 
-def layout_reports(browser, url: str, widths) -> dict:
+def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS) -> dict:
     """Load ``url`` once and, for each width, resize the window (a touch phone below 768 px) and
-    run LAYOUT_JS: {width: report}."""
+    run ``script`` (default LAYOUT_JS): {width: report}."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     try:
@@ -481,7 +481,7 @@ def layout_reports(browser, url: str, widths) -> dict:
             if k == 0:
                 _navigate(browser, session, url)
                 evaluate(browser, session, READY_JS, timeout=120)
-            out[width] = evaluate(browser, session, LAYOUT_JS, timeout=120)
+            out[width] = evaluate(browser, session, script, timeout=120)
         return out
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
@@ -666,3 +666,73 @@ def test_references_are_author_year_sorted_and_without_tex(layouts):
     assert labels == sorted(labels, key=str.casefold), f"the list is not sorted by author: {labels}"
     bad = [ref for ref in r["references"] if RAW_REFERENCE.search(ref)]
     assert bad == [], f"TeX markup in the reference list: {bad}"
+
+
+# ------------------------------------------------------------------------------ code to the column
+# Opens every folded cell and, for each code box of a cell's input (and each highlighted block of
+# the prose), compares its height as shown (pre-wrap: a long line wraps) with its height when no
+# line may wrap: equal heights, no line wraps. Also measures how many characters of the code font
+# the box holds (the width of 100 "0"s in its font).
+CODE_JS = """
+(async () => {
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+  const article = document.querySelector('article.bd-article') || document.body;
+  const boxes = Array.from(article.querySelectorAll('div.cell_input pre, div.highlight pre'))
+                     .filter(p => p.getClientRects().length > 0);
+  const wrapped = [], columns = [];
+  for (const pre of boxes) {
+    const s = getComputedStyle(pre);
+    const shown = pre.getBoundingClientRect().height;
+    const [ws, ov] = [pre.style.whiteSpace, pre.style.overflow];
+    pre.style.whiteSpace = 'pre';
+    pre.style.overflow = 'hidden';
+    const flat = pre.getBoundingClientRect().height;
+    pre.style.whiteSpace = ws;
+    pre.style.overflow = ov;
+    const probe = document.createElement('span');
+    probe.textContent = '0'.repeat(100);
+    probe.style.whiteSpace = 'pre';
+    pre.appendChild(probe);
+    const ch = probe.getBoundingClientRect().width / 100;
+    probe.remove();
+    const inner = pre.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+    const lines = pre.textContent.split('\\n');
+    const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
+    columns.push(Math.floor(inner / ch + 1e-6));
+    if (shown > flat + 1)
+      wrapped.push(`${longest.length} characters in ${Math.floor(inner / ch)}: ${longest.trim().slice(0, 70)}`);
+  }
+  return {boxes: boxes.length, wrapped: wrapped, columns: columns};
+})()
+"""
+CODE_WIDTHS = (1280, 1920)
+
+
+@pytest.fixture(scope="module")
+def code_layouts(served_book, browser):
+    """{width: {page: CODE_JS report}} at the widths where code must fit its column."""
+    html, origin = served_book
+    out = {w: {} for w in CODE_WIDTHS}
+    for page in book_pages(html):
+        for w, report in layout_reports(browser, origin + page, CODE_WIDTHS, CODE_JS).items():
+            out[w][page] = report
+    return out
+
+
+@pytest.mark.parametrize("width", CODE_WIDTHS)
+def test_opened_code_cells_do_not_wrap(code_layouts, width):
+    """Every code cell of the book, folded ones opened, shows each line on one line of the page
+    (the chapters' code is formatted to the column: tests/test_chapter_sources.py), and the
+    column holds at least the line length the sources are held to. At 390 px code keeps its lines
+    and scrolls sideways inside its own box (with the fading cue; not checked here)."""
+    from test_chapter_sources import MAX_CODE_COLUMNS
+
+    failures = {page: r["wrapped"] for page, r in code_layouts[width].items() if r["wrapped"]}
+    assert failures == {}, json.dumps(failures, indent=1)
+    cells = {page: r for page, r in code_layouts[width].items() if r["boxes"]}
+    assert sum(r["boxes"] for r in cells.values()) >= 20, "too few code cells found: vacuous"
+    narrow = {page: min(r["columns"]) for page, r in cells.items()
+              if page.startswith("book/0") and min(r["columns"]) < MAX_CODE_COLUMNS}
+    assert narrow == {}, f"code columns narrower than {MAX_CODE_COLUMNS} characters: {narrow}"
