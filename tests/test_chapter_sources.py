@@ -27,10 +27,11 @@ REMOVED = {"remove-input", "remove-cell"}
 SOURCES = sorted(ROOT.glob("book/0*.py")) + [ROOT / "book" / "errata.py"]
 ALL_SOURCES = sorted(ROOT.glob("book/*.py"))
 CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]-*.py"))
-# An opened code cell at 1280 px holds 97 characters of the code font (measured in headless
-# Chromium: its box is 757 px wide inside, a character 7.8 px); a margin of a few characters.
-MAX_CODE_COLUMNS = 92
-FENCE = re.compile(r"^(`{3,}|~{3,})([^`{]*)$")
+# An opened code cell holds 107 characters of the code font in a 1280-px window and 87 from
+# 1600 px on, where the "Contents" sidebar takes its place (measured in headless Chromium,
+# tests/test_browser.py::CODE_JS, which checks on the built pages that no opened cell wraps).
+MAX_CODE_COLUMNS = 87
+FENCE = re.compile(r"^(`{3,}|~{3,})([^`]*)$")
 
 
 def _lines(cell) -> int:
@@ -85,14 +86,14 @@ def shown_code_lines(source) -> list[str]:
         if cell.cell_type == "code" and not REMOVED & set(cell.metadata.get("tags", [])):
             out += cell.source.splitlines()
         elif cell.cell_type == "markdown":
-            fence = None
+            fence, code = None, False
             for line in cell.source.splitlines():
                 m = FENCE.match(line.strip())
-                if fence is None and m:
-                    fence = m.group(1)
+                if fence is None and m:            # a code block, or a directive (```{...})
+                    fence, code = m.group(1), not m.group(2).strip().startswith("{")
                 elif fence is not None and line.strip() == fence:
                     fence = None
-                elif fence is not None:
+                elif fence is not None and code:
                     out.append(line)
     return out
 
