@@ -36,14 +36,14 @@
 #   can be.** Rank alone forbids it: the symmetric part of every head's form has exactly 32
 #   positive and 32 negative eigenvalues, and every value map is at relative distance at least
 #   $\sqrt{11/12}\approx0.957$ from the multiples of the identity.
-# * **Measured here, on one model and one corpus.** On the tokens themselves some heads do have a
-#   sign: restricted to the subspace the tokens occupy no head is definite, but for
-#   {glue:text}`all_pos` heads $x^\top Mx>0$ on every token of the corpus. The hull prediction
-#   cannot be tested at this size: {glue:text}`vertex_text` (inputs of up to
-#   {glue:text}`n_hull_max` tokens). The heads attend to far fewer tokens than that, chosen by the
-#   scores, with a large share of the mass on [CLS]. In the paper's dynamics with a trained head,
-#   at the trained temperature, {glue:text}`dyn_collapse`; at {glue:text}`beta_hot` times the
-#   trained inverse temperature, {glue:text}`contrast_text`.
+# * **Measured here, on one model and one corpus: the tokens.** On the subspace the tokens
+#   occupy no head is definite, but for {glue:text}`all_pos` heads $x^\top Mx>0$ on every token
+#   of the corpus. The hull prediction cannot be tested at this size: {glue:text}`vertex_text`
+#   (inputs of up to {glue:text}`n_hull_max` tokens). The heads attend to far fewer tokens,
+#   chosen by the scores, with a large share of the mass on [CLS].
+# * **Measured here: the paper's dynamics driven by a trained head.** At the trained
+#   temperature, {glue:text}`dyn_collapse`. At {glue:text}`beta_hot` times the trained inverse
+#   temperature, {glue:text}`contrast_text`.
 # * **Where**: the rank facts and the heads' numbers in "The 72 heads against the paper's
 #   hypotheses" and "The form on the tokens' subspace"; the hull vertices and the sinks in
 #   "Attention on real text, against the geometry"; the runs in "The paper's dynamics with a
