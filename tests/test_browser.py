@@ -687,7 +687,7 @@ CODE_JS = """
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
   const article = document.querySelector('article.bd-article') || document.body;
   const boxes = Array.from(article.querySelectorAll('div.cell_input pre, div.highlight pre'))
-                     .filter(p => p.getClientRects().length > 0);
+                     .filter(p => p.getClientRects().length > 0 && !p.closest('.cell_output, .output'));
   const wrapped = [], columns = [];
   for (const pre of boxes) {
     const s = getComputedStyle(pre);
@@ -719,10 +719,11 @@ CODE_WIDTHS = (1280, 1920)
 
 @pytest.fixture(scope="module")
 def code_layouts(served_book, browser):
-    """{width: {page: CODE_JS report}} at the widths where code must fit its column."""
+    """{width: {page: CODE_JS report}} at the widths where code must fit its column, for the
+    pages made from the book's notebooks (book/*.py)."""
     html, origin = served_book
     out = {w: {} for w in CODE_WIDTHS}
-    for page in book_pages(html):
+    for page in sorted(f"book/{p.stem}.html" for p in bookbuild.chapter_sources()):
         for w, report in layout_reports(browser, origin + page, CODE_WIDTHS, CODE_JS).items():
             out[w][page] = report
     return out
@@ -730,16 +731,17 @@ def code_layouts(served_book, browser):
 
 @pytest.mark.parametrize("width", CODE_WIDTHS)
 def test_opened_code_cells_do_not_wrap(code_layouts, width):
-    """Every code cell of the book, folded ones opened, shows each line on one line of the page
-    (the chapters' code is formatted to the column: tests/test_chapter_sources.py), and the
-    column holds at least the line length the sources are held to. At 390 px code keeps its lines
-    and scrolls sideways inside its own box (with the fading cue; not checked here)."""
+    """Every code cell of the notebooks' pages (chapters, errata, reproducibility), folded ones
+    opened, and every code block of their prose shows each line on one line of the page (the
+    code is formatted to the column: tests/test_chapter_sources.py), and the column holds at
+    least the line length the sources are held to. Printed outputs may wrap. At 390 px code
+    keeps its lines and scrolls sideways inside its own box (with the fading cue; not checked
+    here)."""
     from test_chapter_sources import MAX_CODE_COLUMNS
 
     failures = {page: r["wrapped"] for page, r in code_layouts[width].items() if r["wrapped"]}
     assert failures == {}, json.dumps(failures, indent=1)
     cells = {page: r for page, r in code_layouts[width].items() if r["boxes"]}
     assert sum(r["boxes"] for r in cells.values()) >= 20, "too few code cells found: vacuous"
-    narrow = {page: min(r["columns"]) for page, r in cells.items()
-              if page.startswith("book/0") and min(r["columns"]) < MAX_CODE_COLUMNS}
+    narrow = {page: min(r["columns"]) for page, r in cells.items() if min(r["columns"]) < MAX_CODE_COLUMNS}
     assert narrow == {}, f"code columns narrower than {MAX_CODE_COLUMNS} characters: {narrow}"
