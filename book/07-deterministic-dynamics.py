@@ -14,6 +14,34 @@
 # %% [markdown]
 # # The deterministic dynamics
 #
+# :::{admonition} What is proved, what is computed, and where this page shows it (summary)
+# :class: important
+# * **Proved, for the chain (SAP) only** (Theorems 5.2 and 5.4; $B=I$, under the hypotheses of
+#   Theorem 5.4): its clusters hold with high probability for a time of order $e^{\beta c_0/2}$. For
+#   the deterministic (SA$\beta$), the dynamics a transformer computes, the paper proves no exit
+#   time and no coupling to the chain (erratum E6). Nothing on this page is a theorem about (SA$\beta$).
+# * **Computed, for (SA$\beta$)**, by exact stepping on {glue:text}`n_configs` configurations
+#   ({glue:text}`n_inside` inside the hypotheses, up to {glue:text}`n_max` tokens, $d=2,3$,
+#   {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
+#   {glue:text}`decades_min` to {glue:text}`decades_max` decades, with a fitted rate $c$ between
+#   {glue:text}`rel_min` and {glue:text}`rel_max` times $c_0$ ({ref}`fig-sabeta-rates`, 95% intervals).
+#   The rate is below the gap of the points where the clusters settle, which is below $c_0$ when they
+#   start spread.
+# * **Computed, the reduced model** derived below (contraction of each cluster, then a weighted
+#   $\kappa$-point (SA$\beta$)): at the largest $\beta$ of each grid its relative error is at most
+#   {glue:text}`red_err_max`; at the smallest, where the exit comes during the contraction, it fails
+#   ({ref}`fig-sabeta-exit-times`).
+# * **Computed, against the chain** with the same $B$ ({glue:text}`n_ratio` configurations): $T_2$ of
+#   (SA$\beta$) over the chain's mean exit time is {glue:text}`ratio_min` to {glue:text}`ratio_max`,
+#   and which of the two leaves first depends on the configuration and on $\beta$. Where the chain's rate
+#   was fitted ({glue:text}`n_sap` configurations), the ratio of the rates is {glue:text}`rs_min` to
+#   {glue:text}`rs_max`.
+# * **Computed, the coupling** ({ref}`fig-sabeta-coupling`, one configuration, {glue:text}`cp_n` step sizes): one
+#   chain path stays within the radius of Theorem 5.4's proof around the (SA$\beta$) path up to
+#   {glue:text}`cp_ratio_lo` to {glue:text}`cp_ratio_hi` times the exit step of (SA$\beta$), and no further.
+# * **Not shown**: any law beyond this family and these ranges of $\beta$.
+# :::
+#
 # **What is proved.** Theorems 5.2 and 5.4 are proved for the Markov chain (SAP) only: its tokens
 # gather near the vertices in $O(1)$ steps and then, under the hypotheses of Theorem 5.4, stay
 # within $\varepsilon$ of their groups' hulls with high probability for a time of order
@@ -81,7 +109,8 @@ p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 plotting.use_style()
 page = Page("07-deterministic-dynamics", p)   # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)
-page.glue(n_configs=len(p.configs), cap=(p.cap, ","))
+page.glue(n_configs=len(p.configs), cap=(p.cap, ","),
+          n_max=max(len(SB.family_configuration(n).x0) for n in p.configs), cp_n=len(p.coupling_gammas))
 page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
@@ -95,9 +124,14 @@ page.parameters()  # the table "Parameters of this run"
 # then the distance to the boundary's segments and triangles) runs only when it can matter:
 # the distance to a convex set moves by at most what the token moves, so after a test that
 # leaves every token a slack $s$ inside its $\varepsilon$-neighbourhood, no test is needed until the
-# tokens' displacements add up to $s$. The tests of the library compare the exit step with plain
+# tokens' displacements add up to $s$. For a symmetric positive semi-definite $B$ (every matrix of the
+# family) the scores $\beta\langle Bx_i,x_j\rangle$ are symmetric in $i,j$, so a step evaluates
+# $n(n+1)/2$ exponentials, not $n^2$. The tests of the library compare the exit step with plain
 # step-by-step (SA$\beta$) on random configurations (B = I, symmetric and non-symmetric $B$,
-# $d=2,3$), including runs that do not exit within the cap: the integers agree exactly.
+# $d=2,3$), including runs that do not exit within the cap: the integers agree exactly. The two
+# compute the same map with different rounding, so their trajectories agree to about $10^{-13}$, not
+# bit for bit; the test also checks that no token of those runs comes within $10^{-9}$ of the level
+# $\varepsilon$, so that the agreement of the integers follows from that of the trajectories.
 # `make bench` reports the cost of a step and the wall time to $T_2=10^7$.
 #
 # ## A reduced model
@@ -271,6 +305,13 @@ page.glue(below_min=(min(below), ".2f"), below_max=(max(below), ".2f"), sig_lowe
           n_noB=sum(1 for r in fam if not r["hypotheses"]["B_identity"]))
 page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2f") if last else "-",
           lowest=(lowest, ".2f"), bound_verdict="above" if lowest > 0.5 else "not everywhere above")
+# where the chain was run: at every beta where the engine is efficient, elsewhere where T2 <= budget
+slow = [r for r in fam if not r["chain_efficient"]]
+slow_run = [np.isfinite(r["T2_sap_mean"]) | (r["sap_censored"] > 0) for r in slow]
+page.glue(n_eff=len(fam) - len(slow), n_slow=len(slow), budget=(p.chain_budget, ",.0f"),
+          slow_done=int(sum(m.sum() for m in slow_run)), slow_total=sum(len(r["betas"]) for r in slow),
+          chain_runs=p.chain_runs, chain_cap=(50 * p.chain_budget, ",.0f"),
+          slow_cens=int(sum(r["sap_censored"].sum() for r in slow)))
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-rates
@@ -299,7 +340,9 @@ page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2
 #   at the settled points, by {glue:text}`below_min` to {glue:text}`below_max` $c_0$: a point that has moved
 #   towards the others drifts faster (the gap shrinks as it moves), which the frozen-drift leading order
 #   leaves out; the reduced model, which steps the drift exactly, has it.
-# * **Against the chain.** On the {glue:text}`n_sap` configurations where the chain's rate could be
+# * **Against the chain.** The chain is simulated with the same $B$ as (SA$\beta$), by the
+#   rejection-free engine of {doc}`chapter 5 <05-finite-beta>` (exact for every $B$: only the weights
+#   of the picks depend on it). On the {glue:text}`n_sap` configurations where its rate could be
 #   fitted, the ratio of the (SA$\beta$) rate to the chain's is {glue:text}`rs_min` to {glue:text}`rs_max`.
 #   At the $\beta$ where both were computed ({glue:text}`n_ratio` configurations), $T_2$ of (SA$\beta$)
 #   divided by the chain's mean is between {glue:text}`ratio_min` and {glue:text}`ratio_max`: on
@@ -308,14 +351,36 @@ page.glue(last_min=(min(last), ".2f") if last else "-", last_max=(max(last), ".2
 #   depends on $\beta$. The chain leaves by a jump of length $\approx\gamma\,|v_g-v_h|$, (SA$\beta$) by a slow
 #   drift of a whole cluster; nothing forces their constants to agree. The (SA$\beta$) rate is below the
 #   chain's on {glue:text}`n_lower` of these {glue:text}`n_sap` configurations, significantly (disjoint
-#   intervals) on {glue:text}`sig_lower` of them. Where the engine is slow (spread clusters) the chain was run only at
-#   the smaller $\beta$ of each grid; the engine handles $B=I$ only, so on the {glue:text}`n_noB`
-#   configurations with $B\ne I$ the chain was not run.
+#   intervals) on {glue:text}`sig_lower` of them.
 # * **Theorem 5.4's time scale** is $e^{\beta c_0/2}$, a rate $c_0/2$. The lowest fitted rate of either
 #   dynamics on the family is {glue:text}`lowest` $c_0$, so both are {glue:text}`bound_verdict` it. For the
 #   chain inside the hypotheses this is consistent with the theorem (a lower bound); for (SA$\beta$) the
 #   theorem says nothing, and these measurements are the only information.
+# * **Where the chain was run, and why only there.** One event of the engine is one step at which some
+#   token moves. Where every group starts as coincident tokens and one jump already exits
+#   ($\varepsilon<\gamma\min_{g\ne h}|v_g-v_h|$), or with one token per vertex, an exit costs a few
+#   events whatever $\beta$, and the chain was run at every $\beta$ of the grid
+#   ({glue:text}`n_eff` configurations). Elsewhere (clusters that start spread, and coincident groups that
+#   need several jumps to exit: {glue:text}`n_slow` configurations) a chain path moves inside its clusters at
+#   almost every step, so the engine costs what plain stepping costs, one event per step up to the exit. There
+#   the chain was run only at the $\beta$ whose (SA$\beta$) exit step is at most {glue:text}`budget`
+#   ({glue:text}`slow_done` of the {glue:text}`slow_total` values of $\beta$ of those grids), each of its
+#   {glue:text}`chain_runs` runs capped at {glue:text}`chain_cap` steps; {glue:text}`slow_cens` of those
+#   runs reached the cap and enter the fit as censored. So on those configurations the comparison covers
+#   the lower part of the grid only, and the chain's rate is fitted only where at least three $\beta$ were
+#   run. The table below lists, per configuration, where the chain was run.
 #
+# %% tags=["hide-input"]
+print(f"{'configuration':46s} {'B':>4s} {'chain at beta':>22s} {'censored':>9s} {'T2 SAb / SAP mean':>18s}")
+for r, q in zip(fam, rates):
+    run = np.isfinite(r["T2_sap_mean"]) | (r["sap_censored"] > 0)
+    at = "every beta" if r["chain_efficient"] else (
+        f"{int(run.sum())} of {len(run)} (<= {r['betas'][run].max():.3g})" if run.any() else "none")
+    both = f"{q['ratio_min']:.2g} to {q['ratio_max']:.2g}" if q["ratio_min"] is not None else "-"
+    print(f"{r['name']:46s} {'I' if r['hypotheses']['B_identity'] else 'B':>4s} {at:>22s} "
+          f"{int(r['sap_censored'].sum()):9d} {both:>18s}")
+
+# %% [markdown]
 # ## The coupling the paper lacks, measured
 
 # %% tags=["hide-input"]

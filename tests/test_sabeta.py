@@ -224,7 +224,8 @@ def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
 
     from attention_fw.plot import sabeta as SP
     q = _chapter_quick_preset()
-    names = q["configs"][:2]
+    withB = [n for n in q["configs"] if S.FAMILY[n][4] is not None]
+    names = q["configs"][:1] + withB[:1]                    # B = I, and a key-query matrix B != I
     fam = [S.family_task(name=n, t_lo=q["t_lo"], t_hi=q["t_hi"], num=q["num_betas"], cap=q["cap"],
                          chain_runs=q["chain_runs"], chain_budget=q["chain_budget"], rng=20) for n in names]
     rates = [dict(name=r["name"], sabeta=1.0, sabeta_ci=[0.9, 1.1], c0=r["c0"], sap=None, sap_ci=None)
@@ -245,6 +246,11 @@ def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
         assert len(run["sigma"]) == n and np.shape(run["B"]) == (d, d)
         assert isinstance(run["cap"], int)
         assert run["T2_sabeta"] is None or 1 <= run["T2_sabeta"] <= run["cap"]
+    # the chain, with the same B, where the engine is efficient (one token per vertex): at every beta
+    for run in runs:
+        if run["name"] == withB[0]:
+            assert run["B"] != np.eye(len(run["B"])).tolist()
+            assert run["T2_sap_mean"] is not None and run["T2_sap_ci"][0] < run["T2_sap_mean"] < run["T2_sap_ci"][1]
     again = runs[-1]
     res = S.sabeta_exit_times(np.array(again["x0"]), np.array(again["sigma"]), again["gamma"], again["beta"],
                               again["eps"], B=np.array(again["B"]), cap=again["cap"])
