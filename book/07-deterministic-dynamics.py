@@ -24,19 +24,19 @@
 #   ({glue:text}`n_inside` inside the hypotheses, up to {glue:text}`n_max` tokens, $d=2,3$,
 #   {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
 #   {glue:text}`decades_min` to {glue:text}`decades_max` decades, with a fitted rate $c$ between
-#   {glue:text}`rel_min` and {glue:text}`rel_max` times $c_0$ ({ref}`fig-sabeta-rates`, 95% intervals).
+#   {glue:text}`rel_min` and {glue:text}`rel_max` times $c_0$ ({numref}`fig-sabeta-rates`, 95% intervals).
 #   The rate is below the gap of the points where the clusters settle, which is below $c_0$ when they
 #   start spread.
 # * **Computed, the reduced model** derived below (contraction of each cluster, then a weighted
 #   $\kappa$-point (SA$\beta$)): at the largest $\beta$ of each grid its relative error is at most
 #   {glue:text}`red_err_max`; at the smallest, where the exit comes during the contraction, it fails
-#   ({ref}`fig-sabeta-exit-times`).
+#   ({numref}`fig-sabeta-exit-times`).
 # * **Computed, against the chain** with the same $B$ ({glue:text}`n_ratio` configurations): $T_2$ of
 #   (SA$\beta$) over the chain's mean exit time is {glue:text}`ratio_min` to {glue:text}`ratio_max`,
 #   and which of the two leaves first depends on the configuration and on $\beta$. Where the chain's rate
 #   was fitted ({glue:text}`n_sap` configurations), the ratio of the rates is {glue:text}`rs_min` to
 #   {glue:text}`rs_max`.
-# * **Computed, the coupling** ({ref}`fig-sabeta-coupling`, one configuration, {glue:text}`cp_n` step sizes): one
+# * **Computed, the coupling** ({numref}`fig-sabeta-coupling`, one configuration, {glue:text}`cp_n` step sizes): one
 #   chain path stays within the radius of Theorem 5.4's proof around the (SA$\beta$) path up to
 #   {glue:text}`cp_ratio_lo` to {glue:text}`cp_ratio_hi` times the exit step of (SA$\beta$), and no further.
 # * **Not shown**: any law beyond this family and these ranges of $\beta$.

@@ -138,7 +138,7 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
     the martingale scale ``gamma sqrt(t)`` and the theorem's radius. ``couplings``: dicts with
     ``gamma``, ``beta``, ``r_star``, ``eps``, ``t``, ``one`` (runs, T'), ``mean`` (T'), ``T2``."""
     k = len(couplings)
-    fig, axs = plt.subplots(1, k, figsize=(TWO_COLUMN, 2.4), squeeze=False, sharey=True)
+    fig, axs = plt.subplots(1, k, figsize=(TWO_COLUMN, 2.75), squeeze=False, sharey=True)
     for ax, c in zip(axs[0], couplings):
         t = np.asarray(c["t"], float)
         one = np.asarray(c["one"])
@@ -156,8 +156,9 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
         ax.set_xlabel("step $t$")
         ax.set_title(rf"$\gamma={c['gamma']:g}$, $\beta={c['beta']:g}$", fontsize=8)
     axs[0, 0].set_ylabel(r"$\max_i |X_i^t - x_i^t|$")
-    axs[0, 0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axs[0, 0].get_legend_handles_labels()      # below the panels: it hid the curves
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     data = dict(couplings=[{k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in c.items()}
                            for c in couplings])
     return saved(fig, name, data, outdir, formats)
