@@ -19,7 +19,8 @@
 # * **Proved, for the chain (SAP) only** (Theorems 5.2 and 5.4; $B=I$, under the hypotheses of
 #   Theorem 5.4): its clusters hold with high probability for a time of order $e^{\beta c_0/2}$. For
 #   the deterministic (SA$\beta$), the dynamics a transformer computes, the paper proves no exit
-#   time and no coupling to the chain (erratum E6). Nothing on this page is a theorem about (SA$\beta$).
+#   time and no coupling to the chain (erratum {ref}`E6 <e6>`). Nothing on this page is a theorem
+#   about (SA$\beta$).
 # * **Computed, for (SA$\beta$)**, by exact stepping on {glue:text}`n_configs` configurations
 #   ({glue:text}`n_inside` inside the hypotheses, up to {glue:text}`n_max` tokens, $d=2,3$,
 #   {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
@@ -36,7 +37,7 @@
 #   beyond the chain's 95% interval, (SA$\beta$) leaves later at every $\beta$ on {glue:text}`sabeta_later`
 #   of them, earlier on {glue:text}`sabeta_first`, and on {glue:text}`n_first` it depends on $\beta$ (or is
 #   not resolved). Where the chain's rate
-#   was fitted ({glue:text}`n_sap` configurations), the ratio of the rates is {glue:text}`rs_min` to
+#   was fitted ({glue:text}`n_sap` configurations), its rate over the chain's is {glue:text}`rs_min` to
 #   {glue:text}`rs_max`.
 # * **Computed, the coupling** ({numref}`fig-sabeta-coupling`, one configuration, {glue:text}`cp_n` step sizes): one
 #   chain path stays within the radius of Theorem 5.4's proof around the (SA$\beta$) path up to
