@@ -210,8 +210,8 @@ for a, b in zip(fig1["panels"], fig1c["panels"]):
                for u, c in zip(a["cells"], b["cells"]))
     not_owning = [c["vertex"] for c, own in zip(b["cells"], b["owns_cell"]) if not own]
     rows.append((a["kappa"], diff / a["hull_area"], not_owning))
-    print(f"kappa={a['kappa']:2d}: largest area moved {diff / a['hull_area']:.1%} of "
-          f"K; "
+    moved = diff / a["hull_area"]
+    print(f"kappa={a['kappa']:2d}: largest area moved {moved:.1%} of K; "
           f"vertices outside their own cell: {not_owning}")
 worst = max(rows, key=lambda r: r[1])
 glue("e18_kappa", worst[0], display=False)
@@ -641,9 +641,8 @@ runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, s, B4, steps))
 fig_sched = cvp.fig_vertex_schedules(runs_4c)
 page.figure(fig_sched, "vertex-convergence-schedules",
             statement="Theorem 4.2 (erratum E4)",
-            caption="Distance of each token to its vertex under four "
-                    "step-size rules, against the closed form of "
-                    "Theorem 4.2")
+            caption="Distance of each token to its vertex under four step-size rules, "
+                    "against the closed form of Theorem 4.2")
 
 # %% tags=["hide-input"]
 for kind, (s, r) in runs_4c.items():
@@ -732,8 +731,7 @@ run_no = vl.non_owning_run(v0, X0, pc.line_gamma, np.eye(2), 40)
 fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2))
 page.figure(fig_no, "vertex-not-owning-cell",
             statement="Theorem 4.2, genericity condition",
-            caption="A vertex that does not own its cell moves, and the"
-                    " hull shrinks")
+            caption="A vertex that does not own its cell moves, and the hull shrinks")
 
 # %% tags=["hide-input"]
 glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)

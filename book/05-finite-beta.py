@@ -877,8 +877,7 @@ res_col = sweeps.run(M.collapse_task, grid_col, **RUN)
 fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas)
 page.figure(fig, "collapse-prop51",
             statement="Proposition 5.1 (errata E5, E12)",
-            caption="Collapse of (SAβ) to a point of the initial hull, "
-                    "not the origin")
+            caption="Collapse of (SAβ) to a point of the initial hull, not the origin")
 
 # %% tags=["hide-input"]
 lim = np.array([r["limit"] for r in res_col])

@@ -117,9 +117,8 @@ print(f"softmax step, tiled against untiled: {check.softmax_error:.1e}")
 print(f"the same leaders: {check.same_leaders}")
 untiled, tile = CL.size_text(big.untiled_bytes), CL.size_text(big.tile_bytes)
 print(f"n = {big.n:,}: untiled scores {untiled}")
-print(f"tiled: blocks of {big.tile_queries:,} tokens x {big.tile_keys:,} keys, {tile} "
-      f"each, "
-      f"{big.workers} at a time")
+print(f"tiled: blocks of {big.tile_queries:,} tokens x {big.tile_keys:,} keys, "
+      f"{tile} each, {big.workers} at a time")
 
 # %% tags=["hide-input"]
 page.glue(

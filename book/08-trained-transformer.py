@@ -235,8 +235,8 @@ study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares),
                         rng=p.seed)
 sub = study["subspace"]
 for share in p.shares:
-    print(f"{share:.0%} of the energy: dimensions {sub[share]['dim'].tolist()} "
-          f"(layers 0-5)")
+    dims = sub[share]["dim"].tolist()
+    print(f"{share:.0%} of the energy: dimensions {dims} (layers 0-5)")
 
 # %% tags=["hide-input"]
 lo_share, hi_share = min(p.shares), max(p.shares)
@@ -267,8 +267,8 @@ page.glue(
     near_neg=near_neg,
     all_pos_list=", ".join(f"{a}.{b}" for a, b in all_pos) or "none",
     neg_text=(
-        f"for {len(all_neg)} heads the form is negative on every token ({near_neg} on "
-        f"at least 99%)"
+        f"for {len(all_neg)} heads the form is negative on every token "
+        f"({near_neg} on at least 99%)"
         if len(all_neg)
         else "no head is negative on every token, "
         + (
@@ -394,13 +394,11 @@ page.glue(
     key_dim_hi=(study["key_dim"].max(), ".1f"),
     key_dim_med=(np.median(study["key_dim"]), ".1f"),
     vertex_text=(
-        "every key of every input tested is a vertex of its hull, at every head, so "
-        "the "
-        "vertex count equals the number of tokens"
+        "every key of every input tested is a vertex of its hull, at every head, "
+        "so the vertex count equals the number of tokens"
         if min(e["vertices"] / e["n"] for e in hull) == 1
         else f"a fraction {fmt(frac_vertices, '.4f')} of the keys are vertices of "
-             f"their hull, "
-        "so the vertex count is nearly the number of tokens"
+             "their hull, so the vertex count is nearly the number of tokens"
     ),
 )
 fig = TP.fig_support(study, hull)
@@ -472,8 +470,7 @@ page.figure(
     "trained-sentence",
     statement="Hardmax leaders are hull vertices (Section 1.6)",
     caption="Attention of one sentence at two heads, with each row's hardmax leader "
-            "and the keys' "
-    "hull vertices",
+            "and the keys' hull vertices",
 )
 
 # %% [markdown]
@@ -541,13 +538,18 @@ left = [
 ]
 done, left = [rs for rs in done if rs], [rs for rs in left if rs]
 rest = [r for rs in left for r in rs]
-still = (
-    f"{'they' if done else 'the tokens'} have not collapsed after {p.dyn_steps} "
-    f"layers: "
-    f"{', '.join(str(int(r['clusters'][-1])) for r in rest)} clusters are left, at "
-    f"diameters "
-    f"{', '.join(fmt(r['diameter'][-1], '.2f') for r in rest)} of the start"
-)
+
+
+def listed(words):
+    """'a', 'a and b', 'a, b and c'."""
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+counts = listed(str(int(r["clusters"][-1])) for r in rest)
+widths = listed(fmt(r["diameter"][-1], ".2f") for r in rest)
+still = (f"{'they' if done else 'the tokens'} have not collapsed after {p.dyn_steps} "
+         f"layers: {counts} clusters are left (diameters {widths} of the start)")
 if not left:
     dyn_collapse = (
         f"the tokens collapse to one point within {max(collapse_t)} layers, "
@@ -555,12 +557,9 @@ if not left:
     )
     collapse_why = (
         "The weights are too flat for any token to hold on to its own position: each "
-        "step "
-        "averages over tens of tokens, as in the small-β regime of Section 5, where "
-        "Prop 5.1 "
-        "makes the tokens collapse. This is the picture of Section 3 (B ≺ 0, one "
-        "cluster), "
-        "reached here by heads of either sign."
+        "step averages over tens of tokens, as in the small-β regime of Section 5, "
+        "where Prop 5.1 makes the tokens collapse. This is the picture of Section 3 "
+        "(B negative definite, one cluster), reached here by heads of either sign."
     )
 elif not done:
     dyn_collapse = f"under {' and '.join(under(rs) for rs in left)} {still}"
@@ -572,21 +571,21 @@ else:
         f"{' and '.join(under(rs) for rs in left)} {still}"
     )
     collapse_why = (
-        "The collapse is the picture of Section 3 (B ≺ 0, one cluster); "
+        "The collapse is the picture of Section 3 (B negative definite, one cluster); "
         f"{p.dyn_steps} layers do not tell whether the other runs collapse later."
     )
 pos_c, neg_c = clusters("most positive"), clusters("most negative")
 if pos_c > 1 and neg_c == 1:
     contrast_text = (
         f"the most positive head leaves the tokens in {pos_c} clusters, the picture "
-        "of Theorem 4.2 (B ≻ 0), and the most negative one collapses them, the "
-        "picture of Section 3 (B ≺ 0)"
+        "of Theorem 4.2 (B positive definite), and the most negative one collapses "
+        "them, the picture of Section 3 (B negative definite)"
     )
     contrast_why = (
         "Cooling the heads separates them: under the positive head the tokens that "
         "lead themselves stay put and the others join them, the picture of Theorem "
-        "4.2 (B ≻ 0: tokens run to vertices that own their cells); the negative head "
-        "gives the collapse of Section 3."
+        "4.2 (B positive definite: tokens run to vertices that own their cells); the "
+        "negative head gives the collapse of Section 3."
     )
 elif pos_c > 1 and neg_c > 1:
     contrast_text = f"both heads leave several clusters ({pos_c} and {neg_c})"
@@ -634,8 +633,8 @@ page.figure(
     "trained-dynamics",
     statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
     caption="The attention-only dynamics (1.3) driven by two trained heads, as "
-            "trained and symmetrised: "
-    "tokens in the plane, diameter and clusters against the layer",
+            "trained and symmetrised: tokens in the plane, diameter and clusters "
+            "against the layer",
 )
 
 # %% [markdown]
@@ -654,9 +653,9 @@ page.figure(
 # At the trained temperature (a run has collapsed when the diameter falls below $10^{-6}$ of its
 # initial value), {glue:text}`dyn_collapse`. {glue:text}`collapse_why`
 #
-# At {glue:text}`beta_hot` times the trained inverse temperature the most positive head, as
-# trained, gives {glue:text}`pos_hot` (symmetrised: {glue:text}`pos_sym_hot`); the most negative
-# head gives {glue:text}`neg_hot`. {glue:text}`contrast_why` {glue:text}`sym_text`
+# At {glue:text}`beta_hot` times the trained inverse temperature the most positive head leaves
+# {glue:text}`pos_hot` as trained and {glue:text}`pos_sym_hot` symmetrised; the most negative head
+# leaves {glue:text}`neg_hot`. {glue:text}`contrast_why` {glue:text}`sym_text`
 #
 # ## What this says about the paper's regime
 #

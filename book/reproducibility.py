@@ -138,10 +138,9 @@ display(
         "\n".join(rows)
         + f"\n\n({len(pins)} exact pins in `requirements.txt`.) The short passes of "
         f"the batched steps ran as **{_kernels.backend()}** kernels "
-        f"(`ATTENTION_FW_KERNELS=numpy` "
-        "selects their numpy versions; numba compiles for the machine's CPU, so, like "
-        "BLAS, it may "
-        "round the last bits differently on another processor)."
+        "(`ATTENTION_FW_KERNELS=numpy` selects their numpy versions; numba compiles "
+        "for the machine's CPU, so, like BLAS, it may round the last bits differently "
+        "on another processor)."
     )
 )
 
