@@ -247,7 +247,8 @@ def collect_figures(app, doctree):
         _pan(raw, rel, app.outdir)
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         paper = paper_figure(name)
-        if captions and paper and "paper's Figure" not in captions[0].astext():
+        said = captions[0].astext() if captions else ""
+        if captions and paper and "paper's Figure" not in said and f"Figure {paper} of the paper" not in said:
             captions[0].insert(0, nodes.inline("", f"(paper's Figure {paper}) ", classes=["afw-paper-figure"]))
         if captions:
             captions[0] += nodes.Text(" ")
