@@ -92,7 +92,7 @@ import math
 import numpy as np
 
 from afw_book import figures as plotting, sweeps
-from afw_book.notebook import Page
+from afw_book.notebook import Page, Table
 from afw_book.presets import resolve_declared
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import sabeta as SB
@@ -215,16 +215,16 @@ for r in fam:
 
 # %% tags=["hide-input"]
 CHECKS = ("angle_51", "equal_norms", "ratio", "radius", "disjoint", "B_identity")
-print(f"{'configuration':46s} {'n':>3s} {'d':>2s} {'gamma':>5s} {'eps':>5s}"
-      f"  hypotheses{'':21s}{'beta range':>12s} {'T2 decades':>11s}")
+rows = []
 for r, q in zip(fam, rates):
     h = r["hypotheses"]
-    failed = ",".join(k for k in CHECKS if not h[k])
-    verdict = "all hold" if h["all"] else "no: " + failed
-    print(f"{r['name']:46s} {r['n']:3d} {r['d']:2d} {r['gamma']:5.2f}"
-          f" {r['eps']:5.2f}  {verdict:30.30s}"
-          f" {r['betas'][0]:5.1f}-{r['betas'][-1]:5.1f}"
-          f"  {q['decades']:10.1f}")
+    failed = ", ".join(k for k in CHECKS if not h[k])
+    rows.append([r["name"], r["n"], r["d"], f"{r['gamma']:.2f}", f"{r['eps']:.2f}",
+                 "all hold" if h["all"] else "fail: " + failed,
+                 f"{r['betas'][0]:.1f} to {r['betas'][-1]:.1f}",
+                 f"{q['decades']:.1f}"])
+Table(["configuration", "n", "d", "γ", "ε", "hypotheses of Theorem 5.4",
+       "β range", "decades of T₂"], rows)
 
 # %% tags=["hide-input"]
 inside = [q for r, q in zip(fam, rates) if r["hypotheses"]["all"]]
@@ -267,12 +267,17 @@ page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for SA-beta (erratu
 # ```
 
 # %% tags=["hide-input"]
+def steps_text(k):
+    """'1 step', '3 steps'."""
+    return f"{k:,} step" + ("" if k == 1 else "s")
+
+
 errs = np.array([q["reduced_err_last"] for q in rates])
 page.glue(red_err_max=(float(errs.max()), ".1e"),
           red_err_med=(float(np.median(errs)), ".1e"),
           red_exact=int(np.sum(errs == 0)),
           red_first_max=(max(q["reduced_err_first"] for q in rates), ".2f"),
-          red_steps_off=max(q["reduced_steps_off"] for q in rates))
+          red_steps_off=steps_text(max(q["reduced_steps_off"] for q in rates)))
 coincident = [q for q in rates if COINCIDENT[q["name"]]]
 rate_dev = max(abs(q["reduced_rate"] - q["sabeta"]) / q["c0"] for q in rates)
 page.glue(red_rate_dev=(rate_dev, ".1e"))
@@ -289,7 +294,7 @@ page.glue(n_coinc=len(coincident), red_coinc_exact=n_exact,
 # configurations). From coincident tokens the model *is* (SA$\beta$) (the groups are contracted from
 # the start), and its $T_2$ equals the measured one at every $\beta$ on {glue:text}`red_coinc_exact` of
 # those {glue:text}`n_coinc` configurations{glue:text}`red_coinc_note`. Over the whole family it is off by at most
-# {glue:text}`red_steps_off` steps; at the smallest $\beta$ of the grids, where the exit comes within a few
+# {glue:text}`red_steps_off`; at the smallest $\beta$ of the grids, where the exit comes within a few
 # tens of steps, during the contraction, that is a relative error of up to {glue:text}`red_first_max` (on
 # spread clusters): there the time scales do not separate and the model fails, as its derivation says
 # it must. Its rate $c_{\rm eff}$ (the same fit as for (SA$\beta$)) differs from the measured one by at most
@@ -410,19 +415,19 @@ page.glue(n_eff=len(fam) - len(slow), n_slow=len(slow),
 #   run. The table below lists, per configuration, where the chain was run.
 #
 # %% tags=["hide-input"]
-print(f"{'configuration':46s} {'B':>4s} {'chain at beta':>22s} {'censored':>9s}"
-      f" {'T2 SAb / SAP mean':>18s}")
+rows = []
 for r, q in zip(fam, rates):
     run = np.isfinite(r["T2_sap_mean"]) | (r["sap_censored"] > 0)
-    at = "every beta" if r["chain_efficient"] else "none"
+    at = "every β" if r["chain_efficient"] else "none"
     if run.any() and not r["chain_efficient"]:
-        at = f"{int(run.sum())} of {len(run)} (<= {r['betas'][run].max():.3g})"
+        at = f"{int(run.sum())} of {len(run)} (β ≤ {r['betas'][run].max():.3g})"
     both = "-"
     if q["ratio_min"] is not None:
         both = f"{q['ratio_min']:.2g} to {q['ratio_max']:.2g}"
-    kind = "I" if r["hypotheses"]["B_identity"] else "B"
-    print(f"{r['name']:46s} {kind:>4s} {at:>22s} "
-          f"{int(r['sap_censored'].sum()):9d} {both:>18s}")
+    kind = "I" if r["hypotheses"]["B_identity"] else "≠ I"
+    rows.append([r["name"], kind, at, int(r["sap_censored"].sum()), both])
+Table(["configuration", "B", "chain run at", "censored runs",
+       "T₂(SAβ) / chain mean"], rows)
 
 # %% [markdown]
 # ## The coupling the paper lacks, measured
