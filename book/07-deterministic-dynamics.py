@@ -92,7 +92,7 @@ import math
 import numpy as np
 
 from afw_book import figures as plotting, sweeps
-from afw_book.notebook import Page
+from afw_book.notebook import Page, Table
 from afw_book.presets import resolve_declared
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import sabeta as SB
@@ -104,7 +104,8 @@ QUICK_CONFIGS = ["triangle, 1 per vertex", "triangle, 1+2 near",
 PRESETS = {
     "paper": dict(executor="processes", configs=list(SB.FAMILY), t_lo=30.0, t_hi=5e5,
                   num_betas=6, cap=10**7, chain_runs=100, chain_budget=2000.0,
-                  coupling_gammas=[0.05, 0.1, 0.3], coupling_runs=1000, coupling_beta=6.0),
+                  coupling_gammas=[0.05, 0.1, 0.3], coupling_runs=1000,
+                  coupling_beta=6.0),
     "quick": dict(executor="serial", configs=QUICK_CONFIGS, t_lo=10.0, t_hi=2e3,
                   num_betas=4, cap=10**5, chain_runs=40, chain_budget=200.0,
                   coupling_gammas=[0.1, 0.3], coupling_runs=100, coupling_beta=4.0),
@@ -168,8 +169,9 @@ page.parameters()  # the table "Parameters of this run"
 # grows with $\beta$: it explains where the rate comes from, it does not predict $T_2$.
 
 # %% tags=["hide-input"]
-grid = sweeps.grid(name=p.configs, t_lo=p.t_lo, t_hi=p.t_hi, num=p.num_betas, cap=p.cap,
-                   chain_runs=p.chain_runs, chain_budget=p.chain_budget, rng=20)
+grid = sweeps.grid(name=p.configs, t_lo=p.t_lo, t_hi=p.t_hi, num=p.num_betas,
+                   cap=p.cap, chain_runs=p.chain_runs, chain_budget=p.chain_budget,
+                   rng=20)
 fam = sweeps.run(SB.family_task, grid, **RUN)
 
 # %% tags=["hide-input"]
@@ -177,8 +179,8 @@ COINCIDENT = {n: SB.family_configuration(n).coincident for n in p.configs}
 rates = []
 for r in fam:
     q = SB.fit_rate(r["betas"], r["T2_sabeta"])
-    entry = dict(name=r["name"], sabeta=q.slope, sabeta_ci=list(q.slope_ci), sabeta_n=q.n,
-                 c0=r["c0"], gap_min=float(np.min(r["gap"])),
+    entry = dict(name=r["name"], sabeta=q.slope, sabeta_ci=list(q.slope_ci),
+                 sabeta_n=q.n, c0=r["c0"], gap_min=float(np.min(r["gap"])),
                  gap_max=float(np.max(r["gap"])), sap=None, sap_ci=None)
     if np.isfinite(r["T2_sap_mean"]).sum() >= 3:
         c = SB.fit_chain_rate(r["betas"], r["T2_sap_mean"], r["T2_sap_ci"])
@@ -213,14 +215,16 @@ for r in fam:
 
 # %% tags=["hide-input"]
 CHECKS = ("angle_51", "equal_norms", "ratio", "radius", "disjoint", "B_identity")
-print(f"{'configuration':46s} {'n':>3s} {'d':>2s} {'gamma':>5s} {'eps':>5s}  hypotheses"
-      f"{'':21s}{'beta range':>12s} {'T2 decades':>11s}")
+rows = []
 for r, q in zip(fam, rates):
     h = r["hypotheses"]
-    verdict = "all hold" if h["all"] else "no: " + ",".join(k for k in CHECKS if not h[k])
-    print(f"{r['name']:46s} {r['n']:3d} {r['d']:2d} {r['gamma']:5.2f} {r['eps']:5.2f}  "
-          f"{verdict:30.30s} {r['betas'][0]:5.1f}-{r['betas'][-1]:5.1f}"
-          f"  {q['decades']:10.1f}")
+    failed = ", ".join(k for k in CHECKS if not h[k])
+    rows.append([r["name"], r["n"], r["d"], f"{r['gamma']:.2f}", f"{r['eps']:.2f}",
+                 "all hold" if h["all"] else "fail: " + failed,
+                 f"{r['betas'][0]:.1f} to {r['betas'][-1]:.1f}",
+                 f"{q['decades']:.1f}"])
+Table(["configuration", "n", "d", "γ", "ε", "hypotheses of Theorem 5.4",
+       "β range", "decades of T₂"], rows)
 
 # %% tags=["hide-input"]
 inside = [q for r, q in zip(fam, rates) if r["hypotheses"]["all"]]
@@ -242,7 +246,8 @@ page.glue(n_inside=len(inside), gmax_tri=(tri_h.eps_max / (2 * tri_h.d), ".4f"),
 # %% tags=["hide-input"]
 SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near",
                     "square, 1 per vertex, B rotated",
-                    "tetrahedron, 1 per vertex, in the hypotheses", "tetrahedron, 1+3 near",
+                    "tetrahedron, 1 per vertex, in the hypotheses",
+                    "tetrahedron, 1+3 near",
                     "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4]
 shown = [r for r in fam if r["name"] in SHOW]
 fig = SP.fig_exit_times(shown)
@@ -262,11 +267,17 @@ page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for SA-beta (erratu
 # ```
 
 # %% tags=["hide-input"]
+def steps_text(k):
+    """'1 step', '3 steps'."""
+    return f"{k:,} step" + ("" if k == 1 else "s")
+
+
 errs = np.array([q["reduced_err_last"] for q in rates])
 page.glue(red_err_max=(float(errs.max()), ".1e"),
-          red_err_med=(float(np.median(errs)), ".1e"), red_exact=int(np.sum(errs == 0)),
+          red_err_med=(float(np.median(errs)), ".1e"),
+          red_exact=int(np.sum(errs == 0)),
           red_first_max=(max(q["reduced_err_first"] for q in rates), ".2f"),
-          red_steps_off=max(q["reduced_steps_off"] for q in rates))
+          red_steps_off=steps_text(max(q["reduced_steps_off"] for q in rates)))
 coincident = [q for q in rates if COINCIDENT[q["name"]]]
 rate_dev = max(abs(q["reduced_rate"] - q["sabeta"]) / q["c0"] for q in rates)
 page.glue(red_rate_dev=(rate_dev, ".1e"))
@@ -283,7 +294,7 @@ page.glue(n_coinc=len(coincident), red_coinc_exact=n_exact,
 # configurations). From coincident tokens the model *is* (SA$\beta$) (the groups are contracted from
 # the start), and its $T_2$ equals the measured one at every $\beta$ on {glue:text}`red_coinc_exact` of
 # those {glue:text}`n_coinc` configurations{glue:text}`red_coinc_note`. Over the whole family it is off by at most
-# {glue:text}`red_steps_off` steps; at the smallest $\beta$ of the grids, where the exit comes within a few
+# {glue:text}`red_steps_off`; at the smallest $\beta$ of the grids, where the exit comes within a few
 # tens of steps, during the contraction, that is a relative error of up to {glue:text}`red_first_max` (on
 # spread clusters): there the time scales do not separate and the model fails, as its derivation says
 # it must. Its rate $c_{\rm eff}$ (the same fit as for (SA$\beta$)) differs from the measured one by at most
@@ -293,8 +304,8 @@ page.glue(n_coinc=len(coincident), red_coinc_exact=n_exact,
 # %% tags=["hide-input"]
 fig = SP.fig_rates(fam, rates)
 page.figure(fig, "sabeta-rates", statement="Theorem 5.4 for SA-beta (erratum E6)",
-            caption="Effective rates of (SAβ) and of the chain (SAP) per configuration, "
-                    "in units of c₀")
+            caption="Effective rates of (SAβ) and of the chain (SAP) per "
+                    "configuration, in units of c₀")
 
 # %% tags=["hide-input"]
 rel = np.array([q["sabeta"] / q["c0"] for q in rates])
@@ -306,11 +317,14 @@ rmin = [q["ratio_min"] for q in rates if q["ratio_min"] is not None]
 rmax = [q["ratio_max"] for q in rates if q["ratio_max"] is not None]
 first = sum(q["first_all"] for q in rates)
 later = sum(q["later_all"] for q in rates)
+def in_c0(group, pick):
+    """The smallest or largest rate of a group of configurations in units of c0."""
+    return (pick(q["sabeta"] / q["c0"] for q in group), ".2f") if group else "-"
+
+
 page.glue(rel_min=(float(rel.min()), ".2f"), rel_max=(float(rel.max()), ".2f"),
-          spread_min=(min(q["sabeta"] / q["c0"] for q in spread), ".2f") if spread else "-",
-          spread_max=(max(q["sabeta"] / q["c0"] for q in spread), ".2f") if spread else "-",
-          coinc_min=(min(q["sabeta"] / q["c0"] for q in coinc), ".2f") if coinc else "-",
-          coinc_max=(max(q["sabeta"] / q["c0"] for q in coinc), ".2f") if coinc else "-",
+          spread_min=in_c0(spread, min), spread_max=in_c0(spread, max),
+          coinc_min=in_c0(coinc, min), coinc_max=in_c0(coinc, max),
           n_sap=len(with_sap), rs_min=(float(rs.min()), ".2f") if len(rs) else "-",
           rs_max=(float(rs.max()), ".2f") if len(rs) else "-",
           ratio_min=(min(rmin), ".2g") if rmin else "-",
@@ -335,7 +349,8 @@ page.glue(last_min=(min(last), ".2f") if last else "-",
 # only where T2 of (SA-beta) is at most the budget
 slow = [r for r in fam if not r["chain_efficient"]]
 slow_run = [np.isfinite(r["T2_sap_mean"]) | (r["sap_censored"] > 0) for r in slow]
-page.glue(n_eff=len(fam) - len(slow), n_slow=len(slow), budget=(p.chain_budget, ",.0f"),
+page.glue(n_eff=len(fam) - len(slow), n_slow=len(slow),
+          budget=(p.chain_budget, ",.0f"),
           slow_done=int(sum(m.sum() for m in slow_run)),
           slow_total=sum(len(r["betas"]) for r in slow),
           chain_runs=p.chain_runs, chain_cap=(50 * p.chain_budget, ",.0f"),
@@ -400,18 +415,19 @@ page.glue(n_eff=len(fam) - len(slow), n_slow=len(slow), budget=(p.chain_budget, 
 #   run. The table below lists, per configuration, where the chain was run.
 #
 # %% tags=["hide-input"]
-print(f"{'configuration':46s} {'B':>4s} {'chain at beta':>22s} {'censored':>9s}"
-      f" {'T2 SAb / SAP mean':>18s}")
+rows = []
 for r, q in zip(fam, rates):
     run = np.isfinite(r["T2_sap_mean"]) | (r["sap_censored"] > 0)
-    at = "every beta" if r["chain_efficient"] else "none"
+    at = "every β" if r["chain_efficient"] else "none"
     if run.any() and not r["chain_efficient"]:
-        at = f"{int(run.sum())} of {len(run)} (<= {r['betas'][run].max():.3g})"
+        at = f"{int(run.sum())} of {len(run)} (β ≤ {r['betas'][run].max():.3g})"
     both = "-"
     if q["ratio_min"] is not None:
         both = f"{q['ratio_min']:.2g} to {q['ratio_max']:.2g}"
-    print(f"{r['name']:46s} {'I' if r['hypotheses']['B_identity'] else 'B':>4s} {at:>22s} "
-          f"{int(r['sap_censored'].sum()):9d} {both:>18s}")
+    kind = "I" if r["hypotheses"]["B_identity"] else "≠ I"
+    rows.append([r["name"], kind, at, int(r["sap_censored"].sum()), both])
+Table(["configuration", "B", "chain run at", "censored runs",
+       "T₂(SAβ) / chain mean"], rows)
 
 # %% [markdown]
 # ## The coupling the paper lacks, measured
@@ -429,8 +445,8 @@ for g in p.coupling_gammas:
                               rng=page.stream(f"c{g}", 0))
     med = np.median(c.one, axis=0)
     cross = c.t[np.flatnonzero(med > r_star)]
-    couplings.append(dict(gamma=g, beta=p.coupling_beta, r_star=r_star, eps=cfg.eps, t=c.t,
-                          one=c.one, mean=c.mean, T2=T2,
+    couplings.append(dict(gamma=g, beta=p.coupling_beta, r_star=r_star, eps=cfg.eps,
+                          t=c.t, one=c.one, mean=c.mean, T2=T2,
                           t_proxy=int(cross[0]) if cross.size else None,
                           mean_max=float(c.mean[c.t <= T2].max()),
                           one_at_T2=float(med[c.t <= T2 // 2][-1])))
@@ -441,19 +457,21 @@ page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for SA-beta (erratum 
 
 # %% tags=["hide-input"]
 def proxy_until(c):
-    """When the median chain path leaves the radius, with the exit step of (SA-beta)."""
+    """When the median chain path leaves the radius, with SA-beta's exit step."""
     if c["t_proxy"]:
-        return f"{c['t_proxy']:,} steps at γ = {c['gamma']:g} (exit of SAβ: {c['T2']:,})"
+        return (f"{c['t_proxy']:,} steps at γ = {c['gamma']:g}"
+                f" (exit of SAβ: {c['T2']:,})")
     return f"never before {3 * c['T2']:,} steps at γ = {c['gamma']:g}"
 
 
 proxy = [c["t_proxy"] / c["T2"] for c in couplings if c["t_proxy"]]
 page.glue(cp_beta=(p.coupling_beta, "g"), cp_r=(r_star, ".3f"),
-          cp_runs=(p.coupling_runs, ","), cp_list=", ".join(map(proxy_until, couplings)),
+          cp_runs=(p.coupling_runs, ","),
+          cp_list=", ".join(map(proxy_until, couplings)),
           cp_mean=(max(c["mean_max"] for c in couplings), ".2g"),
           cp_ratio_lo=(min(proxy), ".1f"), cp_ratio_hi=(max(proxy), ".1f"),
-          cp_gap=(min(c["gamma"] * math.sqrt(c["T2"]) / c["one_at_T2"] for c in couplings),
-                  ".0f"))
+          cp_gap=(min(c["gamma"] * math.sqrt(c["T2"]) / c["one_at_T2"]
+                      for c in couplings), ".0f"))
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-coupling

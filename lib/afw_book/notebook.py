@@ -86,7 +86,7 @@ from attention_fw.plot._figure import figure_data
 from . import paper_figures as pf
 from . import paths, figures as plotting
 
-__all__ = ["Page", "stream", "fmt", "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
+__all__ = ["Page", "Table", "stream", "fmt", "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
 
 MIN_TEXT_PX = 9.0
 """Smallest text height (CSS px) of a figure as displayed in the page."""
@@ -470,6 +470,53 @@ class _ParameterTable:
         rows = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in self.rows]
         return ({"text/html": table, "text/plain": text},
                 {"text/html": {"afw_parameters": {"preset": self.preset, "rows": rows}}})
+
+
+class Table:
+    """A table of results on the page: HTML there (it scrolls inside its own box on a phone), aligned
+    text in a terminal. A printed table wraps its lines inside the column; this one does not.
+
+    ``columns``: the headers; ``rows``: one sequence of cells per row (numbers are written with
+    :func:`fmt`, or pre-formatted strings); ``caption``: optional, above the table.
+
+    Examples
+    --------
+    >>> t = Table(["configuration", "n", "rate"], [["triangle", 3, 0.8125], ["square", 4, 0.75]])
+    >>> print(t)
+    configuration  n  rate
+    triangle       3  0.812
+    square         4  0.75
+    >>> "<th>rate</th>" in t._repr_html_()
+    True
+    >>> Table(["a", "b"], [[1]])
+    Traceback (most recent call last):
+    ...
+    ValueError: rows: row 0 has 1 cells, columns has 2
+    """
+
+    def __init__(self, columns, rows, caption: str | None = None) -> None:
+        self.columns = [str(c) for c in columns]
+        self.rows = [[c if isinstance(c, str) else _value_text(c) for c in row] for row in rows]
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.columns):
+                raise ValueError(f"rows: row {i} has {len(row)} cells, columns has {len(self.columns)}")
+        self.caption = caption
+
+    def __str__(self) -> str:
+        cols = [self.columns] + self.rows
+        width = [max(len(r[k]) for r in cols) for k in range(len(self.columns))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip() for r in cols]
+        return "\n".join(([self.caption] if self.caption else []) + lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        head = "".join(f"<th>{e(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in self.rows)
+        cap = f"<caption>{e(self.caption)}</caption>" if self.caption else ""
+        return (_TABLE_STYLE + f'<div class="afw-table-box"><table class="afw-parameters afw-results">{cap}'
+                f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def _yaml(value) -> str:

@@ -55,7 +55,7 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     bound1 = np.array([r["bound"] for r in ph1])
     horizon = len(ph1[0]["fraction_by_time"]) - 1
     k1 = constants
-    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.35), gridspec_kw=dict(width_ratios=[1, 1.25, 1.25]))
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 3.0), gridspec_kw=dict(width_ratios=[1, 1.25, 1.25]))
     ax = axs[0]
     tri_poly = vertices[geo.convex_hull(vertices)]
     ax.fill(*_closed(tri_poly), color="0.95", ec="k", lw=0.8)
@@ -81,7 +81,9 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     ax.set_ylabel("fraction of runs")
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlim(b1.min() / 1.5, b1.max() * 1.5)
-    ax.legend(fontsize=8, loc="center right")
+    # below the panel: inside, it covered the bound's curve
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, handlelength=1.8,
+              columnspacing=1.0)
     ax.set_title("(b) Theorem 5.2 at $T_1$")
     ax = axs[2]
     sel = np.unique(np.linspace(0, len(ph1) - 1, min(5, len(ph1))).astype(int))
