@@ -12,7 +12,11 @@ tile of keys to the next:
 * ``row_sums``       the tile's row sums;
 * ``tile_split``     for selected rows: the largest weight, and the sums of the weights below and
                      not below ``threshold`` times it (the two groups of ``dynamics.sap_step``);
-* ``tile_pick``      for selected rows: inversion of the cumulative weights within one group.
+* ``tile_pick``      for selected rows: inversion of the cumulative weights within one group;
+* ``race_terms``     the chain's streaming sampler at one tile: which rows take their first pick
+                     here, and for the others the ``-log`` of the probability of switching to this
+                     tile (``log1p(T / W)``); adds the tile's weights to the running totals;
+* ``switch_rows``    the rows that switch, in row-major order, from those flags and the draws.
 
 Tiles of the float32 path are float32 arrays; the running state (maxima, sums, leader
 sets, picks) is float64 in either precision, and the sums over a tile are made in float64.
@@ -131,7 +135,38 @@ def _np_tile_pick(Z, rr, ii, top, threshold, pick_small, U, J):
         J[c] = np.where(hit.any(axis=-1), np.argmax(hit, axis=-1), last)
 
 
-KERNELS = ("online_shift", "leader_scan", "row_sums", "tile_split", "tile_pick")
+def _np_race_terms(w, total, t, flag):
+    """Per row ``(r, i)`` with tile weight ``w[r, i] > 0``: ``flag = 1`` when nothing was seen
+    before (``total[r, i, 0] == 0``: the first pick, probability 1), else ``flag = 2`` and the next
+    entry of ``t`` (row-major order) is ``-log(w / (T + w)) = log1p(T / w)`` for ``T = total``
+    (``log(T) - log(w)`` where ``T / w`` overflows); ``flag = 0`` otherwise. Then ``total += w``.
+    Returns the number of entries of ``t`` written."""
+    before = total[..., 0]
+    positive = w > 0.0
+    race = (before > 0.0) & positive
+    flag[...] = np.where(race, 2, np.where((before == 0.0) & positive, 1, 0))
+    b, p = before[race], w[race]
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = b / p
+        out = np.log1p(ratio)
+        far = np.isinf(ratio)
+        out[far] = np.log(b[far]) - np.log(p[far])
+    t[:out.size] = out
+    before += w
+    return out.size
+
+
+def _np_switch_rows(flag, hits, rr, ii):
+    """The rows ``(rr, ii)`` (row-major) with ``flag == 1``, or ``flag == 2`` and a true draw:
+    ``hits`` holds one draw per ``flag == 2`` row in row-major order. Returns their number."""
+    switch = flag == 1
+    switch[flag == 2] = hits
+    r, i = np.nonzero(switch)
+    rr[:r.size], ii[:r.size] = r, i
+    return r.size
+
+
+KERNELS = ("online_shift", "leader_scan", "row_sums", "tile_split", "tile_pick", "race_terms", "switch_rows")
 
 NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in KERNELS})
 
@@ -288,6 +323,48 @@ def _numba_kernels():
                         pick = j
                         break
             J[t] = pick
+
+    @jit
+    def race_terms(w, total, t, flag):
+        Rb, q = w.shape
+        c = 0
+        for r in range(Rb):
+            for i in range(q):
+                b = total[r, i, 0]
+                p = w[r, i]
+                f = 0
+                if p > 0.0:
+                    if b > 0.0:
+                        f = 2
+                        ratio = b / p
+                        if np.isinf(ratio):
+                            t[c] = np.log(b) - np.log(p)
+                        else:
+                            t[c] = np.log1p(ratio)
+                        c += 1
+                    elif b == 0.0:
+                        f = 1
+                flag[r, i] = f
+                total[r, i, 0] = b + p
+        return c
+
+    @jit
+    def switch_rows(flag, hits, rr, ii):
+        Rb, q = flag.shape
+        c = 0
+        h = 0
+        for r in range(Rb):
+            for i in range(q):
+                f = flag[r, i]
+                take = f == 1
+                if f == 2:
+                    take = hits[h]
+                    h += 1
+                if take:
+                    rr[c] = r
+                    ii[c] = i
+                    c += 1
+        return c
 
     compiled = locals()
     return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in KERNELS})

@@ -873,19 +873,20 @@ def _sap_picks(x3, B, beta, rng, p: Plan, precision="float64"):
         total = np.zeros((Rb, q, 1))
         c = np.full((Rb, q), -np.inf)
         w = np.empty((Rb, q))
+        t = np.empty(Rb * q)
+        flag = np.empty((Rb, q), dtype=np.int8)
+        rr, ii = np.empty(Rb * q, dtype=np.intp), np.empty(Rb * q, dtype=np.intp)
+        none = np.zeros(0, dtype=bool)
         Jq = np.full((Rb, q), -1, dtype=np.intp)
         for k0, _, Z in tiles.weights(rs, qs, shift, c, total, buf):
             TK.row_sums(Z, w)
-            before = total[..., 0]
-            switch = (before == 0.0) & (w > 0.0)  # the first tile with weight: probability 1
-            race = (before > 0.0) & (w > 0.0)
-            if race.any():
-                # switch with probability w / (before + w) = exp(-log1p(before / w)), exact when tiny
-                switch[race] = _sampling.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=g)
-            total[..., 0] += w
-            rr, ii = np.nonzero(switch)
-            if rr.size:
-                Jq[rr, ii] = k0 + _pick_in_tile(Z, rr, ii, TK, g)
+            # rows whose first weight is here switch with probability 1, the others with
+            # probability w / (T + w) = exp(-log1p(T / w)), drawn from its -log (exact when tiny)
+            races = TK.race_terms(w, total, t, flag)
+            hits = _sampling._bernoulli(t[:races], g) if races else none
+            s = TK.switch_rows(flag, hits, rr, ii)
+            if s:
+                Jq[rr[:s], ii[:s]] = k0 + _pick_in_tile(Z, rr[:s], ii[:s], TK, g)
         J[rs, qs] = Jq
 
     tiles.run(work, blocks)
@@ -910,7 +911,7 @@ def _pick_in_tile(Z, rr, ii, TK, rng):
     threshold = _sampling.SMALL_WEIGHT
     top, s_small, s_big = np.empty(s), np.empty(s), np.empty(s)
     TK.tile_split(Z, rr, ii, threshold, top, s_small, s_big)
-    pick_small = _sampling.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng=rng)
+    pick_small = _sampling._bernoulli(_neg_log_share(s_big, s_small), rng)
     picks = np.empty(s, dtype=np.intp)
     TK.tile_pick(Z, rr, ii, top, threshold, pick_small, 1.0 - rng.random(s), picks)
     return picks
