@@ -22,13 +22,13 @@ venv: $(STAMP)
 # repository ($$ATTENTION_FW_CACHE, $$XDG_CACHE_HOME/attention_fw or ~/.cache/attention_fw) and refused
 # unless their SHA-256 are the official ones. Seconds when the cache is already there.
 model: $(STAMP)
-	@$(PY) -m attention_fw.encoder.files
+	@$(PY) -m attention_fw.encoder
 
 # Set-up (the .venv, the trained model's files and, where apt-get may be used, chromium and
 # poppler-utils), ruff, mypy over lib/, then every test.
 test: $(STAMP)
 	@bash tools/system-deps.sh
-	@$(PY) -m attention_fw.encoder.files
+	@$(PY) -m attention_fw.encoder
 	$(VENV)/bin/ruff check lib tools tests book
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
@@ -106,7 +106,7 @@ figures/MANIFEST.sha256: $(EXECUTED) $(REPORT_NB) tools/figure_manifest.py
 # A figure listed in the manifest that is missing or whose bytes differ is restored by
 # re-executing the notebook that wrote it (tools/figure_manifest.py heal: make's -W options).
 figures: $(STAMP)
-	@$(PY) -m attention_fw.encoder.files
+	@$(PY) -m attention_fw.encoder
 	@heal=$$($(PY) tools/figure_manifest.py heal figures --preset $(PRESET) \
 	    --notebooks $(notdir $(basename $(EXECUTED)))) || exit 1; \
 	$(MAKE) --no-print-directory -j$(JOBS) figures/MANIFEST.sha256 PRESET=$(PRESET) $$heal
@@ -123,7 +123,7 @@ book: figures
 
 notebook: $(STAMP)
 	@test -n "$(NB)" -a -f "book/$(NB).py" || { echo "usage: make notebook NB=<name> [PRESET=quick] [ARGS='-p gamma 0.3']; names:" $(notdir $(basename $(CHAPTERS) $(ERRATA))); exit 2; }
-	@$(PY) -m attention_fw.encoder.files
+	@$(PY) -m attention_fw.encoder
 	@ATTENTION_FW_FIGURES=$(CURDIR)/figures/custom $(RUNNER) book/$(NB).py --preset $(PRESET) $(ARGS) \
 	    --rerun _build/custom
 

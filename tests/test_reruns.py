@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -126,7 +127,19 @@ def test_a_rerun_is_a_page_of_the_book_with_the_numbers_beside_the_books(rerun):
     book.mkdir()
     quoted = dict(record["quoted"], first="999")
     (book / "03-negative-definite.json").write_text(json.dumps({"preset": "paper", "overrides": {}, "quoted": quoted}))
-    again = rp.build(run_dir / "03-negative-definite.ipynb", tmp / "again", book, "cmd", tmp / "figures" / "custom")
+    # ... and with a built book (its Sphinx inventory), the links to other chapters point into it
+    built = tmp / "built-book"
+    built.mkdir()
+    entry = b"frank-wolfe std:label -1 book/02-frank-wolfe.html#$ Frank-Wolfe\n"
+    (built / "objects.inv").write_bytes(b"# Sphinx inventory version 2\n# Project: book\n# Version: \n"
+                                        b"# The remainder of this file is compressed using zlib.\n" + zlib.compress(entry))
+    again = rp.build(run_dir / "03-negative-definite.ipynb", tmp / "again", book, "cmd", tmp / "figures" / "custom",
+                     book_html=built)
     text = again.read_text()
     assert f"1 of {len(quoted)} differ" in text
+    link = os.path.relpath(built, tmp / "again" / "html" / "book") + "/book/02-frank-wolfe.html#frank-wolfe"
+    assert f'href="{link}"' in text, "the link to chapter 2 points into the built book"
+    # the citations resolve on the page: it ends with the references it cites
+    cites = re.findall(r'<a class="reference internal" href="#(id\d+)"', text)
+    assert cites and all(f'id="{c}"' in text for c in cites)
     assert '<tr class="afw-differs"><td><code>first</code></td><td>999</td><td><strong>575</strong></td>' in text

@@ -16,8 +16,9 @@ The executed notebook gets a first cell, "This rerun and the book", with
 
 Then a Jupyter Book of that one page is built with the book's configuration (theme, extensions,
 CSS, MathJax served locally) into ``<out>/html/``; the page is ``<out>/html/book/<chapter>.html``.
-Links to the book's other chapters and citations of its bibliography do not resolve in a one-page
-book: they are shown as plain text.
+Links to the book's other chapters point into the built book (``_build/html``, through its Sphinx
+inventory ``objects.inv``, read from disk: nothing is fetched); before ``make book`` has run here they
+are plain text. Citations resolve on the page itself, which ends with the references it cites.
 """
 from __future__ import annotations
 
@@ -135,11 +136,37 @@ exclude_patterns: ["**.ipynb_checkpoints", "book/_ext", "book/_static"]
 """
 
 
-def build(executed: Path, out: Path, book_times: Path, command: str, figures: Path | None = None) -> Path:
+def book_links(config: dict, book_html: Path | None, html_dir: Path) -> bool:
+    """Let the one-page book's references to other chapters resolve into the built book: Sphinx's
+    intersphinx reads the book's inventory from disk, and the links are relative, from ``html_dir``
+    (where the page's HTML will be) to ``book_html``. False (and ``config`` unchanged) when the book
+    has not been built."""
+    inventory = None if book_html is None else book_html / "objects.inv"
+    if inventory is None or not inventory.is_file():
+        return False
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx["extensions"] = list(sphinx.get("extensions", [])) + ["sphinx.ext.intersphinx"]
+    sphinx["intersphinx_mapping"] = {"book": [os.path.relpath(book_html, html_dir) + "/", str(inventory)]}
+    sphinx["intersphinx_disabled_reftypes"] = []       # plain {ref} and {doc} roles look there too
+    return True
+
+
+_REFERENCES = """## References
+
+```{bibliography}
+:filter: docname in docnames
+```
+"""
+
+
+def build(executed: Path, out: Path, book_times: Path, command: str, figures: Path | None = None,
+          book_html: Path | None = ROOT / "_build" / "html") -> Path:
     """Write the rerun's page under ``out`` (``out/html/book/<chapter>.html``); returns its path.
 
     ``figures``: the figure folder the run wrote into (default: ``$ATTENTION_FW_FIGURES``, else
     ``figures/``); the page's figure files are copied from there into ``out/html/figures/``.
+    ``book_html``: the built book, which the page's links to other chapters point into (plain text
+    when it has not been built).
 
     Raises ``RuntimeError`` when the page build fails (the message ends with the build's output).
     """
@@ -163,6 +190,8 @@ def build(executed: Path, out: Path, book_times: Path, command: str, figures: Pa
         head, rest = "\n".join(lines[:t + 1]), "\n".join(lines[t + 1:])
         nb.cells[k].source = head
         nb.cells[k + 1:k + 1] = [first] + ([nbformat.v4.new_markdown_cell(rest)] if rest.strip() else [])
+    if any("{cite" in c.source for c in nb.cells if c.cell_type == "markdown"):
+        nb.cells.append(nbformat.v4.new_markdown_cell(_REFERENCES))
 
     src = out / "src"
     if src.exists():
@@ -176,6 +205,7 @@ def build(executed: Path, out: Path, book_times: Path, command: str, figures: Pa
     nbformat.write(nb, src / "book" / f"{chapter}.ipynb")
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config.update(yaml.safe_load(_CONFIG.format(chapter=chapter)))
+    book_links(config, None if book_html is None else book_html.resolve(), out / "html")
     (src / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     (src / "_toc.yml").write_text(f"format: jb-book\nroot: book/{chapter}\n")
     jb = Path(sys.executable).with_name("jupyter-book")

