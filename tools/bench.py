@@ -17,7 +17,10 @@ softmax      softmax_step (R=1024, n=32, d=16, float64) vs its floor: the two ba
 loops        hardmax_step / softmax_step vs per-token Python loops (one system, n = 64, d = 2)
 context      attention_fw.model.tiled at n = 65,536, d = 64, R = 1: one softmax, hardmax and SAP step, float64
              and float32, against the machine's bound (the step's products at the GEMM rate plus its n^2
-             exponentials at the all-core exp rate, both measured next to the step); torch's CPU
+             exponentials at the all-core exp rate, both measured over both cores next to the step,
+             bound, step, bound, step, ...): the smallest ratio of the repetitions with their range,
+             the same in CPU time (robust to other jobs), core use and load average; the rates of
+             the step's own tile products against the large GEMM (what a d = 64 product can reach); torch's CPU
              scaled_dot_product_attention on the same tokens when _build/peer-venv holds torch; peak
              memory growth (fresh subprocess); time and memory against n = 1,024 ... 65,536, fitted
              log-log exponents, a plot (context-scaling.png). --only context runs it alone
