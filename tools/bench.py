@@ -681,7 +681,9 @@ def _fit_exponent(ns, values) -> float:
     return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
 
 
-def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
+def bench_context(quick: bool, max_n: int = 65536, reps=None, kinds=CONTEXT_KINDS) -> list:
+    """The context section; ``kinds`` other than all three: only their ratios and the machine's
+    rates (no running-maximum step, peer, memory or scaling), for a re-measurement of some steps."""
     from afw_book import figures as plotting
     from attention_fw.model import tiled as T
 
@@ -695,7 +697,7 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
     svml = _svml_state()
     spans = {}
     for precision in CONTEXT_PRECISIONS:
-        for kind in CONTEXT_KINDS:
+        for kind in kinds:
             step = _context_step(kind, x, precision)
             _context_step(kind, x[:4096], precision)()  # warm: the threads, the passes of this precision
             rows = []
@@ -775,6 +777,8 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
                 f"softmax step's products take {(gc / tp['scores'] + gc / tp['values']) / 2:.2f}x "
                 f"their time at the large GEMM's rate, the hardmax step's {gc / tp['scores']:.2f}x"),
             scores_cpu=tp["scores"], values_cpu=tp["values"]))
+    if tuple(kinds) != CONTEXT_KINDS:
+        return out
     # A step whose scores need the running maximum (beta |x|^2 > 200).
     step = _context_step("softmax", x, "float64", beta=400.0)
     m0 = rates.both("float64")
@@ -1081,6 +1085,8 @@ def main(argv=None) -> int:
                     help="largest n of the context section (default 65536; smaller for a smoke run)")
     ap.add_argument("--context-reps", type=int, default=None,
                     help="repetitions of each step at the largest n (default 3, --quick 1)")
+    ap.add_argument("--context-kinds", nargs="+", choices=CONTEXT_KINDS, default=CONTEXT_KINDS,
+                    help="steps of the context section (default all; fewer: their ratios and the rates only)")
     ap.add_argument("--out", type=Path, default=OUT, help="report directory (default _build/bench)")
     ap.add_argument("--probe-mixed", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--probe-context", nargs=3, metavar=("KIND", "N", "PRECISION"), help=argparse.SUPPRESS)
@@ -1104,7 +1110,7 @@ def main(argv=None) -> int:
         "cells": lambda: bench_cells(args.quick),
         "softmax": lambda: bench_softmax(args.quick),
         "loops": lambda: bench_loops(args.quick),
-        "context": lambda: bench_context(args.quick, args.context_max_n, args.context_reps),
+        "context": lambda: bench_context(args.quick, args.context_max_n, args.context_reps, args.context_kinds),
         "engine": lambda: bench_engine(args.quick),
         "build": lambda: bench_build(args.quick, with_test=not args.skip_test),
     }
