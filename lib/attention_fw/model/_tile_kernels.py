@@ -66,7 +66,7 @@ def _np_online_shift(Z, c, acc):
     np.maximum(Z, EXP_FLOOR, out=Z)
 
 
-def _np_leader_scan(S, vals, k0, fs, ist, acc, tol):
+def _np_leader_scan(S, vals, k0, fs, ist, acc, tol, track_low=True):
     """One tile of scores ``S`` (keys ``k0, k0 + 1, ...``, values ``vals`` of shape (Rb, k, m)).
 
     State per row: ``fs[..., 0:4] = top, low, mlow, xhigh`` (running max and min of the scores,
@@ -76,15 +76,20 @@ def _np_leader_scan(S, vals, k0, fs, ist, acc, tol):
     threshold passes the previous top, every member so far drops out (its score is at most that
     top). The caller checks at the end that ``mlow`` and ``xhigh`` lie on the right sides of the
     final threshold.
+
+    ``track_low=False``: ``low`` is left as the caller set it, a lower bound ``-U`` of every score
+    (``U >= max_j |S_ij|``), so the members are the keys with ``S >= top - tol U``, a superset of
+    the tie rule's; the caller then checks that ``mlow`` lies above the largest possible threshold.
     """
     top, low, mlow, xhigh = (fs[..., k] for k in range(4))
     cnt, arg = ist[..., 0], ist[..., 1]
     old_top = top.copy()
-    tmax, tmin = S.max(axis=-1), S.min(axis=-1)
+    tmax = S.max(axis=-1)
     better = tmax > top
     arg[better] = k0 + S.argmax(axis=-1)[better]
     np.maximum(top, tmax, out=top)
-    np.minimum(low, tmin, out=low)
+    if track_low:
+        np.minimum(low, S.min(axis=-1), out=low)
     thr = top - tol * np.maximum(top, -low)
     evict = (cnt > 0) & (thr > old_top)
     xhigh[evict] = np.maximum(xhigh[evict], old_top[evict])
@@ -200,39 +205,62 @@ def _numba_kernels():
                     Z[r, i, j] = max(Z[r, i, j] - top, -750.0)  # EXP_FLOOR
 
     @jit
-    def leader_scan(S, vals, k0, fs, ist, acc, tol):
+    def leader_scan(S, vals, k0, fs, ist, acc, tol, track_low=True):
         Rb, q, k = S.shape
         m = vals.shape[2]
         for r in range(Rb):
             for i in range(q):
-                # largest and smallest score of the row, with four accumulators each (a short
-                # dependency chain); written out here, as a call to another compiled function
-                # would keep numba from caching this one on disk
-                a0 = S[r, i, 0]
-                a1, a2, a3 = a0, a0, a0
-                b0, b1, b2, b3 = a0, a0, a0, a0
-                j = 0
-                while j + 4 <= k:
-                    s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
-                    a0 = s0 if s0 > a0 else a0
-                    a1 = s1 if s1 > a1 else a1
-                    a2 = s2 if s2 > a2 else a2
-                    a3 = s3 if s3 > a3 else a3
-                    b0 = s0 if s0 < b0 else b0
-                    b1 = s1 if s1 < b1 else b1
-                    b2 = s2 if s2 < b2 else b2
-                    b3 = s3 if s3 < b3 else b3
-                    j += 4
-                while j < k:
-                    s0 = S[r, i, j]
-                    a0 = s0 if s0 > a0 else a0
-                    b0 = s0 if s0 < b0 else b0
-                    j += 1
-                tmax = max(max(a0, a1), max(a2, a3))
-                tmin = min(min(b0, b1), min(b2, b3))
+                if not track_low:  # the running maximum alone (the caller's bound stands for the minimum)
+                    a0 = S[r, i, 0]
+                    a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+                    j = 0
+                    while j + 8 <= k:
+                        s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
+                        a0 = s0 if s0 > a0 else a0
+                        a1 = s1 if s1 > a1 else a1
+                        a2 = s2 if s2 > a2 else a2
+                        a3 = s3 if s3 > a3 else a3
+                        s0, s1, s2, s3 = S[r, i, j + 4], S[r, i, j + 5], S[r, i, j + 6], S[r, i, j + 7]
+                        a4 = s0 if s0 > a4 else a4
+                        a5 = s1 if s1 > a5 else a5
+                        a6 = s2 if s2 > a6 else a6
+                        a7 = s3 if s3 > a7 else a7
+                        j += 8
+                    while j < k:
+                        s0 = S[r, i, j]
+                        a0 = s0 if s0 > a0 else a0
+                        j += 1
+                    tmax = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+                    low = fs[r, i, 1]
+                else:
+                    # largest and smallest score of the row, with four accumulators each (a short
+                    # dependency chain); written out here, as a call to another compiled function
+                    # would keep numba from caching this one on disk
+                    a0 = S[r, i, 0]
+                    a1, a2, a3 = a0, a0, a0
+                    b0, b1, b2, b3 = a0, a0, a0, a0
+                    j = 0
+                    while j + 4 <= k:
+                        s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
+                        a0 = s0 if s0 > a0 else a0
+                        a1 = s1 if s1 > a1 else a1
+                        a2 = s2 if s2 > a2 else a2
+                        a3 = s3 if s3 > a3 else a3
+                        b0 = s0 if s0 < b0 else b0
+                        b1 = s1 if s1 < b1 else b1
+                        b2 = s2 if s2 < b2 else b2
+                        b3 = s3 if s3 < b3 else b3
+                        j += 4
+                    while j < k:
+                        s0 = S[r, i, j]
+                        a0 = s0 if s0 > a0 else a0
+                        b0 = s0 if s0 < b0 else b0
+                        j += 1
+                    tmax = max(max(a0, a1), max(a2, a3))
+                    tmin = min(min(b0, b1), min(b2, b3))
+                    low = min(fs[r, i, 1], tmin)
                 old_top = fs[r, i, 0]
                 top = max(old_top, tmax)
-                low = min(fs[r, i, 1], tmin)
                 thr = top - tol * max(top, -low)
                 mlow = fs[r, i, 2]
                 xhigh = fs[r, i, 3]
