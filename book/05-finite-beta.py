@@ -737,8 +737,9 @@ page.glue(e6_hyp=f"ε/γ = {0.1 / GAMMA:g} < 2 d(K) = {2 * D_TRI:.2f}" if not h_
 # one configuration and a few $\beta$ say nothing about rates. In the SAP runs {glue:text}`e6_cens` of
 # {glue:text}`e6_total` reached the cap and are treated as censored. On the family of
 # {doc}`07-deterministic-dynamics` (26 configurations, three inside the hypotheses) (SA$\beta$) is
-# metastable on every one, with a rate of its own that is below $c_0$ where the clusters settle inside
-# the vertices, and which of the two dynamics leaves first depends on the configuration; that chapter
+# metastable on every one, with a rate of its own, below $c_0$ on every one and lowest where the clusters
+# start spread and settle inside the vertices; the chain, simulated there with the same $B$, leaves first
+# on some configurations and later on others, and on some which leaves first depends on $\beta$; that chapter
 # states the rates with their intervals and on which configurations they were measured.
 #
 # ## Collapse (Proposition 5.1, E5, E12)

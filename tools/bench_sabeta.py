@@ -5,7 +5,8 @@ Usage:  .venv/bin/python tools/bench_sabeta.py [--quick]
 Setting: the equilateral triangle with ``m`` tokens at distance 0.05 around each vertex
 (n = 3 (1 + m) tokens, d = 2), gamma = 0.1, eps = 0.1, and beta = 40, where no token leaves
 within the horizon, so every step is stepped and every exit test that can matter is made: the
-cost of reaching T2 = horizon is the cost of ``horizon`` steps. Reports, for n = 3 ... 48, the
+cost of reaching T2 = horizon is the cost of ``horizon`` steps. B = I, so the kernel takes its
+symmetric path (n (n + 1) / 2 exponentials per step). Reports, for n = 3 ... 48, the
 cost per step of one system, and of two systems at once (one per core: the kernel runs one
 system per thread), and the wall time of 10^7 steps (10^6 with --quick) at n = 48, each with the CPU
 time per system (what an unloaded core takes; on a shared machine the wall time also counts the

@@ -211,6 +211,13 @@ def _check_common(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: f
     return x0, sigma.astype(np.intp), gamma, beta, eps
 
 
+def _key_query(B, d):
+    """``None`` for the identity (the standing choice of Section 5), else the checked (d, d) matrix."""
+    if B is None:
+        return None
+    return V.square_matrix("B", B, d)
+
+
 def _masked_lse(L, mask):
     """log sum exp of L over the last axis restricted to mask; -inf when the mask is empty."""
     m = np.max(np.where(mask, L, -np.inf), axis=-1)
@@ -221,10 +228,11 @@ def _masked_lse(L, mask):
     return out + ms
 
 
-def move_log_odds(x: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def move_log_odds(x: np.ndarray, beta: float, B: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-token log-odds ``d_i = log((1 - s_i) / s_i)`` of moving under one (SAP) step.
 
-    ``s_i`` is the softmax weight of the tokens coincident with ``x_i`` (exact equality).
+    ``s_i`` is the softmax weight of the tokens coincident with ``x_i`` (exact equality), with
+    the logits ``beta <B x_i, x_j>`` (``B = None``: the identity, the standing choice of Section 5).
     Returns ``(d, logits, same)`` with shapes (R, n), (R, n, n), (R, n, n); ``d = -inf`` for a
     token whose point holds every token of its system.
 
@@ -240,7 +248,7 @@ def move_log_odds(x: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray, n
     >>> move_log_odds(np.zeros((1, 3, 2)), 1.0)[0]                 # all at one point: never moves
     array([[-inf, -inf, -inf]])
     """
-    S = np.einsum("rid,rjd->rij", x, x)
+    S = np.einsum("rid,rjd->rij", x, x) if B is None else np.einsum("rie,rje->rij", x @ B.T, x)
     L = beta * S
     same = np.all(x[:, :, None, :] == x[:, None, :, :], axis=-1)
     d = _masked_lse(L, ~same) - _masked_lse(L, same)
@@ -314,7 +322,7 @@ def _event_step(x, d, L, same, gamma, g):
 
 def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, runs: int, *,
                       rng: SeedLike = 0, cap: float = 1e300, max_events: int = 10_000,
-                      watch: npt.ArrayLike | None = None) -> ExitSample:
+                      watch: npt.ArrayLike | None = None, B: npt.ArrayLike | None = None) -> ExitSample:
     """Exit time ``T2`` of Theorem 5.4 by the rejection-free (kinetic) engine, ``runs`` chains at once.
 
     ``T2 = inf{t : x_j^t not in conv{x_k^0 : sigma_k = sigma_j} + B(0, eps) for some j}``.
@@ -329,6 +337,8 @@ def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, bet
     cap : runs whose exit would happen after ``cap`` are censored at ``cap``
     max_events : runs still inside after this many events are censored at their current time
     watch : optional (n,) bool, the tokens whose exit counts (default all)
+    B : optional (d, d) key-query matrix, logits ``beta <B x_i, x_j>`` (default: the identity).
+        The engine's argument never uses ``B = I``: only the weights of the picks change.
 
     Returns
     -------
@@ -350,6 +360,7 @@ def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, bet
     cap = V.real_scalar("cap", cap, low=1)
     max_events = V.positive_int("max_events", max_events)
     watch = _watch(watch, len(x0))
+    Bm = _key_query(B, x0.shape[1])
     g = V.rng("rng", rng)
     region = _ExitRegion(x0, sigma, eps, watch)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
@@ -362,7 +373,7 @@ def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, bet
         if act.size == 0:
             break
         xa = x[act]
-        d, L, same = move_log_odds(xa, beta)
+        d, L, same = move_log_odds(xa, beta, Bm)
         lam = np.sum(np.logaddexp(0.0, d), axis=1)       # -log q, accurate for tiny escapes
         E = g.exponential(size=act.size)
         wait = np.full(act.size, np.inf)
@@ -386,11 +397,11 @@ def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, bet
 
 
 def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, runs: int, *,
-                    rng: SeedLike = 0) -> np.ndarray:
+                    rng: SeedLike = 0, B: npt.ArrayLike | None = None) -> np.ndarray:
     """State of ``runs`` (SAP) chains at time ``t_final`` simulated by the rejection-free engine.
 
-    For validation against plain stepping: the same law as ``t_final`` calls of ``sap_step``.
-    Returns an array of shape (runs, n, d).
+    For validation against plain stepping: the same law as ``t_final`` calls of ``sap_step``
+    (with the key-query matrix ``B``, default the identity). Returns an array of shape (runs, n, d).
 
     Examples
     --------
@@ -410,13 +421,14 @@ def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, 
     beta = V.real_scalar("beta", beta, low=0)
     t_final = V.positive_int("t_final", t_final, minimum=0)
     runs = V.positive_int("runs", runs)
+    Bm = _key_query(B, x0.shape[1])
     g = V.rng("rng", rng)
     x = np.broadcast_to(x0, (runs,) + x0.shape).copy()
     t = np.zeros(runs)
     act = np.arange(runs)
     while act.size:
         xa = x[act]
-        d, L, same = move_log_odds(xa, beta)
+        d, L, same = move_log_odds(xa, beta, Bm)
         lam = np.sum(np.logaddexp(0.0, d), axis=1)
         wait = np.full(act.size, np.inf)
         np.divide(g.exponential(size=act.size), lam, out=wait, where=lam > 0)
@@ -430,13 +442,14 @@ def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, 
 
 
 def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, runs: int, *,
-                        rng: SeedLike = 0, cap: int = 10_000, watch: npt.ArrayLike | None = None) -> ExitSample:
+                        rng: SeedLike = 0, cap: int = 10_000, watch: npt.ArrayLike | None = None,
+                        B: npt.ArrayLike | None = None) -> ExitSample:
     """Exit time ``T2`` (Theorem 5.4) by plain step-by-step (SAP), ``runs`` chains at once.
 
     :func:`attention_fw.model.dynamics.simulate` of the chain (:class:`~attention_fw.model.dynamics.MarkovChain`,
-    B = I) with the exit as its stop condition, so only the chains still inside are stepped;
-    runs still inside after ``cap`` steps are censored at ``cap``. Cost: one step per unit of
-    time. ``watch`` as in :func:`engine_exit_times`.
+    key-query matrix ``B``, default the identity) with the exit as its stop condition, so only the
+    chains still inside are stepped; runs still inside after ``cap`` steps are censored at ``cap``.
+    Cost: one step per unit of time. ``watch`` as in :func:`engine_exit_times`.
 
     Examples
     --------
@@ -451,7 +464,8 @@ def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, b
     watch = _watch(watch, len(x0))
     region = _ExitRegion(x0, sigma, eps, watch)
     x = np.broadcast_to(x0, (runs,) + x0.shape)
-    res = dynamics.simulate(x, dynamics.MarkovChain(gamma, beta, rng=rng), cap, stop=lambda x, t: region(x))
+    Bm = _key_query(B, x0.shape[1])
+    res = dynamics.simulate(x, dynamics.MarkovChain(gamma, beta, Bm, rng=rng), cap, stop=lambda x, t: region(x))
     exited = res.stopped > 0
     times = np.where(exited, res.stopped, cap).astype(float)
     return ExitSample(times=times, censored=~exited, events=np.zeros(0), cap=float(cap))

@@ -290,6 +290,96 @@ def _dot(e, v, n):
     return s
 
 
+@jit_sum
+def _wsum(e, w, m):
+    s = 0.0
+    for q in range(m):
+        s += e[q] * w[q]
+    return s
+
+
+@jit_sum
+def _wdot(e, w, x, m):
+    s = 0.0
+    for q in range(m):
+        s += e[q] * w[q] * x[q]
+    return s
+
+
+@jit
+def _sym_scores(xt, Br, hb, a, bxi, b, n, D):
+    """The packed upper triangle ``a[o_i + j - i] = beta <B x_i, x_j> - hb_i - hb_j`` (j >= i); returns its length."""
+    o = 0
+    for i in range(n):
+        for k in range(D):
+            bk = 0.0
+            for m in range(D):
+                bk += Br[k, m] * xt[m, i]
+            bxi[k] = b * bk
+        h = hb[i]
+        m_ = n - i
+        ar = a[o:o + m_]
+        hr = hb[i:]
+        for q in range(m_):
+            ar[q] = -h - hr[q]
+        for k in range(D):
+            c = bxi[k]
+            xr = xt[k, i:]
+            for q in range(m_):
+                ar[q] += c * xr[q]
+        o += m_
+    return o
+
+
+@jit
+def _sym_sums(xt, w, e, tot, acc, n, D):
+    """``tot_i = sum_j E_ij w_j`` and ``acc_ki = sum_j E_ij w_j x_kj`` from the packed upper triangle ``e`` of E."""
+    for j in range(n):
+        tot[j] = 0.0
+        for k in range(D):
+            acc[k, j] = 0.0
+    o = 0
+    for i in range(n):
+        m_ = n - i
+        er = e[o:o + m_]
+        wr = w[i:]
+        tot[i] += _wsum(er, wr, m_)               # row i, j >= i: weights w_j
+        for k in range(D):
+            acc[k, i] += _wdot(er, wr, xt[k, i:], m_)
+        wi = w[i]                                  # rows j > i: the same E_ij with the weight w_i
+        tr = tot[i:]
+        for q in range(1, m_):
+            tr[q] += er[q] * wi
+        for k in range(D):
+            c = wi * xt[k, i]
+            ak = acc[k, i:]
+            for q in range(1, m_):
+                ak[q] += er[q] * c
+        o += m_
+
+
+@jit
+def _sym_step(xt, yt, Br, hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n, D):
+    """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Br``, D x D).
+
+    With ``hb_j = beta <B x_j, x_j> / 2`` the shifted scores ``E_ij = exp(beta <B x_i, x_j> - hb_i - hb_j)``
+    are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only ``j >= i`` is
+    evaluated: ``n (n + 1) / 2`` exponentials instead of ``n^2``, in one vectorised call over the
+    packed upper triangle (``a``, ``e``, ``kf``, ``bits`` hold ``n (n + 1) / 2`` entries).
+    ``E_ij`` enters row i with the weight ``w_j = m_j e^{hb_j}`` and row j with ``w_i``, and
+    ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of ``beta <B x_i, x_j> + log m_j``
+    (the score of a pair is computed once, from ``B x_i`` with ``i <= j``; the difference to a
+    row-by-row evaluation is rounding). The loops run over row views (``a[o:o + m]``), whose
+    indices numba knows to be non-negative, so that LLVM vectorises them.
+    """
+    o = _sym_scores(xt, Br, hb, a, bxi, b, n, D)
+    _exp_row(a, e, kf, bits, scale, o)
+    _sym_sums(xt, w, e, tot, acc, n, D)
+    for i in range(n):
+        for k in range(D):
+            yt[k, i] = xt[k, i] + gm * (acc[k, i] / tot[i] - xt[k, i])
+
+
 @pjit
 def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, pr_lo, pr_hi, PK, PC,
          cap, rec_t, T_out, X_out, X_rec):
@@ -310,16 +400,19 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
         for i in range(n):
             for k in range(D):
                 xt[k, i] = X0[r, i, k]
-        a = np.empty(n)
-        e = np.empty(n)
-        kf = np.empty(n)
-        bits = np.empty(n, np.int64)
+        P = n * (n + 1) // 2                   # the packed upper triangle of the symmetric path
+        a = np.empty(P)
+        e = np.empty(P)
+        kf = np.empty(P)
+        bits = np.empty(P, np.int64)
         scale = bits.view(np.float64)
         w = np.empty(n)
         hb = np.empty(n)
         logm = np.empty(n)
         bxi = np.empty(D)
         p = np.empty(D)
+        tot = np.empty(n)
+        acc = np.empty((D, n))
         for j in range(n):
             logm[j] = math.log(W[r, j])
         b = beta[r]
@@ -349,43 +442,36 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                 hb[j] = 0.5 * b * s
                 top = max(top, hb[j])
                 low = min(low, hb[j])
-            fast = sym[r] and low >= 0.0 and top <= 600.0
-            if fast:
+            if sym[r] and low >= 0.0 and top <= 600.0:
                 # B symmetric positive semi-definite: beta S_ij <= hb_i + hb_j, so with the shift
                 # hb_i + hb_j every exponential is <= 1 and A_ij ∝ exp(beta S_ij - hb_i - hb_j) w_j.
                 for j in range(n):
                     a[j] = hb[j] + logm[j]
                 _exp_row(a, w, kf, bits, scale, n)
-            for i in range(n):
-                for k in range(D):
-                    bk = 0.0
-                    for m in range(D):
-                        bk += Bm[r, k, m] * xt[m, i]
-                    bxi[k] = b * bk
-                if fast:
-                    for j in range(n):
-                        a[j] = -hb[i] - hb[j]
-                else:
+                _sym_step(xt, yt, Bm[r], hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n, D)
+            else:
+                for i in range(n):             # any B: the row maximum as the shift
+                    for k in range(D):
+                        bk = 0.0
+                        for m in range(D):
+                            bk += Bm[r, k, m] * xt[m, i]
+                        bxi[k] = b * bk
                     for j in range(n):
                         a[j] = logm[j]
-                for k in range(D):
-                    c = bxi[k]
-                    for j in range(n):
-                        a[j] += c * xt[k, j]
-                if not fast:
+                    for k in range(D):
+                        c = bxi[k]
+                        for j in range(n):
+                            a[j] += c * xt[k, j]
                     mx = a[0]
                     for j in range(1, n):
                         mx = max(mx, a[j])
                     for j in range(n):
                         a[j] -= mx
-                _exp_row(a, e, kf, bits, scale, n)
-                if fast:
-                    for j in range(n):
-                        e[j] *= w[j]
-                tot = _sum(e, n)
-                for k in range(D):
-                    acc = _dot(e, xt[k], n)
-                    yt[k, i] = xt[k, i] + gm * (acc / tot - xt[k, i])
+                    _exp_row(a, e, kf, bits, scale, n)
+                    tot_i = _sum(e, n)
+                    for k in range(D):
+                        acc_k = _dot(e, xt[k], n)
+                        yt[k, i] = xt[k, i] + gm * (acc_k / tot_i - xt[k, i])
             move = 0.0
             for i in range(n):
                 s = 0.0
@@ -1070,7 +1156,7 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
 
     On the grid :func:`beta_grid` ``(t_lo, t_hi, num)``: ``T2_sabeta`` (-1: not within ``cap``),
     ``T2_reduced`` (the reduced model), ``T2_lead`` (its leading order), the settled points'
-    smallest gap ``gap``; and, for B = I, the chain (SAP) by the rejection-free engine
+    smallest gap ``gap``; and the chain (SAP) with the same ``B`` by the rejection-free engine
     (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``chain_runs`` runs): at every beta when
     the engine is efficient there (coincident groups in the single-jump regime, or one token per
     vertex), otherwise only at the betas whose (SA-beta) time is at most ``chain_budget``
@@ -1096,18 +1182,18 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     ci = np.full((num, 2), np.nan)
     cens = np.zeros(num, np.int64)
     g = V.rng("rng", rng)                               # one stream, drawn from in the order of the grid
-    if cfg.hypotheses.B_identity:
-        for k, b in enumerate(betas):
-            if not efficient and not (0 < det.T[k] <= chain_budget):
-                continue
-            ccap = 1e300 if efficient else 50.0 * chain_budget
-            es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=g,
-                                   cap=ccap, max_events=10_000 if efficient else int(60 * chain_budget))
-            f = fit_exponential_censored(es.times, es.censored)
-            if f.n_exits:
-                mean[k] = f.mean
-                ci[k] = np.exp(f.log_mean_ci)
-            cens[k] = f.n_censored
+    Bk = None if cfg.hypotheses.B_identity else cfg.B
+    for k, b in enumerate(betas):
+        if not efficient and not (0 < det.T[k] <= chain_budget):
+            continue
+        ccap = 1e300 if efficient else 50.0 * chain_budget
+        es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=g, B=Bk,
+                               cap=ccap, max_events=10_000 if efficient else int(60 * chain_budget))
+        f = fit_exponential_censored(es.times, es.censored)
+        if f.n_exits:
+            mean[k] = f.mean
+            ci[k] = np.exp(f.log_mean_ci)
+        cens[k] = f.n_censored
     return Result(name=name, betas=betas, x0=cfg.x0, sigma=cfg.sigma, B=cfg.B, gamma=cfg.gamma, eps=cfg.eps,
                   cap=cap, T2_sabeta=det.T, T2_reduced=red.T, T2_lead=lead.T, gap=lead.gap,
                   contraction_steps=red.contraction_steps, T2_sap_mean=mean, T2_sap_ci=ci, sap_censored=cens,

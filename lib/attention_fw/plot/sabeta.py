@@ -28,14 +28,16 @@ def _none(x):
 def runs_table(results) -> list[dict]:
     """One entry per configuration and beta with what anyone needs to re-simulate it: ``x0``,
     ``sigma``, ``B``, ``gamma``, ``beta``, ``eps``, ``cap``, ``T2_sabeta`` (None when not reached
-    within ``cap``), ``T2_reduced`` and, where computed, ``T2_sap_mean`` (else None), plus the
-    configuration's ``name`` and whether it meets Theorem 5.4's hypotheses (``in_hypotheses``).
+    within ``cap``), ``T2_reduced`` and, where computed, ``T2_sap_mean`` with its 95% interval
+    ``T2_sap_ci`` (else None; the chain with the same ``B``, ``sap_runs`` runs of which
+    ``sap_censored`` reached their cap), plus the configuration's ``name`` and whether it meets
+    Theorem 5.4's hypotheses (``in_hypotheses``).
 
     >>> from attention_fw.experiments.sabeta import family_task
     >>> r = family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100, num=2, cap=10**4,
     ...                 chain_runs=20, chain_budget=100, rng=0)
-    >>> sorted(runs_table([r])[0])[:6]
-    ['B', 'T2_reduced', 'T2_sabeta', 'T2_sap_mean', 'beta', 'cap']
+    >>> sorted(runs_table([r])[0])[:7]
+    ['B', 'T2_reduced', 'T2_sabeta', 'T2_sap_ci', 'T2_sap_mean', 'beta', 'cap']
     """
     rows = []
     for r in results:
@@ -46,6 +48,9 @@ def runs_table(results) -> list[dict]:
                              T2_sabeta=None if r["T2_sabeta"][k] <= 0 else int(r["T2_sabeta"][k]),
                              T2_reduced=None if r["T2_reduced"][k] <= 0 else int(r["T2_reduced"][k]),
                              T2_sap_mean=_none(r["T2_sap_mean"][k]),
+                             T2_sap_ci=None if _none(r["T2_sap_mean"][k]) is None
+                             else [float(c) for c in r["T2_sap_ci"][k]],
+                             sap_runs=int(r["chain_runs"]), sap_censored=int(r["sap_censored"][k]),
                              in_hypotheses=bool(r["hypotheses"]["all"])))
     return rows
 
@@ -133,7 +138,7 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
     the martingale scale ``gamma sqrt(t)`` and the theorem's radius. ``couplings``: dicts with
     ``gamma``, ``beta``, ``r_star``, ``eps``, ``t``, ``one`` (runs, T'), ``mean`` (T'), ``T2``."""
     k = len(couplings)
-    fig, axs = plt.subplots(1, k, figsize=(TWO_COLUMN, 2.4), squeeze=False, sharey=True)
+    fig, axs = plt.subplots(1, k, figsize=(TWO_COLUMN, 2.75), squeeze=False, sharey=True)
     for ax, c in zip(axs[0], couplings):
         t = np.asarray(c["t"], float)
         one = np.asarray(c["one"])
@@ -151,8 +156,9 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
         ax.set_xlabel("step $t$")
         ax.set_title(rf"$\gamma={c['gamma']:g}$, $\beta={c['beta']:g}$", fontsize=8)
     axs[0, 0].set_ylabel(r"$\max_i |X_i^t - x_i^t|$")
-    axs[0, 0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axs[0, 0].get_legend_handles_labels()      # below the panels: it hid the curves
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     data = dict(couplings=[{k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in c.items()}
                            for c in couplings])
     return saved(fig, name, data, outdir, formats)
