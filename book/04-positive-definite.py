@@ -85,21 +85,31 @@ from afw_book.notebook import Page
 from afw_book.presets import resolve_declared
 
 PRESETS = {
-    "paper": dict(kappas=[5, 7, 9, 10], seed=42, n_random=400, mc_reps=2000,
-                  explore_kappas=[3, 4, 5, 6, 7, 8, 9, 10], explore_kappa=7,
-                  explore_bs=[0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], explore_angle=30.0),
-    "quick": dict(kappas=[5, 7], seed=42, n_random=40, mc_reps=200,
-                  explore_kappas=[3, 5, 7], explore_kappa=7, explore_bs=[0.25, 1.0, 4.0], explore_angle=30.0),
+    "paper": dict(
+        kappas=[5, 7, 9, 10], seed=42, n_random=400, mc_reps=2000,
+        explore_kappas=[3, 4, 5, 6, 7, 8, 9, 10], explore_kappa=7,
+        explore_bs=[0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0], explore_angle=30.0,
+    ),
+    "quick": dict(
+        kappas=[5, 7], seed=42, n_random=40, mc_reps=200, explore_kappas=[3, 5, 7],
+        explore_kappa=7, explore_bs=[0.25, 1.0, 4.0], explore_angle=30.0,
+    ),
 }
 p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 # the second part of the chapter (Theorem 4.2 onwards)
 PRESETS_4C = {
-    "paper": dict(const_gamma=0.3, to_one_a=0.5, n_interior=30, schedule_steps=[110, 3000, 40, 14],
-                  line_gamma=0.25, line_steps=25, dg_systems=30, dg_tokens=8, dg_steps=1000,
-                  mc_samples=10_000, mc_max_dim=200, mc_dims=30, euler_levels=12, cont_points=13, conv_seed=4),
-    "quick": dict(const_gamma=0.3, to_one_a=0.5, n_interior=10, schedule_steps=[60, 300, 30, 12],
-                  line_gamma=0.25, line_steps=15, dg_systems=5, dg_tokens=8, dg_steps=150,
-                  mc_samples=600, mc_max_dim=100, mc_dims=10, euler_levels=8, cont_points=6, conv_seed=4),
+    "paper": dict(
+        const_gamma=0.3, to_one_a=0.5, n_interior=30,
+        schedule_steps=[110, 3000, 40, 14], line_gamma=0.25, line_steps=25,
+        dg_systems=30, dg_tokens=8, dg_steps=1000, mc_samples=10_000, mc_max_dim=200,
+        mc_dims=30, euler_levels=12, cont_points=13, conv_seed=4,
+    ),
+    "quick": dict(
+        const_gamma=0.3, to_one_a=0.5, n_interior=10,
+        schedule_steps=[60, 300, 30, 12], line_gamma=0.25, line_steps=15,
+        dg_systems=5, dg_tokens=8, dg_steps=150, mc_samples=600, mc_max_dim=100,
+        mc_dims=10, euler_levels=8, cont_points=6, conv_seed=4,
+    ),
 }
 pc = resolve_declared(PRESETS_4C, preset, PARAMETERS, globals())
 page = Page("04-positive-definite", p, pc)  # saves and glues the figures
@@ -111,7 +121,9 @@ def random_spd(rng):
 
 
 def random_polygon(rng):
-    pts = rng.normal(size=(int(rng.integers(3, 12)), 2)) + rng.normal(scale=0.7, size=2)
+    pts = rng.normal(size=(int(rng.integers(3, 12)), 2)) + rng.normal(
+        scale=0.7, size=2
+    )
     return pts[geo.convex_hull(pts)]
 
 
@@ -133,18 +145,23 @@ for _ in range(p.n_random):
     K, B = random_polygon(rng), random_spd(rng)
     cells = geo.cells(K, B)
     area_K = geo.polygon_area(K)
-    tiling_err = max(tiling_err, abs(sum(map(geo.polygon_area, cells)) - area_K) / area_K)
+    tiled = sum(map(geo.polygon_area, cells))
+    tiling_err = max(tiling_err, abs(tiled - area_K) / area_K)
     convex &= all(geo.is_convex(c) for c in cells)
     for i in range(len(cells)):
         for j in range(i + 1, len(cells)):
-            overlap = max(overlap, geo.polygon_area(geo.polygon_intersection(cells[i], cells[j])))
+            common = geo.polygon_intersection(cells[i], cells[j])
+            overlap = max(overlap, geo.polygon_area(common))
 
 # %% tags=["hide-input"]
 glue("lemma_n", p.n_random, display=False)
 glue("lemma_tiling", tiling_err, display=False)
 glue("lemma_overlap", overlap, display=False)
 glue("lemma_convex", "all" if convex else "NOT all", display=False)
-print(f"relative tiling error {tiling_err:.1e}, largest overlap area {overlap:.1e}, convex: {convex}")
+print(
+    f"relative tiling error {tiling_err:.1e}, largest overlap area {overlap:.1e}, "
+    f"convex: {convex}"
+)
 
 # %% [markdown]
 # Over {glue:text}`lemma_n` random polygons the cell areas add up to the area of $\mathcal K$
@@ -193,7 +210,8 @@ for a, b in zip(fig1["panels"], fig1c["panels"]):
                for u, c in zip(a["cells"], b["cells"]))
     not_owning = [c["vertex"] for c, own in zip(b["cells"], b["owns_cell"]) if not own]
     rows.append((a["kappa"], diff / a["hull_area"], not_owning))
-    print(f"kappa={a['kappa']:2d}: largest area moved {diff / a['hull_area']:.1%} of K; "
+    moved = diff / a["hull_area"]
+    print(f"kappa={a['kappa']:2d}: largest area moved {moved:.1%} of K; "
           f"vertices outside their own cell: {not_owning}")
 worst = max(rows, key=lambda r: r[1])
 glue("e18_kappa", worst[0], display=False)
@@ -223,12 +241,14 @@ glue("e18_total", sum(r[0] for r in rows), display=False)
 # %%
 fig2 = page.paper_figure("figure2", kappas=tuple(p.kappas), rng=p.seed)
 mis_eq = float(max(pan["voronoi_mismatch"] for pan in fig2["panels"]))
-mis_var = max(geo.voronoi_mismatch(pan["hull"]) / pan["hull_area"] for pan in fig1c["panels"])
+mis_var = max(geo.voronoi_mismatch(pan["hull"]) / pan["hull_area"]
+              for pan in fig1c["panels"])
 mis_B, rng = 0.0, page.stream("voronoi-level-sets")
 for _ in range(p.n_random):
     B = random_spd(rng)
     theta = rng.uniform(0, 2 * np.pi, int(rng.integers(3, 12)))
-    v = geo.level_set_vertices(np.c_[np.cos(theta), np.sin(theta)], B, c=rng.uniform(0.5, 2))
+    dirs_B = np.c_[np.cos(theta), np.sin(theta)]
+    v = geo.level_set_vertices(dirs_B, B, c=rng.uniform(0.5, 2))
     mis_B = max(mis_B, geo.voronoi_mismatch(v[geo.convex_hull(v)], B))
 glue("vor_eq", mis_eq, display=False)
 glue("vor_B", mis_B, display=False)
@@ -261,11 +281,13 @@ print(mis_eq, mis_B, mis_var)
 
 # %%
 fig3 = page.paper_figure("figure3", rng=p.seed)
-J_dev = float(max(np.abs(np.asarray(pan["J_vertices"]) - 0.5).max() for pan in fig3["panels"]))
+J_dev = float(max(np.abs(np.asarray(pan["J_vertices"]) - 0.5).max()
+                  for pan in fig3["panels"]))
 glue("J_dev", J_dev, display=False)
 
 # %% tags=["hide-input"]
-# The published polygons as read from the authors' PDFs (book/data/published-figures.json)
+# The published polygons as read from the authors' PDFs
+# (book/data/published-figures.json)
 res_12, res_11 = [], []
 for pan in fig3["panels"]:
     published = pf.published_shapes(f"quadratic_{pan['kappa']}")
@@ -313,8 +335,8 @@ for _ in range(p.n_random):
     agree += int((geo.neighbour_condition(K, B) == own).sum())
     total += len(K)
     Bv = K @ B.T
-    other_side = np.all([np.einsum("ij,ij->i", Bv, w - K) > 0
-                         for w in (np.roll(K, 1, 0), np.roll(K, -1, 0), 0 * K)], axis=0)
+    others = (np.roll(K, 1, 0), np.roll(K, -1, 0), 0 * K)
+    other_side = np.all([np.einsum("ij,ij->i", Bv, w - K) > 0 for w in others], axis=0)
     never_positive &= not other_side.any()
 tie = np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])   # <v1, v1> = <v1, v2>
 
@@ -322,10 +344,16 @@ tie = np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.0]])   # <v1, v1> = <v1, v2>
 glue("e14_agree", agree, display=False)
 glue("e14_total", total, display=False)
 glue("e14_pos", "never" if never_positive else "sometimes", display=False)
-glue("e14_nonstrict", "accepts" if geo.neighbour_condition(tie, strict=False)[0] else "rejects",
-     display=False)
+glue(
+    "e14_nonstrict",
+    "accepts" if geo.neighbour_condition(tie, strict=False)[0] else "rejects",
+    display=False,
+)
 glue("e14_owns", "owns" if geo.owns_cell(tie)[0] else "does not own", display=False)
-print(agree, total, never_positive, geo.neighbour_condition(tie, strict=False)[0], geo.owns_cell(tie)[0])
+print(
+    agree, total, never_positive, geo.neighbour_condition(tie, strict=False)[0],
+    geo.owns_cell(tie)[0],
+)
 
 # %% [markdown]
 # On {glue:text}`e14_total` vertices of random polygons with random $B\succ0$, the strict
@@ -344,7 +372,8 @@ print(agree, total, never_positive, geo.neighbour_condition(tie, strict=False)[0
 
 # %%
 rng = page.stream("remark46-preview")
-own_by_d = {d: float(geo.owns_cell(rng.normal(size=(p.mc_reps, 5, d))).all(axis=1).mean())
+own_by_d = {d: float(geo.owns_cell(rng.normal(size=(p.mc_reps, 5, d)))
+                     .all(axis=1).mean())
             for d in (2, 200)}
 glue("r46_d2", own_by_d[2], display=False)
 glue("r46_d200", own_by_d[200], display=False)
@@ -429,7 +458,8 @@ def anisotropic_B(b, angle_deg):
 
 
 def explorer_panel(kappa, seed, B):
-    """Cells of the authors' recipe; if no draw puts all kappa points on the hull, the hull of the first draw."""
+    """Cells of the authors' recipe; if no draw puts all kappa points on the hull,
+    the hull of the first draw."""
     try:
         return pf.cell_panel(kappa, rng=seed, B=B)
     except ValueError:
@@ -439,21 +469,32 @@ def explorer_panel(kappa, seed, B):
 def draw_cells(ax, panel, title):
     for cell in panel["cells"]:
         if len(cell["polygon"]) >= 3:
-            ax.add_patch(MplPolygon(cell["polygon"], closed=True, facecolor=cell["colour"],
-                                    edgecolor="k", linewidth=0.4))
+            ax.add_patch(
+                MplPolygon(
+                    cell["polygon"], closed=True, facecolor=cell["colour"],
+                    edgecolor="k", linewidth=0.4,
+                )
+            )
     K = panel["hull"]
     own = np.asarray(panel["owns_cell"])
     ax.plot(*np.vstack([K, K[:1]]).T, color="k", lw=0.9)
     colours = np.array([cell["colour"] for cell in panel["cells"]]).reshape(-1, 3)
-    ax.scatter(*K[own].T, s=36, c=colours[own], edgecolors="k", linewidths=1.0, zorder=3)
-    ax.scatter(*K[~own].T, s=70, c=colours[~own], edgecolors="red", linewidths=2.0, zorder=3)
+    ax.scatter(
+        *K[own].T, s=36, c=colours[own], edgecolors="k", linewidths=1.0, zorder=3
+    )
+    ax.scatter(
+        *K[~own].T, s=70, c=colours[~own], edgecolors="red", linewidths=2.0, zorder=3
+    )
     ax.scatter([0], [0], marker="x", color="k", s=25, zorder=3)
     ax.set_xlim(-1.1, 1.1)
     ax.set_ylim(-1.1, 1.1)
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title(f"{title}\n{int(own.sum())} of {len(K)} vertices own their cells", fontsize=10)
+    ax.set_title(
+        f"{title}\n{int(own.sum())} of {len(K)} vertices own their cells",
+        fontsize=10,
+    )
 
 
 B_fixed = anisotropic_B(1.0, 0.0)
@@ -464,11 +505,31 @@ glue("ex_kappa", p.explore_kappa, display=False)
 glue("ex_angle", f"{p.explore_angle:g}", display=False)
 glue("ex_bmin", min(p.explore_bs), display=False)
 glue("ex_bmax", max(p.explore_bs), display=False)
-display(HTML(frames_view(lambda ax, k: draw_cells(ax, explorer_panel(k, p.seed, B_fixed), f"$\\kappa$ = {k}, $B = I_2$"),
-                         p.explore_kappas)))
-display(HTML(frames_view(lambda ax, b: draw_cells(ax, explorer_panel(p.explore_kappa, p.seed, anisotropic_B(b, p.explore_angle)),
-                                                  f"$\\kappa$ = {p.explore_kappa}, $b$ = {b:.3g}, $\\theta$ = {p.explore_angle:g}$^\\circ$"),
-                         p.explore_bs)))
+display(
+    HTML(
+        frames_view(
+            lambda ax, k: draw_cells(
+                ax, explorer_panel(k, p.seed, B_fixed), f"$\\kappa$ = {k}, $B = I_2$"
+            ),
+            p.explore_kappas,
+        )
+    )
+)
+display(
+    HTML(
+        frames_view(
+            lambda ax, b: draw_cells(
+                ax,
+                explorer_panel(
+                    p.explore_kappa, p.seed, anisotropic_B(b, p.explore_angle)
+                ),
+                f"$\\kappa$ = {p.explore_kappa}, $b$ = {b:.3g}, $\\theta$ = "
+                f"{p.explore_angle:g}$^\\circ$",
+            ),
+            p.explore_bs,
+        )
+    )
+)
 
 # %% [markdown]
 # When you run this notebook yourself (download it with the button at the top of the page),
@@ -483,7 +544,8 @@ import ipywidgets as widgets
 def live_cells(kappa=7, seed=42, b=2.0, angle=30.0):
     fig, ax = plt.subplots(figsize=(4.2, 4.2))
     draw_cells(ax, explorer_panel(kappa, seed, anisotropic_B(b, angle)),
-               f"$\\kappa$ = {kappa}, seed {seed}, $b$ = {b:.3g}, $\\theta$ = {angle:g}$^\\circ$")
+               f"$\\kappa$ = {kappa}, seed {seed}, $b$ = {b:.3g}, $\\theta$ = "
+               f"{angle:g}$^\\circ$")
     plt.show()
 
 
@@ -570,7 +632,8 @@ page = Page("04-positive-definite", p, pc)  # with both parts' parameters
 B4 = np.diag([1.0, 2.0])
 th = 2 * np.pi * np.arange(6) / 6 + 0.3
 V6 = geo.level_set_vertices(np.c_[np.cos(th), np.sin(th)], B4)
-X6 = np.random.default_rng(seeds_4c[0]).dirichlet(np.ones(6), size=(1, pc.n_interior)) @ V6
+rng6 = np.random.default_rng(seeds_4c[0])
+X6 = rng6.dirichlet(np.ones(6), size=(1, pc.n_interior)) @ V6
 schedules_4c = {"constant": sch.Constant(pc.const_gamma), "harmonic": sch.Harmonic(),
                 "halving": sch.Halving(), "to-one": sch.ToOne(pc.to_one_a)}
 runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, s, B4, steps))
@@ -578,18 +641,27 @@ runs_4c = {kind: (s, vl.vertex_convergence(V6, X6, s, B4, steps))
 fig_sched = cvp.fig_vertex_schedules(runs_4c)
 page.figure(fig_sched, "vertex-convergence-schedules",
             statement="Theorem 4.2 (erratum E4)",
-            caption="Distance of each token to its vertex under four "
-                    "step-size rules, against the closed form of "
-                    "Theorem 4.2")
+            caption="Distance of each token to its vertex under four step-size rules, "
+                    "against the closed form of Theorem 4.2")
 
 # %% tags=["hide-input"]
 for kind, (s, r) in runs_4c.items():
-    glue(f"ch4c-dev-{kind}", float(np.abs(r["dist"] - r["closed"]).max()), display=False)
+    glue(
+        f"ch4c-dev-{kind}", float(np.abs(r["dist"] - r["closed"]).max()),
+        display=False,
+    )
     assert r["labels_constant"].all()
 glue("ch4c-n-interior", pc.n_interior, display=False)
-glue("ch4c-vertex-move", float(max(r["vertices_fixed"].max() for _, r in runs_4c.values())), display=False)
+glue(
+    "ch4c-vertex-move",
+    float(max(r["vertices_fixed"].max() for _, r in runs_4c.values())),
+    display=False,
+)
 hr = runs_4c["halving"][1]
-glue("ch4c-halving-ratio", float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False)
+glue(
+    "ch4c-halving-ratio",
+    float((hr["dist"][-1, 0, 6:] / hr["dist"][0, 0, 6:]).mean()), display=False,
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-vertex-convergence-schedules
@@ -622,7 +694,8 @@ X2 = np.random.default_rng(seeds_4c[2]).dirichlet(np.ones(6), size=(1, 14)) @ v4
 pl1 = vl.vertex_convergence(V6, X1, pc.line_gamma, B4, pc.line_steps)
 pl2 = vl.vertex_convergence(v42, X2, pc.line_gamma, np.eye(2), pc.line_steps)
 fig_lines = cvp.fig_vertex_straight_lines(
-    [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$", V6, B4, pl1),
+    [(r"(a) $B=\mathrm{diag}(1,2)$, vertices on a level set of $\mathcal{J}$",
+      V6, B4, pl1),
      ("(b) $B=I_2$, unequal norms (the authors' seed 42)", v42, np.eye(2), pl2)])
 page.figure(fig_lines, "vertex-straight-lines",
             statement="Theorem 4.2",
@@ -637,10 +710,18 @@ def segment_deviation(res, verts):
     x0, v = tr[0], verts[res["sigma"][0, k:]]
     e = v - x0
     u = tr - x0
-    return float((np.abs(u[..., 0] * e[..., 1] - u[..., 1] * e[..., 0]) / np.linalg.norm(e, axis=-1)).max())
+    return float(
+        (
+            np.abs(u[..., 0] * e[..., 1] - u[..., 1] * e[..., 0])
+            / np.linalg.norm(e, axis=-1)
+        ).max()
+    )
 
 
-glue("ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42)), display=False)
+glue(
+    "ch4c-line-dev", max(segment_deviation(pl1, V6), segment_deviation(pl2, v42)),
+    display=False,
+)
 
 # %%
 v0, h0 = geo.sample_vertices(6, rng=0, enforce_bijection=True)
@@ -650,12 +731,14 @@ run_no = vl.non_owning_run(v0, X0, pc.line_gamma, np.eye(2), 40)
 fig_no = cvp.fig_vertex_not_owning(run_no, np.eye(2))
 page.figure(fig_no, "vertex-not-owning-cell",
             statement="Theorem 4.2, genericity condition",
-            caption="A vertex that does not own its cell moves, and the"
-                    " hull shrinks")
+            caption="A vertex that does not own its cell moves, and the hull shrinks")
 
 # %% tags=["hide-input"]
 glue("ch4c-n-not-owning", int((~run_no["owner"]).sum()), display=False)
-glue("ch4c-not-owning-shift", float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False)
+glue(
+    "ch4c-not-owning-shift",
+    float(run_no["vertex_shift"][-1, ~run_no["owner"]].max()), display=False,
+)
 glue("ch4c-area-ratio", float(run_no["area"][-1] / run_no["area"][0]), display=False)
 
 # %% [markdown]
@@ -711,7 +794,8 @@ x_dg = rng_dg.normal(size=(pc.dg_systems, pc.dg_tokens, 2))
 M = rng_dg.normal(size=(2, 2))
 B_dg = M @ M.T + 0.1 * np.eye(2)
 dg_runs = {label: vl.duality_gap_check(x_dg, spec, B_dg, pc.dg_steps)
-           for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"), ("$2/(t+2)$", "fw"),
+           for label, spec in [("$\\gamma=0.3$", 0.3), ("$1/(t+2)$", "harmonic"),
+                               ("$2/(t+2)$", "fw"),
                                 ("$2^{-t-1}$", "halving")]}
 fig_dg = cvp.fig_duality_gap(dg_runs)
 page.figure(fig_dg, "duality-gap-prop",
@@ -721,8 +805,17 @@ page.figure(fig_dg, "duality-gap-prop",
 
 # %% tags=["hide-input"]
 slack = min(float((r["rhs"] - r["lhs"]).min()) for r in dg_runs.values())
-ratio = max(float(np.max(np.where(r["rhs"] > 1e-13, r["lhs"] / np.where(r["rhs"] > 1e-13, r["rhs"], 1.0), 0.0)))
-            for r in dg_runs.values())
+ratio = max(
+    float(
+        np.max(
+            np.where(
+                r["rhs"] > 1e-13,
+                r["lhs"] / np.where(r["rhs"] > 1e-13, r["rhs"], 1.0), 0.0,
+            )
+        )
+    )
+    for r in dg_runs.values()
+)
 glue("ch4c-dg-systems", pc.dg_systems, display=False)
 glue("ch4c-dg-tokens", pc.dg_tokens, display=False)
 glue("ch4c-dg-steps", pc.dg_steps, display=False)
@@ -763,7 +856,8 @@ glue("ch4c-dg-ratio", ratio, display=False)
 dims_4c = np.unique(np.round(np.geomspace(1, pc.mc_max_dim, pc.mc_dims)).astype(int))
 mc = [vl.owns_cell_probability(dims_4c, k, pc.mc_samples, rng=np.random.default_rng(s))
       for k, s in zip((3, 5, 10), seeds_4c[5].spawn(3))]
-mc_b = vl.owns_cell_probability(dims_4c, 5, pc.mc_samples, rng=np.random.default_rng(seeds_4c[6]),
+mc_b = vl.owns_cell_probability(dims_4c, 5, pc.mc_samples,
+                                rng=np.random.default_rng(seeds_4c[6]),
                                 B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
 
 # %% tags=["hide-input"]
@@ -779,7 +873,8 @@ for res in mc:
     glue(f"ch4c-d99-{res['kappa']}", first_dim(res, 0.99), display=False)
 
 # %%
-fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in $[1,4]$)", mc_b))
+fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in "
+                                     r"$[1,4]$)", mc_b))
 page.figure(fig_mc, "remark46-owns-cell",
             statement="Remark 4.6",
             caption="Probability that all Gaussian vertices own their "
@@ -828,8 +923,10 @@ page.figure(fig_mc, "remark46-owns-cell",
 # every Euler path, whatever $\Delta t$, converge to the one formula above.
 
 # %%
-hexa = np.c_[np.cos(2 * np.pi * np.arange(6) / 6), np.sin(2 * np.pi * np.arange(6) / 6)]
-x_ode = np.concatenate([hexa, np.random.default_rng(seeds_4c[7]).dirichlet(np.ones(6), size=8) @ hexa])
+angles = 2 * np.pi * np.arange(6) / 6
+hexa = np.c_[np.cos(angles), np.sin(angles)]
+inside = np.random.default_rng(seeds_4c[7]).dirichlet(np.ones(6), size=8) @ hexa
+x_ode = np.concatenate([hexa, inside])
 I2 = np.eye(2)
 eu = vl.euler_error(x_ode, I2, 1 / 2 ** np.arange(1, pc.euler_levels + 1), T=1.0)
 tt = np.linspace(0, 4, 200)
@@ -837,37 +934,45 @@ paths_ode = dict(t=tt, exact=vl.ode_solution(x_ode, I2, tt)[:, 6, 0], euler={})
 for h in (0.5, 0.25, 0.1):
     sim = dyn.simulate(x_ode, dyn.Hardmax(h, I2), int(round(4 / h)), trajectory=True)
     paths_ode["euler"][h] = (sim.times * h, sim.trajectory[:, 6, 0])
-fig_eu = cvp.fig_ode_euler(eu, paths_ode)
-eu_slope = eu.slope
-page.figure(fig_eu, "ode-euler-error",
-            statement="Theorem 4.8 (number unconfirmed)",
-            caption="(SA∞) with γ = Δt is the Euler scheme of the "
-                    "hardmax ODE: first-order convergence")
+fig_eu, eu_slope = cvp.fig_ode_euler(eu, paths_ode), eu.slope
+page.figure(fig_eu, "ode-euler-error", statement="Theorem 4.8 (number unconfirmed)",
+            caption="(SA∞) with γ = Δt is the Euler scheme of the hardmax ODE: "
+                    "first-order convergence")
 
 # %% tags=["hide-input"]
 glue("ch4c-euler-slope", eu_slope, display=False)
 glue("ch4c-euler-const", float(eu["err_T"][-1] / eu["dt"][-1]), display=False)
 glue("ch4c-euler-pred", float(eu["leading_T"]), display=False)
 dt_e = 0.01
-sim_e = dyn.simulate(x_ode, dyn.Hardmax(float(-np.expm1(-dt_e)), I2), 300, trajectory=True)
-glue("ch4c-exp-euler", float(np.abs(sim_e.trajectory - vl.ode_solution(x_ode, I2, sim_e.times * dt_e)).max()),
-     display=False)
+sim_e = dyn.simulate(
+    x_ode, dyn.Hardmax(float(-np.expm1(-dt_e)), I2), 300, trajectory=True
+)
+glue(
+    "ch4c-exp-euler",
+    float(
+        np.abs(
+            sim_e.trajectory - vl.ode_solution(x_ode, I2, sim_e.times * dt_e)
+        ).max()
+    ),
+    display=False,
+)
 
 # %%
 deltas = np.geomspace(1e-6, 1e-2, pc.cont_points)
 gen = vl.ode_continuity(x_ode, I2, deltas, T=3.0, dt=1e-2, rng=1)
 eta = 1e-3
 nrm = (hexa[0] - hexa[1]) / np.linalg.norm(hexa[0] - hexa[1])
-x_b = np.concatenate([x_ode, (0.3 * (hexa[0] + hexa[1]) + eta * nrm)[None]])  # in the cell of hexa[0]
+# one more token, in the cell of hexa[0]
+x_b = np.concatenate([x_ode, (0.3 * (hexa[0] + hexa[1]) + eta * nrm)[None]])
 u = np.random.default_rng(2).normal(size=x_b.shape)
 u /= 1.0001 * np.linalg.norm(u, axis=-1).max()
-u[-1] = -nrm                                           # push the last token across the boundary
-bnd = vl.ode_continuity(x_b, I2, np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1), T=3.0, dt=1e-2, direction=u)
+u[-1] = -nrm                      # push the last token across the boundary
+sizes = np.geomspace(1e-6, 1e-1, 2 * pc.cont_points - 1)
+bnd = vl.ode_continuity(x_b, I2, sizes, T=3.0, dt=1e-2, direction=u)
 fig_cont = cvp.fig_ode_continuity(gen, bnd, eta)
-page.figure(fig_cont, "ode-continuity",
-            statement="Theorem 4.8 (number unconfirmed)",
-            caption="Continuous dependence of the ODE solution on "
-                    "generic data, and the jump across a cell boundary")
+page.figure(fig_cont, "ode-continuity", statement="Theorem 4.8 (number unconfirmed)",
+            caption="Continuous dependence of the ODE solution on generic data, and "
+                    "the jump across a cell boundary")
 
 # %% tags=["hide-input"]
 assert gen["same_cells"].all()

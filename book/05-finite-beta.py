@@ -104,32 +104,45 @@ from afw_book.notebook import Page
 from afw_book.presets import resolve_declared
 
 PRESETS = {
-    "paper": dict(executor="processes",
-                  phase1_betas=[3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 300.0, 1e3, 3e3, 1e4, 1e5, 1e6],
-                  phase1_runs=2000,
-                  jump_betas=[4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 25.0, 30.0], jump_runs=5000,
-                  seeds=[0, 1], kappas=[3, 4, 5, 6], ns=[3, 6, 12],
-                  hist_betas=[4.0, 8.0, 12.0, 16.0, 20.0], check_betas=[3.0, 4.0, 5.0], check_runs=2000,
-                  thm_betas=[8.0, 16.0, 24.0, 32.0], thm_step_betas=[3.0, 4.0, 5.0, 6.0],
-                  thm_step_runs=500, thm_cap=5000,
-                  e6_betas=[4.0, 5.0, 6.0, 7.0, 8.0], e6_runs=300, e6_cap=10_000,
-                  collapse_betas=[0.0, 5.0, 10.0, 15.0, 20.0, 22.0, 24.0, 26.0], collapse_max_steps=300_000),
-    "quick": dict(executor="serial",
-                  phase1_betas=[3.0, 30.0, 1e4], phase1_runs=200,
-                  jump_betas=[4.0, 8.0, 16.0], jump_runs=500,
-                  seeds=[0], kappas=[3, 4], ns=[3, 6],
-                  hist_betas=[4.0, 16.0], check_betas=[3.0], check_runs=300,
-                  thm_betas=[8.0, 16.0], thm_step_betas=[3.0, 4.0],
-                  thm_step_runs=100, thm_cap=200,
-                  e6_betas=[4.0, 5.0], e6_runs=50, e6_cap=500,
-                  collapse_betas=[0.0, 10.0], collapse_max_steps=5000),
+    "paper": dict(
+        executor="processes",
+        phase1_betas=[
+            3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 300.0, 1e3, 3e3, 1e4, 1e5, 1e6,
+        ],
+        phase1_runs=2000,
+        jump_betas=[4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 25.0, 30.0],
+        jump_runs=5000,
+        seeds=[0, 1],
+        kappas=[3, 4, 5, 6],
+        ns=[3, 6, 12],
+        hist_betas=[4.0, 8.0, 12.0, 16.0, 20.0],
+        check_betas=[3.0, 4.0, 5.0],
+        check_runs=2000,
+        thm_betas=[8.0, 16.0, 24.0, 32.0],
+        thm_step_betas=[3.0, 4.0, 5.0, 6.0],
+        thm_step_runs=500,
+        thm_cap=5000,
+        e6_betas=[4.0, 5.0, 6.0, 7.0, 8.0],
+        e6_runs=300,
+        e6_cap=10_000,
+        collapse_betas=[0.0, 5.0, 10.0, 15.0, 20.0, 22.0, 24.0, 26.0],
+        collapse_max_steps=300_000,
+    ),
+    "quick": dict(
+        executor="serial", phase1_betas=[3.0, 30.0, 1e4], phase1_runs=200,
+        jump_betas=[4.0, 8.0, 16.0], jump_runs=500, seeds=[0], kappas=[3, 4],
+        ns=[3, 6], hist_betas=[4.0, 16.0], check_betas=[3.0], check_runs=300,
+        thm_betas=[8.0, 16.0], thm_step_betas=[3.0, 4.0], thm_step_runs=100,
+        thm_cap=200, e6_betas=[4.0, 5.0], e6_runs=50, e6_cap=500,
+        collapse_betas=[0.0, 10.0], collapse_max_steps=5000,
+    ),
 }
 p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 plotting.use_style()
-page = Page("05-finite-beta", p)   # saves and glues figures
-RUN = dict(executor=p.executor, progress=False)   # no progress bars in the static book
+page = Page("05-finite-beta", p)  # saves and glues figures
+RUN = dict(executor=p.executor, progress=False)  # no progress bars in the static book
 GAMMA = 0.1
-TRI = P.points_on_circle()                      # equilateral triangle on S^1
+TRI = P.points_on_circle()  # equilateral triangle on S^1
 C0_TRI, D_TRI = P.c0(TRI), P.diameter(TRI)
 page.parameters()  # the table "Parameters of this run"
 
@@ -252,20 +265,35 @@ b1 = np.array(p.phase1_betas)
 in_hyp = b1 >= beta_cfg
 page.glue(beta_hyp3=(M.hypothesis_beta_min(P.regular_simplex(3)), ",.0f"))
 page.glue(p1_T1_3d=ph1_3d[0]["T1"])
-page.glue(p1_m=(k1["m"], ".3f"), p1_tau=(k1["tau"], ".3f"), p1_T1=k1["T1"], p1_C=(k1["C"], ".2f"),
-          p1_beta_cfg=(beta_cfg, ",.0f"))
+page.glue(
+    p1_m=(k1["m"], ".3f"), p1_tau=(k1["tau"], ".3f"), p1_T1=k1["T1"],
+    p1_C=(k1["C"], ".2f"), p1_beta_cfg=(beta_cfg, ",.0f"),
+)
 page.glue(p1_runs=p.phase1_runs)
-page.glue(p1_minfrac_hyp=(float(frac[in_hyp].min()), ".3f") if in_hyp.any() else "(no β of the grid)")
+page.glue(
+    p1_minfrac_hyp=(float(frac[in_hyp].min()), ".3f")
+    if in_hyp.any()
+    else "(no β of the grid)"
+)
 page.glue(p1_vertex_min=(float(min(r["fraction_vertices"] for r in ph1)), ".3f"))
 below = b1[(frac < bound1)]
-page.glue(p1_fail_beta=(float(below.max()), ",g") if below.size else "(no β of the grid)")
+page.glue(
+    p1_fail_beta=(float(below.max()), ",g") if below.size else "(no β of the grid)"
+)
 page.glue(p1_bound_cfg=(1 - PH1["config_beta"] ** (-1 / 8), ".2f"))
 page.glue(p1_beta_lo=(float(b1.min()), ",g"))
 page.glue(p1_beta_hi=(float(b1.max()), ".0e"))
 T1 = k1["T1"]
-jump = np.array([r["fraction_by_time"][T1] - r["fraction_by_time"][T1 - 1] for r in ph1]) >= 0.9
-from_here = np.flatnonzero(np.logical_and.accumulate(jump[::-1])[::-1])   # every larger beta jumps too
-page.glue(p1_jump_beta=(float(b1[from_here[0]]), ",g") if from_here.size else "(no β of the grid)")
+rise = np.array([r["fraction_by_time"][T1] - r["fraction_by_time"][T1 - 1]
+                 for r in ph1])
+jump = rise >= 0.9
+# every larger beta jumps too
+from_here = np.flatnonzero(np.logical_and.accumulate(jump[::-1])[::-1])
+page.glue(
+    p1_jump_beta=(float(b1[from_here[0]]), ",g")
+    if from_here.size
+    else "(no β of the grid)"
+)
 
 # %%
 fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg,
@@ -428,7 +456,10 @@ res_jump = sweeps.run(ET.exit_time_task, grid_jump, **RUN)
 def merged(results, **key):
     """Merge the seeds of one parameter set into one ExitSample."""
     rs = [r for r in results if all(r[k] == v for k, v in key.items())]
-    return ET.ExitSample(np.concatenate([r["times"] for r in rs]), np.concatenate([r["censored"] for r in rs])), rs[0]
+    return ET.ExitSample(
+        np.concatenate([r["times"] for r in rs]),
+        np.concatenate([r["censored"] for r in rs]),
+    ), rs[0]
 
 
 fits = {}
@@ -436,7 +467,9 @@ for kappa in p.kappas:
     for n in sorted(set([6] + (list(p.ns) if kappa == 3 else []))):
         for beta in p.jump_betas:
             es, r0 = merged(res_jump, beta=beta, kappa=kappa, n=n)
-            fits[kappa, n, beta] = (SV.fit_geometric_censored(es.times, es.censored), es, r0)
+            fits[kappa, n, beta] = (
+                SV.fit_geometric_censored(es.times, es.censored), es, r0,
+            )
 n_exits_total = sum(f.n for f, _, _ in fits.values())
 page.glue(jump_exits_total=n_exits_total)
 page.glue(jump_censored_total=sum(f.n_censored for f, _, _ in fits.values()))
@@ -472,23 +505,54 @@ for kappa in p.kappas:
     for n in sorted(set([6] + (list(p.ns) if kappa == 3 else []))):
         fl = [fits[kappa, n, b][0] for b in p.jump_betas]
         rate_rows[kappa, n] = SV.fit_log_mean_slope(p.jump_betas, fl)
-# the exact mean 1/(1-q) of the same geometric law, fitted on the same grid with the same weights,
-# and on the lower and upper halves of the grid (finite-beta bias against Monte Carlo noise)
+# the exact mean 1/(1-q) of the same geometric law, fitted on the same grid with the
+# same weights, and on the lower and upper halves of the grid (finite-beta bias against
+# Monte Carlo noise)
 L = len(p.jump_betas)
-halves = (list(p.jump_betas[:L // 2 + 1]), list(p.jump_betas[L // 2:]))
-geom = {k: (P.regular_polygon(k[0]), ET.tokens_per_vertex(k[1], k[0])) for k in rate_rows}
-exact_slope = {k: ET.frozen_mean_slope(*geom[k], p.jump_betas, weights=rate_rows[k]["weights"]) for k in rate_rows}
-half_fits = {(k, h): SV.fit_log_mean_slope(bs, [fits[k[0], k[1], b][0] for b in bs])
-             for k in rate_rows for h, bs in enumerate(halves)}
-half_exact = {(k, h): ET.frozen_mean_slope(*geom[k], halves[h], weights=half_fits[k, h]["weights"])
-              for k in rate_rows for h in range(2)}
+halves = (list(p.jump_betas[: L // 2 + 1]), list(p.jump_betas[L // 2 :]))
+geom = {
+    k: (P.regular_polygon(k[0]), ET.tokens_per_vertex(k[1], k[0])) for k in rate_rows
+}
+exact_slope = {
+    k: ET.frozen_mean_slope(*geom[k], p.jump_betas, weights=rate_rows[k]["weights"])
+    for k in rate_rows
+}
+half_fits = {
+    (k, h): SV.fit_log_mean_slope(bs, [fits[k[0], k[1], b][0] for b in bs])
+    for k in rate_rows
+    for h, bs in enumerate(halves)
+}
+half_exact = {
+    (k, h): ET.frozen_mean_slope(
+        *geom[k], halves[h], weights=half_fits[k, h]["weights"]
+    )
+    for k in rate_rows
+    for h in range(2)
+}
 c0_of = {k: P.c0(geom[k][0]) for k in rate_rows}
-excl = [k for k in sorted(rate_rows) if not rate_rows[k]["slope_ci"][0] <= c0_of[k] <= rate_rows[k]["slope_ci"][1]]
-page.glue(rate_excl=(
-    "For (κ, n) = " + ", ".join(f"({k[0]}, {k[1]})" for k in excl)
-    + " the 95% interval of the Monte Carlo slope excludes c₀." if excl else
-    "Every 95% interval of a Monte Carlo slope contains c₀ at this size."))
-page.glue(rate_z_max=(max(abs(rate_rows[k]["slope"] - exact_slope[k]) / rate_rows[k]["slope_se"] for k in rate_rows), ".1f"))
+excl = [
+    k
+    for k in sorted(rate_rows)
+    if not rate_rows[k]["slope_ci"][0] <= c0_of[k] <= rate_rows[k]["slope_ci"][1]
+]
+page.glue(
+    rate_excl=(
+        "For (κ, n) = "
+        + ", ".join(f"({k[0]}, {k[1]})" for k in excl)
+        + " the 95% interval of the Monte Carlo slope excludes c₀."
+        if excl
+        else "Every 95% interval of a Monte Carlo slope contains c₀ at this size."
+    )
+)
+page.glue(
+    rate_z_max=(
+        max(
+            abs(rate_rows[k]["slope"] - exact_slope[k]) / rate_rows[k]["slope_se"]
+            for k in rate_rows
+        ),
+        ".1f",
+    )
+)
 k6 = (max(p.kappas), 6)
 page.glue(rate_k=k6[0])
 page.glue(rate_c0k=(c0_of[k6], ".3f"))
@@ -501,8 +565,13 @@ page.glue(rate_half_hi=f"{halves[1][0]:g} to {halves[1][-1]:g}")
 win_starts = np.arange(2.0, 40.5, 0.5)
 win = {k: ET.frozen_slope_windows(*geom[k], win_starts, 8.0) for k in rate_rows}
 close = np.all([np.abs(win[k] / c0_of[k] - 1) < 1e-3 for k in win], axis=0)
-far_ok = np.flatnonzero(np.logical_and.accumulate(close[::-1])[::-1])   # from here on, every later window too
-page.glue(rate_win_beta=(float(win_starts[far_ok[0]]), ",g") if far_ok.size else "(no window up to 40)")
+# from here on, every later window too
+far_ok = np.flatnonzero(np.logical_and.accumulate(close[::-1])[::-1])
+page.glue(
+    rate_win_beta=(float(win_starts[far_ok[0]]), ",g")
+    if far_ok.size
+    else "(no window up to 40)"
+)
 s3 = rate_rows[3, 6]
 page.glue(slope3=(s3["slope"], ".4f"))
 page.glue(slope3_lo=(s3["slope_ci"][0], ".4f"))
@@ -522,10 +591,23 @@ s_thm = SV.fit_log_mean_slope(p.thm_betas, thm_fits)
 page.glue(slope_thm=(s_thm["slope"], ".3f"))
 page.glue(slope_thm_lo=(s_thm["slope_ci"][0], ".3f"))
 page.glue(slope_thm_hi=(s_thm["slope_ci"][1], ".3f"))
-page.glue(slope_thm_ci_c0="includes" if s_thm["slope_ci"][0] <= C0_TRI <= s_thm["slope_ci"][1] else "excludes")
+page.glue(
+    slope_thm_ci_c0="includes"
+    if s_thm["slope_ci"][0] <= C0_TRI <= s_thm["slope_ci"][1]
+    else "excludes"
+)
 Lt = len(p.thm_betas)
-page.glue(slope_thm_low=(SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"], ".3f"))
-page.glue(slope_thm_top=(SV.fit_log_mean_slope(p.thm_betas[Lt - 2:], thm_fits[Lt - 2:])["slope"], ".3f"))
+page.glue(
+    slope_thm_low=(
+        SV.fit_log_mean_slope(p.thm_betas[:2], thm_fits[:2])["slope"], ".3f",
+    )
+)
+page.glue(
+    slope_thm_top=(
+        SV.fit_log_mean_slope(p.thm_betas[Lt - 2 :], thm_fits[Lt - 2 :])["slope"],
+        ".3f",
+    )
+)
 
 # %%
 mle = {k: f for k, (f, _, _) in fits.items()}
@@ -622,25 +704,41 @@ page.glue(thm_step_cens=thm_step_cens)
 page.glue(thm_step_total=sum(len(r["times"]) for r in res_thm_step))
 page.glue(thm_cap=p.thm_cap)
 page.glue(thm_M=hyp["M"])
-# largest beta of panel (a): where do the bounds stop certifying survival >= 1/2, and the median exit
+# largest beta of panel (a): where do the bounds stop certifying survival >= 1/2,
+# and the median exit
 b_top = p.thm_betas[-1]
 es_top, _ = merged(res_thm, beta=b_top)
 tt = np.logspace(0, 40, 4001)
 for form, kw in (("printed", {}), ("corrected", dict(diam=D_TRI))):
-    bnd = M.metastability_bound(tt, b_top, 3, GAMMA_THM, EPS_THM, C0_TRI, form=form, **kw)
-    page.glue(**{f"thm_thalf_{form}": (float(tt[np.flatnonzero(bnd >= 0.5).max()]), ".1e")})
+    bnd = M.metastability_bound(
+        tt, b_top, 3, GAMMA_THM, EPS_THM, C0_TRI, form=form, **kw
+    )
+    page.glue(
+        **{f"thm_thalf_{form}": (float(tt[np.flatnonzero(bnd >= 0.5).max()]), ".1e")}
+    )
 page.glue(thm_median_top=(float(np.median(es_top.times)), ".1e"))
 page.glue(thm_beta_top=(b_top, ",g"))
 bb_ = np.linspace(0, 20, 2001)
-nontriv = [b for b in bb_ if M.metastability_bound(2.0, b, 6, GAMMA_THM, EPS_THM, C0_TRI) > 0]
+nontriv = [
+    b
+    for b in bb_
+    if M.metastability_bound(2.0, b, 6, GAMMA_THM, EPS_THM, C0_TRI) > 0
+]
 page.glue(thm_beta_nontriv=(float(min(nontriv)), ".1f"))
 
 # %% tags=["hide-input"]
-excess = max(float(np.max(np.maximum(d["bound_printed"], d["bound_corrected"]) - d["survival"]))
-             for d in surv_data.values())
+excess = max(
+    float(
+        np.max(np.maximum(d["bound_printed"], d["bound_corrected"]) - d["survival"])
+    )
+    for d in surv_data.values()
+)
 page.glue(thm_bound_excess=(excess, ".3f"))
-page.glue(thm_bound_verdict="no bound exceeds the simulated survival" if excess <= 0
-          else "a bound exceeds the simulated survival somewhere")
+page.glue(
+    thm_bound_verdict="no bound exceeds the simulated survival"
+    if excess <= 0
+    else "a bound exceeds the simulated survival somewhere"
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-metastability-survival
@@ -711,8 +809,14 @@ page.glue(e6_cens=sum(f.n_censored for f in e6_fit))
 page.glue(e6_total=sum(f.n for f in e6_fit))
 page.glue(e6_beta_path=(beta_path, ",g"))
 page.glue(e6_beta_range=f"{min(p.e6_betas):g} to {max(p.e6_betas):g}")
-h_e6 = M.theorem54_hypotheses(TRI, 0.1, GAMMA, rho=float(np.linalg.norm(x0_e6 - TRI[sig_e6], axis=1).max()))
-page.glue(e6_hyp=f"ε/γ = {0.1 / GAMMA:g} < 2 d(K) = {2 * D_TRI:.2f}" if not h_e6.ratio else "the ratio condition holds")
+h_e6 = M.theorem54_hypotheses(
+    TRI, 0.1, GAMMA, rho=float(np.linalg.norm(x0_e6 - TRI[sig_e6], axis=1).max())
+)
+page.glue(
+    e6_hyp=f"ε/γ = {0.1 / GAMMA:g} < 2 d(K) = {2 * D_TRI:.2f}"
+    if not h_e6.ratio
+    else "the ratio condition holds"
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-sap-vs-sabeta
@@ -773,8 +877,7 @@ res_col = sweeps.run(M.collapse_task, grid_col, **RUN)
 fig = MP.fig_collapse(x0_col, res_col, p.collapse_betas)
 page.figure(fig, "collapse-prop51",
             statement="Proposition 5.1 (errata E5, E12)",
-            caption="Collapse of (SAβ) to a point of the initial hull, "
-                    "not the origin")
+            caption="Collapse of (SAβ) to a point of the initial hull, not the origin")
 
 # %% tags=["hide-input"]
 lim = np.array([r["limit"] for r in res_col])
@@ -786,7 +889,11 @@ page.glue(col_max_hull=(float(dist_hull.max()), ".1e"))
 page.glue(col_nconv=int(conv.sum()))
 page.glue(col_n=len(conv))
 page.glue(col_steps_last=int(steps_col[conv].max()) if conv.any() else 0)
-page.glue(col_beta_last=(float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0, ",g"))
+page.glue(
+    col_beta_last=(
+        float(np.array(p.collapse_betas)[conv].max()) if conv.any() else 0.0, ",g",
+    )
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-collapse-prop51

@@ -117,15 +117,17 @@ print(f"softmax step, tiled against untiled: {check.softmax_error:.1e}")
 print(f"the same leaders: {check.same_leaders}")
 untiled, tile = CL.size_text(big.untiled_bytes), CL.size_text(big.tile_bytes)
 print(f"n = {big.n:,}: untiled scores {untiled}")
-print(f"tiled: blocks of {big.tile_queries:,} tokens x {big.tile_keys:,} keys, {tile} each, "
-      f"{big.workers} at a time")
+print(f"tiled: blocks of {big.tile_queries:,} tokens x {big.tile_keys:,} keys, "
+      f"{tile} each, {big.workers} at a time")
 
 # %% tags=["hide-input"]
-page.glue(check_n=p.check_n, check_soft=(check.softmax_error, ".1e"),
-          check_leaders="the same" if check.same_leaders else "NOT the same",
-          big_n=big.n, big_untiled=untiled, big_tiles=big.tiles, big_tile=tile,
-          big_tile_keys=big.tile_keys, big_tile_queries=big.tile_queries, big_workers=big.workers,
-          budget=CL.size_text(tiled.memory_budget()))
+page.glue(
+    check_n=p.check_n, check_soft=(check.softmax_error, ".1e"),
+    check_leaders="the same" if check.same_leaders else "NOT the same", big_n=big.n,
+    big_untiled=untiled, big_tiles=big.tiles, big_tile=tile,
+    big_tile_keys=big.tile_keys, big_tile_queries=big.tile_queries,
+    big_workers=big.workers, budget=CL.size_text(tiled.memory_budget()),
+)
 
 # %% [markdown]
 # The two softmax steps differ by {glue:text}`check_soft` relative to the size of the tokens
@@ -177,35 +179,58 @@ for r in own:
           f"exact {r.probability:.4f})")
 
 # %% tags=["hide-input"]
-alpha = 0.05 / len(own)                       # 5% over all points (Bonferroni)
+alpha = 0.05 / len(own)  # 5% over all points (Bonferroni)
 p_min = min(r.pvalue for r in own)
-several = [r for r in own if r.systems >= 8 and min(r.probability, 1 - r.probability) * r.n >= 10]
+several = [
+    r
+    for r in own
+    if r.systems >= 8 and min(r.probability, 1 - r.probability) * r.n >= 10
+]
 by_n = {}
 for r in several:
     by_n.setdefault(r.n, []).append(r)
 if by_n:
-    factors = [f"{fmt(CL.variance_ratio(rs), '.1f')} times (n = {n:,})" for n, rs in sorted(by_n.items())]
-    ratio_text = ("pooled over the points with 8 or more sequences, the owner counts of the sequences vary "
-                  + " and ".join(factors) + " as much as binomial counts would, so binomial standard "
-                  "errors are off by the square root of that factor")
+    factors = [
+        f"{fmt(CL.variance_ratio(rs), '.1f')} times (n = {n:,})"
+        for n, rs in sorted(by_n.items())
+    ]
+    ratio_text = (
+        "pooled over the points with 8 or more sequences, the owner counts of the "
+        "sequences vary "
+        + " and ".join(factors)
+        + " as much as binomial counts would, so binomial standard "
+        "errors are off by the square root of that factor"
+    )
 else:
     ratio_text = "no point here has the 8 or more sequences it takes"
 top = max(own, key=lambda r: (r.n, r.d))
-head_owned = (f"all {fmt(top.tokens)} tokens own their cells" if top.owners == top.tokens
-              else f"{fmt(top.owners)} of the {fmt(top.tokens)} tokens own their cells")
-page.glue(own_tokens=p.own_tokens, own_points=len(own), own_pmin=(p_min, ".2g"), own_alpha=(alpha, ".2g"),
-          own_agree="agree" if p_min >= alpha else "do NOT all agree", own_ratio_text=ratio_text,
-          own_nmax=top.n, head_owned=head_owned, head_d=top.d,
-          head_expected_non_owners=(top.tokens * (1 - top.probability), ".2g"),
-          head_pairs=(float(top.n * (top.n - 1)), ".1e"))
+head_owned = (
+    f"all {fmt(top.tokens)} tokens own their cells"
+    if top.owners == top.tokens
+    else f"{fmt(top.owners)} of the {fmt(top.tokens)} tokens own their cells"
+)
+page.glue(
+    own_tokens=p.own_tokens, own_points=len(own), own_pmin=(p_min, ".2g"),
+    own_alpha=(alpha, ".2g"),
+    own_agree="agree" if p_min >= alpha else "do NOT all agree",
+    own_ratio_text=ratio_text, own_nmax=top.n, head_owned=head_owned, head_d=top.d,
+    head_expected_non_owners=(top.tokens * (1 - top.probability), ".2g"),
+    head_pairs=(float(top.n * (top.n - 1)), ".1e"),
+)
 n_lo, n_hi = min(p.own_ns), max(p.own_ns)
-page.glue(n_lo=f"{n_lo:,}", n_hi=f"{n_hi:,}",
-          d_half_lo=(CL.half_dimension(n_lo), ".1f"), d_half_hi=(CL.half_dimension(n_hi), ".1f"),
-          two_log_lo=(2 * np.log(n_lo), ".1f"), two_log_hi=(2 * np.log(n_hi), ".1f"))
+page.glue(
+    n_lo=f"{n_lo:,}", n_hi=f"{n_hi:,}", d_half_lo=(CL.half_dimension(n_lo), ".1f"),
+    d_half_hi=(CL.half_dimension(n_hi), ".1f"), two_log_lo=(2 * np.log(n_lo), ".1f"),
+    two_log_hi=(2 * np.log(n_hi), ".1f"),
+)
 fig = CP.fig_ownership(own, head_d=HEAD_D)
-page.figure(fig, "ctx-ownership", statement="Theorem 4.2 (genericity condition), Remark 4.6",
-            caption="Fraction of n Gaussian tokens that own their cells under the hardmax, "
-                    "against the dimension, for several context lengths n")
+page.figure(
+    fig,
+    "ctx-ownership",
+    statement="Theorem 4.2 (genericity condition), Remark 4.6",
+    caption="Fraction of n Gaussian tokens that own their cells under the hardmax, "
+    "against the dimension, for several context lengths n",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-ctx-ownership
@@ -270,18 +295,31 @@ error = max(run.closed_form_error)
 print(f"largest relative deviation from the closed form: {error:.1e}")
 
 # %% tags=["hide-input"]
-page.glue(**{f"run_{key}": run[key] for key in ("owners", "led_by_owner", "others", "never_moved",
-                                                "n", "d", "steps", "gamma")})
+page.glue(
+    **{
+        f"run_{key}": run[key]
+        for key in (
+            "owners", "led_by_owner", "others", "never_moved", "n", "d", "steps",
+            "gamma",
+        )
+    }
+)
 lo, hi = min(run["moved"]), max(run["moved"])
-page.glue(run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
-          run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
-          run_cf_err=(max(run["closed_form_error"]), ".1e"),
-          run_expected_owners=(run["n"] * run["probability"], ",.0f"),
-          run_p=(run["probability"], ".2f"))
+page.glue(
+    run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
+    run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
+    run_cf_err=(max(run["closed_form_error"]), ".1e"),
+    run_expected_owners=(run["n"] * run["probability"], ",.0f"),
+    run_p=(run["probability"], ".2f"),
+)
 fig = CP.fig_stay_put(run)
-page.figure(fig, "ctx-stay-put", statement="Theorem 4.2 (closed form), hardmax dynamics (SA∞)",
-            caption="Hardmax layers on Gaussian tokens: the owners of their cells never move, "
-                    "the tokens they lead follow the closed form")
+page.figure(
+    fig,
+    "ctx-stay-put",
+    statement="Theorem 4.2 (closed form), hardmax dynamics (SA∞)",
+    caption="Hardmax layers on Gaussian tokens: the owners of their cells never move, "
+    "the tokens they lead follow the closed form",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-ctx-stay-put

@@ -24,23 +24,31 @@
 # vertices rather than the context length.
 #
 # This chapter asks these questions of a real encoder, sentence-transformers/all-MiniLM-L6-v2
-# (6 layers, 12 heads of dimension 32, $d=384$; Apache-2.0), run in numpy. The answers, in short:
+# (6 layers, 12 heads of dimension 32, $d=384$; Apache-2.0), run in numpy.
 #
-# * **No trained head is in the paper's regime on the whole space, and none can be.** Rank alone
-#   forbids it: the symmetric part of every head's form has exactly 32 positive and 32 negative
-#   eigenvalues, and every value map is at relative distance at least $\sqrt{11/12}\approx0.957$
-#   from the multiples of the identity.
-# * **On the tokens themselves some heads do have a sign.** Restricted to the subspace the tokens
-#   occupy, no head is definite, but for several heads $x^\top Mx>0$ on every token of the corpus.
-# * **The hull prediction cannot be tested at this size: every key is a vertex.** In the head's
-#   32 dimensions, all the keys of every sentence tested (up to 256 tokens) are vertices of their
-#   hull. The heads attend to far fewer tokens than that; what they attend to is decided by the
-#   scores, not by the hull, and a large share of the mass goes to [CLS].
-# * **The paper's dynamics with a trained head collapse.** At the trained temperature, the tokens
-#   of a sentence fall to one point within a few dozen layers, whichever head drives them. Only at
-#   several times the trained inverse temperature does the most positive head freeze the tokens in
-#   clusters, the picture of Theorem 4.2; the most negative one collapses at every temperature, the
-#   picture of Section 3.
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: one head per layer, $B$ symmetric of one sign (negative in Section 3, positive in
+#   Section 4) and $V=cI$; a hardmax leader maximises a linear functional over the keys, so it is
+#   a vertex of their hull (Section 1.6); read as a prediction, the number of tokens a head
+#   attends to should follow the number of hull vertices rather than the context length.
+# * **True, and proved here: no trained head is in the paper's regime on the whole space, and none
+#   can be.** Rank alone forbids it: the symmetric part of every head's form has exactly 32
+#   positive and 32 negative eigenvalues, and every value map is at relative distance at least
+#   $\sqrt{11/12}\approx0.957$ from the multiples of the identity.
+# * **Measured here, on one model and one corpus: the tokens.** On the subspace the tokens
+#   occupy no head is definite, but for {glue:text}`all_pos` heads $x^\top Mx>0$ on every token
+#   of the corpus. The hull prediction cannot be tested at this size: {glue:text}`vertex_text`
+#   (inputs of up to {glue:text}`n_hull_max` tokens). The heads attend to far fewer tokens,
+#   chosen by the scores, with a large share of the mass on [CLS].
+# * **Measured here: the paper's dynamics driven by a trained head.** At the trained
+#   temperature, {glue:text}`dyn_collapse`. At {glue:text}`beta_hot` times the trained inverse
+#   temperature, {glue:text}`contrast_text`.
+# * **Where**: the rank facts and the heads' numbers in "The 72 heads against the paper's
+#   hypotheses" and "The form on the tokens' subspace"; the hull vertices and the sinks in
+#   "Attention on real text, against the geometry"; the runs in "The paper's dynamics with a
+#   trained head". The numbers on this page are those of the run that built it.
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 preset = "paper"  # "paper": the whole corpus (minutes); "quick": seconds (tests)
@@ -61,10 +69,14 @@ PARAMETERS = {
 from afw_book.presets import resolve_declared
 
 PRESETS = {
-    "paper": dict(verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
-                  shares=[0.9, 0.99], dyn_steps=400, dyn_betas=[1.0, 4.0, 16.0], seed=0),
-    "quick": dict(verses=8, passage_sizes=[3], passages_per_size=1, hull_sentences=2,
-                  shares=[0.9, 0.99], dyn_steps=25, dyn_betas=[1.0, 16.0], seed=0),
+    "paper": dict(
+        verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
+        shares=[0.9, 0.99], dyn_steps=400, dyn_betas=[1.0, 4.0, 16.0], seed=0,
+    ),
+    "quick": dict(
+        verses=8, passage_sizes=[3], passages_per_size=1, hull_sentences=2,
+        shares=[0.9, 0.99], dyn_steps=25, dyn_betas=[1.0, 16.0], seed=0,
+    ),
 }
 p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
@@ -109,7 +121,9 @@ print(np.round(sim, 4))
 print(f"largest difference from the documentation: {gap:.1e}")
 
 # %% tags=["hide-input"]
-assert gap < 5e-4, f"the forward pass does not reproduce the published similarities ({gap:.1e})"
+assert gap < 5e-4, (
+    f"the forward pass does not reproduce the published similarities ({gap:.1e})"
+)
 page.glue(sim_gap=(gap, ".1e"), sim_01=(sim[0, 1], ".4f"), sim_02=(sim[0, 2], ".4f"))
 
 # %% [markdown]
@@ -169,15 +183,21 @@ inertia = sorted({(r["positive"], r["negative"]) for r in table})
 vsd = np.array([r["value_scalar_dist"] for r in table])
 pm = np.array([r["pos_mass"] for r in table])
 ar = np.array([r["antisym_ratio"] for r in table])
-print(f"inertia of S over the 72 heads: {inertia}; rank of U: {sorted({r['rank_U'] for r in table})}")
-print(f"pos_mass in [{pm.min():.3f}, {pm.max():.3f}], antisym_ratio in [{ar.min():.3f}, {ar.max():.3f}]")
-print(f"value_scalar_dist in [{vsd.min():.4f}, {vsd.max():.4f}] (bound {TH.value_bound(32, 384):.4f})")
+print(f"inertia of S over the 72 heads: {inertia}; rank of U: "
+      f"{sorted({r['rank_U'] for r in table})}")
+print(f"pos_mass in [{pm.min():.3f}, {pm.max():.3f}], antisym_ratio in "
+      f"[{ar.min():.3f}, {ar.max():.3f}]")
+print(f"value_scalar_dist in [{vsd.min():.4f}, {vsd.max():.4f}] (bound "
+      f"{TH.value_bound(32, 384):.4f})")
 
 # %% tags=["hide-input"]
-page.glue(pm_lo=(pm.min(), ".2f"), pm_hi=(pm.max(), ".2f"), ar_lo=(ar.min(), ".2f"), ar_hi=(ar.max(), ".2f"),
-          vsd_lo=(vsd.min(), ".4f"), vsd_hi=(vsd.max(), ".4f"), vsd_bound=(TH.value_bound(32, 384), ".4f"),
-          inertia_text=", ".join(f"({a}, {b})" for a, b in inertia),
-          ar_below_half=int((ar < 0.5).sum()))
+page.glue(
+    pm_lo=(pm.min(), ".2f"), pm_hi=(pm.max(), ".2f"), ar_lo=(ar.min(), ".2f"),
+    ar_hi=(ar.max(), ".2f"), vsd_lo=(vsd.min(), ".4f"), vsd_hi=(vsd.max(), ".4f"),
+    vsd_bound=(TH.value_bound(32, 384), ".4f"),
+    inertia_text=", ".join(f"({a}, {b})" for a, b in inertia),
+    ar_below_half=int((ar < 0.5).sum()),
+)
 
 # %% [markdown]
 # The inertia of $S$ is {glue:text}`inertia_text` for every head: 32 positive and 32 negative
@@ -211,39 +231,82 @@ texts = [c["text"] for c in corpus[: p.verses]]
 inputs = texts + TH.passages(texts, p.passage_sizes, p.passages_per_size)
 lengths = enc.tokenize(inputs).lengths
 hull_for = TH.spread(lengths, p.hull_sentences)
-study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares), rng=p.seed)
+study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares),
+                        rng=p.seed)
 sub = study["subspace"]
 for share in p.shares:
-    print(f"{share:.0%} of the energy: dimensions {sub[share]['dim'].tolist()} (layers 0-5)")
+    dims = sub[share]["dim"].tolist()
+    print(f"{share:.0%} of the energy: dimensions {dims} (layers 0-5)")
 
 # %% tags=["hide-input"]
 lo_share, hi_share = min(p.shares), max(p.shares)
 sign = study["token_sign"]
 pm_sub, pm_sub_hi = sub[lo_share]["pos_mass"], sub[hi_share]["pos_mass"]
 all_pos, all_neg = np.argwhere(sign >= 1.0), np.argwhere(sign <= 0.0)
-best, worst = np.unravel_index(np.argmax(pm_sub), pm_sub.shape), np.unravel_index(np.argmin(pm_sub), pm_sub.shape)
+best, worst = (
+    np.unravel_index(np.argmax(pm_sub), pm_sub.shape),
+    np.unravel_index(np.argmin(pm_sub), pm_sub.shape),
+)
 near_pos = int((sign >= 0.99).sum())
 near_neg = int((sign <= 0.01).sum())
-page.glue(verses_used=len(texts), inputs=len(inputs), n_min=int(lengths.min()), n_max=int(lengths.max()),
-          dim_lo=", ".join(map(str, sub[lo_share]["dim"])), dim_hi=", ".join(map(str, sub[hi_share]["dim"])),
-          pm_sub_lo=(pm_sub.min(), ".2f"), pm_sub_hi=(pm_sub.max(), ".2f"),
-          pm_sub99_lo=(pm_sub_hi.min(), ".2f"), pm_sub99_hi=(pm_sub_hi.max(), ".2f"),
-          ar_sub_lo=(sub[lo_share]["antisym_ratio"].min(), ".2f"),
-          all_pos=len(all_pos), all_neg=len(all_neg), near_pos=near_pos, near_neg=near_neg,
-          all_pos_list=", ".join(f"{a}.{b}" for a, b in all_pos) or "none",
-          neg_text=(f"for {len(all_neg)} heads the form is negative on every token ({near_neg} on at least 99%)"
-                    if len(all_neg) else "no head is negative on every token, " + (
-                        "nor on 99% of them" if near_neg == 0 else f"{near_neg} on at least 99% of them")),
-          best_head=f"{best[0]}.{best[1]}", worst_head=f"{worst[0]}.{worst[1]}",
-          best_sign=(sign[best], ".2f"), worst_sign=(sign[worst], ".2f"),
-          bias_l0=(study["bias_share"][0].mean(), ".2f"), bias_rest=(study["bias_share"][1:].mean(), ".3f"),
-          bias_max=(study["bias_share"].max(), ".2f"))
-fig = TP.fig_heads_map(table, sub, sign, sim, share=lo_share,
-                       extra={"shares": p.shares, "bias_share": study["bias_share"],
-                              "subspace_99": {"dim": sub[hi_share]["dim"], "pos_mass": sub[hi_share]["pos_mass"]}})
-page.figure(fig, "trained-heads-map", statement="Sections 3-4 hypotheses (B symmetric of one sign, V = cI)",
-            caption="The 72 heads of all-MiniLM-L6-v2 by pos_mass and antisym_ratio, on the whole space and on "
-                    "the tokens' subspace")
+page.glue(
+    verses_used=len(texts),
+    inputs=len(inputs),
+    n_min=int(lengths.min()),
+    n_max=int(lengths.max()),
+    dim_lo=", ".join(map(str, sub[lo_share]["dim"])),
+    dim_hi=", ".join(map(str, sub[hi_share]["dim"])),
+    pm_sub_lo=(pm_sub.min(), ".2f"),
+    pm_sub_hi=(pm_sub.max(), ".2f"),
+    pm_sub99_lo=(pm_sub_hi.min(), ".2f"),
+    pm_sub99_hi=(pm_sub_hi.max(), ".2f"),
+    ar_sub_lo=(sub[lo_share]["antisym_ratio"].min(), ".2f"),
+    all_pos=len(all_pos),
+    all_neg=len(all_neg),
+    near_pos=near_pos,
+    near_neg=near_neg,
+    all_pos_list=", ".join(f"{a}.{b}" for a, b in all_pos) or "none",
+    neg_text=(
+        f"for {len(all_neg)} heads the form is negative on every token "
+        f"({near_neg} on at least 99%)"
+        if len(all_neg)
+        else "no head is negative on every token, "
+        + (
+            "nor on 99% of them"
+            if near_neg == 0
+            else f"{near_neg} on at least 99% of them"
+        )
+    ),
+    best_head=f"{best[0]}.{best[1]}",
+    worst_head=f"{worst[0]}.{worst[1]}",
+    best_sign=(sign[best], ".2f"),
+    worst_sign=(sign[worst], ".2f"),
+    bias_l0=(study["bias_share"][0].mean(), ".2f"),
+    bias_rest=(study["bias_share"][1:].mean(), ".3f"),
+    bias_max=(study["bias_share"].max(), ".2f"),
+)
+fig = TP.fig_heads_map(
+    table,
+    sub,
+    sign,
+    sim,
+    share=lo_share,
+    extra={
+        "shares": p.shares,
+        "bias_share": study["bias_share"],
+        "subspace_99": {
+            "dim": sub[hi_share]["dim"], "pos_mass": sub[hi_share]["pos_mass"],
+        },
+    },
+)
+page.figure(
+    fig,
+    "trained-heads-map",
+    statement="Sections 3-4 hypotheses (B symmetric of one sign, V = cI)",
+    caption="The 72 heads of all-MiniLM-L6-v2 by pos_mass and antisym_ratio, on the "
+            "whole space and on "
+    "the tokens' subspace",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-trained-heads-map
@@ -297,7 +360,8 @@ hull = study["hull"]
 tested = sorted({e["sentence"] for e in hull})
 frac_vertices = np.mean([e["vertices"] / e["n"] for e in hull])
 support_frac = np.median(study["support"] / study["n"][:, None, None])
-print(f"{len(tested)} inputs x 72 heads: keys that are hull vertices {frac_vertices:.4f}")
+print(f"{len(tested)} inputs x 72 heads: keys that are hull vertices "
+      f"{frac_vertices:.4f}")
 print(f"every leader a vertex: {all(e['leaders_are_vertices'] for e in hull)}")
 print(f"median effective support / n: {support_frac:.3f}")
 
@@ -306,24 +370,46 @@ cm = study["class_mass"].mean(axis=(0, 2))
 share_tok = study["class_share"].mean(axis=0)
 sup = study["support"]
 big = study["n"] >= 100
-page.glue(hull_count=len(tested), frac_vertices=(frac_vertices, ".4f"),
-          min_vertices=(min(e["vertices"] / e["n"] for e in hull), ".3f"),
-          n_hull_max=max(e["n"] for e in hull),
-          support_frac=(support_frac, ".2f"),
-          big_text=(f"for inputs of 100 tokens or more, a median support of {fmt(np.median(sup[big]), '.0f')} tokens "
-                    f"out of a median {fmt(np.median(study['n'][big]), '.0f')}") if big.any()
-          else "no input here has 100 tokens or more",
-          leaders_med=(np.median(study["leaders"] / study["n"][:, None, None]), ".2f"),
-          vertex_mass=(np.mean([e["vertex_mass"] for e in hull]), ".4f"),
-          cls_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 0]), sep_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 1]),
-          cls_sep_share=(share_tok[0] + share_tok[1], ".3f"), punct_mass=(cm[:, 2].mean(), ".2f"),
-          punct_share=(share_tok[2], ".2f"),
-          key_dim_lo=(study["key_dim"].min(), ".1f"), key_dim_hi=(study["key_dim"].max(), ".1f"),
-          key_dim_med=(np.median(study["key_dim"]), ".1f"))
+page.glue(
+    hull_count=len(tested),
+    frac_vertices=(frac_vertices, ".4f"),
+    min_vertices=(min(e["vertices"] / e["n"] for e in hull), ".3f"),
+    n_hull_max=max(e["n"] for e in hull),
+    support_frac=(support_frac, ".2f"),
+    big_text=(
+        f"for inputs of 100 tokens or more, a median support of "
+        f"{fmt(np.median(sup[big]), '.0f')} tokens "
+        f"out of a median {fmt(np.median(study['n'][big]), '.0f')}"
+    )
+    if big.any()
+    else "no input here has 100 tokens or more",
+    leaders_med=(np.median(study["leaders"] / study["n"][:, None, None]), ".2f"),
+    vertex_mass=(np.mean([e["vertex_mass"] for e in hull]), ".4f"),
+    cls_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 0]),
+    sep_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 1]),
+    cls_sep_share=(share_tok[0] + share_tok[1], ".3f"),
+    punct_mass=(cm[:, 2].mean(), ".2f"),
+    punct_share=(share_tok[2], ".2f"),
+    key_dim_lo=(study["key_dim"].min(), ".1f"),
+    key_dim_hi=(study["key_dim"].max(), ".1f"),
+    key_dim_med=(np.median(study["key_dim"]), ".1f"),
+    vertex_text=(
+        "every key of every input tested is a vertex of its hull, at every head, "
+        "so the vertex count equals the number of tokens"
+        if min(e["vertices"] / e["n"] for e in hull) == 1
+        else f"a fraction {fmt(frac_vertices, '.4f')} of the keys are vertices of "
+             "their hull, so the vertex count is nearly the number of tokens"
+    ),
+)
 fig = TP.fig_support(study, hull)
-page.figure(fig, "trained-support", statement="Hardmax leaders are hull vertices (Section 1.6); the sparsity remark",
-            caption="Effective support, distinct leaders and hull vertices of the keys against n, and the mass "
-                    "received by [CLS], [SEP], punctuation and words")
+page.figure(
+    fig,
+    "trained-support",
+    statement="Hardmax leaders are hull vertices (Section 1.6); the sparsity remark",
+    caption="Effective support, distinct leaders and hull vertices of the keys "
+            "against n, and the mass "
+    "received by [CLS], [SEP], punctuation and words",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-trained-support
@@ -372,14 +458,20 @@ panel_text = corpus[0]["text"]
 panels = [TH.sentence_panel(enc, panel_text, *TH.broad_head(study)),
           TH.sentence_panel(enc, panel_text, *TH.sink_head(study))]
 for q in panels:
-    print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of {len(q['pieces'])} tokens, "
-          f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} distinct leaders")
+    print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of "
+          f"{len(q['pieces'])} tokens, "
+          f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} "
+          f"distinct leaders")
 
 # %% tags=["hide-input"]
 fig = TP.fig_sentence(panels)
-page.figure(fig, "trained-sentence", statement="Hardmax leaders are hull vertices (Section 1.6)",
-            caption="Attention of one sentence at two heads, with each row's hardmax leader and the keys' "
-                    "hull vertices")
+page.figure(
+    fig,
+    "trained-sentence",
+    statement="Hardmax leaders are hull vertices (Section 1.6)",
+    caption="Attention of one sentence at two heads, with each row's hardmax leader "
+            "and the keys' hull vertices",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-trained-sentence
@@ -410,25 +502,140 @@ page.figure(fig, "trained-sentence", statement="Hardmax leaders are hull vertice
 x_text = corpus[0]["text"] + " " + corpus[1]["text"]
 t = enc.tokenize([x_text])
 states = enc.forward(t.ids, t.mask, keep=True).inputs
-runs, sweep = TH.dynamics_runs(enc, states, {"most positive": best, "most negative": worst},
+driving = {"most positive": best, "most negative": worst}
+runs, sweep = TH.dynamics_runs(enc, states, driving,
                                steps=p.dyn_steps, betas=p.dyn_betas)
 for r in sweep:
-    print(f"{r['label']}: clusters {r['clusters'][-1]}, diameter {r['diameter'][-1]:.1e} at t = {r['t'][-1]}")
+    print(f"{r['label']}: clusters {r['clusters'][-1]}, diameter "
+          f"{r['diameter'][-1]:.1e} at t = {r['t'][-1]}")
 
 # %% tags=["hide-input"]
 summary = {(r["head_label"], r["kind"], r["beta"]): r for r in sweep}
+hot = max(p.dyn_betas)
+
+
+def clusters(head, kind="trained", beta=hot):
+    return int(summary[(head, kind, beta)]["clusters"][-1])
+
+
+def under(rs):
+    """The runs ``rs`` of one head in words: 'the most positive head (as trained)'."""
+    kinds = " and ".join(
+        "as trained" if r["kind"] == "trained" else "symmetrised" for r in rs
+    )
+    return f"the {rs[0]['head_label']} head ({kinds})"
+
+
 collapse_t = [TH.first_below(r["diameter"], r["t"], 1e-6) for r in runs]
-page.glue(dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]), dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
-          collapse_text=(f"within {max(collapse_t)} layers" if all(c is not None for c in collapse_t)
-                         else f"in some runs not within the {p.dyn_steps} layers run here"),
-          pos_hot=TH.describe(summary[("most positive", "trained", max(p.dyn_betas))]),
-          neg_hot=TH.describe(summary[("most negative", "trained", max(p.dyn_betas))]),
-          pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", max(p.dyn_betas))]),
-          beta_hot=fmt(max(p.dyn_betas)))
+heads = list(dict.fromkeys(r["head_label"] for r in runs))
+done = [
+    [r for r, c in zip(runs, collapse_t) if c is not None and r["head_label"] == h]
+    for h in heads
+]
+left = [
+    [r for r, c in zip(runs, collapse_t) if c is None and r["head_label"] == h]
+    for h in heads
+]
+done, left = [rs for rs in done if rs], [rs for rs in left if rs]
+rest = [r for rs in left for r in rs]
+
+
+def listed(words):
+    """'a', 'a and b', 'a, b and c'."""
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+counts = listed(str(int(r["clusters"][-1])) for r in rest)
+widths = listed(fmt(r["diameter"][-1], ".2f") for r in rest)
+still = (f"{'they' if done else 'the tokens'} have not collapsed after {p.dyn_steps} "
+         f"layers: {counts} clusters are left (diameters {widths} of the start)")
+if not left:
+    dyn_collapse = (
+        f"the tokens collapse to one point within {max(collapse_t)} layers, "
+        "whichever head drives them"
+    )
+    collapse_why = (
+        "The weights are too flat for any token to hold on to its own position: each "
+        "step averages over tens of tokens, as in the small-β regime of Section 5, "
+        "where Prop 5.1 makes the tokens collapse. This is the picture of Section 3 "
+        "(B negative definite, one cluster), reached here by heads of either sign."
+    )
+elif not done:
+    dyn_collapse = f"under {' and '.join(under(rs) for rs in left)} {still}"
+    collapse_why = f"{p.dyn_steps} layers do not tell whether they collapse later."
+else:
+    dyn_collapse = (
+        f"under {' and '.join(under(rs) for rs in done)} the tokens collapse to one "
+        f"point within {max(c for c in collapse_t if c is not None)} layers; under "
+        f"{' and '.join(under(rs) for rs in left)} {still}"
+    )
+    collapse_why = (
+        "The collapse is the picture of Section 3 (B negative definite, one cluster); "
+        f"{p.dyn_steps} layers do not tell whether the other runs collapse later."
+    )
+pos_c, neg_c = clusters("most positive"), clusters("most negative")
+if pos_c > 1 and neg_c == 1:
+    contrast_text = (
+        f"the most positive head leaves the tokens in {pos_c} clusters, the picture "
+        "of Theorem 4.2 (B positive definite), and the most negative one collapses "
+        "them, the picture of Section 3 (B negative definite)"
+    )
+    contrast_why = (
+        "Cooling the heads separates them: under the positive head the tokens that "
+        "lead themselves stay put and the others join them, the picture of Theorem "
+        "4.2 (B positive definite: tokens run to vertices that own their cells); the "
+        "negative head gives the collapse of Section 3."
+    )
+elif pos_c > 1 and neg_c > 1:
+    contrast_text = f"both heads leave several clusters ({pos_c} and {neg_c})"
+    contrast_why = (
+        "In these runs cooling does not separate the two heads: both leave clusters."
+    )
+elif pos_c == 1 and neg_c == 1:
+    contrast_text = (
+        "both heads still collapse the tokens: the paper's contrast does not appear"
+    )
+    contrast_why = (
+        "In these runs cooling does not separate the two heads: both collapse."
+    )
+else:
+    contrast_text = (
+        f"the most positive head collapses the tokens and the most negative one "
+        f"leaves {neg_c} clusters, the reverse of the paper's contrast"
+    )
+    contrast_why = "In these runs cooling separates the heads the other way round."
+flips = [
+    h
+    for h in ("most positive", "most negative")
+    if (clusters(h) > 1) != (clusters(h, "symmetric part") > 1)
+]
+sym_text = (
+    "Symmetrising a head does not change which picture appears, so in these runs the "
+    "sign of the form on the tokens, not its antisymmetric part, decides."
+    if not flips
+    else f"Symmetrising changes the picture for the {' and the '.join(flips)} head: "
+    "there the antisymmetric part matters."
+)
+page.glue(
+    dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]),
+    dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
+    dyn_collapse=dyn_collapse, collapse_why=collapse_why,
+    contrast_text=contrast_text, contrast_why=contrast_why, sym_text=sym_text,
+    pos_hot=TH.describe(summary[("most positive", "trained", hot)]),
+    neg_hot=TH.describe(summary[("most negative", "trained", hot)]),
+    pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", hot)]),
+    beta_hot=fmt(hot),
+)
 fig = TP.fig_dynamics(runs, sweep)
-page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
-            caption="The attention-only dynamics (1.3) driven by two trained heads, as trained and symmetrised: "
-                    "tokens in the plane, diameter and clusters against the layer")
+page.figure(
+    fig,
+    "trained-dynamics",
+    statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
+    caption="The attention-only dynamics (1.3) driven by two trained heads, as "
+            "trained and symmetrised: tokens in the plane, diameter and clusters "
+            "against the layer",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-trained-dynamics
@@ -443,20 +650,12 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 # $\beta$ of the trained inverse temperature (solid: as trained; dashed: symmetric part).
 # ```
 #
-# At the trained temperature the runs collapse: the diameter falls below $10^{-6}$ of its
-# initial value {glue:text}`collapse_text`, and all tokens end at one point. The
-# weights are too flat for any token to hold on to its own position: each step averages over tens
-# of tokens, as in the small-$\beta$ regime of Section 5, where Prop 5.1 makes the tokens collapse.
-# This is the picture of Section 3 ($B\prec0$, one cluster), reached here by heads of either sign.
+# At the trained temperature (a run has collapsed when the diameter falls below $10^{-6}$ of its
+# initial value), {glue:text}`dyn_collapse`. {glue:text}`collapse_why`
 #
-# Cooling the heads separates them. At {glue:text}`beta_hot` times the trained inverse temperature
-# the most positive head, as trained, gives {glue:text}`pos_hot` (symmetrised:
-# {glue:text}`pos_sym_hot`): a handful of tokens that lead themselves stay put and the others join
-# them, the picture of Theorem 4.2 ($B\succ0$: tokens run to vertices that own their cells). The
-# most negative head gives {glue:text}`neg_hot`: the collapse of Section 3. Symmetrising a head
-# does not change which picture appears (the symmetric part of the positive head freezes at a
-# lower $\beta$ already), so in these runs the sign of the form on the tokens, not its
-# antisymmetric part, decides.
+# At {glue:text}`beta_hot` times the trained inverse temperature the most positive head leaves
+# {glue:text}`pos_hot` as trained and {glue:text}`pos_sym_hot` symmetrised; the most negative head
+# leaves {glue:text}`neg_hot`. {glue:text}`contrast_why` {glue:text}`sym_text`
 #
 # ## What this says about the paper's regime
 #
@@ -465,16 +664,16 @@ page.figure(fig, "trained-dynamics", statement="(1.3) with a trained head; Theor
 #   is forced by the shape of multi-head attention ($32\ll384$), so it will hold for any trained
 #   model of this kind.
 # * The sign that matters for the dynamics, that of $x^\top Mx$ on the tokens actually present, is
-#   clear-cut for a few heads, which are "positive" on every token of the corpus; no head is
-#   "negative" on all of them, the most negative one is positive on a small fraction.
-# * The hull of the keys does not explain sparsity here. In 32 dimensions, every key of a
-#   sentence of up to 256 tokens is a vertex, so the vertex count equals $n$. The heads attend to
+#   clear-cut for {glue:text}`all_pos` heads, which are "positive" on every token of the corpus;
+#   {glue:text}`neg_text`, and the most negative one is positive on a fraction
+#   {glue:text}`worst_sign` of them.
+# * The hull of the keys does not explain sparsity here. In 32 dimensions,
+#   {glue:text}`vertex_text` (inputs of up to {glue:text}`n_hull_max` tokens). The heads attend to
 #   few tokens because of their scores, with much of the mass on [CLS].
-# * Run through the paper's model, trained heads at their own temperature collapse a sentence to a
-#   point within tens of layers, whatever their sign. The paper's contrast between clustering
-#   ($B\prec0$) and vertices ($B\succ0$) appears only after cooling by a factor of about
-#   {glue:text}`beta_hot`. The trained model never runs that long a stack of one head: it has six
-#   layers, each mixing twelve heads and an MLP, and its LayerNorm undoes the shrinking.
+# * Run through the paper's model at their own temperature, {glue:text}`dyn_collapse`. At
+#   {glue:text}`beta_hot` times that inverse temperature, {glue:text}`contrast_text`. The trained
+#   model never runs a long stack of one head: it has six layers, each mixing twelve heads and an
+#   MLP, and its LayerNorm undoes the shrinking.
 #
 # What is computed here is one model, one corpus and two heads in the dynamics. The rank facts are
 # proved; the rest are measurements, and another model or corpus may differ in the numbers.

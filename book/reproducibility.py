@@ -52,7 +52,7 @@
 # before a kernel starts, with one line naming the parameter, the value and what is accepted.
 
 # %% tags=["parameters"]
-preset = "paper"  # this page has no tunable parameters; the preset is recorded for the report
+preset = "paper"  # no tunable parameters here; the preset is recorded for the report
 
 # %% tags=["hide-input"]
 import json
@@ -67,9 +67,13 @@ from afw_book.presets import resolve
 
 PRESETS = {"paper": {}, "quick": {}}
 p = resolve(PRESETS, preset)
-times_dir = Path(os.environ.get("ATTENTION_FW_EXEC_TIMES", paths.BUILD / "exec-times"))
-records = sorted((json.loads(f.read_text()) for f in times_dir.glob("*.json")),
-                 key=lambda r: r["notebook"])
+times_dir = Path(
+    os.environ.get("ATTENTION_FW_EXEC_TIMES", paths.BUILD / "exec-times")
+)
+records = sorted(
+    (json.loads(f.read_text()) for f in times_dir.glob("*.json")),
+    key=lambda r: r["notebook"],
+)
 records = [r for r in records if r["notebook"] != "reproducibility"]
 
 # %% [markdown]
@@ -83,16 +87,26 @@ records = [r for r in records if r["notebook"] != "reproducibility"]
 def _fmt_overrides(r):
     return ", ".join(f"`{k}={v!r}`" for k, v in r["overrides"].items()) or "none"
 
-rows = ["| notebook | preset | overrides | code cells | wall time (s) | finished (UTC) |",
-        "| --- | --- | --- | ---: | ---: | --- |"]
+
+rows = [
+    "| notebook | preset | overrides | code cells | wall time (s) | finished (UTC) |",
+    "| --- | --- | --- | ---: | ---: | --- |",
+]
 for r in records:
     day, clock = r["finished_utc"].split(" ")
-    rows.append(f"| {r['notebook']} | {r['preset']} | {_fmt_overrides(r)} | {r['cells']} "
-                f"| {r['seconds']:.1f} | {clock} ({day}) |")
+    rows.append(
+        f"| {r['notebook']} | {r['preset']} | {_fmt_overrides(r)} | {r['cells']} "
+        f"| {r['seconds']:.1f} | {clock} ({day}) |"
+    )
 total = sum(r["seconds"] for r in records)
 rows.append(f"| **total** | | | | **{total:.1f}** | |")
 machine = records[0]["machine"] if records else platform.machine()
-display(Markdown("\n".join(rows) + f"\n\nMachine: {machine}; Python {platform.python_version()}."))
+display(
+    Markdown(
+        "\n".join(rows)
+        + f"\n\nMachine: {machine}; Python {platform.python_version()}."
+    )
+)
 
 # %% [markdown]
 # ## Environment and pins
@@ -105,18 +119,30 @@ display(Markdown("\n".join(rows) + f"\n\nMachine: {machine}; Python {platform.py
 # %% tags=["hide-input"]
 import importlib.metadata as md
 
-key = ["numpy", "numba", "llvmlite", "scipy", "matplotlib", "shapely", "papermill", "jupytext", "jupyter-book",
-       "myst-nb", "Sphinx", "sphinxcontrib-bibtex", "sphinx-mathjax-offline", "ipywidgets"]
+key = [
+    "numpy", "numba", "llvmlite", "scipy", "matplotlib", "shapely", "papermill",
+    "jupytext", "jupyter-book", "myst-nb", "Sphinx", "sphinxcontrib-bibtex",
+    "sphinx-mathjax-offline", "ipywidgets",
+]
 rows = ["| package | version |", "| --- | --- |"]
 rows += [f"| {name} | {md.version(name)} |" for name in key]
-pins = [line for line in (paths.ROOT / "requirements.txt").read_text().splitlines()
-        if "==" in line and not line.startswith("#")]
+pins = [
+    line
+    for line in (paths.ROOT / "requirements.txt").read_text().splitlines()
+    if "==" in line and not line.startswith("#")
+]
 from attention_fw.model import _kernels
 
-display(Markdown("\n".join(rows) + f"\n\n({len(pins)} exact pins in `requirements.txt`.) The short passes of "
-                 f"the batched steps ran as **{_kernels.backend()}** kernels (`ATTENTION_FW_KERNELS=numpy` "
-                 "selects their numpy versions; numba compiles for the machine's CPU, so, like BLAS, it may "
-                 "round the last bits differently on another processor)."))
+display(
+    Markdown(
+        "\n".join(rows)
+        + f"\n\n({len(pins)} exact pins in `requirements.txt`.) The short passes of "
+        f"the batched steps ran as **{_kernels.backend()}** kernels "
+        "(`ATTENTION_FW_KERNELS=numpy` selects their numpy versions; numba compiles "
+        "for the machine's CPU, so, like BLAS, it may round the last bits differently "
+        "on another processor)."
+    )
+)
 
 # %% [markdown]
 # ## Regenerating a figure with other parameters

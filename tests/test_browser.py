@@ -30,6 +30,9 @@ the bottom of the window (where sticky sidebars would cover it):
 * no page scrolls sideways at 390 px (wide tables, equations and figures scroll in their own box);
 * the smallest text of every figure and animation, as shown, is at least 9 CSS px at 1280 and
   800 px and at least 8 CSS px at 390 px;
+* a multi-panel figure shows, at 390 px, the pieces its data file records (its columns of
+  panels, from matplotlib's boxes), one under the other;
+* no opened code cell wraps a line at 1280 and 1920 px (code is formatted to the column);
 * the "unconfirmed" badge opens its explanation on a tap (phone) and on keyboard focus;
 * a page computed with another preset than ``paper`` (the quick build) says so in a banner;
 * the reference list is author-year, sorted by author, without TeX markup.
@@ -46,6 +49,7 @@ import http.server
 import json
 import queue
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -55,6 +59,9 @@ import pytest
 
 import bookbuild
 from cdp import INSTALL_HINT, PAGE_TIMEOUT, chromium_executable, evaluate
+
+sys.path.insert(0, str(bookbuild.ROOT / "tools"))
+from page_ready import READY_JS  # noqa: E402  (the screenshots' too: tools/page_ready.py)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
@@ -407,19 +414,6 @@ def test_math_and_figures_are_present_where_expected(reports):
 # ------------------------------------------------------------------ what a reader sees, scrolling
 # Scrolls each figure to the top and to the bottom of the window and records every sidebar box it
 # meets; records the shown width of each figure and animation, and whether the page scrolls sideways.
-READY_JS = """
-(async () => {
-  const sleep = ms => new Promise(r => setTimeout(r, ms));
-  if (document.querySelector('span.math, div.math')) {
-    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) await sleep(50);
-    if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
-  }
-  const imgs = Array.from(document.images);
-  imgs.forEach(i => { i.loading = 'eager'; });
-  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
-  return true;
-})()
-"""
 LAYOUT_JS = """
 (async () => {
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
@@ -473,9 +467,9 @@ LAYOUT_JS = """
 """
 
 
-def layout_reports(browser, url: str, widths) -> dict:
+def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS) -> dict:
     """Load ``url`` once and, for each width, resize the window (a touch phone below 768 px) and
-    run LAYOUT_JS: {width: report}."""
+    run ``script`` (default LAYOUT_JS): {width: report}."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     try:
@@ -490,7 +484,7 @@ def layout_reports(browser, url: str, widths) -> dict:
             if k == 0:
                 _navigate(browser, session, url)
                 evaluate(browser, session, READY_JS, timeout=120)
-            out[width] = evaluate(browser, session, LAYOUT_JS, timeout=120)
+            out[width] = evaluate(browser, session, script, timeout=120)
         return out
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
@@ -532,20 +526,24 @@ def test_no_page_scrolls_sideways_on_a_phone(layouts):
 
 
 def test_multi_panel_figures_are_stacked_on_a_phone(served_book, layouts):
-    """At 390 px a figure of panels side by side shows them one under the other (several
-    images, each a part of the figure), where its PNG has white gutters between them."""
+    """At 390 px a figure of panels side by side shows them one under the other: one image per
+    piece that the figure layer recorded from matplotlib's boxes when it saved the figure (its
+    columns of panels, and the legends and titles that span them: ``pieces_in`` of its data
+    file), each with its width in inches for the text-size check below."""
     html, _ = served_book
-    stacked, multi = 0, 0
+    failures, multi = [], 0
     for page, r in layouts[PHONE].items():
         for f in r["figures"]:
             if not f["json"]:
                 continue
             meta = _figure_meta(html, _page_url(page), f["json"])
-            if (meta.get("panels") or 0) >= 2:
+            pieces = meta.get("pieces_in") or []
+            if len(pieces) >= 2:
                 multi += 1
-                stacked += len(f["imgs"]) >= 2 and all(img["width_in"] for img in f["imgs"])
+                if len(f["imgs"]) != len(pieces) or not all(img["width_in"] for img in f["imgs"]):
+                    failures.append(f"{page} {f['name']}: {len(f['imgs'])} images for {len(pieces)} pieces")
     assert multi >= 5, "too few multi-panel figures: vacuous"
-    assert stacked >= 0.8 * multi, f"only {stacked} of {multi} multi-panel figures are stacked on a phone"
+    assert failures == [], failures
 
 
 @pytest.mark.parametrize("width", [*LEGIBLE_WIDTHS, PHONE])
@@ -675,3 +673,75 @@ def test_references_are_author_year_sorted_and_without_tex(layouts):
     assert labels == sorted(labels, key=str.casefold), f"the list is not sorted by author: {labels}"
     bad = [ref for ref in r["references"] if RAW_REFERENCE.search(ref)]
     assert bad == [], f"TeX markup in the reference list: {bad}"
+
+
+# ------------------------------------------------------------------------------ code to the column
+# Opens every folded cell and, for each code box of a cell's input (and each highlighted block of
+# the prose), compares its height as shown (pre-wrap: a long line wraps) with its height when no
+# line may wrap: equal heights, no line wraps. Also measures how many characters of the code font
+# the box holds (the width of 100 "0"s in its font).
+CODE_JS = """
+(async () => {
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+  const article = document.querySelector('article.bd-article') || document.body;
+  const boxes = Array.from(article.querySelectorAll('div.cell_input pre, div.highlight pre'))
+                     .filter(p => p.getClientRects().length > 0 && !p.closest('.cell_output, .output'));
+  const wrapped = [], columns = [];
+  for (const pre of boxes) {
+    const s = getComputedStyle(pre);
+    const shown = pre.getBoundingClientRect().height;
+    const [ws, ov] = [pre.style.whiteSpace, pre.style.overflow];
+    pre.style.whiteSpace = 'pre';
+    pre.style.overflow = 'hidden';
+    const flat = pre.getBoundingClientRect().height;
+    pre.style.whiteSpace = ws;
+    pre.style.overflow = ov;
+    const probe = document.createElement('span');
+    probe.textContent = '0'.repeat(100);
+    probe.style.whiteSpace = 'pre';
+    pre.appendChild(probe);
+    const ch = probe.getBoundingClientRect().width / 100;
+    probe.remove();
+    const inner = pre.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+    const lines = pre.textContent.split('\\n');
+    const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
+    columns.push(Math.floor(inner / ch + 1e-6));
+    if (shown > flat + 1)
+      wrapped.push(`${longest.length} characters in ${Math.floor(inner / ch)}: ${longest.trim().slice(0, 70)}`);
+  }
+  return {boxes: boxes.length, wrapped: wrapped, columns: columns};
+})()
+"""
+CODE_WIDTHS = (1280, 1920)
+
+
+@pytest.fixture(scope="module")
+def code_layouts(served_book, browser):
+    """{width: {page: CODE_JS report}} at the widths where code must fit its column, for the
+    pages made from the book's notebooks (book/*.py)."""
+    html, origin = served_book
+    out = {w: {} for w in CODE_WIDTHS}
+    for page in sorted(f"book/{p.stem}.html" for p in bookbuild.chapter_sources()):
+        for w, report in layout_reports(browser, origin + page, CODE_WIDTHS, CODE_JS).items():
+            out[w][page] = report
+    return out
+
+
+@pytest.mark.parametrize("width", CODE_WIDTHS)
+def test_opened_code_cells_do_not_wrap(code_layouts, width):
+    """Every code cell of the notebooks' pages (chapters, errata, reproducibility), folded ones
+    opened, and every code block of their prose shows each line on one line of the page (the
+    code is formatted to the column: tests/test_chapter_sources.py), and the column holds at
+    least the line length the sources are held to. Printed outputs may wrap. At 390 px code
+    keeps its lines and scrolls sideways inside its own box (with the fading cue; not checked
+    here)."""
+    from test_chapter_sources import MAX_CODE_COLUMNS
+
+    failures = {page: r["wrapped"] for page, r in code_layouts[width].items() if r["wrapped"]}
+    assert failures == {}, json.dumps(failures, indent=1)
+    cells = {page: r for page, r in code_layouts[width].items() if r["boxes"]}
+    assert sum(r["boxes"] for r in cells.values()) >= 20, "too few code cells found: vacuous"
+    narrow = {page: min(r["columns"]) for page, r in cells.items() if min(r["columns"]) < MAX_CODE_COLUMNS}
+    assert narrow == {}, f"code columns narrower than {MAX_CODE_COLUMNS} characters: {narrow}"

@@ -4,8 +4,17 @@ A *visible* code cell is one the page shows the code of: not tagged ``hide-input
 ``remove-input`` or ``remove-cell``. Lines are non-blank source lines. The cell tagged
 ``parameters`` is the chapter's list of knobs (one a line, what papermill and ``make notebook``
 override) and is shown whole: it counts towards the code lines but not against the 15-line limit.
+
+Code is formatted to the column (issue 23): no line of code the book shows (a code cell not
+removed from the page, folded or not, and a fenced code block of the prose) is longer than
+:data:`MAX_CODE_COLUMNS` characters, the number of characters of the code font that an opened
+cell holds in a 1280-px window (measured in headless Chromium; ``tests/test_browser.py`` checks
+on the built pages that no opened cell wraps at 1280 and 1920 px). And every chapter opens with
+its summary box: "What the paper says, what is true, where this page shows it".
 """
 from __future__ import annotations
+
+import re
 
 import jupytext
 import pytest
@@ -14,7 +23,15 @@ from bookbuild import ROOT
 
 MAX_VISIBLE_LINES = 15
 HIDDEN = {"hide-input", "remove-input", "remove-cell"}
+REMOVED = {"remove-input", "remove-cell"}
 SOURCES = sorted(ROOT.glob("book/0*.py")) + [ROOT / "book" / "errata.py"]
+ALL_SOURCES = sorted(ROOT.glob("book/*.py"))
+CHAPTERS = sorted(ROOT.glob("book/[0-9][0-9]-*.py"))
+# An opened code cell holds 107 characters of the code font in a 1280-px window and 87 from
+# 1600 px on, where the "Contents" sidebar takes its place (measured in headless Chromium,
+# tests/test_browser.py::CODE_JS, which checks on the built pages that no opened cell wraps).
+MAX_CODE_COLUMNS = 87
+FENCE = re.compile(r"^(`{3,}|~{3,})([^`]*)$")
 
 
 def _lines(cell) -> int:
@@ -58,3 +75,54 @@ def test_the_line_count_sees_tags_and_blank_lines(tmp_path):
     cells = visible_code_cells(src)
     assert len(cells) == 1 and _lines(cells[0]) == 20
     assert prose_lines(src) == 1
+
+
+def shown_code_lines(source) -> list[str]:
+    """The lines of code the page of ``source`` shows: every line of a code cell not removed
+    from the page (folded cells open), and every line of a fenced code block of the prose
+    (```python, ```bash, ...; not a directive such as ```{glue:figure})."""
+    out = []
+    for cell in jupytext.read(source).cells:
+        if cell.cell_type == "code" and not REMOVED & set(cell.metadata.get("tags", [])):
+            out += cell.source.splitlines()
+        elif cell.cell_type == "markdown":
+            fence, code = None, False
+            for line in cell.source.splitlines():
+                m = FENCE.match(line.strip())
+                if fence is None and m:            # a code block, or a directive (```{...})
+                    fence, code = m.group(1), not m.group(2).strip().startswith("{")
+                elif fence is not None and line.strip() == fence:
+                    fence = None
+                elif fence is not None and code:
+                    out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES, ids=lambda p: p.stem)
+def test_shown_code_fits_the_column(source):
+    long = [f"{len(line)}: {line.strip()[:60]}" for line in shown_code_lines(source)
+            if len(line.rstrip()) > MAX_CODE_COLUMNS]
+    assert not long, (f"{source.stem}: lines of code longer than the column ({MAX_CODE_COLUMNS} "
+                      f"characters at 1280 px) wrap when a reader opens the cell: {long}")
+
+
+def test_the_code_line_count_sees_removed_cells_and_fences(tmp_path):
+    src = tmp_path / "x.py"
+    wide = "x = " + "1 + " * 40 + "1"
+    src.write_text(f'# %% [markdown]\n# ```python\n# {wide}\n# ```\n# ```{{glue:figure}} f\n# {wide}\n# ```\n\n'
+                   f'# %% tags=["remove-cell"]\n{wide}\n\n# %% tags=["hide-input"]\ny = 1\n{wide}\n')
+    assert shown_code_lines(src) == [wide, "y = 1", wide]
+
+
+@pytest.mark.parametrize("source", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_has_its_summary_box(source):
+    """Before its first code cell, a chapter states in a box what the paper says, what is true
+    and where the page shows it (chapter 3's box is titled "What is true and what is not")."""
+    cells = jupytext.read(source).cells
+    first_code = next(k for k, c in enumerate(cells) if c.cell_type == "code")
+    intro = "\n".join(c.source for c in cells[:first_code] if c.cell_type == "markdown")
+    box = re.search(r"^:::\{admonition\} (What[^\n]*)\n:class: important\n(.*?)^:::$", intro, re.M | re.S)
+    assert box, f"{source.stem}: no summary box (admonition, class important) before the first code cell"
+    title, body = box.group(1).casefold(), box.group(2)
+    assert "what is true" in title, title
+    assert body.count("\n* ") + body.startswith("* ") >= 3, f"{source.stem}: the box has fewer than three points"

@@ -150,3 +150,23 @@ def test_faithful_files_are_untouched_by_the_variant(tmp_path, monkeypatch, caps
     assert plain["pdf"].read_bytes() == (tmp_path / "a" / "figure1.pdf").read_bytes()
     assert "variant" not in pf.command("figure1") and pf.command("figure1", {"variant": "paper-ready"}).endswith(
         '--paper-ready"')
+
+
+@pytest.mark.parametrize("name", ["figure2"])
+@pytest.mark.parametrize("width", [3.4, 7.0])
+def test_paper_ready_cell_labels_stay_inside_their_cells(name, width):
+    """The labels C_i(v) of the kappa = 5 panel sit inside their cells, clear of every edge
+    (the hull's among them), at column and at text width: the box of each label, as drawn, has
+    all four corners inside its convex cell. (Figure 1's unequal norms make cells too narrow
+    for a label at column width: there the label keeps the place of least overlap.)"""
+    fig, _ = pf.FIGURES[name](width=width, variant="paper-ready")
+    fig.canvas.draw()
+    try:
+        labelled = [ax for ax in fig.axes if getattr(ax, "afw_cell_labels", None)]
+        assert labelled, "no panel with cell labels: vacuous"
+        for ax in labelled:
+            for cell, text in ax.afw_cell_labels:
+                room = pf.label_clearance(ax, text, cell["polygon"])
+                assert room > 0, (name, width, text.get_text(), f"{room:.2f} pt")
+    finally:
+        plt.close(fig)

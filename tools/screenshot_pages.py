@@ -24,23 +24,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 from cdp import Browser, chromium_executable, evaluate  # noqa: E402
-
-READY_JS = """
-(async () => {
-  const sleep = ms => new Promise(r => setTimeout(r, ms));
-  for (let i = 0; i < 200 && document.readyState !== 'complete'; i++) await sleep(50);
-  if (document.querySelector('span.math, div.math')) {
-    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) await sleep(50);
-    if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
-  }
-  const imgs = Array.from(document.images);
-  imgs.forEach(i => { i.loading = 'eager'; });
-  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
-  return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight);
-})()
-"""
+from page_ready import READY_JS  # noqa: E402
 
 
 def shoot(browser: Browser, url: str, width: int, height: int, out_stem: Path, max_shots: int) -> int:

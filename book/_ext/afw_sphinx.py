@@ -136,49 +136,34 @@ def legible_width(meta: dict) -> float:
     return need
 
 
-def panel_cuts(png: Path, panels: int) -> list[int]:
-    """Where to cut a figure of ``panels`` panels side by side into columns: the middle of the
-    ``panels - 1`` widest vertical white gutters of its PNG (a column of pixels at least 98.5 %
-    white, 16 px = 0.08 in or wider, away from the edges). [] when there is no such gutter or a
-    column would be narrower than 15 % of the figure (then the figure pans instead)."""
-    import numpy as np
-    from PIL import Image
-
-    if panels < 2:
-        return []
-    with Image.open(png) as im:
-        grey = np.asarray(im.convert("L"))
-    width = grey.shape[1]
-    white = (grey > 245).mean(axis=0) >= 0.985
-    runs, start = [], None
-    for x, w in enumerate([*white, False]):
-        if w and start is None:
-            start = x
-        elif not w and start is not None:
-            runs.append((start, x))
-            start = None
-    inner = [(a, b) for a, b in runs if a > 0.08 * width and b < 0.92 * width and b - a >= 16]
-    inner.sort(key=lambda r: (r[0] - r[1], r[0]))
-    cuts = sorted((a + b) // 2 for a, b in inner[:panels - 1])
-    edges = [0, *cuts, width]
-    if not cuts or any(b - a < 0.15 * width for a, b in zip(edges, edges[1:])):
-        return []
-    return cuts
+def panel_boxes(meta: dict, png_size: tuple[int, int]) -> list[tuple[int, int, int, int]]:
+    """The pieces of a figure for a narrow screen, in pixels of its PNG: the boxes (left, top,
+    right, bottom) that the figure layer recorded from matplotlib's bounding boxes when it saved
+    the figure (``pieces_in`` of its data file: its columns of panels, and the legends and
+    titles that span them; :func:`afw_book.figures.pieces`). [] for a figure of one column."""
+    boxes = meta.get("pieces_in") or []
+    w, h = png_size
+    scale = w / float(meta["size_in"][0])
+    out = []
+    for left, top, right, bottom in boxes:
+        box = (max(0, round(left * scale)), max(0, round(top * scale)),
+               min(w, round(right * scale)), min(h, round(bottom * scale)))
+        if box[2] - box[0] >= 2 and box[3] - box[1] >= 2:
+            out.append(box)
+    return out if len(out) >= 2 else []
 
 
-def _write_panels(png: Path, cuts: list[int], out_stem: Path) -> list[int]:
-    """Cut ``png`` at ``cuts`` into ``<out_stem>.panel-<k>.png``; returns their widths (px)."""
+def _write_panels(png: Path, boxes, out_stem: Path) -> list[int]:
+    """Crop ``png`` to each of ``boxes`` into ``<out_stem>.panel-<k>.png``; returns their widths (px)."""
     from PIL import Image
 
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     widths = []
     with Image.open(png) as im:
-        edges = [0, *cuts, im.width]
-        for k, (a, b) in enumerate(zip(edges, edges[1:]), start=1):
-            piece = im.crop((a, 0, b, im.height))
+        for k, box in enumerate(boxes, start=1):
             target = out_stem.with_name(f"{out_stem.name}.panel-{k}.png")
-            piece.save(target, format="PNG")
-            widths.append(b - a)
+            im.crop(box).save(target, format="PNG")
+            widths.append(box[2] - box[0])
     return widths
 
 
@@ -186,8 +171,9 @@ def _pan(raw: nodes.raw, rel: str, outdir: Path) -> None:
     """Let the glued figure stay legible in a narrow window. Its link goes into a box that
     scrolls sideways (``div.afw-figure-pan``), at least as wide as the width at which its text
     and panels are legible (``--afw-min-width``); a figure of several panels side by side also
-    gets them one under the other (``div.afw-panels``: the PNG cut at its white gutters, each
-    column at least as wide as its text needs to be 8 px high), which a phone shows instead."""
+    gets them one under the other (``div.afw-panels``: the PNG cropped to the pieces the figure
+    layer recorded from matplotlib's boxes, :func:`panel_boxes`, each shown at least as wide as
+    its text needs to be 8 px high), which a phone shows instead."""
     text = raw.astext()
     m = _OPEN.search(text)
     if not m or "afw-figure-pan" in text:
@@ -202,9 +188,14 @@ def _pan(raw: nodes.raw, rel: str, outdir: Path) -> None:
     stacked = ""
     img = _IMG.search(body)
     png = paths.figures_dir() / f"{rel}.png"
-    cuts = panel_cuts(png, int(meta.get("panels") or 0)) if img and png.is_file() else []
-    if cuts:
-        widths = _write_panels(png, cuts, Path(outdir) / nbh.HTML_FIGURES / rel)
+    boxes = []
+    if img and png.is_file():
+        from PIL import Image
+
+        with Image.open(png) as im:
+            boxes = panel_boxes(meta, im.size)
+    if boxes:
+        widths = _write_panels(png, boxes, Path(outdir) / nbh.HTML_FIGURES / rel)
         base, alt = img.group(1), img.group(2)
         font = float(meta["font_pt"][0]) if meta.get("font_pt") else 0.0
         parts = []
@@ -256,7 +247,8 @@ def collect_figures(app, doctree):
         _pan(raw, rel, app.outdir)
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         paper = paper_figure(name)
-        if captions and paper and "paper's Figure" not in captions[0].astext():
+        said = captions[0].astext() if captions else ""
+        if captions and paper and "paper's Figure" not in said and f"Figure {paper} of the paper" not in said:
             captions[0].insert(0, nodes.inline("", f"(paper's Figure {paper}) ", classes=["afw-paper-figure"]))
         if captions:
             captions[0] += nodes.Text(" ")

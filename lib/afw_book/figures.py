@@ -47,13 +47,14 @@ from attention_fw.plot.style import (ONE_COLUMN, STYLE, TEX_PROGRAMS, TWO_COLUMN
 from . import paths
 
 __all__ = ["FORMATS", "PNG_DPI", "ONE_COLUMN", "TWO_COLUMN", "STYLE", "VENUES", "TEX_PROGRAMS", "style", "venue_rc",
-           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "figure_bytes", "saved", "save"]
+           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes", "saved", "save"]
 
 FORMATS = ("pdf", "png", "svg")
 PNG_DPI = 200
 
 # What makes the files reproducible and opaque, whatever the caller's rcParams at saving time.
 _SAVE_RC = {k: v for k, v in STYLE.items() if k.startswith(("savefig.", "svg.", "pdf."))}
+_PAD = float(cast(float, _SAVE_RC["savefig.pad_inches"]))     # the margin of the tight crop (inches)
 
 _METADATA = {
     "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
@@ -215,24 +216,27 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI) -> dict:
+def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict:
     """How ``fig`` is laid out once saved; call it after the figure has been drawn (saved).
+
+    ``bbox``: the region saved (inches), when it is not the tight crop (see :func:`figure_bytes`).
 
     Returns
     -------
     dict with ``size_in`` ([width, height] of the saved, tightly cropped figure in inches: from
     the PNG when ``png`` is given, else from the tight bounding box), ``font_pt`` ([smallest,
     largest] font size in points of the text artists drawn), ``panels`` (number of visible
-    axes, colour bars excepted) and ``panel_widths_in`` (their widths in inches, in
-    ``fig.axes`` order). Displayed at ``w`` CSS px, a text of ``s`` pt is
+    axes, colour bars excepted), ``panel_widths_in`` (their widths in inches, in
+    ``fig.axes`` order) and ``pieces_in`` (:func:`pieces`: the saved figure cut into its
+    columns of panels, for a narrow screen). Displayed at ``w`` CSS px, a text of ``s`` pt is
     ``s / 72 * w / size_in[0]`` px high and a panel ``width * w / size_in[0]`` px wide.
     """
+    renderer = fig._get_renderer()   # the canvas's (Agg) renderer, or one made for a bare Figure
+    box = bbox if bbox is not None else fig.get_tightbbox(renderer).padded(_PAD)
     if png is not None:
         w, h = _png_size(png)
         size = [w / dpi, h / dpi]
     else:
-        renderer = fig.canvas.get_renderer()
-        box = fig.get_tightbbox(renderer).padded(matplotlib.rcParams["savefig.pad_inches"])
         size = [box.width, box.height]
     sizes = [float(t.get_fontsize()) for t in _drawn_texts(fig)]
     panels = [ax for ax in fig.axes if ax.get_visible() and getattr(ax, "_colorbar", None) is None]
@@ -240,7 +244,80 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI) -> dict:
     return {"size_in": [round(float(x), 4) for x in size],
             "font_pt": [round(min(sizes), 3), round(max(sizes), 3)] if sizes else [],
             "panels": len(panels),
-            "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels]}
+            "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels],
+            "pieces_in": pieces(fig, renderer, box)}
+
+
+def pieces(fig, renderer, box) -> list[list[float]]:
+    """The saved figure cut into the pieces a narrow screen shows one under the other, from the
+    bounding boxes matplotlib draws (not from the pixels): ``[[left, top, right, bottom], ...]``
+    in inches from the top-left corner of the saved image ``box`` (a Bbox in inches), in reading
+    order. [] for a figure of one column of panels.
+
+    A column is a group of panels (visible axes) whose axes overlap horizontally; a colour bar
+    joins the column it is drawn beside, an inset or twin axes the column of its parent. Each
+    column's piece spans the drawn extent (tick labels, titles, legends included) of its axes
+    and runs over the height of the panels; a figure-level legend, text or title above or below
+    the panels, or beside them but over several columns, becomes a piece of its own (its own
+    extent), before or after the columns.
+    Neighbouring pieces may share a strip of the image (a label that reaches into the next
+    column), so nothing drawn is cut off.
+    """
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    if len(axes) < 2:
+        return []
+    pad = _PAD
+    dpi = fig.dpi
+
+    def inches(b):                    # display px -> inches from the saved image's top-left corner
+        return [b.x0 / dpi - box.x0, box.y1 - b.y1 / dpi, b.x1 / dpi - box.x0, box.y1 - b.y0 / dpi]
+
+    main = [ax for ax in axes if getattr(ax, "_colorbar", None) is None]
+    columns: list[list] = []           # [[x0, x1 (figure fraction, the axes' positions)], axes]
+    for ax in sorted(main, key=lambda a: a.get_position().x0):
+        pos = ax.get_position()
+        for col in columns:
+            if min(col[0][1], pos.x1) - max(col[0][0], pos.x0) > 1e-6:
+                col[0] = [min(col[0][0], pos.x0), max(col[0][1], pos.x1)]
+                col[1].append(ax)
+                break
+        else:
+            columns.append([[pos.x0, pos.x1], [ax]])
+    if len(columns) < 2:
+        return []
+    for ax in axes:                    # colour bars: the column whose axes are nearest
+        if getattr(ax, "_colorbar", None) is not None:
+            pos = ax.get_position()
+            centre = (pos.x0 + pos.x1) / 2
+            min(columns, key=lambda c: 0.0 if c[0][0] <= centre <= c[0][1]
+                else min(abs(centre - c[0][0]), abs(centre - c[0][1])))[1].append(ax)
+    boxes = []
+    for _, members in columns:
+        b = [inches(ax.get_tightbbox(renderer)) for ax in members]
+        boxes.append([min(v[0] for v in b), min(v[1] for v in b), max(v[2] for v in b), max(v[3] for v in b)])
+    top, bottom = min(b[1] for b in boxes), max(b[3] for b in boxes)
+    above, below = [], []              # figure-level artists: a piece of their own, or their column's
+    artists = [*fig.legends, *fig.texts, getattr(fig, "_suptitle", None), getattr(fig, "_supxlabel", None)]
+    for artist in dict.fromkeys(a for a in artists if a is not None):   # the suptitle is a text too
+        if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text().strip()):
+            continue
+        a = inches(artist.get_window_extent(renderer))
+        middle = (a[1] + a[3]) / 2
+        if middle < top:
+            above.append(a)
+        elif middle > bottom or sum(1 for b in boxes if min(a[2], b[2]) - max(a[0], b[0]) > 0) >= 2:
+            below.append(a)
+        else:                          # beside the panels, within one column: that column's piece
+            k = max(range(len(boxes)), key=lambda i: min(a[2], boxes[i][2]) - max(a[0], boxes[i][0]))
+            boxes[k] = [min(boxes[k][0], a[0]), boxes[k][1], max(boxes[k][2], a[2]), boxes[k][3]]
+    w, h = box.width, box.height
+
+    def clip(b):
+        return [float(round(max(0.0, b[0] - pad), 4)), float(round(max(0.0, b[1] - pad), 4)),
+                float(round(min(w, b[2] + pad), 4)), float(round(min(h, b[3] + pad), 4))]
+    cols = [[b[0], top, b[2], bottom] for b in boxes]
+    order = sorted(above, key=lambda s: s[1]) + cols + sorted(below, key=lambda s: s[1])
+    return [clip(b) for b in order]
 
 
 def _log_written(path: Path) -> None:
@@ -356,7 +433,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
         if payloads:  # described once drawn, so that the image bytes are those of a plain save
-            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi)}
+            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi, bbox)}
         elif meta is not None:
             record["meta"] = dict(meta)
         text = json.dumps(_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"

@@ -275,6 +275,54 @@ def _declutter(ax, labels, out, base=9.0, steps=60):
     return offsets
 
 
+def label_clearance(ax, text, polygon, renderer=None) -> float:
+    """How far (points) the box of ``text``, as drawn, stays inside the convex ``polygon`` (data
+    coordinates): the least signed distance of its corners to the polygon's edges; negative
+    when a corner is outside, that is when the label runs over an edge."""
+    renderer = renderer or ax.figure.canvas.get_renderer()
+    b = text.get_window_extent(renderer)
+    corners = np.array([[b.x0, b.y0], [b.x1, b.y0], [b.x1, b.y1], [b.x0, b.y1]])
+    return float(_clearance(ax.transData.transform(np.asarray(polygon, dtype=float)), corners[None])[0]
+                 * 72.0 / ax.figure.dpi)
+
+
+def _clearance(P, corners):
+    """Least signed distance (display units) of each set of ``corners`` (m, 4, 2) to the edges of
+    the convex polygon ``P`` (display coordinates), positive inside."""
+    P = P if 0.0 <= np.sum(P[:, 0] * np.roll(P[:, 1], -1) - np.roll(P[:, 0], -1) * P[:, 1]) else P[::-1]
+    a, e = P, np.roll(P, -1, axis=0) - P
+    length = np.linalg.norm(e, axis=1)
+    keep = length > 1e-9
+    a, e, length = a[keep], e[keep], length[keep]
+    q = corners[:, :, None, :] - a[None, None]                                  # (m, 4, edges, 2)
+    dist = (e[None, None, :, 0] * q[..., 1] - e[None, None, :, 1] * q[..., 0]) / length
+    return dist.min(axis=(1, 2))
+
+
+def _place_cell_labels(ax, cells, texts, grid=41):
+    """Move each cell's label to the point of its (convex) cell where its box, as drawn, keeps
+    the largest distance from the cell's edges, the hull's among them (the centroid, where they
+    start, may put a label over an edge of a narrow cell)."""
+    renderer = ax.figure.canvas.get_renderer()
+    margin = 1.5 * ax.figure.dpi / 72.0                     # 1.5 pt, in display units
+    signs = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])
+    for cell, text in zip(cells, texts):
+        P = ax.transData.transform(np.asarray(cell["polygon"], dtype=float))
+        lo, hi = P.min(axis=0), P.max(axis=0)
+        gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], grid), np.linspace(lo[1], hi[1], grid))
+        centres = np.stack([gx.ravel(), gy.ravel()], axis=1)
+        size = text.get_fontsize()
+        for shrink in (1.0, 0.92, 0.85):                   # a cell too narrow: a slightly smaller label
+            text.set_fontsize(size * shrink)
+            b = text.get_window_extent(renderer)
+            half = np.array([b.width, b.height]) / 2
+            room = _clearance(P, centres[:, None, :] + signs[None] * half)
+            best = int(np.argmax(room))
+            if room[best] >= margin:
+                break
+        text.set_position(tuple(ax.transData.inverted().transform(centres[best])))
+
+
 def _finish_axis(ax, centre, half):
     ax.set_xlim(centre[0] - half[0], centre[0] + half[0])
     ax.set_ylim(centre[1] - half[1], centre[1] + half[1])
@@ -305,18 +353,21 @@ def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
 
 
 def _draw_cell_panel(ax, panel, region_labels=None):
+    """Cells, their labels (at the centroids; :func:`_place_cell_labels` moves them), the hull
+    and its corners; returns the corner labels. ``ax.afw_cell_labels``: [(cell, label), ...]."""
     K = panel["hull"]
     for cell in panel["cells"]:
         if len(cell["polygon"]) >= 3:
             ax.add_patch(MplPolygon(cell["polygon"], closed=True, facecolor=cell["colour"],
                                     edgecolor="k", linewidth=0.3, zorder=1))
     show = panel["kappa"] <= 5 if region_labels is None else region_labels
+    ax.afw_cell_labels = []
     if show:
         for cell in panel["cells"]:
             if cell["area"] > 0:
                 c = G.polygon_centroid(cell["polygon"])
-                ax.text(c[0], c[1], rf"$\mathscr{{C}}_{{{cell['vertex']}}}(v)$", ha="center",
-                        va="center", zorder=2)
+                ax.afw_cell_labels.append((cell, ax.text(c[0], c[1], rf"$\mathscr{{C}}_{{{cell['vertex']}}}(v)$",
+                                                         ha="center", va="center", zorder=2)))
     return _draw_hull_and_vertices(ax, K, panel["hull_labels"])
 
 
@@ -351,6 +402,9 @@ def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", **panel_k
         _finish_axis(ax, centre, half)
         if ready:
             _panel_title(ax, idx, rf"$\kappa = {panel['kappa']}$")
+            ax.apply_aspect()
+            if ax.afw_cell_labels:
+                _place_cell_labels(ax, *zip(*ax.afw_cell_labels))
             origin = [t for t in ax.texts if t.get_text() == "$0$"]
             for t in origin:   # the origin's label moves too (it may meet a cell's label)
                 t.remove()

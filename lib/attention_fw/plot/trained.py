@@ -154,7 +154,12 @@ def fig_dynamics(runs: list, sweep: list):
     head at beta times its temperature)."""
     k = len(runs)
     rows = (k + 1) // 2
-    fig = plt.figure(figsize=(TWO_COLUMN, 2.3 * rows + 2.4))
+    betas = sorted({r["beta"] for r in sweep})
+    # the sweep's legend goes under the two bottom panels, one column per head and kind, one row
+    # per beta (inside panel (e) it covered the curves)
+    legend_in = 0.2 + len(betas) * 8 * 1.35 / 72
+    height = 2.3 * rows + 2.4 + legend_in
+    fig = plt.figure(figsize=(TWO_COLUMN, height))
     gs = fig.add_gridspec(rows + 1, 2, height_ratios=[1] * rows + [0.95])
     data: dict[str, list] = {"runs": [], "sweep": []}
     for j, r in enumerate(runs):
@@ -179,7 +184,6 @@ def fig_dynamics(runs: list, sweep: list):
     a = fig.add_subplot(gs[rows, 0])
     b = fig.add_subplot(gs[rows, 1])
     heads = list(dict.fromkeys(r["head_label"] for r in sweep))
-    betas = sorted({r["beta"] for r in sweep})
     ramps = [plt.get_cmap("Blues"), plt.get_cmap("Reds"), plt.get_cmap("Greens")]
     for r in sweep:
         ramp = ramps[heads.index(r["head_label"]) % len(ramps)]
@@ -199,6 +203,12 @@ def fig_dynamics(runs: list, sweep: list):
     a.set_title(f"({chr(97 + k)}) diameter", loc="left")
     b.set_title(f"({chr(98 + k)}) clusters", loc="left")
     b.set_ylim(0, None)
-    a.legend(frameon=False, fontsize=8, loc="lower left", ncol=2, handlelength=1.6, columnspacing=0.8)
-    fig.tight_layout()
+    handles, labels = a.get_legend_handles_labels()
+    order = sorted(range(len(sweep)), key=lambda i: (heads.index(sweep[i]["head_label"]),
+                                                     sweep[i]["kind"] != "trained", sweep[i]["beta"]))
+    groups = len({(r["head_label"], r["kind"]) for r in sweep})
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], frameon=False, fontsize=8,
+               loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=max(1, groups), handlelength=1.6,
+               columnspacing=1.2)
+    fig.tight_layout(rect=(0.0, legend_in / height, 1.0, 1.0))
     return saved(fig, "trained-dynamics", data)
