@@ -48,12 +48,17 @@ def test_bench_context_section_runs_and_reports_scaling(tmp_path):
             ratio = entries[f"{kind} step / machine bound at n=2048, d=64, R=1, {precision}"]
             assert ratio["value"] > 0 and isinstance(ratio["met"], bool)
             assert all(b > 0 for b in ratio["bound_s"]) and ratio["precision"] == precision
+            # the value is the best of the interleaved repetitions, each against the bound measured beside it
+            assert ratio["value"] == min(ratio["ratios"]) and len(ratio["ratios"]) == len(ratio["step_s"])
+            assert all(r > 0 for r in ratio["cpu_ratios"]) and len(ratio["load"]) == 2 * len(ratio["step_s"])
         mem = entries[f"{kind} step peak memory growth at n=2048"]
         assert 0 < mem["value"] < 1024 and mem["met"] is True
         assert isinstance(entries[f"{kind}: fitted exponent of time against n"]["value"], float)
     for precision in ("float64", "float32"):
         peer = entries[f"torch scaled_dot_product_attention / tiled.softmax_step at n=2048, {precision}"]
         assert (peer["value"] or 0) > 0 or "peer not timed" in peer["how"]
+        tiles = entries[f"the step's own tile products against the 2048 x 2048 GEMM, {precision}"]
+        assert tiles["value"] > 0 and tiles["scores_cpu"] > 0 and tiles["values_cpu"] > 0
     md = (out / "report.md").read_text()
     assert "| n | softmax s |" in md and "context-scaling.png" in md
     assert (out / "context-scaling.png").stat().st_size > 0

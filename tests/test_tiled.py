@@ -177,9 +177,23 @@ def test_near_ties_straddling_the_tolerance_between_tiles(kernels):
             np.testing.assert_allclose(T.attention_apply(x, x, key_tile=k)[0], D.attention(x)[0] @ x, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_keys_between_the_top_scale_and_the_cauchy_schwarz_scale_are_decided_exactly(kernels, precision):
+    """The tiles track each row's maximum alone, the tie rule's scale max_j |S_ij| bounded by
+    |x_i| max_j |x_j| (here 200, the true scale 100): keys whose gap to the top lies between tol |top|
+    and tol 200 are neither certainly in nor certainly out, and their rows are decided exactly."""
+    tol = T._checks.tie_tol(None, 2)
+    for gap in (0.5, 50.0, 99.0, 101.0, 150.0, 199.0, 250.0):
+        x = np.array([[1.0, 0.0], [-100.0, 0.0], [1.0 - gap * tol, 0.0], [0.0, 200.0], [1.0, 0.0]])
+        for k in (1, 2, 5):
+            np.testing.assert_array_equal(T.tie_counts(x, key_tile=k, precision=precision), D.tie_counts(x))
+            # token 0's leaders: itself, token 4, and token 2 exactly when gap < 100 (the scale is 100)
+            assert T.tie_counts(x, key_tile=k, precision=precision)[0] == (3 if gap < 100 else 2)
+
+
 def test_exact_tie_rule_and_tolerance_are_passed_on(kernels):
     x = np.array([[1.0, 0.0, 0.0], [1.0, 1e-9, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]])
-    for rtol in (0.0, 1e-6):
+    for rtol in (0.0, 1e-6, 1e-2):  # 1e-2: above BOUNDED_SCALE_TOL, the running minimum tracked
         np.testing.assert_array_equal(T.tie_counts(x, tie_rtol=rtol, key_tile=1), D.tie_counts(x, tie_rtol=rtol))
 
 
@@ -373,6 +387,10 @@ def test_numba_and_numpy_tile_passes_agree():
     S[:, :, 4] = S.max(axis=-1)  # exact ties with the maximum
     vals = rng.standard_normal((Rb, k, m))
     rr, ii = np.nonzero(rng.random((Rb, q)) < 0.6)
+    w = rng.random((Rb, q))  # a tile's weights and the running totals of the chain's sampler
+    w[0, :3] = 0.0  # no weight in this tile
+    total0 = np.where(rng.random((Rb, q, 1)) < 0.3, 0.0, rng.random((Rb, q, 1)))
+    total0[1, :2], w[1, :2] = 1e300, 1e-300  # T / w overflows
     out = {}
     for impl in (nb, TK.NUMPY):
         Z, c, acc = S.copy(), np.full((Rb, q), -np.inf), np.zeros((Rb, q, m))
@@ -386,6 +404,22 @@ def test_numba_and_numpy_tile_passes_agree():
         la = np.zeros((Rb, q, m))
         for k0 in (0, k):  # the same tile twice: every tie of the first reappears in the second
             impl.leader_scan(S, vals, k0, fs, ist, la, 1e-12)
+        # the running maximum alone, the minimum replaced by a bound -U (U >= max |S| per row)
+        U = 1.5 * np.abs(S).max(axis=-1)
+        fsb = np.empty((Rb, q, 4))
+        fsb[...] = [-np.inf, 0.0, np.inf, -np.inf]
+        fsb[..., 1] = -U
+        istb = np.zeros((Rb, q, 2), dtype=np.intp)
+        istb[..., 1] = -1
+        lab = np.zeros((Rb, q, m))
+        for k0 in (0, k):
+            impl.leader_scan(S, vals, k0, fsb, istb, lab, 1e-3, False)
+        total = total0.copy()
+        t, flag = np.full(Rb * q, -1.0), np.empty((Rb, q), dtype=np.int8)
+        races = impl.race_terms(w, total, t, flag)
+        hits = np.arange(races) % 3 == 0
+        sw_r, sw_i = np.empty(Rb * q, dtype=np.intp), np.empty(Rb * q, dtype=np.intp)
+        switched = impl.switch_rows(flag, hits, sw_r, sw_i)
         E = np.exp(S)
         sums = np.empty((Rb, q))
         impl.row_sums(E, sums)
@@ -393,7 +427,9 @@ def test_numba_and_numpy_tile_passes_agree():
         impl.tile_split(E, rr, ii, 0.3, top, ss, sb)
         J = np.empty(rr.size, dtype=np.intp)
         impl.tile_pick(E, rr, ii, top, 0.3, sb == 0, 1.0 - np.linspace(0, 1, rr.size, endpoint=False), J)
-        out[impl.name] = dict(Z=Z, c=c, acc=acc, fs=fs, ist=ist, la=la, sums=sums, top=top, ss=ss, sb=sb, J=J)
+        out[impl.name] = dict(Z=Z, c=c, acc=acc, fs=fs, ist=ist, la=la, sums=sums, top=top, ss=ss, sb=sb, J=J,
+                              fsb=fsb, istb=istb, lab=lab, total=total, t=t[:races], flag=flag,
+                              switched=np.stack([sw_r[:switched], sw_i[:switched]]))
     for key, a in out["numba"].items():
         np.testing.assert_allclose(a, out["numpy"][key], rtol=1e-13, atol=1e-15, err_msg=key)
     o = out["numba"]
@@ -403,6 +439,25 @@ def test_numba_and_numpy_tile_passes_agree():
     np.testing.assert_array_equal(o["ist"][..., 0], 2 * near_top.sum(-1))
     np.testing.assert_array_equal(o["ist"][..., 1], S.argmax(-1))
     np.testing.assert_allclose(o["sums"], np.exp(S).sum(-1), rtol=1e-14)
+    # the bounded-scale scan holds the keys within tol U of the top, twice (the tile seen twice)
+    near_bound = S >= S.max(-1, keepdims=True) - 1e-3 * U[..., None]
+    np.testing.assert_array_equal(o["istb"][..., 0], 2 * near_bound.sum(-1))
+    np.testing.assert_array_equal(o["fsb"][..., 1], -U)
+    np.testing.assert_allclose(o["lab"], 2 * np.matmul(near_bound.astype(float), vals), rtol=1e-13)
+    # the sampler's race: first weights (flag 1), races with -log(w / (T + w)) (flag 2), totals updated
+    T0 = total0[..., 0]
+    np.testing.assert_array_equal(o["flag"], np.where(w > 0, np.where(T0 > 0, 2, 1), 0))
+    np.testing.assert_allclose(o["total"][..., 0], T0 + w, rtol=1e-15)
+    race = o["flag"] == 2
+    with np.errstate(over="ignore"):
+        ratio = T0[race] / w[race]
+    far = np.isinf(ratio)  # rows (1, 0) and (1, 1): -log(w / (T + w)) = log T - log w = 1381.55
+    assert far.sum() == 2
+    np.testing.assert_allclose(o["t"], np.where(far, np.log(T0[race]) - np.log(w[race]), np.log1p(ratio)),
+                               rtol=1e-12)
+    won = np.zeros_like(race)
+    won[race] = np.arange(race.sum()) % 3 == 0  # the draws given to switch_rows, in row-major order
+    np.testing.assert_array_equal(o["switched"], np.stack(np.nonzero((o["flag"] == 1) | won)))
 
 
 # ----------------------------------------------------------------- cache-blocked tiles, threads

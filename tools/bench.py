@@ -17,7 +17,10 @@ softmax      softmax_step (R=1024, n=32, d=16, float64) vs its floor: the two ba
 loops        hardmax_step / softmax_step vs per-token Python loops (one system, n = 64, d = 2)
 context      attention_fw.model.tiled at n = 65,536, d = 64, R = 1: one softmax, hardmax and SAP step, float64
              and float32, against the machine's bound (the step's products at the GEMM rate plus its n^2
-             exponentials at the all-core exp rate, both measured next to the step); torch's CPU
+             exponentials at the all-core exp rate, both measured over both cores next to the step,
+             bound, step, bound, step, ...): the smallest ratio of the repetitions with their range,
+             the same in CPU time (robust to other jobs), core use and load average; the rates of
+             the step's own tile products against the large GEMM (what a d = 64 product can reach); torch's CPU
              scaled_dot_product_attention on the same tokens when _build/peer-venv holds torch; peak
              memory growth (fresh subprocess); time and memory against n = 1,024 ... 65,536, fitted
              log-log exponents, a plot (context-scaling.png). --only context runs it alone
@@ -29,6 +32,7 @@ build        cold `make book` (paper preset) in a scratch copy, a no-op rebuild,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -427,9 +431,13 @@ def _context_step(kind: str, x, precision: str = "float64", beta: float = 1.0, r
 class MachineRates:
     """The machine's GEMM and exp rates, measured on demand in this process (the bound of a step).
 
-    GEMM: ``np.matmul`` of two 2048 x 2048 matrices (BLAS with its own threads), best of ``reps``.
-    exp: numpy's vectorised ``exp`` in place on 1 MiB blocks in [-20, 0] (cache-resident, as in a
-    tile), one block per worker thread, all workers at once (``tiled.threads()``), best of ``reps``.
+    Each rate is measured the way the step runs its work, both cores at once: ``workers`` threads
+    each multiplying two 2048 x 2048 matrices with one BLAS thread (as the step's workers do) and,
+    for GEMM, also one 2048 x 2048 product with BLAS's own threads; numpy's vectorised ``exp`` in
+    place on a 1 MiB block in [-20, 0] per worker (cache-resident, as in a tile). The rates are the
+    best of ``reps`` runs, in two clocks: wall (flops per second over all cores, the bound of the
+    wall time) and CPU (flops per CPU-second of this process, one core's rate: other jobs on the
+    machine take time slices from wall clocks, much less from CPU clocks).
     """
 
     N = 2048
@@ -440,17 +448,39 @@ class MachineRates:
         self.workers = workers
         self.pool = ThreadPoolExecutor(workers)
         g = np.random.default_rng(5)
-        self.mats = {dt: (g.standard_normal((self.N, self.N)).astype(dt), g.standard_normal((self.N, self.N)).astype(dt),
-                          np.empty((self.N, self.N), dt)) for dt in ("float64", "float32")}
+        self.mats = {dt: [(g.standard_normal((self.N, self.N)).astype(dt), g.standard_normal((self.N, self.N)).astype(dt),
+                           np.empty((self.N, self.N), dt)) for _ in range(workers)] for dt in ("float64", "float32")}
         self.blocks = {dt: [(-20.0 * g.random(2 ** 17)).astype(dt) for _ in range(workers)]
                        for dt in ("float64", "float32")}
 
-    def gemm(self, dt: str, reps: int = 3) -> float:
-        a, b, c = self.mats[dt]
-        best = min(interleaved({"g": lambda: np.matmul(a, b, out=c)}, reps=reps, warmup=1)["g"])
-        return 2.0 * self.N ** 3 / best
+    def _all(self, one, one_blas_thread=True):
+        """(wall, CPU) seconds of ``one(k)`` run by every worker at once."""
+        import threadpoolctl
 
-    def exp(self, dt: str, reps: int = 3, loops: int = 40) -> float:
+        ctx = threadpoolctl.threadpool_limits(1, "blas") if one_blas_thread else contextlib.nullcontext()
+        with ctx:
+            t0, c0 = time.perf_counter(), time.process_time()
+            list(self.pool.map(one, range(self.workers)))
+            return time.perf_counter() - t0, time.process_time() - c0
+
+    def gemm(self, dt: str, reps: int = 3) -> tuple:
+        """(wall rate over all cores, CPU rate of one core) in flop/s."""
+        mats = self.mats[dt]
+
+        def one(k):
+            a, b, c = mats[k]
+            np.matmul(a, b, out=c)
+
+        a, b, c = mats[0]
+        flops = 2.0 * self.N ** 3
+        runs = [self._all(one) for _ in range(reps + 1)][1:]
+        threaded = [self._all(lambda _: np.matmul(a, b, out=c), one_blas_thread=False)
+                    for _ in range(2)] if self.workers > 1 else []
+        wall = max([self.workers * flops / w for w, _ in runs] + [flops / (w / self.workers) for w, _ in threaded])
+        return wall, max(self.workers * flops / c_ for _, c_ in runs)
+
+    def exp(self, dt: str, reps: int = 3, loops: int = 40) -> tuple:
+        """(wall rate over all cores, CPU rate of one core) in exponentials per second."""
         blocks = self.blocks[dt]
         outs = [np.empty_like(z) for z in blocks]
 
@@ -458,14 +488,39 @@ class MachineRates:
             for _ in range(loops):
                 np.exp(blocks[k], out=outs[k])
 
-        def all_workers():
-            list(self.pool.map(one, range(self.workers)))
+        runs = [self._all(one) for _ in range(reps + 1)][1:]
+        count = self.workers * loops * blocks[0].size
+        return max(count / w for w, _ in runs), max(count / c_ for _, c_ in runs)
 
-        best = min(interleaved({"e": all_workers}, reps=reps, warmup=1)["e"])
-        return self.workers * loops * blocks[0].size / best
+    def both(self, dt: str) -> dict:
+        (gw, gc), (ew, ec) = self.gemm(dt), self.exp(dt)
+        return {"gemm": gw, "gemm_cpu": gc, "exp": ew, "exp_cpu": ec, "load": os.getloadavg()[0]}
 
-    def both(self, dt: str) -> tuple:
-        return self.gemm(dt), self.exp(dt)
+    def tile_products(self, dt: str, q: int, k: int, reps: int = 3, tiles: int = 16) -> dict:
+        """CPU rates (flop per CPU-second) of the step's own two products on tiles of ``q`` queries
+        x ``k`` keys in d = 64 (``q x 64 @ 64 x k`` and ``q x k @ k x 65``), every worker at once,
+        one BLAS thread each: how far a K = 64 product is from the large GEMM."""
+        g = np.random.default_rng(6)
+        d = CONTEXT_D
+        ops = [((g.standard_normal((q, d)) / 8).astype(dt), np.ascontiguousarray((g.standard_normal((k, d)) / 8).astype(dt).T),
+                np.empty((q, k), dt), g.standard_normal((k, d + 1)).astype(dt), np.empty((q, d + 1), dt))
+               for _ in range(self.workers)]
+
+        def scores(i):
+            Q, KT, S, _, _ = ops[i]
+            for _ in range(tiles):
+                np.matmul(Q, KT, out=S)
+
+        def values(i):
+            _, _, S, V, Y = ops[i]
+            for _ in range(tiles):
+                np.matmul(S, V, out=Y)
+
+        flops = 2.0 * q * k * d * tiles * self.workers
+        out = {}
+        for name, f in (("scores", scores), ("values", values)):
+            out[name] = max(flops / c_ for _, c_ in [self._all(f) for _ in range(reps + 1)][1:])
+        return out
 
 
 def _bound(kind: str, n: int, gemm: float, exp: float, literal: bool = False) -> float:
@@ -626,7 +681,9 @@ def _fit_exponent(ns, values) -> float:
     return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
 
 
-def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
+def bench_context(quick: bool, max_n: int = 65536, reps=None, kinds=CONTEXT_KINDS) -> list:
+    """The context section; ``kinds`` other than all three: only their ratios and the machine's
+    rates (no running-maximum step, peer, memory or scaling), for a re-measurement of some steps."""
     from afw_book import figures as plotting
     from attention_fw.model import tiled as T
 
@@ -640,58 +697,95 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None) -> list:
     svml = _svml_state()
     spans = {}
     for precision in CONTEXT_PRECISIONS:
-        for kind in CONTEXT_KINDS:
+        for kind in kinds:
             step = _context_step(kind, x, precision)
             _context_step(kind, x[:4096], precision)()  # warm: the threads, the passes of this precision
             rows = []
+            # bound, step, bound, step, ..., bound: each step against the better of the two
+            # measurements of the machine next to it (the machine at its best around the step)
+            before = rates.both(precision)
             for _ in range(reps):
-                g0, e0 = rates.both(precision)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 step()
-                secs = time.perf_counter() - t0
-                g1, e1 = rates.both(precision)
-                gemm, exp = max(g0, g1), max(e0, e1)  # the machine at its best next to the step
-                rows.append({"seconds": secs, "gemm": gemm, "exp": exp, "bound": _bound(kind, n, gemm, exp),
-                             "bound_literal": _bound(kind, n, gemm, exp, literal=True),
-                             "gemm_spread": (min(g0, g1), max(g0, g1)), "exp_spread": (min(e0, e1), max(e0, e1))})
-            ratios = [r["seconds"] / r["bound"] for r in rows]
-            r = float(np.median(ratios))
-            mid = rows[int(np.argsort(ratios)[len(ratios) // 2])]
+                secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+                after = rates.both(precision)
+                best = {key: max(before[key], after[key]) for key in ("gemm", "gemm_cpu", "exp", "exp_cpu")}
+                rows.append({"seconds": secs, "cpu_seconds": cpu, **best,
+                             "bound": _bound(kind, n, best["gemm"], best["exp"]),
+                             "bound_cpu": _bound(kind, n, best["gemm_cpu"], best["exp_cpu"]),
+                             "bound_literal": _bound(kind, n, best["gemm"], best["exp"], literal=True),
+                             "load": (before["load"], after["load"]),
+                             "gemm_spread": (min(before["gemm"], after["gemm"]), best["gemm"]),
+                             "exp_spread": (min(before["exp"], after["exp"]), best["exp"])})
+                before = after
+            ratios = np.array([r_["seconds"] / r_["bound"] for r_ in rows])
+            cpu_ratios = np.array([r_["cpu_seconds"] / r_["bound_cpu"] for r_ in rows])
+            util = [r_["cpu_seconds"] / (p.workers * r_["seconds"]) for r_ in rows]
+            loads = [v for r_ in rows for v in r_["load"]]
+            r = float(ratios.min())
+            best_row = rows[int(np.argmin(ratios))]
             spans[(kind, precision)] = rows
-            lit = float(np.median([r_["seconds"] / r_["bound_literal"] for r_ in rows]))
+            lit = float(min(r_["seconds"] / r_["bound_literal"] for r_ in rows))
             work = {"softmax": "4 n^2 d flops + n^2 exp", "hardmax": "2 n^2 d flops",
                     "sap": "2 n^2 d flops (its one product) + n^2 exp"}[kind]
             out.append(entry(
                 f"{kind} step / machine bound at n={n}, d={CONTEXT_D}, R=1, {precision}", r, "x bound",
                 target=f"<= {CONTEXT_TARGET}x", met=bool(r <= CONTEXT_TARGET),
                 how=(f"tiled.{kind}_step(precision='{precision}'), blocks of {p.queries} queries x {p.keys} keys "
-                     f"({p.queries * p.keys * (8 if precision == 'float64' else 4) / 2 ** 20:.1f} MiB), {p.workers} "
-                     f"worker thread(s); bound = {work} at the {precision} GEMM rate and the all-core exp rate "
-                     f"measured just before and after each step (the better of the two): step "
-                     f"{mid['seconds']:.2f} s (range {min(r_['seconds'] for r_ in rows):.2f}-"
-                     f"{max(r_['seconds'] for r_ in rows):.2f}), bound {mid['bound']:.2f} s at "
-                     f"{mid['gemm'] / 1e9:.0f} GFLOP/s and {1e9 / mid['exp']:.3f} ns per exp; ratio range "
-                     f"{min(ratios):.2f}-{max(ratios):.2f} over {reps} rep(s)"
+                     f"({p.queries * p.keys * (8 if precision == 'float64' else 4) / 2 ** 20:.2f} MiB), {p.workers} "
+                     f"worker thread(s); bound = {work} at the {precision} GEMM rate and the exp rate over all "
+                     f"cores, measured before and after each step (bound, step, bound, step, ...; the better of "
+                     f"the two); value = the smallest of {reps} ratio(s), range {ratios.min():.2f}-{ratios.max():.2f}, "
+                     f"median {np.median(ratios):.2f}: best step {best_row['seconds']:.2f} s against "
+                     f"{best_row['bound']:.2f} s at {best_row['gemm'] / 1e9:.0f} GFLOP/s and "
+                     f"{1e9 / best_row['exp']:.3f} ns per exp (steps {min(r_['seconds'] for r_ in rows):.2f}-"
+                     f"{max(r_['seconds'] for r_ in rows):.2f} s). In CPU time (the step's CPU-seconds against "
+                     f"its work at one core's rates, CPU-clocked; less disturbed by other jobs, blind to idle "
+                     f"cores): {cpu_ratios.min():.2f}-{cpu_ratios.max():.2f}, median {np.median(cpu_ratios):.2f}; "
+                     f"cores busy {min(util):.0%}-{max(util):.0%} of the step's wall time; load average "
+                     f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs"
+                     + (" (under load: the wall ratio is inflated by other jobs)" if max(loads) > 1.5 * p.workers
+                        else "")
                      + (f"; against 4 n^2 d + n^2 exp (the issue's wording for every step) {lit:.2f}x"
                         if kind == "sap" else "")),
                 step_s=[r_["seconds"] for r_ in rows], bound_s=[r_["bound"] for r_ in rows],
+                ratios=ratios.tolist(), cpu_ratios=cpu_ratios.tolist(), cpu_s=[r_["cpu_seconds"] for r_ in rows],
+                bound_cpu_s=[r_["bound_cpu"] for r_ in rows], load=loads,
                 gemm_flops=[r_["gemm"] for r_ in rows], exp_per_s=[r_["exp"] for r_ in rows],
                 plan=vars(p), precision=precision))
     for prec in CONTEXT_PRECISIONS:
         g = [v for (k, pr), rs in spans.items() if pr == prec for r_ in rs for v in r_["gemm_spread"]]
         e = [v for (k, pr), rs in spans.items() if pr == prec for r_ in rs for v in r_["exp_spread"]]
+        gc = max(r_["gemm_cpu"] for (k, pr), rs in spans.items() if pr == prec for r_ in rs)
+        ec = max(r_["exp_cpu"] for (k, pr), rs in spans.items() if pr == prec for r_ in rs)
+        tp = rates.tile_products(prec, p.queries, p.keys)
         out.append(entry(f"machine rates next to the {prec} steps", max(g) / 1e9, "GFLOP/s (best)", how=(
-            f"2048 x 2048 np.matmul ({prec}, BLAS threads as configured) {min(g) / 1e9:.0f}-{max(g) / 1e9:.0f} "
-            f"GFLOP/s, numpy exp ({prec}, 1 MiB blocks in cache, {p.workers} thread(s) at once) "
-            f"{1e9 / max(e):.3f}-{1e9 / min(e):.3f} ns per exp over all cores, over the {len(g)} measurements "
-            f"around the steps (the spread is the other jobs on the machine); {svml}")))
+            f"2048 x 2048 np.matmul ({prec}; {p.workers} at once with one BLAS thread each, and one with BLAS's "
+            f"threads: the better) {min(g) / 1e9:.0f}-{max(g) / 1e9:.0f} GFLOP/s over all cores, "
+            f"{gc / 1e9:.1f} GFLOP per CPU-second; numpy exp ({prec}, 1 MiB blocks in cache, {p.workers} "
+            f"thread(s) at once) {1e9 / max(e):.3f}-{1e9 / min(e):.3f} ns per exp over all cores, {1e9 / ec:.3f} "
+            f"ns per exp per CPU-second; over the {len(g)} measurements around the steps (the spread is the "
+            f"other jobs on the machine); {svml}"), gemm_cpu=gc, exp_cpu=ec))
+        out.append(entry(
+            f"the step's own tile products against the 2048 x 2048 GEMM, {prec}", tp["scores"] / gc,
+            "fraction (scores)", how=(
+                f"CPU rates, every worker at once, one BLAS thread each: scores {p.queries} x {CONTEXT_D} @ "
+                f"{CONTEXT_D} x {p.keys} {tp['scores'] / 1e9:.1f} GFLOP per CPU-second ({tp['scores'] / gc:.2f} of "
+                f"the large GEMM's {gc / 1e9:.1f}), values {p.queries} x {p.keys} @ {p.keys} x {CONTEXT_D + 1} "
+                f"{tp['values'] / 1e9:.1f} ({tp['values'] / gc:.2f}). A product with an inner dimension of "
+                f"d = {CONTEXT_D} writes each score after {CONTEXT_D} multiply-adds: at these rates alone the "
+                f"softmax step's products take {(gc / tp['scores'] + gc / tp['values']) / 2:.2f}x "
+                f"their time at the large GEMM's rate, the hardmax step's {gc / tp['scores']:.2f}x"),
+            scores_cpu=tp["scores"], values_cpu=tp["values"]))
+    if tuple(kinds) != CONTEXT_KINDS:
+        return out
     # A step whose scores need the running maximum (beta |x|^2 > 200).
     step = _context_step("softmax", x, "float64", beta=400.0)
-    g0, e0 = rates.both("float64")
+    m0 = rates.both("float64")
     t0 = time.perf_counter()
     step()
     secs = time.perf_counter() - t0
-    b = _bound("softmax", n, g0, e0)
+    b = _bound("softmax", n, m0["gemm"], m0["exp"])
     out.append(entry(f"softmax step with the running maximum (beta=400) / machine bound at n={n}", secs / b,
                      "x bound", how=(f"beta |x|^2 > 200, so every tile is shifted by the running row maximum (one "
                                      f"more pass over each tile in cache); step {secs:.2f} s, bound {b:.2f} s, one rep")))
@@ -991,6 +1085,8 @@ def main(argv=None) -> int:
                     help="largest n of the context section (default 65536; smaller for a smoke run)")
     ap.add_argument("--context-reps", type=int, default=None,
                     help="repetitions of each step at the largest n (default 3, --quick 1)")
+    ap.add_argument("--context-kinds", nargs="+", choices=CONTEXT_KINDS, default=CONTEXT_KINDS,
+                    help="steps of the context section (default all; fewer: their ratios and the rates only)")
     ap.add_argument("--out", type=Path, default=OUT, help="report directory (default _build/bench)")
     ap.add_argument("--probe-mixed", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--probe-context", nargs=3, metavar=("KIND", "N", "PRECISION"), help=argparse.SUPPRESS)
@@ -1014,7 +1110,7 @@ def main(argv=None) -> int:
         "cells": lambda: bench_cells(args.quick),
         "softmax": lambda: bench_softmax(args.quick),
         "loops": lambda: bench_loops(args.quick),
-        "context": lambda: bench_context(args.quick, args.context_max_n, args.context_reps),
+        "context": lambda: bench_context(args.quick, args.context_max_n, args.context_reps, args.context_kinds),
         "engine": lambda: bench_engine(args.quick),
         "build": lambda: bench_build(args.quick, with_test=not args.skip_test),
     }

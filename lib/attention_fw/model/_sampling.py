@@ -27,7 +27,12 @@ def bernoulli_from_neg_log(t, *, rng) -> np.ndarray:
     t = chk.as_float_array("t", t, finite=False, allow_empty=True)
     if np.isnan(t).any() or (t < 0).any():
         raise ValueError("t must hold -log-probabilities: numbers >= 0 or inf, no NaN")
-    rng = chk.rng("rng", rng)
+    return _bernoulli(t, chk.rng("rng", rng))
+
+
+def _bernoulli(t, rng):
+    """:func:`bernoulli_from_neg_log` without the checks (``t`` a float array >= 0 or inf,
+    ``rng`` a Generator): the same draws from the same stream, for callers in a loop over tiles."""
     step = np.minimum(t, TAIL_CHUNK)
     hit = rng.standard_exponential(t.shape) > step
     rest = np.where(np.isinf(t), 0.0, t - step)

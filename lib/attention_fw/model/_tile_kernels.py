@@ -12,7 +12,11 @@ tile of keys to the next:
 * ``row_sums``       the tile's row sums;
 * ``tile_split``     for selected rows: the largest weight, and the sums of the weights below and
                      not below ``threshold`` times it (the two groups of ``dynamics.sap_step``);
-* ``tile_pick``      for selected rows: inversion of the cumulative weights within one group.
+* ``tile_pick``      for selected rows: inversion of the cumulative weights within one group;
+* ``race_terms``     the chain's streaming sampler at one tile: which rows take their first pick
+                     here, and for the others the ``-log`` of the probability of switching to this
+                     tile (``log1p(T / W)``); adds the tile's weights to the running totals;
+* ``switch_rows``    the rows that switch, in row-major order, from those flags and the draws.
 
 Tiles of the float32 path are float32 arrays; the running state (maxima, sums, leader
 sets, picks) is float64 in either precision, and the sums over a tile are made in float64.
@@ -62,7 +66,7 @@ def _np_online_shift(Z, c, acc):
     np.maximum(Z, EXP_FLOOR, out=Z)
 
 
-def _np_leader_scan(S, vals, k0, fs, ist, acc, tol):
+def _np_leader_scan(S, vals, k0, fs, ist, acc, tol, track_low=True):
     """One tile of scores ``S`` (keys ``k0, k0 + 1, ...``, values ``vals`` of shape (Rb, k, m)).
 
     State per row: ``fs[..., 0:4] = top, low, mlow, xhigh`` (running max and min of the scores,
@@ -72,15 +76,20 @@ def _np_leader_scan(S, vals, k0, fs, ist, acc, tol):
     threshold passes the previous top, every member so far drops out (its score is at most that
     top). The caller checks at the end that ``mlow`` and ``xhigh`` lie on the right sides of the
     final threshold.
+
+    ``track_low=False``: ``low`` is left as the caller set it, a lower bound ``-U`` of every score
+    (``U >= max_j |S_ij|``), so the members are the keys with ``S >= top - tol U``, a superset of
+    the tie rule's; the caller then checks that ``mlow`` lies above the largest possible threshold.
     """
     top, low, mlow, xhigh = (fs[..., k] for k in range(4))
     cnt, arg = ist[..., 0], ist[..., 1]
     old_top = top.copy()
-    tmax, tmin = S.max(axis=-1), S.min(axis=-1)
+    tmax = S.max(axis=-1)
     better = tmax > top
     arg[better] = k0 + S.argmax(axis=-1)[better]
     np.maximum(top, tmax, out=top)
-    np.minimum(low, tmin, out=low)
+    if track_low:
+        np.minimum(low, S.min(axis=-1), out=low)
     thr = top - tol * np.maximum(top, -low)
     evict = (cnt > 0) & (thr > old_top)
     xhigh[evict] = np.maximum(xhigh[evict], old_top[evict])
@@ -131,7 +140,38 @@ def _np_tile_pick(Z, rr, ii, top, threshold, pick_small, U, J):
         J[c] = np.where(hit.any(axis=-1), np.argmax(hit, axis=-1), last)
 
 
-KERNELS = ("online_shift", "leader_scan", "row_sums", "tile_split", "tile_pick")
+def _np_race_terms(w, total, t, flag):
+    """Per row ``(r, i)`` with tile weight ``w[r, i] > 0``: ``flag = 1`` when nothing was seen
+    before (``total[r, i, 0] == 0``: the first pick, probability 1), else ``flag = 2`` and the next
+    entry of ``t`` (row-major order) is ``-log(w / (T + w)) = log1p(T / w)`` for ``T = total``
+    (``log(T) - log(w)`` where ``T / w`` overflows); ``flag = 0`` otherwise. Then ``total += w``.
+    Returns the number of entries of ``t`` written."""
+    before = total[..., 0]
+    positive = w > 0.0
+    race = (before > 0.0) & positive
+    flag[...] = np.where(race, 2, np.where((before == 0.0) & positive, 1, 0))
+    b, p = before[race], w[race]
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = b / p
+        out = np.log1p(ratio)
+        far = np.isinf(ratio)
+        out[far] = np.log(b[far]) - np.log(p[far])
+    t[:out.size] = out
+    before += w
+    return out.size
+
+
+def _np_switch_rows(flag, hits, rr, ii):
+    """The rows ``(rr, ii)`` (row-major) with ``flag == 1``, or ``flag == 2`` and a true draw:
+    ``hits`` holds one draw per ``flag == 2`` row in row-major order. Returns their number."""
+    switch = flag == 1
+    switch[flag == 2] = hits
+    r, i = np.nonzero(switch)
+    rr[:r.size], ii[:r.size] = r, i
+    return r.size
+
+
+KERNELS = ("online_shift", "leader_scan", "row_sums", "tile_split", "tile_pick", "race_terms", "switch_rows")
 
 NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in KERNELS})
 
@@ -165,39 +205,62 @@ def _numba_kernels():
                     Z[r, i, j] = max(Z[r, i, j] - top, -750.0)  # EXP_FLOOR
 
     @jit
-    def leader_scan(S, vals, k0, fs, ist, acc, tol):
+    def leader_scan(S, vals, k0, fs, ist, acc, tol, track_low=True):
         Rb, q, k = S.shape
         m = vals.shape[2]
         for r in range(Rb):
             for i in range(q):
-                # largest and smallest score of the row, with four accumulators each (a short
-                # dependency chain); written out here, as a call to another compiled function
-                # would keep numba from caching this one on disk
-                a0 = S[r, i, 0]
-                a1, a2, a3 = a0, a0, a0
-                b0, b1, b2, b3 = a0, a0, a0, a0
-                j = 0
-                while j + 4 <= k:
-                    s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
-                    a0 = s0 if s0 > a0 else a0
-                    a1 = s1 if s1 > a1 else a1
-                    a2 = s2 if s2 > a2 else a2
-                    a3 = s3 if s3 > a3 else a3
-                    b0 = s0 if s0 < b0 else b0
-                    b1 = s1 if s1 < b1 else b1
-                    b2 = s2 if s2 < b2 else b2
-                    b3 = s3 if s3 < b3 else b3
-                    j += 4
-                while j < k:
-                    s0 = S[r, i, j]
-                    a0 = s0 if s0 > a0 else a0
-                    b0 = s0 if s0 < b0 else b0
-                    j += 1
-                tmax = max(max(a0, a1), max(a2, a3))
-                tmin = min(min(b0, b1), min(b2, b3))
+                if not track_low:  # the running maximum alone (the caller's bound stands for the minimum)
+                    a0 = S[r, i, 0]
+                    a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+                    j = 0
+                    while j + 8 <= k:
+                        s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
+                        a0 = s0 if s0 > a0 else a0
+                        a1 = s1 if s1 > a1 else a1
+                        a2 = s2 if s2 > a2 else a2
+                        a3 = s3 if s3 > a3 else a3
+                        s0, s1, s2, s3 = S[r, i, j + 4], S[r, i, j + 5], S[r, i, j + 6], S[r, i, j + 7]
+                        a4 = s0 if s0 > a4 else a4
+                        a5 = s1 if s1 > a5 else a5
+                        a6 = s2 if s2 > a6 else a6
+                        a7 = s3 if s3 > a7 else a7
+                        j += 8
+                    while j < k:
+                        s0 = S[r, i, j]
+                        a0 = s0 if s0 > a0 else a0
+                        j += 1
+                    tmax = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+                    low = fs[r, i, 1]
+                else:
+                    # largest and smallest score of the row, with four accumulators each (a short
+                    # dependency chain); written out here, as a call to another compiled function
+                    # would keep numba from caching this one on disk
+                    a0 = S[r, i, 0]
+                    a1, a2, a3 = a0, a0, a0
+                    b0, b1, b2, b3 = a0, a0, a0, a0
+                    j = 0
+                    while j + 4 <= k:
+                        s0, s1, s2, s3 = S[r, i, j], S[r, i, j + 1], S[r, i, j + 2], S[r, i, j + 3]
+                        a0 = s0 if s0 > a0 else a0
+                        a1 = s1 if s1 > a1 else a1
+                        a2 = s2 if s2 > a2 else a2
+                        a3 = s3 if s3 > a3 else a3
+                        b0 = s0 if s0 < b0 else b0
+                        b1 = s1 if s1 < b1 else b1
+                        b2 = s2 if s2 < b2 else b2
+                        b3 = s3 if s3 < b3 else b3
+                        j += 4
+                    while j < k:
+                        s0 = S[r, i, j]
+                        a0 = s0 if s0 > a0 else a0
+                        b0 = s0 if s0 < b0 else b0
+                        j += 1
+                    tmax = max(max(a0, a1), max(a2, a3))
+                    tmin = min(min(b0, b1), min(b2, b3))
+                    low = min(fs[r, i, 1], tmin)
                 old_top = fs[r, i, 0]
                 top = max(old_top, tmax)
-                low = min(fs[r, i, 1], tmin)
                 thr = top - tol * max(top, -low)
                 mlow = fs[r, i, 2]
                 xhigh = fs[r, i, 3]
@@ -288,6 +351,48 @@ def _numba_kernels():
                         pick = j
                         break
             J[t] = pick
+
+    @jit
+    def race_terms(w, total, t, flag):
+        Rb, q = w.shape
+        c = 0
+        for r in range(Rb):
+            for i in range(q):
+                b = total[r, i, 0]
+                p = w[r, i]
+                f = 0
+                if p > 0.0:
+                    if b > 0.0:
+                        f = 2
+                        ratio = b / p
+                        if np.isinf(ratio):
+                            t[c] = np.log(b) - np.log(p)
+                        else:
+                            t[c] = np.log1p(ratio)
+                        c += 1
+                    elif b == 0.0:
+                        f = 1
+                flag[r, i] = f
+                total[r, i, 0] = b + p
+        return c
+
+    @jit
+    def switch_rows(flag, hits, rr, ii):
+        Rb, q = flag.shape
+        c = 0
+        h = 0
+        for r in range(Rb):
+            for i in range(q):
+                f = flag[r, i]
+                take = f == 1
+                if f == 2:
+                    take = hits[h]
+                    h += 1
+                if take:
+                    rr[c] = r
+                    ii[c] = i
+                    c += 1
+        return c
 
     compiled = locals()
     return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in KERNELS})

@@ -12,10 +12,13 @@ worker thread), plus ``O(R n d)`` state:
   needed at all, as in ``dynamics``, and a tile costs exactly its two products and its ``exp``.
 * **hardmax** (:func:`hardmax_step`, :func:`leaders`, :func:`tie_counts`): a running leader set with
   the library's tie rule, ``S_ij >= top_i - tie_rtol * max_j |S_ij|`` for the row's *final* top and
-  scale, ties across tiles included. The running set uses the running top and scale; two numbers
-  per row (the smallest member score and the largest non-member score) show at the end whether it
-  is the exact set, and the rare rows where it might not be (a near tie straddling the tolerance
-  across tiles) are recomputed from their whole row of scores.
+  scale, ties across tiles included. The running set uses the running top and, for the scale, the
+  Cauchy-Schwarz bound ``|B x_i| max_j |x_j|`` (so a tile costs one pass for its maximum; with a
+  tie tolerance above :data:`BOUNDED_SCALE_TOL` the running minimum gives the scale instead); two
+  numbers per row (the smallest member score and the largest non-member score) show at the end
+  whether it is the exact set, and the rare rows where it might not be (a near tie straddling the
+  tolerance across tiles, or a key between ``tol |top|`` and ``tol`` times the bound below the
+  top) are recomputed from their whole row of scores.
 * **the chain (SAP)** (:func:`sap_step`): an exact streaming sampler. Row ``i`` keeps one pick and
   the total weight ``T`` of the tiles seen; at a tile of weight ``W`` it switches to a pick drawn
   inside the tile with probability ``W / (T + W)``. By induction every key ``j`` is the final pick
@@ -78,7 +81,7 @@ from ._checks import leader_mask
 __all__ = ["DEFAULT_BUDGET", "MIN_KEY_TILE", "ARRAYS_PER_TILE", "memory_budget", "set_memory_budget", "budget",
            "fits", "Plan", "plan", "softmax_step", "hardmax_step", "attention_apply", "leaders", "tie_counts",
            "sap_step", "TILE_CACHE_FACTOR", "cache_bytes", "threads", "PRECISIONS", "Float32PrecisionWarning",
-           "float32_score_error", "float32_step_error"]
+           "float32_score_error", "float32_step_error", "BOUNDED_SCALE_TOL"]
 
 DEFAULT_BUDGET = 256 * 2 ** 20
 """Bytes of scores a step may hold at once unless told otherwise."""
@@ -491,6 +494,12 @@ NO_SHIFT = {"float64": 200.0, "float32": 40.0}
 FLOAT32_UNIT = 2.0 ** -24
 """Unit roundoff of float32."""
 
+BOUNDED_SCALE_TOL = 1e-9
+"""Tie tolerances up to this (the default is ``8 d`` machine epsilons) let the hardmax tiles track
+each row's maximum alone, the scale of the tie rule bounded by Cauchy-Schwarz (``_leader_state``);
+above it the running minimum is tracked too (a wide tolerance would otherwise send many rows to
+the exact recomputation)."""
+
 FLOAT32_SCORE_LIMIT = 1.0
 """The float32 path is refused when a float32 score may be off by more than this (in the exponent)."""
 
@@ -636,18 +645,31 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
     acc = np.zeros((R, n, m))
     fs = np.empty((R, n, 4))
     fs[..., 0], fs[..., 1], fs[..., 2], fs[..., 3] = -np.inf, np.inf, np.inf, -np.inf
+    # With the usual tolerance the tiles track the running maximum alone: the smallest score is
+    # replaced by -U, U_i >= max_j |S_ij| from Cauchy-Schwarz (with room for the products' rounding),
+    # so the running set holds the keys within tol U_i of the top, a superset of the tie rule's
+    # set (whose scale max_j |S_ij| lies between |top| and U_i); rows where the two could differ
+    # (a key between tol |top| and tol U_i below the top) are recomputed below.
+    track_low = not tol <= BOUNDED_SCALE_TOL
+    if not track_low:
+        unit = FLOAT32_UNIT if low else 2.0 ** -53
+        q_norm = np.sqrt(np.einsum("rij,rij->ri", Q, Q)) * (c2 if low else 1.0)
+        k_norm = np.sqrt(np.einsum("rji,rji->ri", KT, KT)).max(axis=-1) * (c if low else 1.0)
+        fs[..., 1] = -(q_norm * k_norm[:, None]) * (1.0 + 4.0 * (xs.shape[-1] + 4) * unit)
     ist = np.zeros((R, n, 2), dtype=np.intp)
     ist[..., 1] = -1
 
     def work(_, rs, qs, buf):
         fsq, istq, accq = (np.ascontiguousarray(a[rs, qs]) for a in (fs, ist, acc))
         for k0, ks, S in tiles.scores(rs, qs, buf):
-            TK.leader_scan(S, values3[rs, ks], k0, fsq, istq, accq, tol)
+            TK.leader_scan(S, values3[rs, ks], k0, fsq, istq, accq, tol, track_low)
         fs[rs, qs], ist[rs, qs], acc[rs, qs] = fsq, istq, accq
 
     tiles.run(work)
     top, low_, mlow, xhigh = (fs[..., k] for k in range(4))
-    thr = top - tol * np.maximum(top, -low_)
+    thr = top - tol * np.maximum(top, -low_)  # the smallest threshold the row's scale allows
+    # the largest: the tie rule's own where the minimum was tracked, else from the scale's lower bound |top|
+    thr_high = thr if track_low else top - tol * np.abs(top)
     if low:
         keys = np.sqrt(np.einsum("rij,rij->ri", xs, xs)).max(axis=-1)[:, None]
         margin = (2.5 * (xs.shape[-1] + 2) * FLOAT32_UNIT * c * c2  # in the units of the scaled scores
@@ -656,7 +678,7 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
         # is that member too (its score moves by at most e, the threshold by at most (1 + tol) e)
         unsure = ~((ist[..., 0] == 1) & (xhigh < thr - margin))
     else:
-        unsure = ~((mlow >= thr) & (xhigh < thr))
+        unsure = ~((mlow >= thr_high) & (xhigh < thr))
     if unsure.any():
         _recompute_leaders(Q, KT, values3, tol, np.nonzero(unsure), acc, ist, p.systems * p.queries * p.keys)
     return acc, ist[..., 0], ist[..., 1]
@@ -873,19 +895,20 @@ def _sap_picks(x3, B, beta, rng, p: Plan, precision="float64"):
         total = np.zeros((Rb, q, 1))
         c = np.full((Rb, q), -np.inf)
         w = np.empty((Rb, q))
+        t = np.empty(Rb * q)
+        flag = np.empty((Rb, q), dtype=np.int8)
+        rr, ii = np.empty(Rb * q, dtype=np.intp), np.empty(Rb * q, dtype=np.intp)
+        none = np.zeros(0, dtype=bool)
         Jq = np.full((Rb, q), -1, dtype=np.intp)
         for k0, _, Z in tiles.weights(rs, qs, shift, c, total, buf):
             TK.row_sums(Z, w)
-            before = total[..., 0]
-            switch = (before == 0.0) & (w > 0.0)  # the first tile with weight: probability 1
-            race = (before > 0.0) & (w > 0.0)
-            if race.any():
-                # switch with probability w / (before + w) = exp(-log1p(before / w)), exact when tiny
-                switch[race] = _sampling.bernoulli_from_neg_log(_neg_log_share(before[race], w[race]), rng=g)
-            total[..., 0] += w
-            rr, ii = np.nonzero(switch)
-            if rr.size:
-                Jq[rr, ii] = k0 + _pick_in_tile(Z, rr, ii, TK, g)
+            # rows whose first weight is here switch with probability 1, the others with
+            # probability w / (T + w) = exp(-log1p(T / w)), drawn from its -log (exact when tiny)
+            races = TK.race_terms(w, total, t, flag)
+            hits = _sampling._bernoulli(t[:races], g) if races else none
+            s = TK.switch_rows(flag, hits, rr, ii)
+            if s:
+                Jq[rr[:s], ii[:s]] = k0 + _pick_in_tile(Z, rr[:s], ii[:s], TK, g)
         J[rs, qs] = Jq
 
     tiles.run(work, blocks)
@@ -910,7 +933,7 @@ def _pick_in_tile(Z, rr, ii, TK, rng):
     threshold = _sampling.SMALL_WEIGHT
     top, s_small, s_big = np.empty(s), np.empty(s), np.empty(s)
     TK.tile_split(Z, rr, ii, threshold, top, s_small, s_big)
-    pick_small = _sampling.bernoulli_from_neg_log(_neg_log_share(s_big, s_small), rng=rng)
+    pick_small = _sampling._bernoulli(_neg_log_share(s_big, s_small), rng)
     picks = np.empty(s, dtype=np.intp)
     TK.tile_pick(Z, rr, ii, top, threshold, pick_small, 1.0 - rng.random(s), picks)
     return picks
