@@ -642,3 +642,116 @@ def test_float32_tile_passes_agree_between_numba_and_numpy():
     for key, a in out["numba"].items():
         np.testing.assert_allclose(a, out["numpy"][key], rtol=1e-6, atol=1e-7, err_msg=key)
     np.testing.assert_allclose(out["numba"]["sums"], np.exp(S - S.max(-1, keepdims=True)).sum(-1), rtol=1e-6)
+
+
+# ----------------------------------------------------------------- float64 hardmax through the float32 screen
+def screen_cases():
+    """Random tokens, an exact tie (a square's centre), coincident tokens, clustered states (tight
+    clusters: nearly every row has a rival within a float32 error), a non-symmetric B, and norms
+    near the ends of float64's range."""
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((2, 90, 5))
+    sq = np.c_[np.vstack([regular_polygon(4), [[0.0, 0.0]]]), np.zeros(5)]  # exact ties: 4 at the centre
+    coincident = np.repeat(rng.standard_normal((6, 3)), 7, axis=0)[rng.permutation(42)]
+    centres = rng.standard_normal((4, 6))
+    clustered = centres[rng.integers(0, 4, 120)] + 1e-7 * rng.standard_normal((120, 6))
+    B = rng.standard_normal((5, 5))
+    return [("random", x, None), ("square", sq, None), ("coincident", coincident, None),
+            ("clustered", clustered, None), ("B", x, B), ("large", x * 1e150, None), ("small", x * 1e-150, None),
+            ("large B", x * 1e-200, B * 1e150)]
+
+
+def check_screen_is_float64(x, B, k, kernels):
+    """The screen's leaders, counts, first maximisers, step and averages against plain float64 and
+    the untiled step: identical with the numba passes; with the numpy passes identical in the rows
+    of one leader, the others to the rounding of the sum of their c leaders (c u max|x|)."""
+    counts, first = D.tie_counts(x, B), D.leaders(x, B)
+    for screen in (True, False, None):
+        kw = dict(key_tile=k, query_tile=7, screen=screen)
+        np.testing.assert_array_equal(T.tie_counts(x, B, **kw), counts)
+        a, c = T.leaders(x, B, return_counts=True, **kw)
+        np.testing.assert_array_equal(a, first)
+        np.testing.assert_array_equal(c, counts)
+    plain = T.hardmax_step(x, 0.5, B, key_tile=k, query_tile=7, screen=False)
+    apply_plain = T.attention_apply(x, x, np.inf, B, key_tile=k, query_tile=7, screen=False)
+    for screen in (True, None):
+        step = T.hardmax_step(x, 0.5, B, key_tile=k, query_tile=7, screen=screen)
+        applied = T.attention_apply(x, x, np.inf, B, key_tile=k, query_tile=7, screen=screen)
+        if kernels == "numba":
+            np.testing.assert_array_equal(step, plain)
+            np.testing.assert_array_equal(applied, apply_plain)
+        else:
+            one = counts == 1
+            np.testing.assert_array_equal(step[one], plain[one])
+            tol = 2.0 ** -52 * counts.max() * np.abs(x).max()
+            np.testing.assert_allclose(applied, apply_plain, rtol=0, atol=tol)
+        assert rel_err(step, D.hardmax_step(x, 0.5, B), x) <= 1e-15
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_float64_hardmax_through_the_float32_screen_is_plain_float64(kernels, case):
+    name, x, B = screen_cases()[case]
+    for k in (1, 16, 200):
+        check_screen_is_float64(x, B, k, kernels)
+
+
+def test_screen_recomputes_queries_below_float32s_normal_range(monkeypatch):
+    """A query of norm 1e-44 to 1e-40 among keys of norm 1 is subnormal in float32 (a few bits
+    left): its leader among keys within a few degrees is decided in float64. Without that rule
+    (SCREEN_TINY_QUERY = 0) the screen gets some of these leaders wrong, so this test can fail."""
+    rng = np.random.default_rng(0)
+    cases = []
+    for _ in range(200):
+        th = rng.uniform(0, 0.05, 40)
+        x = np.c_[np.cos(th), np.sin(th), np.zeros(40)] * (1 + 0.01 * rng.standard_normal((40, 1)))
+        x[0] = np.array([1.0, 0.3 * rng.standard_normal(), 0.0]) * 10.0 ** rng.uniform(-44, -40)
+        cases.append(x)
+    for x in cases:
+        np.testing.assert_array_equal(T.leaders(x, screen=True, key_tile=8), D.leaders(x))
+    monkeypatch.setattr(T, "SCREEN_TINY_QUERY", 0.0)
+    assert any((T.leaders(x, screen=True, key_tile=8) != D.leaders(x)).any() for x in cases)
+
+
+def test_the_screen_is_taken_where_few_rows_are_unsure(monkeypatch):
+    """The probe: random tokens (a clear leader in nearly every row) take the screen; clustered
+    and coincident tokens (a rival within a float32 error in nearly every row) and problems of
+    fewer than SCREEN_MIN_ROWS rows keep float64; the default route is recorded from the tiles' dtype."""
+    rng = np.random.default_rng(43)
+    n = T.SCREEN_MIN_ROWS
+    x = rng.standard_normal((n, 8))
+    clustered = rng.standard_normal((16, 8))[rng.integers(0, 16, n)] + 1e-9 * rng.standard_normal((n, 8))
+    coincident = np.repeat(rng.standard_normal((n // 4, 8)), 4, axis=0)
+    seen = []
+    real = T._Tiles
+
+    def spy(Q, KT, p):
+        seen.append(Q.dtype)
+        return real(Q, KT, p)
+
+    monkeypatch.setattr(T, "_Tiles", spy)
+    for y, want in ((x, np.float32), (clustered, np.float64), (coincident, np.float64),
+                    (x[: n // 2], np.float64), (x.reshape(2, n // 2, 8), np.float32)):
+        seen.clear()
+        T.tie_counts(y)
+        assert seen == [np.dtype(want)], (y.shape, seen)
+        seen.clear()
+        T.tie_counts(y, screen=False)
+        assert seen == [np.dtype(np.float64)]
+        seen.clear()
+        T.tie_counts(y, screen=True)
+        assert seen == [np.dtype(np.float32)]
+    with pytest.raises(ValueError, match="screen must be None, True or False"):
+        T.leaders(x, screen="yes")
+
+
+def test_leader_sums_agree_between_numba_and_numpy():
+    """The sums of the leaders' values in key order (numba) and as one product (numpy): to rounding."""
+    nb = TK._numba_kernels()
+    rng = np.random.default_rng(44)
+    mask = rng.random((9, 30)) < 0.3
+    vals = rng.standard_normal((30, 4))
+    a, b = np.empty((9, 4)), np.empty((9, 4))
+    nb.leader_sums(mask, vals, a)
+    TK.NUMPY.leader_sums(mask, vals, b)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(a, [vals[m].sum(axis=0) for m in mask], rtol=0, atol=1e-14)

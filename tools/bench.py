@@ -425,6 +425,7 @@ def _context_step(kind: str, x, precision: str = "float64", beta: float = 1.0, r
     rng = np.random.default_rng(1) if rng is None else rng
     return {"softmax": lambda: T.softmax_step(x, gamma, beta, precision=precision),
             "hardmax": lambda: T.hardmax_step(x, gamma, precision=precision),
+            "hardmax-plain": lambda: T.hardmax_step(x, gamma, precision=precision, screen=False),
             "sap": lambda: T.sap_step(x, gamma, beta, rng=rng, precision=precision)}[kind]
 
 
@@ -528,6 +529,7 @@ def _bound(kind: str, n: int, gemm: float, exp: float, literal: bool = False) ->
     exponentials at the exp rate over all cores. softmax 4 n^2 d flops + n^2 exp; hardmax 2 n^2 d;
     SAP its one product, 2 n^2 d, + n^2 exp (``literal``: 4 n^2 d, the issue's wording)."""
     d = CONTEXT_D
+    kind = kind.split("-")[0]
     flops = {"softmax": 4, "hardmax": 2, "sap": 4 if literal else 2}[kind] * n * n * d
     return flops / gemm + (0.0 if kind == "hardmax" else n * n / exp)
 
@@ -697,7 +699,10 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None, kinds=CONTEXT_KIND
     svml = _svml_state()
     spans = {}
     for precision in CONTEXT_PRECISIONS:
-        for kind in kinds:
+        # float64 hardmax twice: its default route (the float32 screen where it pays, the same
+        # leaders as float64 arithmetic) and float64 arithmetic throughout (screen=False)
+        variants = tuple(kinds) + (("hardmax-plain",) if precision == "float64" and "hardmax" in kinds else ())
+        for kind in variants:
             step = _context_step(kind, x, precision)
             _context_step(kind, x[:4096], precision)()  # warm: the threads, the passes of this precision
             rows = []
@@ -727,11 +732,18 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None, kinds=CONTEXT_KIND
             spans[(kind, precision)] = rows
             lit = float(min(r_["seconds"] / r_["bound_literal"] for r_ in rows))
             work = {"softmax": "4 n^2 d flops + n^2 exp", "hardmax": "2 n^2 d flops",
-                    "sap": "2 n^2 d flops (its one product) + n^2 exp"}[kind]
+                    "sap": "2 n^2 d flops (its one product) + n^2 exp"}[kind.split("-")[0]]
+            if kind == "hardmax-plain":
+                label, call = "hardmax step, float64 arithmetic throughout", "hardmax_step(precision='float64', screen=False)"
+            elif kind == "hardmax" and precision == "float64":
+                label, call = ("hardmax step (default route: float32 screen where the probe says it pays, "
+                               "float64's leaders)", "hardmax_step(precision='float64')")
+            else:
+                label, call = f"{kind} step", f"{kind}_step(precision='{precision}')"
             out.append(entry(
-                f"{kind} step / machine bound at n={n}, d={CONTEXT_D}, R=1, {precision}", r, "x bound",
+                f"{label} / machine bound at n={n}, d={CONTEXT_D}, R=1, {precision}", r, "x bound",
                 target=f"<= {CONTEXT_TARGET}x", met=bool(r <= CONTEXT_TARGET),
-                how=(f"tiled.{kind}_step(precision='{precision}'), blocks of {p.queries} queries x {p.keys} keys "
+                how=(f"tiled.{call}, blocks of {p.queries} queries x {p.keys} keys "
                      f"({p.queries * p.keys * (8 if precision == 'float64' else 4) / 2 ** 20:.2f} MiB), {p.workers} "
                      f"worker thread(s); bound = {work} at the {precision} GEMM rate and the exp rate over all "
                      f"cores, measured before and after each step (bound, step, bound, step, ...; the better of "

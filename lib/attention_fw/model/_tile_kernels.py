@@ -9,6 +9,8 @@ tile of keys to the next:
                      ``EXP_FLOOR``) and rescale what was accumulated when the maximum grows;
 * ``leader_scan``    running leader set of a hardmax row with the tie rule of ``dynamics``
                      (see :func:`attention_fw.model.tiled.hardmax_step`);
+* ``leader_sums``    the sum of the values of each row's leaders (a 0/1 mask over the keys), in
+                     key order from 0 as ``leader_scan`` adds them (numba; numpy: one product);
 * ``row_sums``       the tile's row sums;
 * ``tile_split``     for selected rows: the largest weight, and the sums of the weights below and
                      not below ``threshold`` times it (the two groups of ``dynamics.sap_step``);
@@ -103,6 +105,11 @@ def _np_leader_scan(S, vals, k0, fs, ist, acc, tol, track_low=True):
     np.maximum(xhigh, np.max(S, axis=-1, where=~mask, initial=-np.inf), out=xhigh)
 
 
+def _np_leader_sums(mask, vals, out):
+    """``out[t] = sum_j mask[t, j] vals[j]`` (mask (rows, n) of bools, vals (n, m))."""
+    np.matmul(mask.astype(np.float64), vals, out=out)
+
+
 def _np_row_sums(Z, out):
     """``out[r, i] = sum_j Z[r, i, j]``."""
     np.add.reduce(Z, axis=-1, out=out)
@@ -171,7 +178,7 @@ def _np_switch_rows(flag, hits, rr, ii):
     return r.size
 
 
-KERNELS = ("online_shift", "leader_scan", "row_sums", "tile_split", "tile_pick", "race_terms", "switch_rows")
+KERNELS = ("online_shift", "leader_scan", "leader_sums", "row_sums", "tile_split", "tile_pick", "race_terms", "switch_rows")
 
 NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in KERNELS})
 
@@ -293,6 +300,18 @@ def _numba_kernels():
                 fs[r, i, 2] = mlow
                 fs[r, i, 3] = xhigh
                 ist[r, i, 0] = cnt
+
+    @jit
+    def leader_sums(mask, vals, out):
+        rows, n = mask.shape
+        m = vals.shape[1]
+        for t in range(rows):
+            for a in range(m):
+                out[t, a] = 0.0
+            for j in range(n):
+                if mask[t, j]:
+                    for a in range(m):
+                        out[t, a] += vals[j, a]
 
     @jit_sum
     def row_sums(Z, out):

@@ -51,7 +51,9 @@ float32, the tiles' sums accumulated in float64. Its error against float64 is bo
 it is refused where a float32 score may be off by more than 1 in the exponent
 (:func:`float32_score_error`) and warned about above 0.01. The hardmax steps in float32 certify
 each row's leader from the float32 scores and recompute the rows they cannot certify in float64,
-so their leader sets are exactly those of float64. (Numba's own ``exp`` is a scalar call, about ten
+so their leader sets are exactly those of float64; the float64 hardmax steps take that route
+themselves (the *screen*) where a probe of a few hundred rows predicts that it pays
+(``screen=False`` keeps float64 arithmetic throughout), with the same results. (Numba's own ``exp`` is a scalar call, about ten
 times slower than numpy's vectorised one on this machine; numba vectorises it only through SVML,
 which the llvmlite wheels of the package index are built without, so ``intel-cmplr-lib-rt`` would
 change nothing here.)
@@ -81,7 +83,8 @@ from ._checks import leader_mask
 __all__ = ["DEFAULT_BUDGET", "MIN_KEY_TILE", "ARRAYS_PER_TILE", "memory_budget", "set_memory_budget", "budget",
            "fits", "Plan", "plan", "softmax_step", "hardmax_step", "attention_apply", "leaders", "tie_counts",
            "sap_step", "TILE_CACHE_FACTOR", "cache_bytes", "threads", "PRECISIONS", "Float32PrecisionWarning",
-           "float32_score_error", "float32_step_error", "BOUNDED_SCALE_TOL"]
+           "float32_score_error", "float32_step_error", "BOUNDED_SCALE_TOL", "SCREEN_PROBE_ROWS",
+           "SCREEN_MAX_UNSURE", "SCREEN_MIN_ROWS", "SCREEN_TINY_QUERY"]
 
 DEFAULT_BUDGET = 256 * 2 ** 20
 """Bytes of scores a step may hold at once unless told otherwise."""
@@ -570,6 +573,13 @@ def _precision(precision) -> str:
     raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
 
 
+def _screen(screen):
+    """``screen`` of the hardmax steps: None, True or False."""
+    if screen is None or isinstance(screen, (bool, np.bool_)):
+        return None if screen is None else bool(screen)
+    raise ValueError(f"screen must be None, True or False, got {screen!r}")
+
+
 def _check_float32(beta_sq, d):
     """Refuse (``precision`` named) or warn where float32 scores are meaningless or coarse."""
     e = float32_score_error(beta_sq, d)
@@ -618,22 +628,27 @@ def _softmax_apply(x3, values3, B, beta, p: Plan, precision="float64"):
     return out
 
 
-def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
+def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None):
     """The exact leader sets of every token, tile by tile: ``(sum of the leaders' values, count,
     first argmax)``, shapes (R, n, m), (R, n), (R, n).
 
     ``precision='float32'``: the tiles' scores in float32; a row's set is certified exact when it
     has one member and every other key scores more than ``2.5 e_i`` below the threshold (``e_i``
     the row's float32 score error, :func:`float32_score_error`); every other row (ties, near
-    ties) is recomputed from its float64 scores: the leader sets, counts and first maximisers are
-    those of float64 in every row.
+    ties, and queries too small for float32's normal range) is recomputed from its float64
+    scores: the leader sets, counts and first maximisers are those of float64 in every row.
+
+    ``precision='float64'`` takes that float32 route too (the *screen*) when ``screen`` is True, or
+    when it is None and :func:`_screen_pays` predicts few rows to recompute; ``screen=False`` keeps
+    float64 arithmetic throughout. Each leader's value is added in key order in both routes and
+    in the recomputation, so (with the numba passes) the sums are the same to the last bit.
     """
     xs, _, _ = _rescale(x3, B, 0.0)  # leader sets do not change under the exact power-of-two scaling
     Q = np.ascontiguousarray(_bx(xs, B))
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
     R, n = xs.shape[0], xs.shape[1]
     TK = _tile_kernels.impl()
-    low = precision == "float32"
+    low = precision == "float32" or (screen is not False and _screen_pays(Q, KT, tol, screen))
     c = c2 = 1.0
     if low:  # powers of two bring keys and queries near 1 (float32 range); leader sets do not change
         c = _scaling.rescaled(KT) or 1.0
@@ -677,6 +692,8 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64"):
         # one member whose every rival lies a few float32 errors below the threshold: the float64 set
         # is that member too (its score moves by at most e, the threshold by at most (1 + tol) e)
         unsure = ~((ist[..., 0] == 1) & (xhigh < thr - margin))
+        # a query below float32's normal range lost relative precision that the margin does not cover
+        unsure |= np.sqrt(np.einsum("rij,rij->ri", Q, Q)) * c2 < SCREEN_TINY_QUERY
     else:
         unsure = ~((mlow >= thr_high) & (xhigh < thr))
     if unsure.any():
@@ -688,6 +705,7 @@ def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
     """The leader sets and first maximisers of the rows ``where`` from their whole rows of float64
     scores (the tie rule of :mod:`._checks`), in chunks of rows that fit the tile's size."""
     rr, ii = where
+    TK = _tile_kernels.impl()
     step = max(1, entries // KT.shape[-1])
     for r in np.unique(rr):
         rows = ii[rr == r]
@@ -695,9 +713,91 @@ def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
             i = rows[s:s + step]
             S = Q[r, i] @ KT[r]
             mask = leader_mask(S, tol)
-            acc[r, i] = mask.astype(np.float64) @ values3[r]
+            sums = np.empty((i.size, values3.shape[-1]))
+            TK.leader_sums(mask, values3[r], sums)  # in key order, as the tiles' scan adds them
+            acc[r, i] = sums
             ist[r, i, 0] = mask.sum(axis=-1)
-            ist[r, i, 1] = S.argmax(axis=-1)
+            ist[r, i, 1] = _first_maximiser(S, Q[r, i], KT[r])
+
+
+def _first_maximiser(S, Qi, K):
+    """``S.argmax(axis=-1)``, except where several keys score within a product's rounding of the
+    top: among those the first maximiser of their scores summed in one fixed order (so coincident
+    keys score exactly alike wherever they sit in a product; a BLAS product may round two equal
+    dot products differently by their position in its blocks)."""
+    arg = S.argmax(axis=-1)
+    d = Qi.shape[-1]
+    top = S.max(axis=-1)
+    slack = 4.0 * (d + 2) * 2.0 ** -53 * np.sqrt(np.einsum("ij,ij->i", Qi, Qi)) * np.sqrt(
+        np.einsum("ij,ij->j", K, K)).max()
+    cand = S >= (top - slack)[:, None]
+    multi = np.nonzero(cand.sum(axis=-1) > 1)[0]
+    if multi.size == 0:
+        return arg
+    pr, kj = np.nonzero(cand[multi])
+    a, b = Qi[multi[pr]], K[:, kj].T
+    canon = a[:, 0] * b[:, 0]
+    for c in range(1, d):
+        canon = canon + a[:, c] * b[:, c]
+    starts = np.r_[0, np.nonzero(np.diff(pr))[0] + 1]
+    best = np.maximum.reduceat(canon, starts)
+    hit = np.nonzero(canon == best[pr])[0]
+    first = hit[np.r_[True, np.diff(pr[hit]) > 0]]
+    arg[multi[pr[first]]] = kj[first]
+    return arg
+
+
+SCREEN_PROBE_ROWS = 256
+"""Rows whose float64 scores the float64 hardmax steps compute first to decide on the float32 screen."""
+
+SCREEN_MAX_UNSURE = 1.0 / 32.0
+"""The screen is taken when at most this share of the probed rows would need their float64 row again."""
+
+SCREEN_MIN_ROWS = 4096
+"""Fewer rows (over all systems) than this: plain float64 (the probe would cost more than it saves)."""
+
+SCREEN_TINY_QUERY = 2.0 ** -90
+"""A query row whose scaled norm is below this (float32's normal range begins at ``2^-126``) is
+always recomputed in float64 on the float32 route."""
+
+
+def _screen_pays(Q, KT, tol, screen=None) -> bool:
+    """Whether the float64 hardmax steps take the float32 screen (``screen=None``: decide; True: take it).
+
+    The decision: at least :data:`SCREEN_MIN_ROWS` rows, and among :data:`SCREEN_PROBE_ROWS`
+    evenly spaced rows (no randomness) scored exactly in float64, at most
+    :data:`SCREEN_MAX_UNSURE` of them with a rival key within 1.5 float32 errors of the smallest
+    threshold the screen may use (tied, clustered and coincident tokens: nearly every row) or a
+    query too small for float32. The screen costs a float32 pass plus one float64 row per unsure
+    row; plain float64 costs one float64 pass, so the screen pays while few rows are unsure.
+    Either route gives the same answers; only the time depends on this.
+    """
+    if screen:
+        return True
+    R, n, d = Q.shape
+    if R * n < SCREEN_MIN_ROWS:
+        return False
+    flat = np.unique(np.linspace(0, R * n - 1, SCREEN_PROBE_ROWS).astype(np.int64))
+    rr, ii = np.divmod(flat, n)
+    qn = np.sqrt(np.einsum("ij,ij->i", Q[rr, ii], Q[rr, ii]))
+    kmax = np.sqrt(np.einsum("rji,rji->ri", KT, KT)).max(axis=-1)
+    cq = _scaling.rescaled(Q) or 1.0
+    unsure = int((qn * cq < SCREEN_TINY_QUERY).sum())
+    for r in np.unique(rr):
+        sel = rr == r
+        Qp = Q[r, ii[sel]]
+        cols = max(1, 2 ** 18 // Qp.shape[0])  # scores in slices of keys of 2 MiB each, twice
+        parts = [slice(k0, k0 + cols) for k0 in range(0, n, cols)]
+        top = np.max([(Qp @ KT[r][:, ks]).max(axis=-1) for ks in parts], axis=0)
+        bound = qn[sel] * kmax[r]
+        if tol > BOUNDED_SCALE_TOL:
+            scale = np.maximum(top, -np.min([(Qp @ KT[r][:, ks]).min(axis=-1) for ks in parts], axis=0))
+        else:
+            scale = np.maximum(top, bound)
+        edge = (top - tol * scale - 1.5 * 2.5 * (d + 2) * FLOAT32_UNIT * bound)[:, None]
+        near = np.sum([(Qp @ KT[r][:, ks] >= edge).sum(axis=-1) for ks in parts], axis=0)
+        unsure += int(((near > 1) & (qn[sel] * cq >= SCREEN_TINY_QUERY)).sum())
+    return unsure <= SCREEN_MAX_UNSURE * flat.size
 
 
 def _convex_step(x3, target, gamma):
@@ -741,7 +841,7 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None, query_ti
 
 
 def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_tile=None,
-                 precision="float64") -> np.ndarray:
+                 precision="float64", screen=None) -> np.ndarray:
     """One step of (SA-inf) with the keys in tiles: each token moves a fraction gamma towards the
     average of its tied leaders (tie rule of :mod:`attention_fw.model.dynamics`, ties across tiles included).
 
@@ -749,6 +849,13 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None,
     certify (ties, or a rival within a few float32 errors of the threshold) recomputed from its
     float64 scores: the same leader sets as float64 in every row, at float32 speed where the leader
     is clear (rows with ties, as of coincident tokens, cost a float64 row each).
+
+    ``precision='float64'`` (default) runs that same float32 screen when it pays: ``screen=None``
+    decides from a probe of 256 rows scored in float64 (:data:`SCREEN_PROBE_ROWS`; tied or
+    clustered states keep float64 arithmetic), ``screen=True`` always screens, ``screen=False``
+    forces float64 arithmetic throughout. The leader sets, counts, first maximisers and the step
+    are the same on either route (identical with the numba passes; with ``ATTENTION_FW_KERNELS=numpy``
+    the averages of rows with several tied leaders may differ by the rounding of their sums).
 
     Examples
     --------
@@ -765,16 +872,17 @@ def hardmax_step(x, gamma, B=None, *, tie_rtol=None, budget=None, key_tile=None,
     x3 = _batch(x)
     tol = _checks.tie_tol(tie_rtol, x.shape[-1])
     p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
-    acc, cnt, _ = _leader_state(x3, x3, B, tol, p, _precision(precision))
+    acc, cnt, _ = _leader_state(x3, x3, B, tol, p, _precision(precision), _screen(screen))
     return _convex_step(x3, acc / cnt[..., None], gamma).reshape(x.shape)
 
 
 def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=None,
-                    key_tile=None, query_tile=None, precision="float64") -> np.ndarray:
+                    key_tile=None, query_tile=None, precision="float64", screen=None) -> np.ndarray:
     """``A @ values`` for the attention matrix ``A = dynamics.attention(x, beta, B)``, without forming ``A``.
 
     ``values`` has shape (..., n, m) with the batch and token axes of ``x``. ``precision`` as in
-    :func:`softmax_step` (finite beta) and :func:`hardmax_step` (``beta = inf``).
+    :func:`softmax_step` (finite beta) and :func:`hardmax_step` (``beta = inf``), and so is
+    ``screen`` (``beta = inf`` only; finite beta ignores it).
 
     Examples
     --------
@@ -793,11 +901,11 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
     v = chk.as_float_array("values", values, min_ndim=2, max_ndim=3)
     if v.shape[:-1] != x.shape[:-1]:
         raise ValueError(f"values must have shape {x.shape[:-1]} + (m,) to match x, got {v.shape}")
-    precision = _precision(precision)
+    precision, screen = _precision(precision), _screen(screen)
     x3, v3 = _batch(x), np.ascontiguousarray(_batch(v))
     p = plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile)
     if np.isinf(beta):
-        acc, cnt, _ = _leader_state(x3, v3, B, _checks.tie_tol(tie_rtol, x.shape[-1]), p, precision)
+        acc, cnt, _ = _leader_state(x3, v3, B, _checks.tie_tol(tie_rtol, x.shape[-1]), p, precision, screen)
         out = acc / cnt[..., None]
     else:
         out = _softmax_apply(x3, v3, B, beta, p, precision)
@@ -805,11 +913,11 @@ def attention_apply(x, values, beta=np.inf, B=None, *, tie_rtol=None, budget=Non
 
 
 def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=None, key_tile=None,
-            query_tile=None, precision="float64"):
+            query_tile=None, precision="float64", screen=None):
     """Index of the first maximiser of ``<B x_i, x_j>`` over ``j`` (as :func:`attention_fw.model.dynamics.leaders`).
 
     ``return_counts``: also the number of tied leaders of each token (:func:`tie_counts`, same pass).
-    ``precision='float32'`` as in :func:`hardmax_step`: the same answers as float64.
+    ``precision='float32'`` and ``screen`` as in :func:`hardmax_step`: the same answers as float64.
 
     Examples
     --------
@@ -821,14 +929,16 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
     x3 = _batch(x)
     _, cnt, arg = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
                                 plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
-                                _precision(precision))
+                                _precision(precision), _screen(screen))
     arg = arg.reshape(x.shape[:-1])
     return (arg, cnt.reshape(x.shape[:-1])) if return_counts else arg
 
 
 def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_tile=None,
-               precision="float64") -> np.ndarray:
+               precision="float64", screen=None) -> np.ndarray:
     """Number of tied leaders of every token (as :func:`attention_fw.model.dynamics.tie_counts`).
+
+    ``precision`` and ``screen`` as in :func:`hardmax_step` (the same counts on every route).
 
     Examples
     --------
@@ -840,7 +950,7 @@ def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_ti
     x3 = _batch(x)
     _, cnt, _ = _leader_state(x3, np.zeros(x3.shape[:-1] + (0,)), B, _checks.tie_tol(tie_rtol, x.shape[-1]),
                               plan(x3.shape, budget=budget, key_tile=key_tile, query_tile=query_tile),
-                              _precision(precision))
+                              _precision(precision), _screen(screen))
     return cnt.reshape(x.shape[:-1])
 
 
