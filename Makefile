@@ -6,7 +6,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv model test bench clean freeze figures book notebook figure figures-paper published-data serve
+.PHONY: all venv model test bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 $(STAMP): requirements.txt lib/pyproject.toml
@@ -45,6 +45,13 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) tools/bench.py $(BENCH_ARGS)
 	@for f in $(filter-out tools/bench.py,$(wildcard tools/bench_*.py)); do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# The bench's peer, JAX's CPU attention (section context), in a throwaway environment
+# _build/peer-venv: exact pins and SHA-256 hashes (tools/peer-requirements.txt), never in .venv.
+bench-peer: $(STAMP)
+	@test -x _build/peer-venv/bin/python || $(PY) -m venv _build/peer-venv
+	_build/peer-venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+		--only-binary=:all: -r tools/peer-requirements.txt
 
 # The paper's Figures 1-4 from exact geometry (figures/ + figures/data/), without the notebooks.
 figures-paper: $(STAMP)

@@ -20,8 +20,8 @@ context      attention_fw.model.tiled at n = 65,536, d = 64, R = 1: one softmax,
              exponentials at the all-core exp rate, both measured over both cores next to the step,
              bound, step, bound, step, ...): the smallest ratio of the repetitions with their range,
              the same in CPU time (robust to other jobs), core use and load average; the rates of
-             the step's own tile products against the large GEMM (what a d = 64 product can reach); torch's CPU
-             scaled_dot_product_attention on the same tokens when _build/peer-venv holds torch; peak
+             the step's own tile products against the large GEMM (what a d = 64 product can reach); JAX's CPU
+             dot_product_attention on the same tokens when _build/peer-venv holds it (make bench-peer); peak
              memory growth (fresh subprocess); time and memory against n = 1,024 ... 65,536, fitted
              log-log exponents, a plot (context-scaling.png). --only context runs it alone
 engine       rejection-free SAP engine: exits/s across beta, reach where E[T2] > 1e9 steps,
@@ -408,8 +408,9 @@ CONTEXT_TARGET = 1.25  # each step within this factor of the machine's bound
 CONTEXT_LARGE_N = 4096
 
 PEER_PYTHON = ROOT / "_build" / "peer-venv" / "bin" / "python"
-PEER_INSTALL = ("python -m venv _build/peer-venv && _build/peer-venv/bin/pip install torch==2.13.0 numpy==2.4.6 "
-                "(a throwaway environment for the bench alone; not in requirements.txt)")
+PEER_INSTALL = ("make bench-peer (a throwaway environment _build/peer-venv for the bench alone, from "
+                "tools/peer-requirements.txt: jax and jaxlib 0.10.2 with exact pins and hashes; not in requirements.txt)")
+PEER_CHUNK = 1024  # queries per call of the peer: its CPU attention forms the whole (queries x n) score matrix
 
 
 def _context_tokens(n: int) -> np.ndarray:
@@ -591,42 +592,64 @@ def _run_probe(kind, n, precision="float64", reps: int = 1):
     return dict(runs[len(runs) // 2], reps=reps)
 
 
-def probe_peer(path: str, beta: float, precision: str, reps: int, workers: int) -> dict:
-    """Run by the peer's Python (torch, numpy; no attention_fw): torch's CPU
-    scaled_dot_product_attention on the tokens saved at ``path`` (queries = keys = values = x,
-    scale beta), timed ``reps`` times; the output of the last run saved beside them."""
-    import torch
+def probe_peer(path: str, beta: float, precision: str, reps: int, workers: int, variant: str = "nn") -> dict:
+    """Run by the peer's Python (jax, numpy; no attention_fw): JAX's CPU
+    ``jax.nn.dot_product_attention`` on the tokens saved at ``path`` (queries = keys = values = x,
+    scale beta; float64 with x64 enabled), in chunks of ``PEER_CHUNK`` queries (its XLA
+    implementation forms the chunk's whole score matrix: 34 GB for all 65,536 queries in
+    float64), timed ``reps`` times; the output of the last run saved beside them. XLA's CPU
+    threads are its own (all cores); ``workers`` is reported for comparison only. ``variant='jnp'``:
+    the same attention written out (einsum, ``jax.nn.softmax``, einsum), which stays in float64
+    where ``dot_product_attention`` computes its softmax in float32 whatever the input's dtype."""
+    import jax
 
-    torch.set_num_threads(workers)
-    x = torch.from_numpy(np.load(path)).to(getattr(torch, precision))[None, None]
-    F = torch.nn.functional
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    x = jnp.asarray(np.load(path), dtype=getattr(jnp, precision))
+    n, d = x.shape
+    kv = x[None, :, None, :]  # (batch, keys, heads, head dim)
+    if variant == "jnp":  # the same attention written out in jax.numpy, in the arrays' own precision
+        def attention(q):
+            return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(beta * jnp.einsum("bqd,bkd->bqk", q[:, :, 0], kv[:, :, 0]),
+                                                             axis=-1), kv[:, :, 0])[:, :, None]
+    else:
+        def attention(q):
+            return jax.nn.dot_product_attention(q, kv, kv, scale=beta)
+    attend = jax.jit(attention)
+    starts = list(range(0, n, PEER_CHUNK))
+    attend(x[None, :PEER_CHUNK, None, :]).block_until_ready()  # compile
+    if n % PEER_CHUNK:
+        attend(x[None, starts[-1]:, None, :]).block_until_ready()
     times = []
-    with torch.no_grad():
-        out = F.scaled_dot_product_attention(x[:, :, :256], x, x, scale=beta)  # warm-up
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            out = F.scaled_dot_product_attention(x, x, x, scale=beta)
-            times.append(time.perf_counter() - t0)
-    np.save(path.replace(".npy", f"-peer-{precision}.npy"), out[0, 0].double().numpy())
-    return {"torch": torch.__version__, "times": times, "threads": torch.get_num_threads(),
-            "backends": str(torch.backends.cpu.get_cpu_capability())}
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        parts = [attend(x[None, s0:s0 + PEER_CHUNK, None, :]) for s0 in starts]
+        out = jnp.concatenate(parts, axis=1).block_until_ready()
+        times.append(time.perf_counter() - t0)
+    np.save(path.replace(".npy", f"-peer-{precision}-{variant}.npy"), np.asarray(out[0, :, 0, :], dtype=np.float64))
+    import jaxlib
+
+    return {"peer": f"jax {jax.__version__} (jaxlib {jaxlib.__version__})",
+            "times": times, "threads": os.cpu_count(), "backends": str(jax.devices()[0].platform),
+            "dtype": str(out.dtype), "chunk": PEER_CHUNK}
 
 
-def _peer(x, beta, precision, reps, workers) -> dict:
-    """torch's attention on ``x`` in the peer environment, or why not."""
+def _peer(x, beta, precision, reps, workers, variant="nn") -> dict:
+    """JAX's attention on ``x`` in the peer environment, or why not."""
     if not PEER_PYTHON.exists():
         return {"error": f"no peer environment at {PEER_PYTHON.relative_to(ROOT)}; to time one: {PEER_INSTALL}"}
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"peer-tokens-{len(x)}.npy"
     np.save(path, x)
     cmd = [str(PEER_PYTHON), str(Path(__file__).resolve()), "--probe-peer", str(path), repr(beta), precision,
-           str(reps), str(workers)]
+           str(reps), str(workers), variant]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
         if p.returncode != 0:
             return {"error": f"peer probe failed: {p.stderr.strip()[-400:]}"}
         res = json.loads(p.stdout.strip().splitlines()[-1])
-        res["output"] = np.load(str(path).replace(".npy", f"-peer-{precision}.npy"))
+        res["output"] = np.load(str(path).replace(".npy", f"-peer-{precision}-{variant}.npy"))
         return res
     except Exception as exc:  # reported, never fatal: the peer is a comparison, not the library
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -649,32 +672,40 @@ def _svml_state() -> str:
 
 
 def _peer_entries(x, spans, reps, workers) -> list:
-    """torch's CPU scaled_dot_product_attention on the same tokens (queries = keys = values, scale
+    """JAX's CPU dot_product_attention on the same tokens (queries = keys = values, scale
     beta = 1), float64 and float32, side by side with the library's softmax step."""
     from attention_fw.model import tiled as T
 
     out = []
     n = len(x)
-    for precision in CONTEXT_PRECISIONS:
-        res = _peer(x, 1.0, precision, reps, workers)
-        name = f"torch scaled_dot_product_attention / tiled.softmax_step at n={n}, {precision}"
+    ref = T.attention_apply(x, x, 1.0)
+    runs = [("float64", "nn"), ("float64", "jnp"), ("float32", "nn")]
+    for precision, variant in runs:
+        res = _peer(x, 1.0, precision, reps, workers, variant)
+        what = {"nn": "jax.nn.dot_product_attention", "jnp": "jax.numpy attention (einsum, softmax, einsum)"}[variant]
+        name = f"{what} / tiled.softmax_step at n={n}, {precision}"
         if "error" in res:
             out.append(entry(name, None, "x", how=f"peer not timed: {res['error']}"))
             continue
         ours = [r_["seconds"] for r_ in spans[("softmax", precision)]]
         bounds = [r_["bound"] for r_ in spans[("softmax", precision)]]
-        ref = T.attention_apply(x, x, 1.0)
         err = float(np.abs(res["output"] - ref).max() / np.abs(x).max())
         mine = T.attention_apply(x, x, 1.0, precision=precision) if precision == "float32" else ref
         err_ours = float(np.abs(mine - ref).max() / np.abs(x).max())
         pt = med(res["times"])
         out.append(entry(name, pt / med(ours), "x (peer time / library time)", how=(
-            f"torch {res['torch']} ({res['backends']}, {res['threads']} threads) in a separate environment "
-            f"({PEER_PYTHON.relative_to(ROOT)}), F.scaled_dot_product_attention(x, x, x, scale=1) on the same "
-            f"{n} x {CONTEXT_D} tokens: {pt:.2f} s (range {min(res['times']):.2f}-{max(res['times']):.2f}, {reps} "
-            f"rep(s)), {pt / med(bounds):.2f}x the machine bound; library softmax step {med(ours):.2f} s; "
-            f"max |A x - reference| / max|x|: torch {err:.1e}, library {err_ours:.1e} (reference: "
-            f"tiled.attention_apply in float64)"), peer_s=res["times"], peer_error=err))
+            f"{res['peer']} on the {res['backends']} ({res['dtype']} arrays, XLA's own threads on "
+            f"{res['threads']} CPUs) in a separate environment ({PEER_PYTHON.relative_to(ROOT)}), "
+            + ("jax.nn.dot_product_attention(q, x, x, scale=1) (its softmax is computed in float32 whatever "
+               "the arrays' dtype, so its float64 is float32's accuracy)" if variant == "nn" else
+               "softmax(q x^T) x in jax.numpy, all in float64")
+            + f" jitted, over the {n} x {CONTEXT_D} tokens in chunks of "
+            f"{res['chunk']} queries (it forms each chunk's whole score matrix; all {n} queries at once would "
+            f"take {8 * n * n / 2 ** 30:.0f} GiB in float64): {pt:.2f} s (range {min(res['times']):.2f}-"
+            f"{max(res['times']):.2f}, {reps} rep(s)), {pt / med(bounds):.2f}x the machine bound; library softmax "
+            f"step {med(ours):.2f} s (the step also mixes gamma = 0.1, O(n d)); max |A x - reference| / max|x|: "
+            f"peer {err:.1e}, library {err_ours:.1e} (reference: tiled.attention_apply in float64)"),
+            peer_s=res["times"], peer_error=err))
     return out
 
 
@@ -1102,7 +1133,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT, help="report directory (default _build/bench)")
     ap.add_argument("--probe-mixed", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--probe-context", nargs=3, metavar=("KIND", "N", "PRECISION"), help=argparse.SUPPRESS)
-    ap.add_argument("--probe-peer", nargs=5, metavar=("NPY", "BETA", "PRECISION", "REPS", "THREADS"),
+    ap.add_argument("--probe-peer", nargs=6, metavar=("NPY", "BETA", "PRECISION", "REPS", "THREADS", "VARIANT"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     OUT = args.out
@@ -1114,8 +1145,8 @@ def main(argv=None) -> int:
         print(json.dumps(probe_context(kind, int(n), precision)))
         return 0
     if args.probe_peer:
-        path, beta, precision, reps, threads = args.probe_peer
-        print(json.dumps(probe_peer(path, float(beta), precision, int(reps), int(threads))))
+        path, beta, precision, reps, threads, variant = args.probe_peer
+        print(json.dumps(probe_peer(path, float(beta), precision, int(reps), int(threads), variant)))
         return 0
     t0 = time.perf_counter()
     sections = {
