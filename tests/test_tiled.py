@@ -658,25 +658,25 @@ def screen_cases():
     B = rng.standard_normal((5, 5))
     return [("random", x, None), ("square", sq, None), ("coincident", coincident, None),
             ("clustered", clustered, None), ("B", x, B), ("large", x * 1e150, None), ("small", x * 1e-150, None),
-            ("large B", x * 1e-200, B * 1e150)]
+            ("large B", x * 1e-200, B * 1e150), ("symmetric B", x, B + B.T)]
 
 
-def check_screen_is_float64(x, B, k, kernels):
+def check_screen_is_float64(x, B, k, kernels, q=7):
     """The screen's leaders, counts, first maximisers, step and averages against plain float64 and
     the untiled step: identical with the numba passes; with the numpy passes identical in the rows
     of one leader, the others to the rounding of the sum of their c leaders (c u max|x|)."""
     counts, first = D.tie_counts(x, B), D.leaders(x, B)
     for screen in (True, False, None):
-        kw = dict(key_tile=k, query_tile=7, screen=screen)
+        kw = dict(key_tile=k, query_tile=q, screen=screen)
         np.testing.assert_array_equal(T.tie_counts(x, B, **kw), counts)
         a, c = T.leaders(x, B, return_counts=True, **kw)
         np.testing.assert_array_equal(a, first)
         np.testing.assert_array_equal(c, counts)
-    plain = T.hardmax_step(x, 0.5, B, key_tile=k, query_tile=7, screen=False)
-    apply_plain = T.attention_apply(x, x, np.inf, B, key_tile=k, query_tile=7, screen=False)
+    plain = T.hardmax_step(x, 0.5, B, key_tile=k, query_tile=q, screen=False)
+    apply_plain = T.attention_apply(x, x, np.inf, B, key_tile=k, query_tile=q, screen=False)
     for screen in (True, None):
-        step = T.hardmax_step(x, 0.5, B, key_tile=k, query_tile=7, screen=screen)
-        applied = T.attention_apply(x, x, np.inf, B, key_tile=k, query_tile=7, screen=screen)
+        step = T.hardmax_step(x, 0.5, B, key_tile=k, query_tile=q, screen=screen)
+        applied = T.attention_apply(x, x, np.inf, B, key_tile=k, query_tile=q, screen=screen)
         if kernels == "numba":
             np.testing.assert_array_equal(step, plain)
             np.testing.assert_array_equal(applied, apply_plain)
@@ -688,7 +688,7 @@ def check_screen_is_float64(x, B, k, kernels):
         assert rel_err(step, D.hardmax_step(x, 0.5, B), x) <= 1e-15
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", range(9))
 def test_float64_hardmax_through_the_float32_screen_is_plain_float64(kernels, case):
     name, x, B = screen_cases()[case]
     for k in (1, 16, 200):
@@ -755,3 +755,89 @@ def test_leader_sums_agree_between_numba_and_numpy():
     TK.NUMPY.leader_sums(mask, vals, b)
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
     np.testing.assert_allclose(a, [vals[m].sum(axis=0) for m in mask], rtol=0, atol=1e-14)
+
+
+# ----------------------------------------------------------------- symmetric scores: half the tiles
+@pytest.fixture
+def symmetric_calls(monkeypatch):
+    calls = []
+    real = T._symmetric_scan
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(T, "_symmetric_scan", spy)
+    return calls
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_symmetric_scores_share_their_tiles_and_keep_the_float64_leaders(kernels, case, symmetric_calls):
+    """Square tiles, B = I or exactly symmetric: the screen makes only the tiles at or after the
+    diagonal and scans each by rows and by columns; leaders, counts, first maximisers and the step
+    are still those of plain float64 (identical with the numba passes), on every case of the screen's
+    tests; a non-symmetric B keeps every tile."""
+    name, x, B = screen_cases()[case]
+    for k in (8, 32):
+        symmetric_calls.clear()
+        check_screen_is_float64(x, B, k, kernels, q=k)
+        took = bool(symmetric_calls)
+        # (one block holds every token when n <= k: nothing to share)
+        assert took == ((B is None or np.array_equal(B, B.T)) and x.shape[-2] > k), (name, k)
+        symmetric_calls.clear()
+        np.testing.assert_array_equal(T.leaders(x, B, key_tile=k, query_tile=k, precision="float32"), D.leaders(x, B))
+        assert bool(symmetric_calls) == took
+
+
+def test_a_key_query_matrix_symmetric_but_for_one_rounding_keeps_every_tile(symmetric_calls):
+    rng = np.random.default_rng(45)
+    x = rng.standard_normal((2, 64, 4))
+    B = rng.standard_normal((4, 4))
+    B = B + B.T
+    B1 = B.copy()
+    B1[0, 1] = np.nextafter(B1[0, 1], np.inf)  # one unit in the last place off symmetric
+    for M, want in ((B, True), (B1, False), (np.stack([B, B1]), False), (np.stack([B, 2 * B]), True)):
+        symmetric_calls.clear()
+        np.testing.assert_array_equal(T.leaders(x, M, key_tile=16, query_tile=16, screen=True), D.leaders(x, M))
+        assert bool(symmetric_calls) == want
+
+
+def test_symmetric_tiles_do_not_depend_on_the_number_of_threads(monkeypatch, symmetric_calls):
+    """The workers' running states are merged at the end: one, two or three threads, the same answers."""
+    rng = np.random.default_rng(46)
+    x = np.vstack([rng.standard_normal((150, 3)), np.repeat(rng.standard_normal((5, 3)), 6, axis=0)])
+    out = {}
+    for w in ("1", "2", "3"):
+        monkeypatch.setenv("ATTENTION_FW_THREADS", w)
+        out[w] = (T.leaders(x, key_tile=16, query_tile=16, return_counts=True, screen=True),
+                  T.hardmax_step(x, 0.5, key_tile=16, query_tile=16, screen=True))
+    assert symmetric_calls
+    for w in ("2", "3"):
+        for a, b in zip(out["1"][0] + (out["1"][1],), out[w][0] + (out[w][1],)):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(out["1"][0][0], D.leaders(x))
+
+
+def test_column_scan_agrees_between_numba_and_numpy_and_with_the_row_scan():
+    """leader_scan_cols on a tile is leader_scan on its transpose (both implementations)."""
+    nb = TK._numba_kernels()
+    rng = np.random.default_rng(47)
+    S = rng.standard_normal((9, 7)).astype(np.float32)
+    S[3, 2] = S[5, 2] = S[:, 2].max() + 1  # a tie in column 2
+    vals = rng.standard_normal((9, 3))
+    res = {}
+    for name, impl in (("numba", nb), ("numpy", TK.NUMPY), ("rows", None)):
+        fs = np.empty((7, 4))
+        fs[:, 0], fs[:, 1], fs[:, 2], fs[:, 3] = -np.inf, -10.0, np.inf, -np.inf
+        ist = np.zeros((7, 2), dtype=np.intp)
+        ist[:, 1] = -1
+        acc = np.zeros((7, 3))
+        if impl is None:
+            nb.leader_scan(np.ascontiguousarray(S.T)[None], vals[None], 4, fs[None], ist[None], acc[None], 1e-3, False)
+        else:
+            impl.leader_scan_cols(S, S.max(axis=0), vals, 4, fs, ist, acc, 1e-3)
+        res[name] = (fs, ist, acc)
+    for name in ("numba", "numpy"):
+        for a, b in zip(res[name], res["rows"]):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12, err_msg=name)
+    assert res["numba"][1][2].tolist() == [2, 7]  # two leaders, the first at key 4 + 3

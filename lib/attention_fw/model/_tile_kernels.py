@@ -9,6 +9,8 @@ tile of keys to the next:
                      ``EXP_FLOOR``) and rescale what was accumulated when the maximum grows;
 * ``leader_scan``    running leader set of a hardmax row with the tie rule of ``dynamics``
                      (see :func:`attention_fw.model.tiled.hardmax_step`);
+* ``leader_scan_cols`` the same for the queries of a tile's columns (keys its rows: the transposed
+                     tile of symmetric scores), given the columns' maxima (bounded scale only);
 * ``leader_sums``    the sum of the values of each row's leaders (a 0/1 mask over the keys), in
                      key order from 0 as ``leader_scan`` adds them (numba; numpy: one product);
 * ``row_sums``       the tile's row sums;
@@ -105,6 +107,13 @@ def _np_leader_scan(S, vals, k0, fs, ist, acc, tol, track_low=True):
     np.maximum(xhigh, np.max(S, axis=-1, where=~mask, initial=-np.inf), out=xhigh)
 
 
+def _np_leader_scan_cols(S, cmax, vals, k0, fs, ist, acc, tol):
+    """``leader_scan`` of the transposed tile ``S.T`` (one system: ``S`` (q, k), the state of the k
+    column queries ``fs`` (k, 4), ``ist`` (k, 2), ``acc`` (k, m); keys ``k0 + i`` of values
+    ``vals`` (q, m)), with ``track_low=False``; ``cmax`` holds the columns' maxima."""
+    _np_leader_scan(np.ascontiguousarray(S.T)[None], vals[None], k0, fs[None], ist[None], acc[None], tol, False)
+
+
 def _np_leader_sums(mask, vals, out):
     """``out[t] = sum_j mask[t, j] vals[j]`` (mask (rows, n) of bools, vals (n, m))."""
     np.matmul(mask.astype(np.float64), vals, out=out)
@@ -178,7 +187,8 @@ def _np_switch_rows(flag, hits, rr, ii):
     return r.size
 
 
-KERNELS = ("online_shift", "leader_scan", "leader_sums", "row_sums", "tile_split", "tile_pick", "race_terms", "switch_rows")
+KERNELS = ("online_shift", "leader_scan", "leader_scan_cols", "leader_sums",
+           "row_sums", "tile_split", "tile_pick", "race_terms", "switch_rows")
 
 NUMPY = types.SimpleNamespace(name="numpy", **{k: globals()["_np_" + k] for k in KERNELS})
 
@@ -300,6 +310,46 @@ def _numba_kernels():
                 fs[r, i, 2] = mlow
                 fs[r, i, 3] = xhigh
                 ist[r, i, 0] = cnt
+
+    @jit
+    def leader_scan_cols(S, cmax, vals, k0, fs, ist, acc, tol):
+        q, k = S.shape
+        m = vals.shape[1]
+        for j in range(k):
+            tmax = cmax[j]
+            old_top = fs[j, 0]
+            top = max(old_top, tmax)
+            thr = top - tol * max(top, -fs[j, 1])
+            mlow = fs[j, 2]
+            xhigh = fs[j, 3]
+            cnt = ist[j, 0]
+            if cnt > 0 and thr > old_top:
+                xhigh = max(xhigh, old_top)
+                cnt = 0
+                mlow = np.inf
+                for a in range(m):
+                    acc[j, a] = 0.0
+            if tmax < thr:
+                xhigh = max(xhigh, tmax)
+            else:
+                new_arg = tmax > old_top
+                for i in range(q):
+                    s = S[i, j]
+                    if s >= thr:
+                        cnt += 1
+                        if s < mlow:
+                            mlow = s
+                        for a in range(m):
+                            acc[j, a] += vals[i, a]
+                        if new_arg and s == tmax:
+                            ist[j, 1] = k0 + i
+                            new_arg = False
+                    elif s > xhigh:
+                        xhigh = s
+            fs[j, 0] = top
+            fs[j, 2] = mlow
+            fs[j, 3] = xhigh
+            ist[j, 0] = cnt
 
     @jit
     def leader_sums(mask, vals, out):

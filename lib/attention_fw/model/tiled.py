@@ -18,7 +18,12 @@ worker thread), plus ``O(R n d)`` state:
   numbers per row (the smallest member score and the largest non-member score) show at the end
   whether it is the exact set, and the rare rows where it might not be (a near tie straddling the
   tolerance across tiles, or a key between ``tol |top|`` and ``tol`` times the bound below the
-  top) are recomputed from their whole row of scores.
+  top) are recomputed from their whole row of scores. On the float32 route (and the float64
+  steps' float32 screen) with ``B`` the identity or exactly symmetric, the scores are symmetric
+  and each tile serves two query blocks: its rows for its queries, its columns for the queries of
+  its key block, so only the tiles at or after the diagonal are made (half the products); the
+  workers keep their own running states, merged at the end, and the certification's margin
+  covers the transposed scores' rounding.
 * **the chain (SAP)** (:func:`sap_step`): an exact streaming sampler. Row ``i`` keeps one pick and
   the total weight ``T`` of the tiles seen; at a tile of weight ``W`` it switches to a pick drawn
   inside the tile with probability ``W / (T + W)``. By induction every key ``j`` is the final pick
@@ -628,7 +633,7 @@ def _softmax_apply(x3, values3, B, beta, p: Plan, precision="float64"):
     return out
 
 
-def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None):
+def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None, symmetric=None):
     """The exact leader sets of every token, tile by tile: ``(sum of the leaders' values, count,
     first argmax)``, shapes (R, n, m), (R, n), (R, n).
 
@@ -642,6 +647,12 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None
     when it is None and :func:`_screen_pays` predicts few rows to recompute; ``screen=False`` keeps
     float64 arithmetic throughout. Each leader's value is added in key order in both routes and
     in the recomputation, so (with the numba passes) the sums are the same to the last bit.
+
+    On the float32 route with an exactly symmetric ``B`` (or the identity) and square tiles,
+    ``symmetric`` not False: only the tiles of key blocks at or after the query block are made,
+    each scanned by rows for its queries and by columns for the queries of its key block
+    (:func:`_symmetric_scan`, half the products); the certification's margin then covers the
+    rounding of the transposed scores too.
     """
     xs, _, _ = _rescale(x3, B, 0.0)  # leader sets do not change under the exact power-of-two scaling
     Q = np.ascontiguousarray(_bx(xs, B))
@@ -680,15 +691,21 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None
             TK.leader_scan(S, values3[rs, ks], k0, fsq, istq, accq, tol, track_low)
         fs[rs, qs], ist[rs, qs], acc[rs, qs] = fsq, istq, accq
 
-    tiles.run(work)
+    sym = low and not track_low and symmetric is not False and _symmetric_route(B, p, n)
+    if sym:
+        _symmetric_scan(tiles, values3, fs, ist, acc, tol, TK)
+    else:
+        tiles.run(work)
     top, low_, mlow, xhigh = (fs[..., k] for k in range(4))
     thr = top - tol * np.maximum(top, -low_)  # the smallest threshold the row's scale allows
     # the largest: the tie rule's own where the minimum was tracked, else from the scale's lower bound |top|
     thr_high = thr if track_low else top - tol * np.abs(top)
     if low:
         keys = np.sqrt(np.einsum("rij,rij->ri", xs, xs)).max(axis=-1)[:, None]
-        margin = (2.5 * (xs.shape[-1] + 2) * FLOAT32_UNIT * c * c2  # in the units of the scaled scores
-                  * np.sqrt(np.einsum("rij,rij->ri", Q, Q)) * keys)
+        qn = np.sqrt(np.einsum("rij,rij->ri", Q, Q))
+        if sym:  # row j also saw fl32(<Q_i, K_j>) for S_ji, off by (d + 2) u |B x_i| |x_j| <= |B| max|x| |x_j|
+            qn = np.maximum(qn, _norm(B) * np.sqrt(np.einsum("rij,rij->ri", xs, xs)))
+        margin = 2.5 * (xs.shape[-1] + 2) * FLOAT32_UNIT * c * c2 * qn * keys  # in the scaled scores' units
         # one member whose every rival lies a few float32 errors below the threshold: the float64 set
         # is that member too (its score moves by at most e, the threshold by at most (1 + tol) e)
         unsure = ~((ist[..., 0] == 1) & (xhigh < thr - margin))
@@ -699,6 +716,80 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None
     if unsure.any():
         _recompute_leaders(Q, KT, values3, tol, np.nonzero(unsure), acc, ist, p.systems * p.queries * p.keys)
     return acc, ist[..., 0], ist[..., 1]
+
+
+def _symmetric_route(B, p: Plan, n: int) -> bool:
+    """The tiles may be shared between the two blocks they join: ``B`` exactly symmetric (the
+    identity, one matrix, or every matrix of the batch; a ``B`` symmetric but for one rounding
+    does not qualify), square tiles, one system per block and more than one block."""
+    if p.systems != 1 or p.queries != p.keys or n <= p.keys:
+        return False
+    return B is None or bool(np.array_equal(B, np.swapaxes(B, -1, -2)))
+
+
+def _symmetric_scan(tiles, values3, fs, ist, acc, tol, TK):
+    """The leader scan over the tiles ``(a, b)``, key block ``b >= a``, of symmetric scores:
+    the rows of block ``a`` scan the tile (keys of block ``b``), those of block ``b`` its columns
+    (keys of block ``a``: ``S_ji = S_ij``). The tiles are shared out in contiguous runs between
+    the workers, each with its own running state of every row; the states are merged at the end
+    (:func:`_merge_leader_states`), so no two threads write one row."""
+    p = tiles.p
+    R, n = tiles.R, tiles.n
+    q = p.queries
+    starts = list(range(0, n, q))
+    pairs = [(r, a, b) for r in range(R) for ia, a in enumerate(starts) for b in starts[ia:]]
+    w = max(1, min(p.workers, len(pairs)))
+    runs = [pairs[len(pairs) * k // w:len(pairs) * (k + 1) // w] for k in range(w)]
+    states = [(fs, ist, acc)] + [(fs.copy(), ist.copy(), acc.copy()) for _ in range(w - 1)]
+
+    def work(k):
+        fs_w, ist_w, acc_w = states[k]
+        buf = tiles.buffer()
+        cmax = np.empty(q, dtype=tiles.Q.dtype)
+        for r, a, b in runs[k]:
+            qa, kb = slice(a, min(n, a + q)), slice(b, min(n, b + q))
+            shape = (1, qa.stop - qa.start, kb.stop - kb.start)
+            S = buf[: shape[1] * shape[2]].reshape(shape)
+            np.matmul(tiles.Q[r:r + 1, qa], tiles.KT[r:r + 1, :, kb], out=S)
+            rows = [arr[r:r + 1, qa] for arr in (fs_w, ist_w, acc_w)]
+            TK.leader_scan(S, values3[r:r + 1, kb], b, *rows, tol, False)
+            if b != a:
+                cm = cmax[: shape[2]]
+                np.max(S[0], axis=0, out=cm)
+                TK.leader_scan_cols(S[0], cm, values3[r, qa], a, fs_w[r, kb], ist_w[r, kb], acc_w[r, kb], tol)
+
+    with contextlib.ExitStack() as stack:
+        if w > 1 and stack.enter_context(_one_blas_thread()):
+            with ThreadPoolExecutor(w, thread_name_prefix="attention_fw-tiles") as ex:
+                list(ex.map(work, range(w)))
+        else:
+            for k in range(w):
+                work(k)
+    for fs_w, ist_w, acc_w in states[1:]:
+        _merge_leader_states(fs, ist, acc, fs_w, ist_w, acc_w, tol)
+
+
+def _merge_leader_states(fs, ist, acc, fs2, ist2, acc2, tol):
+    """Merge into ``(fs, ist, acc)`` the running leader state of the same rows over other keys
+    (the bounded-scale scan of ``_tile_kernels.leader_scan``, ``track_low=False``): the state of
+    the two key sets together, as one scan over both would leave it up to the order of the sums
+    and the first maximiser among equal tops (rows the caller then recomputes)."""
+    top1, top2 = fs[..., 0].copy(), fs2[..., 0]
+    top = np.maximum(top1, top2)
+    thr = top - tol * np.maximum(top, -fs[..., 1])
+    for f, i_, a_, t_ in ((fs, ist, acc, top1), (fs2, ist2, acc2, top2)):
+        evict = (i_[..., 0] > 0) & (thr > t_)
+        f[..., 3][evict] = np.maximum(f[..., 3][evict], t_[evict])
+        i_[..., 0][evict] = 0
+        f[..., 2][evict] = np.inf
+        a_[evict] = 0.0
+    arg = np.where(top2 > top1, ist2[..., 1], np.where(top1 > top2, ist[..., 1], np.minimum(ist[..., 1], ist2[..., 1])))
+    fs[..., 0] = top
+    np.minimum(fs[..., 2], fs2[..., 2], out=fs[..., 2])
+    np.maximum(fs[..., 3], fs2[..., 3], out=fs[..., 3])
+    ist[..., 0] += ist2[..., 0]
+    ist[..., 1] = arg
+    acc += acc2
 
 
 def _recompute_leaders(Q, KT, values3, tol, where, acc, ist, entries):
