@@ -767,10 +767,11 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None, kinds=CONTEXT_KIND
             work = {"softmax": "4 n^2 d flops + n^2 exp", "hardmax": "2 n^2 d flops",
                     "sap": "2 n^2 d flops (its one product) + n^2 exp"}[kind.split("-")[0]]
             if kind == "hardmax-plain":
-                label, call = "hardmax step, float64 arithmetic throughout", "hardmax_step(precision='float64', screen=False)"
+                label, call = ("hardmax step, float64 arithmetic (screen=False)",
+                               "hardmax_step(precision='float64', screen=False) (float64 arithmetic throughout)")
             elif kind == "hardmax" and precision == "float64":
-                label, call = ("hardmax step (default route: float32 screen where the probe says it pays, "
-                               "float64's leaders)", "hardmax_step(precision='float64')")
+                label, call = "hardmax step", ("hardmax_step(precision='float64') (its default route: the float32 "
+                                               "screen where the probe says it pays, float64's leaders and step)")
             else:
                 label, call = f"{kind} step", f"{kind}_step(precision='{precision}')"
             out.append(entry(
