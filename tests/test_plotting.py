@@ -45,7 +45,7 @@ def _constrained_fig():
 
 
 def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
-    """``render`` lays the figure out once: its PNG is byte for byte the plain save, the PDF and
+    """``render_formats`` lays the figure out once: its PNG is byte for byte the plain save, the PDF and
     SVG have the PNG's crop (page size = PNG size / dpi to within two pixels: the PNG is rounded
     to whole pixels, its crop measured at its own dpi), and the figure's
     layout engine is back afterwards."""
@@ -53,7 +53,7 @@ def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
 
     fig = _constrained_fig()
     engine = fig.get_layout_engine()
-    out, box = plotting.render(fig, ("pdf", "svg", "png"))
+    out, box = plotting.render_formats(fig, ("pdf", "svg", "png"))
     assert list(out) == ["pdf", "svg", "png"] and fig.get_layout_engine() is engine
     plain = _constrained_fig()
     assert out["png"] == plotting.figure_bytes(plain, "png")

@@ -47,7 +47,7 @@ from attention_fw.plot.style import (ONE_COLUMN, STYLE, TEX_PROGRAMS, TWO_COLUMN
 from . import paths
 
 __all__ = ["FORMATS", "PNG_DPI", "ONE_COLUMN", "TWO_COLUMN", "STYLE", "VENUES", "TEX_PROGRAMS", "style", "venue_rc",
-           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes", "saved", "save"]
+           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes", "render_formats", "saved", "save"]
 
 FORMATS = ("pdf", "png", "svg")
 PNG_DPI = 200
@@ -359,7 +359,7 @@ def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
     return buf.getvalue()
 
 
-def render(fig, formats=FORMATS, dpi: int = PNG_DPI, bbox=None) -> tuple[dict[str, bytes], Any]:
+def render_formats(fig, formats=FORMATS, dpi: int = PNG_DPI, bbox=None) -> tuple[dict[str, bytes], Any]:
     """``{format: bytes}`` of ``fig`` in each of ``formats`` (as :func:`figure_bytes`), laid out once,
     and the region saved (``bbox``, or the tight crop: a Bbox in inches).
 
@@ -454,7 +454,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
     out = Path(outdir) if outdir is not None else paths.figures_dir()
     written: dict[str, Path] = {}
     # Render everything first, so a failure in one format writes nothing at all.
-    payloads, box = render(fig, formats, dpi, bbox)
+    payloads, box = render_formats(fig, formats, dpi, bbox)
     if data is not None or meta is not None:
         record = dict(data or {})
         if meta is not None and not isinstance(meta, dict):
