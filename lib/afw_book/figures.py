@@ -47,7 +47,8 @@ from attention_fw.plot.style import (ONE_COLUMN, STYLE, TEX_PROGRAMS, TWO_COLUMN
 from . import paths
 
 __all__ = ["FORMATS", "PNG_DPI", "ONE_COLUMN", "TWO_COLUMN", "STYLE", "VENUES", "TEX_PROGRAMS", "style", "venue_rc",
-           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes", "render_formats", "saved", "save"]
+           "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes",
+           "render_formats", "saved", "save"]
 
 FORMATS = ("pdf", "png", "svg")
 PNG_DPI = 200
