@@ -21,7 +21,7 @@ context      attention_fw.model.tiled at n = 65,536, d = 64, R = 1: one softmax,
              bound, step, bound, step, ...): the smallest ratio of the repetitions with their range,
              the same in CPU time (robust to other jobs), core use and load average; the rates of
              the step's own tile products against the large GEMM (what a d = 64 product can reach); JAX's CPU
-             dot_product_attention on the same tokens when _build/peer-venv holds it (make bench-peer); peak
+             attention on the same tokens (the first 16,384) when _build/peer-venv holds it (make bench-peer); peak
              memory growth (fresh subprocess); time and memory against n = 1,024 ... 65,536, fitted
              log-log exponents, a plot (context-scaling.png). --only context runs it alone
 engine       rejection-free SAP engine: exits/s across beta, reach where E[T2] > 1e9 steps,
@@ -413,6 +413,7 @@ PEER_PYTHON = ROOT / "_build" / "peer-venv" / "bin" / "python"
 PEER_INSTALL = ("make bench-peer (a throwaway environment _build/peer-venv for the bench alone, from "
                 "tools/peer-requirements.txt: jax and jaxlib 0.10.2 with exact pins and hashes; not in requirements.txt)")
 PEER_CHUNK = 1024  # queries per call of the peer: its CPU attention forms the whole (queries x n) score matrix
+PEER_N = 16384  # tokens of the side-by-side run (a JAX float64 step took over 5 minutes at n = 65,536 under load)
 
 
 def _context_tokens(n: int) -> np.ndarray:
@@ -673,42 +674,59 @@ def _svml_state() -> str:
         return f"SVML state unknown ({exc})"
 
 
-def _peer_entries(x, spans, reps, workers) -> list:
-    """JAX's CPU dot_product_attention on the same tokens (queries = keys = values, scale
-    beta = 1), float64 and float32, side by side with the library's softmax step."""
+def _peer_entries(x, spans, reps, workers, rates=None) -> list:
+    """JAX's CPU attention on the same tokens (queries = keys = values, scale beta = 1), float64
+    and float32, side by side with the library's softmax step. Above ``PEER_N`` tokens both run on
+    the first ``PEER_N`` (JAX takes minutes a step at n = 65,536 on this machine), the library's
+    step timed there too, interleaved with the peer (library, peer, library)."""
     from attention_fw.model import tiled as T
 
     out = []
+    if len(x) > PEER_N:
+        x = x[:PEER_N]
     n = len(x)
     ref = T.attention_apply(x, x, 1.0)
     runs = [("float64", "nn"), ("float64", "jnp"), ("float32", "nn")]
     for precision, variant in runs:
+        step = _context_step("softmax", x, precision)
+        ours = [_timed(step)]
         res = _peer(x, 1.0, precision, reps, workers, variant)
+        ours.append(_timed(step))
         what = {"nn": "jax.nn.dot_product_attention", "jnp": "jax.numpy attention (einsum, softmax, einsum)"}[variant]
         name = f"{what} / tiled.softmax_step at n={n}, {precision}"
         if "error" in res:
             out.append(entry(name, None, "x", how=f"peer not timed: {res['error']}"))
             continue
-        ours = [r_["seconds"] for r_ in spans[("softmax", precision)]]
-        bounds = [r_["bound"] for r_ in spans[("softmax", precision)]]
         err = float(np.abs(res["output"] - ref).max() / np.abs(x).max())
         mine = T.attention_apply(x, x, 1.0, precision=precision) if precision == "float32" else ref
         err_ours = float(np.abs(mine - ref).max() / np.abs(x).max())
         pt = med(res["times"])
-        out.append(entry(name, pt / med(ours), "x (peer time / library time)", how=(
+        bound = None
+        if rates is not None:
+            m = rates.both(precision)
+            bound = _bound("softmax", n, m["gemm"], m["exp"])
+        out.append(entry(name, pt / min(ours), "x (peer time / library time)", how=(
             f"{res['peer']} on the {res['backends']} ({res['dtype']} arrays, XLA's own threads on "
             f"{res['threads']} CPUs) in a separate environment ({PEER_PYTHON.relative_to(ROOT)}), "
             + ("jax.nn.dot_product_attention(q, x, x, scale=1) (its softmax is computed in float32 whatever "
                "the arrays' dtype, so its float64 is float32's accuracy)" if variant == "nn" else
                "softmax(q x^T) x in jax.numpy, all in float64")
-            + f" jitted, over the {n} x {CONTEXT_D} tokens in chunks of "
+            + f" jitted, over the first {n} of the tokens ({CONTEXT_D} dimensions) in chunks of "
             f"{res['chunk']} queries (it forms each chunk's whole score matrix; all {n} queries at once would "
             f"take {8 * n * n / 2 ** 30:.0f} GiB in float64): {pt:.2f} s (range {min(res['times']):.2f}-"
-            f"{max(res['times']):.2f}, {reps} rep(s)), {pt / med(bounds):.2f}x the machine bound; library softmax "
-            f"step {med(ours):.2f} s (the step also mixes gamma = 0.1, O(n d)); max |A x - reference| / max|x|: "
+            f"{max(res['times']):.2f}, {reps} rep(s))"
+            + (f", {pt / bound:.2f}x the machine bound" if bound else "")
+            + f"; library softmax step on the same tokens {min(ours):.2f} s (best of the two timed before and "
+            f"after the peer; the step also mixes gamma = 0.1, O(n d)); max |A x - reference| / max|x|: "
             f"peer {err:.1e}, library {err_ours:.1e} (reference: tiled.attention_apply in float64)"),
-            peer_s=res["times"], peer_error=err))
+            peer_s=res["times"], library_s=ours, peer_error=err))
     return out
+
+
+def _timed(step) -> float:
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0
 
 
 def _fit_exponent(ns, values) -> float:
@@ -835,7 +853,7 @@ def bench_context(quick: bool, max_n: int = 65536, reps=None, kinds=CONTEXT_KIND
     out.append(entry(f"softmax step with the running maximum (beta=400) / machine bound at n={n}", secs / b,
                      "x bound", how=(f"beta |x|^2 > 200, so every tile is shifted by the running row maximum (one "
                                      f"more pass over each tile in cache); step {secs:.2f} s, bound {b:.2f} s, one rep")))
-    out += _peer_entries(x, spans, reps, p.workers)
+    out += _peer_entries(x, spans, reps, p.workers, rates)
     # Scaling: each (kind, n) in a fresh process, the default plan at every n.
     ns = [m for m in (1024, 2048, 4096, 8192, 16384, 32768, 65536) if m <= max_n]
     scale_reps = 1
