@@ -325,6 +325,46 @@ def _figure_number(env, docname, label):
     return "Figure " + ".".join(map(str, num)) if num else None
 
 
+GALLERY_CODE_COLUMNS = 58
+"""Characters of the code font that the gallery's command box holds beside a thumbnail at
+1920 px (60; 80 at 1280 px): a longer command is broken over lines (see :func:`command_lines`)."""
+
+
+def command_lines(command: str, width: int = GALLERY_CODE_COLUMNS) -> str:
+    """A shell command broken over lines of at most ``width`` characters (where its words allow),
+    before an option (``--name`` and its values stay together) where it can, each line but the
+    last ending in `` \\``, the next indented by four spaces: what a shell reads as the same
+    command, a break inside double quotes included (a backslash-newline is removed there).
+    Never breaks inside single quotes (a backslash is literal there, and the indent would
+    become part of the value)."""
+    words, word, single = [], "", False
+    for ch in command:          # a single-quoted value (even inside double quotes) stays one word
+        if ch == " " and not single:
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        single ^= ch == "'"
+        word += ch
+    if word:
+        words.append(word)
+    groups: list[list[str]] = []
+    for w in words:
+        if groups and not w.lstrip('"').startswith("-"):
+            groups[-1].append(w)
+        else:
+            groups.append([w])
+    pieces = [p for g in groups for p in ([" ".join(g)] if len(" ".join(g)) + 6 <= width else g)]
+    lines, line = [], ""
+    for w in pieces:
+        if line and len(line) + 1 + len(w) + 2 > width:
+            lines.append(line + " \\")
+            line = "    " + w
+        else:
+            line = f"{line} {w}" if line else w
+    return "\n".join([*lines, line])
+
+
 def _entry_html(app, entries) -> str:
     env, builder = app.env, app.builder
     first = entries[0]
@@ -353,7 +393,7 @@ def _entry_html(app, entries) -> str:
      <span class="afw-key">In the book</span> {' · '.join(shown)}<br>
      <span class="afw-key">File</span> <code>{e(name)}</code>: {downloads}</p>
   <p class="afw-key">Regenerate (change the parameters to make your own)</p>
-  <div class="highlight"><pre>{e(meta.get('command', ''))}</pre></div>
+  <div class="highlight"><pre>{e(command_lines(meta.get('command', '')))}</pre></div>
  </div>
 </div>"""
 
@@ -418,6 +458,16 @@ def gallery_outdated(app, env, added, changed, removed):
     return [GALLERY] if (added or changed or removed) and GALLERY in env.found_docs else []
 
 
+def _no_borrowed_docstring(app, what, name, obj, options, lines):
+    """A constant (``SMALL_WEIGHT = 2.0 ** -26``) has no docstring of its own: autodoc would show
+    its type's ("Convert a string or number to a floating point number"). Its text is the one
+    the reference page gives it (``.. autodata::`` with content)."""
+    if what in ("data", "attribute") and not callable(obj) and lines:
+        borrowed = (type(obj).__doc__ or "").strip().splitlines()
+        if borrowed and [line.strip() for line in lines if line.strip()][:1] == [borrowed[0].strip()]:
+            lines.clear()
+
+
 def setup(app):
     # MathJax on every page, not only on pages with math of their own: the navigation and the
     # gallery's chapter titles hold math too (a title such as "Finite $\beta$").
@@ -433,4 +483,5 @@ def setup(app):
     app.connect("env-get-outdated", gallery_outdated)
     app.connect("doctree-resolved", fill_gallery)
     app.connect("build-finished", copy_figure_files)
+    app.connect("autodoc-process-docstring", _no_borrowed_docstring)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": False, "env_version": 1}
