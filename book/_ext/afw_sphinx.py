@@ -483,5 +483,6 @@ def setup(app):
     app.connect("env-get-outdated", gallery_outdated)
     app.connect("doctree-resolved", fill_gallery)
     app.connect("build-finished", copy_figure_files)
+    app.setup_extension("sphinx.ext.autodoc")      # its event, whatever the order of the extensions
     app.connect("autodoc-process-docstring", _no_borrowed_docstring)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": False, "env_version": 1}
