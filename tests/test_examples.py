@@ -45,14 +45,16 @@ SHOWN = ["attention_fw", *DOCUMENTED[:-2], "attention_fw.plot.sabeta"]
 
 
 def _example_lines(doc: str):
-    """The lines of a docstring's examples (``>>>``/``...`` lines) and literal blocks (after a
-    paragraph ending in ``::``), dedented as the reference page shows them."""
+    """The lines of a docstring's examples (``>>>``/``...`` lines and the output under them) and
+    literal blocks (after a paragraph ending in ``::``), dedented as the reference page shows them."""
     import inspect
 
     lines = inspect.cleandoc(doc).splitlines()
-    out, literal = [], None
-    for k, line in enumerate(lines):
+    out, literal, example = [], None, None
+    for line in lines:
         stripped = line.lstrip()
+        if not stripped:
+            example = None
         if literal is not None:
             if stripped and len(line) - len(stripped) <= literal:
                 literal = None
@@ -61,6 +63,9 @@ def _example_lines(doc: str):
                 continue
         if stripped.startswith((">>> ", "... ")) or stripped in (">>>", "..."):
             out.append(stripped)
+            example = len(line) - len(stripped)
+        elif example is not None and stripped:        # the example's expected output
+            out.append(line[example:])
         elif stripped.endswith("::"):
             literal = len(line) - len(stripped)
     return out
@@ -93,5 +98,7 @@ def test_the_column_check_sees_examples_and_literal_blocks():
     >>> f(1,
     ...   2)
     3
+
+    Prose again.
     '''
-    assert _example_lines(doc) == ["", "  model    a line", ">>> f(1,", "...   2)"]
+    assert _example_lines(doc) == ["", "  model    a line", ">>> f(1,", "...   2)", "3"]

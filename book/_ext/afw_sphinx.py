@@ -462,8 +462,9 @@ def _no_borrowed_docstring(app, what, name, obj, options, lines):
     """A constant (``SMALL_WEIGHT = 2.0 ** -26``) has no docstring of its own: autodoc would show
     its type's ("Convert a string or number to a floating point number"). Its text is the one
     the reference page gives it (``.. autodata::`` with content)."""
-    if what in ("data", "attribute") and not callable(obj) and lines:
-        borrowed = (type(obj).__doc__ or "").strip().splitlines()
+    doc = getattr(type(obj), "__doc__", None)
+    if what in ("data", "attribute") and not callable(obj) and lines and isinstance(doc, str):
+        borrowed = doc.strip().splitlines()
         if borrowed and [line.strip() for line in lines if line.strip()][:1] == [borrowed[0].strip()]:
             lines.clear()
 

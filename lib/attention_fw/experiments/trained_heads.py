@@ -499,8 +499,10 @@ def head_row(encoder, layer: int, head: int) -> dict:
     --------
     >>> from attention_fw import encoder
     >>> row = head_row(encoder.load(), 0, 0)
-    >>> sorted(row), (row["positive"], row["negative"], row["rank_U"])
-    (['antisym_ratio', 'head', 'layer', 'negative', 'pos_mass', 'positive', 'rank_U', 'value_scalar_dist'], (32, 32, 32))
+    >>> print(*sorted(row))
+    antisym_ratio head layer negative pos_mass positive rank_U value_scalar_dist
+    >>> row["positive"], row["negative"], row["rank_U"]
+    (32, 32, 32)
     """
     m = head_matrices(encoder.attention_weights(layer), head, encoder.head_dim)
     ev = head_spectrum(m)
