@@ -22,8 +22,8 @@
 #   time and no coupling to the chain (erratum {ref}`E6 <e6>`). Nothing on this page is a theorem
 #   about (SA$\beta$).
 # * **Computed, for (SA$\beta$)**, by exact stepping on {glue:text}`n_configs` configurations
-#   ({glue:text}`n_inside` inside the hypotheses, up to {glue:text}`n_max` tokens, $d=2,3$,
-#   {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
+#   (in dimensions 2 and 3, up to {glue:text}`n_max` tokens; {glue:text}`n_inside` of them inside
+#   the hypotheses, {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
 #   {glue:text}`decades_min` to {glue:text}`decades_max` decades, with a fitted rate $c$ between
 #   {glue:text}`rel_min` and {glue:text}`rel_max` times $c_0$ ({numref}`fig-sabeta-rates`, 95% intervals).
 #   The rate is below the gap of the points where the clusters settle, which is below $c_0$ when they

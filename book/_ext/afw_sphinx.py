@@ -248,7 +248,9 @@ def collect_figures(app, doctree):
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         paper = paper_figure(name)
         said = captions[0].astext() if captions else ""
-        if captions and paper and "paper's Figure" not in said and f"Figure {paper} of the paper" not in said:
+        # a caption that names the paper's figure itself ("Figure 1 corrected: ...", "Figure 4
+        # of the paper ...") gets no "(paper's Figure k)" before it
+        if captions and paper and not re.search(rf"\b(paper's )?Figure {paper}\b", said):
             captions[0].insert(0, nodes.inline("", f"(paper's Figure {paper}) ", classes=["afw-paper-figure"]))
         if captions:
             captions[0] += nodes.Text(" ")
