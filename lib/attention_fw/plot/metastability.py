@@ -102,18 +102,17 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     # between all panels), which then go under (b) and (c), below their axis labels; (a) reaches
     # down to them, its top and title level with the others': the triangle takes the height
     # that (b) and (c) take with their legends, instead of standing over white space.
-    renderer = fig.canvas.get_renderer()
     to_fig = fig.transFigure.inverted()
     for a in axs[1:]:
         a.get_legend().set_in_layout(False)
-    room = max(a.get_legend().get_window_extent(renderer).transformed(to_fig).height for a in axs[1:])
+    room = max(a.get_legend().get_window_extent().transformed(to_fig).height for a in axs[1:])
     fig.tight_layout(rect=(0, room + 0.03, 1, 1))
-    label_bottom = min(a.get_tightbbox(renderer).transformed(to_fig).y0 for a in axs[1:])
+    label_bottom = min(a.get_tightbbox().transformed(to_fig).y0 for a in axs[1:])
     for a in axs[1:]:
         box = a.get_position()
         a.get_legend().set_bbox_to_anchor(((box.x0 + box.x1) / 2, label_bottom - 0.01), transform=fig.transFigure)
         a.get_legend().set_in_layout(True)      # part of the figure's box again (a tight save keeps it)
-    bottom = min(a.get_legend().get_window_extent(renderer).transformed(to_fig).y0 for a in axs[1:])
+    bottom = min(a.get_legend().get_window_extent().transformed(to_fig).y0 for a in axs[1:])
     left = axs[0].get_position(original=True)     # its grid cell, not the box its aspect shrank
     axs[0].set_anchor("N")
     axs[0].set_position([left.x0, bottom, left.width, axs[1].get_position().y1 - bottom])
