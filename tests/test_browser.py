@@ -105,6 +105,9 @@ PAGE_REPORT_JS = """
   const scrollers = [];
   for (const el of article.querySelectorAll('pre, table, div.highlight, div.cell_output, ' +
                                             '.pst-scrollable-table-container, .table-wrapper')) {
+    // the library reference's docstring examples are held to its column in their sources
+    // (test_examples.py); on the page a longer line scrolls in its box rather than wrapping
+    if (el.closest('dl.py') && el.closest('div.highlight, pre')) continue;
     if (visible(el) && el.scrollWidth > el.clientWidth + 1) scrollers.push(where(el));
   }
   const doc = document.documentElement;
