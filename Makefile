@@ -87,7 +87,12 @@ EXECUTED   := $(CHAPTERS:.py=.ipynb) $(ERRATA:.py=.ipynb)
 REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
-RUNNER     := $(PY) tools/run_notebook.py
+# Each of the JOBS kernels gets its share of the cores for BLAS (unless OPENBLAS_NUM_THREADS is
+# set): BLAS threads on cores that another kernel keeps busy spin instead of working, and a
+# notebook of small products then takes twice the CPU time or more (measured: chapter 8, quick
+# preset, 17 CPU-s with one BLAS thread per kernel against 41 with two, both cores loaded).
+BLAS_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 1); t=$$((n / $(JOBS))); [ $$t -ge 1 ] || t=1; echo $$t)
+RUNNER     := OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-$(BLAS_THREADS)} $(PY) tools/run_notebook.py
 BOOK_DEPS  := _config.yml _toc.yml $(wildcard book/*.md book/reference/*.md book/*.bib book/_ext/*.py book/_static/*)
 
 # The preset is part of every notebook's inputs: the tag file is rewritten (at parse time,

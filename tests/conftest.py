@@ -12,6 +12,7 @@ and the parallel run of ``make test`` (pytest-xdist, ``-n auto --dist loadgroup`
 """
 import os
 
+import blas_threads  # noqa: F401  (first: one BLAS thread, set before numpy loads BLAS)
 import numpy as np
 import pytest
 

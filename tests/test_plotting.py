@@ -35,6 +35,42 @@ def test_save_is_byte_reproducible(tmp_path):
         assert a[fmt].read_bytes() == b[fmt].read_bytes(), fmt
 
 
+def _constrained_fig():
+    fig, axes = plt.subplots(1, 2, figsize=(5, 2), layout="constrained")
+    for k, ax in enumerate(axes):
+        ax.plot([0, 1, 2], [k, 2 * k, 1])
+        ax.set_xlabel(r"$x_i$ and a long label")
+        ax.set_title(f"panel {k}")
+    return fig
+
+
+def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
+    """``render_formats`` lays the figure out once: its PNG is byte for byte the plain save, the PDF and
+    SVG have the PNG's crop (page size = PNG size / dpi to within two pixels: the PNG is rounded
+    to whole pixels, its crop measured at its own dpi), and the figure's
+    layout engine is back afterwards."""
+    import re
+
+    fig = _constrained_fig()
+    engine = fig.get_layout_engine()
+    out, box = plotting.render_formats(fig, ("pdf", "svg", "png"))
+    assert list(out) == ["pdf", "svg", "png"] and fig.get_layout_engine() is engine
+    plain = _constrained_fig()
+    assert out["png"] == plotting.figure_bytes(plain, "png")
+    w_px = int.from_bytes(out["png"][16:20], "big")
+    h_px = int.from_bytes(out["png"][20:24], "big")
+    w_in, h_in = w_px / plotting.PNG_DPI, h_px / plotting.PNG_DPI
+    page = re.search(rb"/MediaBox \[\s*0 0 ([\d.]+) ([\d.]+)", out["pdf"])
+    assert page is not None
+    two_px = 2.0 / plotting.PNG_DPI  # two pixels
+    assert abs(float(page.group(1)) / 72 - w_in) <= two_px and abs(float(page.group(2)) / 72 - h_in) <= two_px
+    assert abs(box.width - w_in) <= two_px and abs(box.height - h_in) <= two_px
+    svg_w = float(re.search(rb'width="([\d.]+)pt"', out["svg"]).group(1))
+    assert abs(svg_w / 72 - w_in) <= two_px
+    plt.close(fig)
+    plt.close(plain)
+
+
 @pytest.mark.parametrize("name", ["", "../x", "a b", None])
 def test_save_rejects_bad_names(tmp_path, name):
     with pytest.raises(ValueError, match="name"):

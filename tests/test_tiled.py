@@ -505,11 +505,19 @@ def test_results_do_not_depend_on_the_number_of_threads(monkeypatch):
 
 
 def test_blas_threads_are_restored_after_a_threaded_step(monkeypatch):
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    before = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    """The workers' one-thread BLAS limit is lifted afterwards: two BLAS threads before (set here,
+    whatever the test process's default), two after."""
+    import threadpoolctl
+
+    def blas():
+        return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+
     monkeypatch.setenv("ATTENTION_FW_THREADS", "2")
-    T.softmax_step(np.random.default_rng(24).standard_normal((200, 4)), 0.1, 1.0, query_tile=32)
-    assert [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"] == before
+    with threadpoolctl.threadpool_limits(2, "blas"):
+        before = blas()
+        assert before and all(t == 2 for t in before)
+        T.softmax_step(np.random.default_rng(24).standard_normal((200, 4)), 0.1, 1.0, query_tile=32)
+        assert blas() == before
 
 
 # ----------------------------------------------------------------- the float32 path

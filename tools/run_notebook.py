@@ -235,6 +235,7 @@ def main(argv=None) -> int:
     try:
         papermill.execute_notebook(nb, str(tmp), parameters=params, kernel_name="python3",
                                    cwd=str(src.parent), progress_bar=False, log_output=False,
+                                   request_save_on_cell_execute=False,
                                    execution_timeout=args.timeout, config=kernel_config(socket_dir))
     except PapermillExecutionError as err:
         failed = (args.failed_dir or root / "_build" / "failed").resolve() / f"{name}.ipynb"
