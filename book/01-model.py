@@ -61,7 +61,7 @@ PARAMETERS = {
     "n": ("int", ">= 2", "tokens per configuration"),
     "configs": ("int", ">= 1", "random configurations for the beta -> infinity limit"),
     "steps": ("int", ">= 1", "layers t for the beta -> infinity limit"),
-    "h": ("float", "> 0", "value matrix V = h I, hence gamma = h/(1+h)"),
+    "h": ("float", "> 0", "the value matrix is h times the identity, so gamma is h/(1+h)"),
     "betas": ("list[float]", "> 0", "inverse temperatures for the limit"),
     "gamma": ("float", "(0, 1]", "step of (SA-beta) / (SAP)"),
     "beta_mc": ("float", "> 0", "inverse temperature of the Monte Carlo check"),

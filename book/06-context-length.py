@@ -23,6 +23,17 @@
 # The answer depends on $n$ and $d$ together. At the size of one head, Gaussian tokens essentially
 # all own their cells, and a hardmax layer with $B=I$ leaves them where they are.
 #
+# :::{admonition} What the paper says, what is true, where this page shows it
+# :class: important
+# * **Says**: a token that owns its cell never moves under (SA∞) with $B=I$ (Theorem 4.2), and
+#   Gaussian vertices own their cells as the dimension grows (Remark 4.6), for any $n$.
+# * **True**, computed here at the size of one head: whether a token owns its cell depends on
+#   $n$ and $d$ together; at $d=64$ and tens of thousands of tokens essentially every Gaussian
+#   token owns its cell, and a hardmax layer leaves those tokens where they are.
+# * **Where**: the ownership sweep over $n$ and $d$, then one hardmax run; the tiled steps that
+#   make $n=65{,}536$ fit in memory are checked against the untiled ones.
+# :::
+#
 # **Memory.** A step of the library holds the whole $n\times n$ matrix of scores
 # $\langle Bx_i,x_j\rangle$. At $n=65{,}536$ that is tens of gigabytes, more than many machines have. The
 # module {py:mod}`attention_fw.model.tiled` computes the same steps with the keys in tiles, in memory
@@ -44,17 +55,6 @@
 # so no code changes when $n$ grows. The tests check that the tiled steps agree with the untiled
 # ones: softmax to $10^{-12}$ relative, identical leader sets, and the chain's law by chi-square
 # tests and by an exact escape probability. `make bench` measures time and memory at $n=65{,}536$.
-#
-# :::{admonition} What the paper says, what is true, where this page shows it
-# :class: important
-# * **Says**: a token that owns its cell never moves under (SA∞) with $B=I$ (Theorem 4.2), and
-#   Gaussian vertices own their cells as the dimension grows (Remark 4.6), for any $n$.
-# * **True**, computed here at the size of one head: whether a token owns its cell depends on
-#   $n$ and $d$ together; at $d=64$ and tens of thousands of tokens essentially every Gaussian
-#   token owns its cell, and a hardmax layer leaves those tokens where they are.
-# * **Where**: the ownership sweep over $n$ and $d$, then one hardmax run; the tiled steps that
-#   make $n=65{,}536$ fit in memory are checked against the untiled ones.
-# :::
 
 # %% tags=["parameters", "remove-cell"]
 preset = "paper"  # "paper": the book; "quick": seconds (tests)

@@ -22,8 +22,8 @@
 #   time and no coupling to the chain (erratum {ref}`E6 <e6>`). Nothing on this page is a theorem
 #   about (SA$\beta$).
 # * **Computed, for (SA$\beta$)**, by exact stepping on {glue:text}`n_configs` configurations
-#   ({glue:text}`n_inside` inside the hypotheses, up to {glue:text}`n_max` tokens, $d=2,3$,
-#   {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
+#   (in dimensions 2 and 3, up to {glue:text}`n_max` tokens; {glue:text}`n_inside` of them inside
+#   the hypotheses, {glue:text}`n_noB` with $B\ne I$): its exit time $T_2$ grows like $e^{c\beta}$ on every one, over
 #   {glue:text}`decades_min` to {glue:text}`decades_max` decades, with a fitted rate $c$ between
 #   {glue:text}`rel_min` and {glue:text}`rel_max` times $c_0$ ({numref}`fig-sabeta-rates`, 95% intervals).
 #   The rate is below the gap of the points where the clusters settle, which is below $c_0$ when they
@@ -40,8 +40,8 @@
 #   was fitted ({glue:text}`n_sap` configurations), its rate over the chain's is {glue:text}`rs_min` to
 #   {glue:text}`rs_max`.
 # * **Computed, the coupling** ({numref}`fig-sabeta-coupling`, one configuration, {glue:text}`cp_n` step sizes): one
-#   chain path stays within the radius of Theorem 5.4's proof around the (SA$\beta$) path up to
-#   {glue:text}`cp_ratio_lo` to {glue:text}`cp_ratio_hi` times the exit step of (SA$\beta$), and no further.
+#   chain path stays within the radius of Theorem 5.4's proof around the (SA$\beta$) path until
+#   {glue:text}`cp_ratio` times the exit step of (SA$\beta$), and no further.
 # * **Not shown**: any law beyond this family and these ranges of $\beta$.
 # :::
 #
@@ -92,7 +92,7 @@ import math
 import numpy as np
 
 from afw_book import figures as plotting, sweeps
-from afw_book.notebook import Page, Table
+from afw_book.notebook import Page, Table, span
 from afw_book.presets import resolve_declared
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import sabeta as SB
@@ -469,7 +469,7 @@ page.glue(cp_beta=(p.coupling_beta, "g"), cp_r=(r_star, ".3f"),
           cp_runs=(p.coupling_runs, ","),
           cp_list=", ".join(map(proxy_until, couplings)),
           cp_mean=(max(c["mean_max"] for c in couplings), ".2g"),
-          cp_ratio_lo=(min(proxy), ".1f"), cp_ratio_hi=(max(proxy), ".1f"),
+          cp_ratio=span(proxy, ".1f"),
           cp_gap=(min(c["gamma"] * math.sqrt(c["T2"]) / c["one_at_T2"]
                       for c in couplings), ".0f"))
 
@@ -489,7 +489,7 @@ page.glue(cp_beta=(p.coupling_beta, "g"), cp_r=(r_star, ".3f"),
 # distance to the (SA$\beta$) path stays well below $\gamma\sqrt t$ (at half the exit step of (SA$\beta$) the
 # median distance is at least {glue:text}`cp_gap` times smaller than $\gamma\sqrt t$). The median chain path
 # leaves the radius $r=$ {glue:text}`cp_r` of Theorem 5.4's proof around the (SA$\beta$) path after
-# {glue:text}`cp_list`: {glue:text}`cp_ratio_lo` to {glue:text}`cp_ratio_hi` times the (SA$\beta$) exit step, at the
+# {glue:text}`cp_list`: {glue:text}`cp_ratio` times the (SA$\beta$) exit step, at the
 # chain's own first jump between clusters, of length $\approx\gamma\,\mathsf d(\mathcal K)$. The chains' *mean*
 # stays closer still (at most {glue:text}`cp_mean` before the exit of (SA$\beta$)). So on this configuration
 # one chain path is a proxy for (SA$\beta$), within the theorem's radius, up to about the exit time itself,

@@ -70,7 +70,7 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 # it is given: `make notebook NB=errata ARGS="-p e6_chains 50000"`, or here a line `e6_chains = 50000`.
 PARAMETERS = {
     "e1_steps": ("int", ">= 1", "layers of Frank-Wolfe for E1"),
-    "e2_horizon": ("int", "> 576", "layers in exact arithmetic for E2 (the violation starts at t = 575)"),
+    "e2_horizon": ("int", "> 576", "layers in exact arithmetic for E2 (the violation starts at layer 575)"),
     "e6_chains": ("int", ">= 1", "Monte Carlo chains for E6"),
     "seed": ("int", ">= 0", "seed of every random draw on this page"),
 }

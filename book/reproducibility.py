@@ -51,7 +51,7 @@
 # An unknown preset, an unknown parameter name or a value outside its declaration is rejected
 # before a kernel starts, with one line naming the parameter, the value and what is accepted.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 preset = "paper"  # no tunable parameters here; the preset is recorded for the report
 
 # %% tags=["hide-input"]

@@ -28,11 +28,16 @@ the bottom of the window (where sticky sidebars would cover it):
 
 * no figure (numbered figure, gallery thumbnail, animation) meets the box of a sidebar;
 * no page scrolls sideways at 390 px (wide tables, equations and figures scroll in their own box);
+* a wide display equation scrolls from its start (none of it left of its box) at 1280, 800, 390 px;
 * the smallest text of every figure and animation, as shown, is at least 9 CSS px at 1280 and
   800 px and at least 8 CSS px at 390 px;
 * a multi-panel figure shows, at 390 px, the pieces its data file records (its columns of
   panels, from matplotlib's boxes), one under the other;
-* no opened code cell wraps a line at 1280 and 1920 px (code is formatted to the column);
+* no opened code cell wraps a line at 1280 and 1920 px, on any page (code is formatted to the
+  column; the gallery's commands are broken to it; the reference's docstring examples keep
+  their lines and scroll in their box);
+* one search control on a desktop window, and the book's title at the top of the left sidebar
+  however far its entries scroll;
 * the "unconfirmed" badge opens its explanation on a tap (phone) and on keyboard focus;
 * a page computed with another preset than ``paper`` (the quick build) says so in a banner;
 * the reference list is author-year, sorted by author, without TeX markup.
@@ -100,6 +105,9 @@ PAGE_REPORT_JS = """
   const scrollers = [];
   for (const el of article.querySelectorAll('pre, table, div.highlight, div.cell_output, ' +
                                             '.pst-scrollable-table-container, .table-wrapper')) {
+    // the library reference's docstring examples are held to its column in their sources
+    // (test_examples.py); on the page a longer line scrolls in its box rather than wrapping
+    if (el.closest('dl.py') && el.closest('div.highlight, pre')) continue;
     if (visible(el) && el.scrollWidth > el.clientWidth + 1) scrollers.push(where(el));
   }
   const doc = document.documentElement;
@@ -441,7 +449,31 @@ LAYOUT_JS = """
   window.scrollTo(0, 0);
   await frame();
   const doc = document.documentElement;
+  // the left sidebar scrolled as far as it goes (as the theme scrolls it to a page's entry far down)
+  const nav = document.querySelector('.bd-sidebar-primary');
+  let title = null;
+  if (nav && shown(nav)) {
+    nav.scrollTop = nav.scrollHeight;
+    await frame();
+    const t = nav.querySelector('.navbar-brand'), n = box(nav);
+    title = t ? (box(t).top >= n.top - 0.5 && box(t).bottom <= n.bottom + 0.5 && shown(t)) : false;
+    const at = t ? document.elementFromPoint(box(t).left + box(t).width / 2, box(t).top + 2) : null;
+    title = title && !!at && t.contains(at);
+    nav.scrollTop = 0;
+  }
+  // display math whose start lies left of its scroll box (where no scrolling reaches)
+  const cut_math = [];
+  for (const m of article.querySelectorAll('div.math, mjx-container[display="true"]')) {
+    if (!shown(m)) continue;
+    const parts = Array.from(m.querySelectorAll('mjx-math, mjx-container')).filter(shown);
+    const left = Math.min(...parts.map(p => box(p).left), Infinity);
+    if (left < box(m).left - 1) cut_math.push(`${Math.round(box(m).left - left)} px cut: ${m.textContent.trim().slice(0, 40)}`);
+  }
   return {
+    cut_math: cut_math,
+    searches: Array.from(document.querySelectorAll('.search-button-field, .search-button, input[type=search]'))
+                   .filter(shown).length,
+    title_in_view: title,
     overlaps: overlaps,
     checked: figures.length,
     sideways: doc.scrollWidth > doc.clientWidth + 1 ? `${doc.scrollWidth} px wide in ${doc.clientWidth}` : null,
@@ -520,9 +552,28 @@ def test_no_figure_is_covered_by_a_sidebar(layouts, width):
     assert sum(r["checked"] for r in layouts[width].values()) >= 10, "too few figures: the check would be vacuous"
 
 
+@pytest.mark.parametrize("width", SIDEBAR_WIDTHS)
+def test_one_search_and_the_title_in_view(layouts, width):
+    """On a desktop window every page shows one search control (the left sidebar's field, not a
+    second button in an otherwise empty page header), and the book's title stays at the top of
+    the left sidebar however far its entries scroll (the theme scrolls them to the page's entry)."""
+    failures = {page: {"searches": r["searches"], "title_in_view": r["title_in_view"]}
+                for page, r in layouts[width].items() if r["searches"] != 1 or r["title_in_view"] is not True}
+    assert failures == {}, json.dumps(failures, indent=1)
+
+
 def test_no_page_scrolls_sideways_on_a_phone(layouts):
     failures = {page: r["sideways"] for page, r in layouts[PHONE].items() if r["sideways"]}
     assert failures == {}, json.dumps(failures, indent=1)
+
+
+@pytest.mark.parametrize("width", [*LEGIBLE_WIDTHS, PHONE])
+def test_wide_equations_scroll_from_their_start(layouts, width):
+    """A display equation wider than the column scrolls in its own box from its left edge: no
+    part of it lies left of the box, where scrolling cannot reach (the theme's reversed flex row
+    of numbered equations put the start there)."""
+    failures = {page: r["cut_math"] for page, r in layouts[width].items() if r["cut_math"]}
+    assert failures == {}, json.dumps(failures, indent=1, ensure_ascii=False)
 
 
 def test_multi_panel_figures_are_stacked_on_a_phone(served_book, layouts):
@@ -688,7 +739,7 @@ CODE_JS = """
   const article = document.querySelector('article.bd-article') || document.body;
   const boxes = Array.from(article.querySelectorAll('div.cell_input pre, div.highlight pre'))
                      .filter(p => p.getClientRects().length > 0 && !p.closest('.cell_output, .output'));
-  const wrapped = [], columns = [];
+  const wrapped = [], wider = [], columns = [];
   for (const pre of boxes) {
     const s = getComputedStyle(pre);
     const shown = pre.getBoundingClientRect().height;
@@ -708,10 +759,11 @@ CODE_JS = """
     const lines = pre.textContent.split('\\n');
     const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
     columns.push(Math.floor(inner / ch + 1e-6));
-    if (shown > flat + 1)
-      wrapped.push(`${longest.length} characters in ${Math.floor(inner / ch)}: ${longest.trim().slice(0, 70)}`);
+    const what = `${longest.length} characters in ${Math.floor(inner / ch)}: ${longest.trim().slice(0, 70)}`;
+    if (shown > flat + 1) wrapped.push(what);
+    if (pre.scrollWidth > pre.clientWidth + 1) wider.push(what);
   }
-  return {boxes: boxes.length, wrapped: wrapped, columns: columns};
+  return {boxes: boxes.length, wrapped: wrapped, wider: wider, columns: columns};
 })()
 """
 CODE_WIDTHS = (1280, 1920)
@@ -719,11 +771,11 @@ CODE_WIDTHS = (1280, 1920)
 
 @pytest.fixture(scope="module")
 def code_layouts(served_book, browser):
-    """{width: {page: CODE_JS report}} at the widths where code must fit its column, for the
-    pages made from the book's notebooks (book/*.py)."""
+    """{width: {page: CODE_JS report}} at the widths where code must fit its column, for every
+    page of the book (the notebooks' pages, the gallery, the library reference)."""
     html, origin = served_book
     out = {w: {} for w in CODE_WIDTHS}
-    for page in sorted(f"book/{p.stem}.html" for p in bookbuild.chapter_sources()):
+    for page in book_pages(html):
         for w, report in layout_reports(browser, origin + page, CODE_WIDTHS, CODE_JS).items():
             out[w][page] = report
     return out
@@ -732,16 +784,24 @@ def code_layouts(served_book, browser):
 @pytest.mark.parametrize("width", CODE_WIDTHS)
 def test_opened_code_cells_do_not_wrap(code_layouts, width):
     """Every code cell of the notebooks' pages (chapters, errata, reproducibility), folded ones
-    opened, and every code block of their prose shows each line on one line of the page (the
-    code is formatted to the column: tests/test_chapter_sources.py), and the column holds at
-    least the line length the sources are held to. Printed outputs may wrap. At 390 px code
+    opened, every code block of their prose, the gallery's commands and the reference's
+    docstring examples show each line on one line of the page (the code is formatted to the
+    column: tests/test_chapter_sources.py; the gallery breaks its commands), and the notebooks'
+    column holds at least the line length the sources are held to. Printed outputs may wrap. At 390 px code
     keeps its lines and scrolls sideways inside its own box (with the fading cue; not checked
     here)."""
     from test_chapter_sources import MAX_CODE_COLUMNS
 
     failures = {page: r["wrapped"] for page, r in code_layouts[width].items() if r["wrapped"]}
     assert failures == {}, json.dumps(failures, indent=1)
-    cells = {page: r for page, r in code_layouts[width].items() if r["boxes"]}
+    # formatted to the column, not only kept from wrapping: no code box of the notebooks' pages
+    # and of the gallery is wider than its column (the reference's docstring examples scroll)
+    wider = {page: r["wider"] for page, r in code_layouts[width].items()
+             if r["wider"] and not page.startswith("book/reference/")}
+    assert wider == {}, json.dumps(wider, indent=1)
+    assert code_layouts[width]["book/gallery.html"]["boxes"] >= 10, "no gallery commands found: vacuous"
+    cells = {page: r for page, r in code_layouts[width].items()
+             if r["boxes"] and page in {f"book/{p.stem}.html" for p in bookbuild.chapter_sources()}}
     assert sum(r["boxes"] for r in cells.values()) >= 20, "too few code cells found: vacuous"
     narrow = {page: min(r["columns"]) for page, r in cells.items() if min(r["columns"]) < MAX_CODE_COLUMNS}
     assert narrow == {}, f"code columns narrower than {MAX_CODE_COLUMNS} characters: {narrow}"

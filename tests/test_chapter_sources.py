@@ -126,3 +126,15 @@ def test_every_chapter_has_its_summary_box(source):
     title, body = box.group(1).casefold(), box.group(2)
     assert "what is true" in title, title
     assert body.count("\n* ") + body.startswith("* ") >= 3, f"{source.stem}: the box has fewer than three points"
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES, ids=lambda p: p.stem)
+def test_the_parameters_cell_is_not_shown(source):
+    """The cell tagged ``parameters`` holds the book's defaults (``preset = "paper"``); papermill
+    injects the run's values after it. Shown, it would tell the reader of a quick build that the
+    page used the paper's preset: it is removed from the page (the run's values are in the
+    folded "Parameters of this run" table, and in the banner of a build with another preset)."""
+    cells = [c for c in jupytext.read(source).cells
+             if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{source.stem}: {len(cells)} parameters cells"
+    assert "remove-cell" in cells[0].metadata["tags"], f"{source.stem}: the parameters cell is shown"

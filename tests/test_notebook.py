@@ -46,6 +46,15 @@ def test_fmt_reads_back_as_the_number_to_the_precision_asked(value, spec, digits
         assert abs(back - value) <= 0.5 * 10.0 ** (np.floor(np.log10(abs(value))) - digits + 1) * 1.0001
 
 
+def test_span_says_a_range_once_when_its_ends_read_the_same():
+    assert nbh.span([1.21, 1.5, 1.3], ".1f") == "1.2 to 1.5"
+    assert nbh.span(np.array([1.21, 1.24]), ".1f") == "1.2"          # equal once rounded
+    assert nbh.span([3], None) == "3" and nbh.span([2, 30_000]) == "2 to 30,000"
+    assert nbh.span([0.5, 0.25], ".2f", sep="-") == "0.25-0.50"
+    with pytest.raises(ValueError, match="values"):
+        nbh.span([])
+
+
 def test_fmt_integers_fractions_zero_and_strings():
     assert nbh.fmt(575) == "575" and nbh.fmt(np.int64(9999)) == "9999"
     assert nbh.fmt(10_000) == "10,000" and nbh.fmt(-1_234_567) == "-1,234,567"
@@ -306,3 +315,34 @@ def test_a_figure_of_one_column_has_no_pieces(tmp_path):
     axes[1].set_title("below")
     written = plotting.save(fig, "col", {"x": 1}, outdir=tmp_path)
     assert json.loads(written["json"].read_text())["meta"]["pieces_in"] == []
+
+
+@pytest.mark.parametrize("command", [
+    'make figure ARGS="figure4-delta002 --kappas 7 --seed 42 --target 2 --eta 0.05 --delta 0.02"',
+    'make figure ARGS="figure3 --kappas 5 7 --seed 42 --B 1 0 0 2"',
+    "make notebook NB=07-deterministic-dynamics PRESET=quick",
+    "make notebook NB=05-finite-beta ARGS=\"-p label 'a long value with many words in it, kept whole' -p b 2\"",
+])
+def test_gallery_commands_are_broken_to_the_column_and_read_the_same(command):
+    """The gallery's regenerate commands are broken over lines that fit its code box; bash reads
+    the broken text as the same words (make then splits ARGS on blanks, so extra blanks inside
+    double quotes do not matter; inside single quotes nothing is broken)."""
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+    from afw_sphinx import GALLERY_CODE_COLUMNS, command_lines
+
+    shown = command_lines(command)
+    lines = shown.split("\n")
+    assert all(len(line) <= GALLERY_CODE_COLUMNS for line in lines), lines
+    assert (len(command) > GALLERY_CODE_COLUMNS) == (len(lines) > 1), lines
+
+    def words(text):
+        out = subprocess.run(["bash", "-c", f"set -- {text}; printf '%s\\0' \"$@\""], capture_output=True,
+                             text=True, check=True).stdout
+        return [shlex.split(w) if w.startswith("ARGS=") else w for w in out.split("\0")]
+
+    assert words(shown) == words(command)

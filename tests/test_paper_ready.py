@@ -152,21 +152,32 @@ def test_faithful_files_are_untouched_by_the_variant(tmp_path, monkeypatch, caps
         '--paper-ready"')
 
 
-@pytest.mark.parametrize("name", ["figure2"])
+@pytest.mark.parametrize("name", CELL_FIGURES)
 @pytest.mark.parametrize("width", [3.4, 7.0])
 def test_paper_ready_cell_labels_stay_inside_their_cells(name, width):
     """The labels C_i(v) of the kappa = 5 panel sit inside their cells, clear of every edge
     (the hull's among them), at column and at text width: the box of each label, as drawn, has
-    all four corners inside its convex cell. (Figure 1's unequal norms make cells too narrow
-    for a label at column width: there the label keeps the place of least overlap.)"""
+    all four corners inside its convex cell. Figure 1's unequal norms make some cells slivers
+    too narrow for a label at column width: those lose their label (every cell of positive area
+    is either labelled inside itself or listed as dropped), while Figure 2's equal norms leave
+    room for every label."""
     fig, _ = pf.FIGURES[name](width=width, variant="paper-ready")
     fig.canvas.draw()
     try:
         labelled = [ax for ax in fig.axes if getattr(ax, "afw_cell_labels", None)]
         assert labelled, "no panel with cell labels: vacuous"
         for ax in labelled:
+            assert len(ax.afw_cell_labels) >= 2, (name, width, "most labels dropped")
             for cell, text in ax.afw_cell_labels:
+                assert text in ax.texts
                 room = pf.label_clearance(ax, text, cell["polygon"])
                 assert room > 0, (name, width, text.get_text(), f"{room:.2f} pt")
+            drawn = {cell["vertex"] for cell, _ in ax.afw_cell_labels}
+            assert not drawn & set(ax.afw_dropped_labels)
+            shown = [t.get_text() for t in ax.texts if t.get_text().startswith(r"$\mathscr")]
+            assert len(shown) == len(drawn), "a dropped label is still drawn"
+            if name == "figure2":
+                assert ax.afw_dropped_labels == [], (width, ax.afw_dropped_labels)
     finally:
         plt.close(fig)
+

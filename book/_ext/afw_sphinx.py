@@ -248,7 +248,9 @@ def collect_figures(app, doctree):
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         paper = paper_figure(name)
         said = captions[0].astext() if captions else ""
-        if captions and paper and "paper's Figure" not in said and f"Figure {paper} of the paper" not in said:
+        # a caption that names the paper's figure itself ("Figure 1 corrected: ...", "Figure 4
+        # of the paper ...") gets no "(paper's Figure k)" before it
+        if captions and paper and not re.search(rf"\b(paper's )?Figure {paper}\b", said):
             captions[0].insert(0, nodes.inline("", f"(paper's Figure {paper}) ", classes=["afw-paper-figure"]))
         if captions:
             captions[0] += nodes.Text(" ")
@@ -325,6 +327,46 @@ def _figure_number(env, docname, label):
     return "Figure " + ".".join(map(str, num)) if num else None
 
 
+GALLERY_CODE_COLUMNS = 58
+"""Characters of the code font that the gallery's command box holds beside a thumbnail at
+1920 px (60; 80 at 1280 px): a longer command is broken over lines (see :func:`command_lines`)."""
+
+
+def command_lines(command: str, width: int = GALLERY_CODE_COLUMNS) -> str:
+    """A shell command broken over lines of at most ``width`` characters (where its words allow),
+    before an option (``--name`` and its values stay together) where it can, each line but the
+    last ending in `` \\``, the next indented by four spaces: what a shell reads as the same
+    command, a break inside double quotes included (a backslash-newline is removed there).
+    Never breaks inside single quotes (a backslash is literal there, and the indent would
+    become part of the value)."""
+    words, word, single = [], "", False
+    for ch in command:          # a single-quoted value (even inside double quotes) stays one word
+        if ch == " " and not single:
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        single ^= ch == "'"
+        word += ch
+    if word:
+        words.append(word)
+    groups: list[list[str]] = []
+    for w in words:
+        if groups and not w.lstrip('"').startswith("-"):
+            groups[-1].append(w)
+        else:
+            groups.append([w])
+    pieces = [p for g in groups for p in ([" ".join(g)] if len(" ".join(g)) + 6 <= width else g)]
+    lines, line = [], ""
+    for w in pieces:
+        if line and len(line) + 1 + len(w) + 2 > width:
+            lines.append(line + " \\")
+            line = "    " + w
+        else:
+            line = f"{line} {w}" if line else w
+    return "\n".join([*lines, line])
+
+
 def _entry_html(app, entries) -> str:
     env, builder = app.env, app.builder
     first = entries[0]
@@ -353,7 +395,7 @@ def _entry_html(app, entries) -> str:
      <span class="afw-key">In the book</span> {' · '.join(shown)}<br>
      <span class="afw-key">File</span> <code>{e(name)}</code>: {downloads}</p>
   <p class="afw-key">Regenerate (change the parameters to make your own)</p>
-  <div class="highlight"><pre>{e(meta.get('command', ''))}</pre></div>
+  <div class="highlight"><pre>{e(command_lines(meta.get('command', '')))}</pre></div>
  </div>
 </div>"""
 
@@ -418,6 +460,17 @@ def gallery_outdated(app, env, added, changed, removed):
     return [GALLERY] if (added or changed or removed) and GALLERY in env.found_docs else []
 
 
+def _no_borrowed_docstring(app, what, name, obj, options, lines):
+    """A constant (``SMALL_WEIGHT = 2.0 ** -26``) has no docstring of its own: autodoc would show
+    its type's ("Convert a string or number to a floating point number"). Its text is the one
+    the reference page gives it (``.. autodata::`` with content)."""
+    doc = getattr(type(obj), "__doc__", None)
+    if what in ("data", "attribute") and not callable(obj) and lines and isinstance(doc, str):
+        borrowed = doc.strip().splitlines()
+        if borrowed and [line.strip() for line in lines if line.strip()][:1] == [borrowed[0].strip()]:
+            lines.clear()
+
+
 def setup(app):
     # MathJax on every page, not only on pages with math of their own: the navigation and the
     # gallery's chapter titles hold math too (a title such as "Finite $\beta$").
@@ -433,4 +486,6 @@ def setup(app):
     app.connect("env-get-outdated", gallery_outdated)
     app.connect("doctree-resolved", fill_gallery)
     app.connect("build-finished", copy_figure_files)
+    app.setup_extension("sphinx.ext.autodoc")      # its event, whatever the order of the extensions
+    app.connect("autodoc-process-docstring", _no_borrowed_docstring)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": False, "env_version": 1}

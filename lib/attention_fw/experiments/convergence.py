@@ -50,7 +50,8 @@ def log_times(steps: int, num: int = 200) -> np.ndarray:
 
     Examples
     --------
-    >>> log_times(1000, 5).tolist()    # 0, then 1 to 1000 by ratios close to 1000**(1/4) = 5.6
+    >>> # 0, then 1 to 1000 by ratios close to 1000**(1/4) = 5.6
+    >>> log_times(1000, 5).tolist()
     [0, 1, 6, 32, 178, 1000]
     """
     steps = V.positive_int("steps", steps)
@@ -84,7 +85,10 @@ def loglog_slope(t: npt.ArrayLike, y: npt.ArrayLike, t_min: float | None = None,
     The exponent of a power law ``y = c t^p`` is ``p``; a zero is left out of the fit:
 
     >>> t = np.arange(1.0, 11.0)
-    >>> round(loglog_slope(t, 3.0 / t ** 2), 9), round(loglog_slope(t, np.where(t == 5, 0.0, t)), 9)
+    >>> (
+    ...     round(loglog_slope(t, 3.0 / t**2), 9),
+    ...     round(loglog_slope(t, np.where(t == 5, 0.0, t)), 9),
+    ... )
     (-2.0, 1.0)
     """
     t = V.as_float_array("t", t, ndim=1)
@@ -149,7 +153,8 @@ def exact_hardmax_trajectory(x0: Sequence[Any], steps: int, *, gamma: Callable[[
     The counterexample to Theorem 3.1, ``x^0 = (3, -1)`` with ``gamma^t = 2/(t+2)``:
 
     >>> traj = exact_hardmax_trajectory([3, -1], 3)
-    >>> [[str(x[0]) for x in xt] for xt in traj]    # gamma^0 = 1 swaps; from t = 2 on, 1/3 is its own oracle
+    >>> # gamma^0 = 1 swaps; from t = 2 on, 1/3 is its own oracle
+    >>> [[str(x[0]) for x in xt] for xt in traj]
     [['3', '-1'], ['-1', '3'], ['5/3', '1/3'], ['1', '1/3']]
     """
     steps = V.positive_int("steps", steps, minimum=0)
@@ -451,7 +456,13 @@ def section3_rates(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, *, sched
 
     Examples
     --------
-    >>> res = section3_rates(symmetric_cloud(2, 3, rng=0), np.eye(2), 100, times=[0, 10, 100], symmetric=True)
+    >>> res = section3_rates(
+    ...     symmetric_cloud(2, 3, rng=0),
+    ...     np.eye(2),
+    ...     100,
+    ...     times=[0, 10, 100],
+    ...     symmetric=True,
+    ... )
     >>> res.t.tolist(), bool(np.all(np.diff(res.J, axis=0) <= 0))
     ([0, 10, 100], True)
     """
@@ -544,8 +555,12 @@ def fixed_hull_fw(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, points: n
 
     >>> from attention_fw.geometry.polytope import regular_polygon
     >>> hexagon = regular_polygon(6)[None] + 0.2
-    >>> line = fixed_hull_fw(hexagon, np.diag([2.0, 1.0]), 40, rule="line-search", times=[0, 40])
-    >>> open_loop = fixed_hull_fw(hexagon, np.diag([2.0, 1.0]), 40, rule="fw", times=[0, 40])
+    >>> line = fixed_hull_fw(
+    ...     hexagon, np.diag([2.0, 1.0]), 40, rule="line-search", times=[0, 40]
+    ... )
+    >>> open_loop = fixed_hull_fw(
+    ...     hexagon, np.diag([2.0, 1.0]), 40, rule="fw", times=[0, 40]
+    ... )
     >>> bool(line.primal[-1, 0] < 1e-50 < open_loop.primal[-1, 0] < 1e-2)
     True
     """
@@ -658,7 +673,9 @@ def fixed_vs_current_slopes(fixed: Mapping[str, Any], current: Mapping[str, Any]
     ``O(1/t)`` guarantee:
 
     >>> x0 = [[3.0], [-1.0]]
-    >>> sl = fixed_vs_current_slopes(fixed_hull_fw(x0, [[1.0]], 400), section3_rates(x0, [[1.0]], 400))
+    >>> sl = fixed_vs_current_slopes(
+    ...     fixed_hull_fw(x0, [[1.0]], 400), section3_rates(x0, [[1.0]], 400)
+    ... )
     >>> round(sl.current, 1), bool(sl.fixed < -1)
     (-2.0, True)
     """

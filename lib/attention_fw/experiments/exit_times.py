@@ -148,7 +148,8 @@ def exit_mask(x: npt.ArrayLike, x0: npt.ArrayLike, sigma: npt.ArrayLike, eps: fl
     >>> x0, sigma = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), np.array([0, 0, 1])
     >>> x = np.stack([x0, x0, x0])
     >>> x[0, 0], x[1, 0], x[2, 2] = [0.5, 0.04], [0.5, 0.06], [0.0, 1.06]
-    >>> exit_mask(x, x0, sigma, 0.05)      # 0.04 from the group's hull: inside; 0.06: exit
+    >>> # 0.04 from the group's hull: inside; 0.06: exit
+    >>> exit_mask(x, x0, sigma, 0.05)
     array([False,  True,  True])
     >>> exit_mask(x[1], x0, sigma, 0.05)   # one system
     array([ True])
@@ -171,7 +172,11 @@ class ExitSample:
     Exits at 3 and 5, one run censored at 10; the Kaplan-Meier ``P[T2 >= t]`` drops by
     1/3 at the first exit (3 at risk) and by half at the second (2 at risk):
 
-    >>> es = ExitSample(times=np.array([3.0, 5.0, 10.0]), censored=np.array([False, False, True]), cap=10.0)
+    >>> es = ExitSample(
+    ...     times=np.array([3.0, 5.0, 10.0]),
+    ...     censored=np.array([False, False, True]),
+    ...     cap=10.0,
+    ... )
     >>> es.n_censored, es.survival([1, 4, 6]).round(6)
     (1, array([1.      , 0.666667, 0.333333]))
     """
@@ -245,7 +250,8 @@ def move_log_odds(x: np.ndarray, beta: float, B: np.ndarray | None = None) -> tu
     >>> d, logits, same = move_log_odds(x, 0.0)
     >>> np.exp(d).round(6), same[0, 0].tolist()
     (array([[0.5, 0.5, 2. ]]), [True, True, False])
-    >>> move_log_odds(np.zeros((1, 3, 2)), 1.0)[0]                 # all at one point: never moves
+    >>> # all at one point: never moves
+    >>> move_log_odds(np.zeros((1, 3, 2)), 1.0)[0]
     array([[-inf, -inf, -inf]])
     """
     S = np.einsum("rid,rjd->rij", x, x) if B is None else np.einsum("rie,rje->rij", x @ B.T, x)
@@ -294,7 +300,9 @@ def frozen_escape_rate(points: npt.ArrayLike, counts: npt.ArrayLike, beta: float
     ``lambda = 3 log(1 + 2 e^{-3 beta / 2})``; at ``beta = 0``, ``q = (1/3)^3``:
 
     >>> v = regular_polygon(3)
-    >>> math.isclose(frozen_escape_rate(v, [1, 1, 1], 2.0), 3 * math.log1p(2 * math.exp(-3.0)))
+    >>> math.isclose(
+    ...     frozen_escape_rate(v, [1, 1, 1], 2.0), 3 * math.log1p(2 * math.exp(-3.0))
+    ... )
     True
     >>> math.isclose(frozen_escape_rate(v, [1, 1, 1], 0.0), 3 * math.log(3))
     True
@@ -488,9 +496,13 @@ def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta
     Examples
     --------
     >>> x0, sigma = near_vertex_configuration(regular_polygon(3), 2, 0.05, rng=7)
-    >>> sabeta_exit_time(x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[5]).times.tolist()   # exit at 19
+    >>> # exit at 19
+    >>> sabeta_exit_time(
+    ...     x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[5]
+    ... ).times.tolist()
     [0, 5, 19]
-    >>> sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=1000).T is None   # larger beta: no exit
+    >>> # larger beta: no exit
+    >>> sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=1000).T is None
     True
     """
     x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
@@ -563,9 +575,15 @@ def frozen_log_mean_exit(points: npt.ArrayLike, counts: npt.ArrayLike, beta: flo
     ``beta = 1e6``, where ``lambda = 6 e^{-3 beta / 2}`` underflows, ``log E[T] = 3 beta / 2 - log 6``:
 
     >>> v = regular_polygon(3)
-    >>> math.isclose(frozen_log_mean_exit(v, [1, 1, 1], 2.0), -math.log(-math.expm1(-frozen_escape_rate(v, [1, 1, 1], 2.0))))
+    >>> math.isclose(
+    ...     frozen_log_mean_exit(v, [1, 1, 1], 2.0),
+    ...     -math.log(-math.expm1(-frozen_escape_rate(v, [1, 1, 1], 2.0))),
+    ... )
     True
-    >>> frozen_escape_rate(v, [1, 1, 1], 1e6), math.isclose(frozen_log_mean_exit(v, [1, 1, 1], 1e6), 1.5e6 - math.log(6))
+    >>> (
+    ...     frozen_escape_rate(v, [1, 1, 1], 1e6),
+    ...     math.isclose(frozen_log_mean_exit(v, [1, 1, 1], 1e6), 1.5e6 - math.log(6)),
+    ... )
     (0.0, True)
     """
     c, x = _frozen_log_odds(points, counts, beta)
@@ -591,7 +609,8 @@ def frozen_mean_slope(points: npt.ArrayLike, counts: npt.ArrayLike, betas: npt.A
     Examples
     --------
     >>> v = regular_polygon(3)
-    >>> round(frozen_mean_slope(v, [1, 1, 1], [20.0, 25.0, 30.0]), 6), round(c0(v), 6)   # slope = c0 = 3/2
+    >>> # slope = c0 = 3/2
+    >>> round(frozen_mean_slope(v, [1, 1, 1], [20.0, 25.0, 30.0]), 6), round(c0(v), 6)
     (1.5, 1.5)
     """
     b = V.as_float_array("betas", betas, ndim=1)
@@ -661,11 +680,14 @@ def exit_time_task(*, beta: float, rng: int, n: int = 6, kappa: int = 3, gamma: 
     at its first event, so none is censored, and ``E_T2_frozen`` is the closed form:
 
     >>> r = exit_time_task(beta=1.0, rng=0, runs=50)
-    >>> sorted(r)
-    ['E_T2_frozen', 'beta', 'c0', 'cap', 'censored', 'eps', 'gamma', 'kappa', 'method', 'n', 'rng', 'times']
+    >>> print(*sorted(r))
+    E_T2_frozen beta c0 cap censored eps gamma kappa method n rng times
     >>> r.times.shape, int(r.censored.sum()), round(r.c0, 6)
     ((50,), 0, 1.5)
-    >>> math.isclose(r.E_T2_frozen, 1 / -math.expm1(-frozen_escape_rate(regular_polygon(3), [2, 2, 2], 1.0)))
+    >>> math.isclose(
+    ...     r.E_T2_frozen,
+    ...     1 / -math.expm1(-frozen_escape_rate(regular_polygon(3), [2, 2, 2], 1.0)),
+    ... )
     True
     """
     v = regular_polygon(kappa)
@@ -699,7 +721,8 @@ def e6_task(*, beta: float, rng: int, per_vertex: int = 2, radius: float = 0.05,
     >>> r = e6_task(beta=3.0, rng=0, runs=5, cap=200, sabeta_cap=100)
     >>> sorted(r)
     ['beta', 'cap', 'censored', 'sabeta_T', 'sabeta_cap', 'sigma', 'times', 'x0']
-    >>> r.x0.shape, r.times.shape, bool(np.all((1 <= r.times) & (r.times <= r.cap)))   # 3 (1 + 2) tokens; 1 <= T2 <= cap
+    >>> # 3 (1 + 2) tokens; 1 <= T2 <= cap
+    >>> r.x0.shape, r.times.shape, bool(np.all((1 <= r.times) & (r.times <= r.cap)))
     ((9, 2), (5,), True)
     """
     v = points_on_circle()

@@ -65,11 +65,14 @@ def hypothesis_beta_min(vertices: npt.ArrayLike, *, beta_hi: float = 1e12) -> fl
     Examples
     --------
     >>> v = points_on_circle()
-    >>> hypothesis_beta_min(v, beta_hi=400.0)       # the unit triangle's eroded cones are still empty at 400
+    >>> # the unit triangle's eroded cones are still empty at 400
+    >>> hypothesis_beta_min(v, beta_hi=400.0)
     inf
-    >>> bool(eroded_slack(v, 0, 450 ** (-1 / 8), 450 ** (-1 / 4)) >= 0)   # ... and no longer at 450
+    >>> # ... and no longer at 450
+    >>> bool(eroded_slack(v, 0, 450 ** (-1 / 8), 450 ** (-1 / 4)) >= 0)
     True
-    >>> hypothesis_beta_min(10 * v)                 # ten times larger, they are non-empty from beta = 1 on
+    >>> # ten times larger, they are non-empty from beta = 1 on
+    >>> hypothesis_beta_min(10 * v)
     1.0
     """
     v = _vertices("vertices", vertices)
@@ -89,7 +92,10 @@ def configuration_beta_min(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: np
     >>> v = points_on_circle()
     >>> x0, sigma = np.vstack([v, 0.5 * v]), np.array([0, 1, 2, 0, 1, 2])
     >>> b = configuration_beta_min(x0, v, sigma)
-    >>> [bool(eroded_cone_mask(x0[3], v, 0, s ** (-1 / 8), s ** (-1 / 4))) for s in (b / 1.01, b * 1.01)]
+    >>> [
+    ...     bool(eroded_cone_mask(x0[3], v, 0, s ** (-1 / 8), s ** (-1 / 4)))
+    ...     for s in (b / 1.01, b * 1.01)
+    ... ]
     [False, True]
 
     Token 3 (half-way to ``v_0``) enters its eroded cone at ``b`` (tokens 4 and 5 too, by symmetry).
@@ -125,9 +131,11 @@ def sample_eroded_cone(vertices: npt.ArrayLike, i: int, eta: float, delta: float
     --------
     >>> v = points_on_circle()
     >>> pts = sample_eroded_cone(v, 0, 0.05, 0.03, 100, rng=0, min_dist=0.3)
-    >>> pts.shape, bool(eroded_cone_mask(pts, v, 0, 0.05, 0.03).all())      # every point lies in the eroded cone
+    >>> # every point lies in the eroded cone
+    >>> pts.shape, bool(eroded_cone_mask(pts, v, 0, 0.05, 0.03).all())
     ((100, 2), True)
-    >>> bool((np.linalg.norm(pts - v[0], axis=1) >= 0.3).all())             # ... at distance >= min_dist from v_0
+    >>> # ... at distance >= min_dist from v_0
+    >>> bool((np.linalg.norm(pts - v[0], axis=1) >= 0.3).all())
     True
     """
     v = _vertices("vertices", vertices)
@@ -208,11 +216,16 @@ def phase1_constants(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.Arra
 
     Examples
     --------
-    >>> v = points_on_circle()                                    # c0 = 1.5, d(K) = sqrt(3)
-    >>> c = phase1_constants(np.vstack([v, 0.4 * v]), v, np.array([0, 1, 2, 0, 1, 2]), 0.1)
-    >>> round(c.m, 6), bool(np.isclose(c.tau, 1.5 / (2 * np.sqrt(3)))), round(c.C, 6)   # tau = c0/(2 d(K)), C = 1/0.9
+    >>> # c0 = 1.5, d(K) = sqrt(3)
+    >>> v = points_on_circle()
+    >>> c = phase1_constants(
+    ...     np.vstack([v, 0.4 * v]), v, np.array([0, 1, 2, 0, 1, 2]), 0.1
+    ... )
+    >>> # tau = c0/(2 d(K)), C = 1/0.9
+    >>> round(c.m, 6), bool(np.isclose(c.tau, 1.5 / (2 * np.sqrt(3)))), round(c.C, 6)
     (0.6, True, 1.111111)
-    >>> c.T1, 0.9 ** c.T1 * c.m >= c.tau > 0.9 ** (c.T1 + 1) * c.m   # T1: last t with (1 - gamma)^t m >= tau
+    >>> # T1: last t with (1 - gamma)^t m >= tau
+    >>> c.T1, 0.9 ** c.T1 * c.m >= c.tau > 0.9 ** (c.T1 + 1) * c.m
     (3, True)
     """
     v = _vertices("vertices", vertices)
@@ -259,9 +272,11 @@ def phase1_event(xT: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLik
     Examples
     --------
     >>> v = points_on_circle()
-    >>> xT = np.stack([np.vstack([v, 0.99 * v]), np.vstack([v, 0.9 * v])])   # interior tokens at 0.01 and 0.1
+    >>> # interior tokens at 0.01 and 0.1
+    >>> xT = np.stack([np.vstack([v, 0.99 * v]), np.vstack([v, 0.9 * v])])
     >>> ev = phase1_event(xT, v, np.array([0, 1, 2, 0, 1, 2]), 1e4, 0.05, 1.0)
-    >>> ev.event.tolist(), ev.vertices.tolist(), np.round(ev.interior_radius, 6)   # radius / tau vs C = 1
+    >>> # radius / tau vs C = 1
+    >>> ev.event.tolist(), ev.vertices.tolist(), np.round(ev.interior_radius, 6)
     ([True, False], [True, True], array([0.2, 2. ]))
     """
     v = _vertices("vertices", vertices)
@@ -393,9 +408,14 @@ def collapse_sabeta(x0: npt.ArrayLike, gamma: float, beta: float, *, tol: float 
 
     Examples
     --------
-    >>> res = collapse_sabeta(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]), 0.5, 1.0, tol=1e-6)
+    >>> res = collapse_sabeta(
+    ...     np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]), 0.5, 1.0, tol=1e-6
+    ... )
     >>> from attention_fw.geometry.polytope import hull_area
-    >>> bool(res.converged), bool(hull_area(np.vstack([[[0, 0], [1, 0], [0, 2]], res.limit])) == 1.0)
+    >>> (
+    ...     bool(res.converged),
+    ...     bool(hull_area(np.vstack([[[0, 0], [1, 0], [0, 2]], res.limit])) == 1.0),
+    ... )
     (True, True)
     """
     x = V.tokens("x0", x0, batched_ok=False)
@@ -431,7 +451,8 @@ def theorem54_radius(vertices: npt.ArrayLike) -> float:
     Examples
     --------
     >>> r = theorem54_radius(points_on_circle())                  # R = 1, c0 = 1.5
-    >>> round(r, 6), round(4 * r + 2 * r ** 2, 12)                # sqrt(1.375) - 1, with equality 4Rr + 2r^2 = c0/2
+    >>> # sqrt(1.375) - 1, with equality 4Rr + 2r^2 = c0/2
+    >>> round(r, 6), round(4 * r + 2 * r ** 2, 12)
     (0.172604, 0.75)
     """
     v = _vertices("vertices", vertices)
@@ -465,9 +486,11 @@ def theorem54_hypotheses(vertices: npt.ArrayLike, eps: float, gamma: float, rho:
     --------
     >>> v = points_on_circle()                                    # d(K) = sqrt(3)
     >>> h = theorem54_hypotheses(v, 0.1, 0.02)
-    >>> h.all, round(h.gamma_max, 6), h.M                         # gamma_max = 0.1/(2 sqrt 3); M = ceil(0.1/(0.02 sqrt 3))
+    >>> # gamma_max = 0.1/(2 sqrt 3); M = ceil(0.1/(0.02 sqrt 3))
+    >>> h.all, round(h.gamma_max, 6), h.M
     (True, 0.028868, 3)
-    >>> theorem54_hypotheses(v, 0.1, 0.05).ratio                  # 0.1 / 0.05 = 2 < 2 d(K)
+    >>> # 0.1 / 0.05 = 2 < 2 d(K)
+    >>> theorem54_hypotheses(v, 0.1, 0.05).ratio
     False
     """
     v = _vertices("vertices", vertices)
@@ -504,8 +527,10 @@ def theorem54_region(vertices: npt.ArrayLike, rho: float = 0.0) -> np.ndarray:
 
     Examples
     --------
-    >>> v = points_on_circle()                 # eps_max = theorem54_radius(v) = 0.172604, d(K) = sqrt(3)
-    >>> np.round(theorem54_region(v), 6) + 0.0  # top corner: gamma = 0.172604 / (2 sqrt 3)
+    >>> # eps_max = theorem54_radius(v) = 0.172604, d(K) = sqrt(3)
+    >>> v = points_on_circle()
+    >>> # top corner: gamma = 0.172604 / (2 sqrt 3)
+    >>> np.round(theorem54_region(v), 6) + 0.0
     array([[0.      , 0.      ],
            [0.172604, 0.      ],
            [0.172604, 0.049826]])
@@ -532,8 +557,16 @@ def phase1_task(*, beta: float, rng: int, gamma: float, runs: int, config_beta: 
 
     Examples
     --------
-    >>> res = phase1_task(beta=1e6, rng=1, gamma=0.5, runs=20, config_beta=1e6, per_vertex=1,
-    ...                   min_dist=0.05, config_rng=0)
+    >>> res = phase1_task(
+    ...     beta=1e6,
+    ...     rng=1,
+    ...     gamma=0.5,
+    ...     runs=20,
+    ...     config_beta=1e6,
+    ...     per_vertex=1,
+    ...     min_dist=0.05,
+    ...     config_rng=0,
+    ... )
     >>> res.runs, round(res.bound, 6), res.fraction        # bound = 1 - beta^(-1/8)
     (20, 0.822172, 1.0)
 
@@ -551,8 +584,11 @@ def collapse_task(*, x0: tuple, gamma: float, beta: float, tol: float, max_steps
 
     Examples
     --------
-    >>> res = collapse_task(x0=((1.0, 0.0), (0.0, 1.0)), gamma=0.5, beta=1.0, tol=1e-9, max_steps=1000)
-    >>> res.converged, np.round(res.limit, 6)    # symmetric under (a, b) -> (b, a): the midpoint of the hull
+    >>> res = collapse_task(
+    ...     x0=((1.0, 0.0), (0.0, 1.0)), gamma=0.5, beta=1.0, tol=1e-9, max_steps=1000
+    ... )
+    >>> # symmetric under (a, b) -> (b, a): the midpoint of the hull
+    >>> res.converged, np.round(res.limit, 6)
     (True, array([0.5, 0.5]))
     """
     return collapse_sabeta(np.asarray(x0, float), gamma, beta, tol=tol, max_steps=max_steps,

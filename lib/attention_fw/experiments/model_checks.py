@@ -25,7 +25,8 @@ def score_gap(x: npt.ArrayLike, t: int | None = None) -> np.ndarray:
 
     Examples
     --------
-    >>> float(score_gap(np.array([[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]])))   # row margins 1 - 0.5, 4 - 1, 1 - 0.5
+    >>> # row margins 1 - 0.5, 4 - 1, 1 - 0.5
+    >>> float(score_gap(np.array([[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]])))
     0.5
     """
     S = np.sort(dyn.scores(x), axis=-1)
@@ -41,7 +42,9 @@ def beta_limit(x0: npt.ArrayLike, betas: Iterable[float], h: float, steps: int) 
 
     Examples
     --------
-    >>> res = beta_limit(np.array([[[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]]]), [1.0, 100.0], 0.25, 3)
+    >>> res = beta_limit(
+    ...     np.array([[[1.0, 0.0], [0.0, 2.0], [0.5, 0.5]]]), [1.0, 100.0], 0.25, 3
+    ... )
     >>> bool(res.errors[1, 0] < 1e-12 < res.errors[0, 0])
     True
     """
@@ -66,10 +69,13 @@ def held_out_constant(res: Result) -> tuple[float, int, int]:
     Examples
     --------
     >>> from attention_fw.results import Result
-    >>> bD = np.array([[5.0, 11.0, 12.0, 13.0, 14.0]])              # system 0 (beta Delta <= 10) is ignored
+    >>> # system 0 (beta Delta <= 10) is ignored
+    >>> bD = np.array([[5.0, 11.0, 12.0, 13.0, 14.0]])
     >>> res = Result(bD=bD, errors=2 * np.exp(-bD) * [9.0, 0.5, 1.0, 0.5, 1.0])
-    >>> const, under, held = held_out_constant(res)                  # fitted on systems 2 and 4: const = 2
-    >>> round(const, 6), under, held                                 # the odd systems 1 and 3 lie at half of it
+    >>> # fitted on systems 2 and 4: const = 2
+    >>> const, under, held = held_out_constant(res)
+    >>> # the odd systems 1 and 3 lie at half of it
+    >>> round(const, 6), under, held
     (2.0, 2, 2)
     """
     far = res.bD > 10

@@ -71,7 +71,10 @@ def hull_primitives(points) -> Result:
     >>> sq = hull_primitives([[0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5]])
     >>> sq.dim, sq.halfspaces.shape, sq.kinds.tolist()
     (2, (4, 3), [2, 2, 2, 2])
-    >>> hull_primitives([[0, 0], [1, 1], [2, 2]]).kinds.tolist(), hull_primitives([[1, 2]]).kinds.tolist()
+    >>> (
+    ...     hull_primitives([[0, 0], [1, 1], [2, 2]]).kinds.tolist(),
+    ...     hull_primitives([[1, 2]]).kinds.tolist(),
+    ... )
     ([2], [1])
     >>> t3 = hull_primitives([[0, 0, 0], [1, 0, 0], [0, 1, 0]])
     >>> t3.dim, t3.halfspaces.shape[0], t3.kinds.tolist()
@@ -800,8 +803,9 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
 
     >>> v = regular_polygon(3)
     >>> x0, sigma = np.repeat(v, 2, axis=0), np.repeat([0, 1, 2], 2)
-    >>> reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05).T.tolist() == sabeta_exit_times(
-    ...     x0, sigma, 0.1, [3.0, 5.0], 0.05).T.tolist()
+    >>> reduced_exit_times(
+    ...     x0, sigma, 0.1, [3.0, 5.0], 0.05
+    ... ).T.tolist() == sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05).T.tolist()
     True
     """
     x0 = V.tokens("x0", x0, batched_ok=False)
@@ -914,8 +918,15 @@ def fit_rate(betas, T, level: float = 0.95) -> Result:
 
     Examples
     --------
-    >>> r = fit_rate([1.0, 2.0, 3.0, 4.0], np.exp(0.5 * np.array([1.0, 2.0, 3.0, 4.0]) + 2))
-    >>> round(r.slope, 12), round(r.intercept, 12), r.n, [round(c, 9) for c in r.slope_ci]
+    >>> r = fit_rate(
+    ...     [1.0, 2.0, 3.0, 4.0], np.exp(0.5 * np.array([1.0, 2.0, 3.0, 4.0]) + 2)
+    ... )
+    >>> (
+    ...     round(r.slope, 12),
+    ...     round(r.intercept, 12),
+    ...     r.n,
+    ...     [round(c, 9) for c in r.slope_ci],
+    ... )
     (0.5, 2.0, 4, [0.5, 0.5])
     """
     b = V.as_float_array("betas", betas, ndim=1)
@@ -1092,7 +1103,11 @@ def family_configuration(name: str) -> Result:
     Examples
     --------
     >>> c = family_configuration("triangle, 1 per vertex, in the hypotheses")
-    >>> c.x0.shape, bool(c.hypotheses.all), family_configuration("triangle, 1+2 near").hypotheses.all
+    >>> (
+    ...     c.x0.shape,
+    ...     bool(c.hypotheses.all),
+    ...     family_configuration("triangle, 1+2 near").hypotheses.all,
+    ... )
     ((3, 2), True, False)
     """
     if name not in FAMILY:
@@ -1165,9 +1180,21 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
 
     Examples
     --------
-    >>> r = family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100, num=3, cap=10**4,
-    ...                 chain_runs=50, chain_budget=100, rng=0)
-    >>> r.T2_sabeta.shape, bool(np.all(r.T2_sabeta > 0)), bool(np.all(np.isfinite(r.T2_sap_mean)))
+    >>> r = family_task(
+    ...     name="triangle, 1 per vertex",
+    ...     t_lo=10,
+    ...     t_hi=100,
+    ...     num=3,
+    ...     cap=10**4,
+    ...     chain_runs=50,
+    ...     chain_budget=100,
+    ...     rng=0,
+    ... )
+    >>> (
+    ...     r.T2_sabeta.shape,
+    ...     bool(np.all(r.T2_sabeta > 0)),
+    ...     bool(np.all(np.isfinite(r.T2_sap_mean))),
+    ... )
     ((3,), True, True)
     """
     cfg = family_configuration(name)

@@ -31,7 +31,9 @@ def kaplan_meier(times: npt.ArrayLike, censored: npt.ArrayLike, t: npt.ArrayLike
 
     Examples
     --------
-    >>> kaplan_meier([1.0, 2.0, 3.0, 10.0], np.array([False, False, False, True]), [1, 2, 4])
+    >>> kaplan_meier(
+    ...     [1.0, 2.0, 3.0, 10.0], np.array([False, False, False, True]), [1, 2, 4]
+    ... )
     array([1.  , 0.75, 0.25])
     """
     T, c = _times(times, censored)
@@ -54,9 +56,11 @@ class CensoredFit:
     Examples
     --------
     >>> fit = fit_exponential_censored([1.0, 3.0], np.array([False, False]))
-    >>> fit.model, fit.rate, fit.n_exits, round(fit.median, 6)      # exponential median: log(2) / rate
+    >>> # exponential median: log(2) / rate
+    >>> fit.model, fit.rate, fit.n_exits, round(fit.median, 6)
     ('exponential', 0.5, 2, 1.386294)
-    >>> fit_geometric_censored([2.0, 4.0, 10.0], np.array([False, False, True])).median   # p = 1/8
+    >>> # p = 1/8
+    >>> fit_geometric_censored([2.0, 4.0, 10.0], np.array([False, False, True])).median
     6.0
 
     The geometric median is the smallest ``t`` with ``1 - (7/8)^t >= 1/2``: ``(7/8)^5 = 0.51``, ``(7/8)^6 = 0.45``.
@@ -101,7 +105,8 @@ def fit_geometric_censored(times: npt.ArrayLike, censored: npt.ArrayLike, level:
     Examples
     --------
     >>> fit = fit_geometric_censored([2.0, 4.0, 10.0], np.array([False, False, True]))
-    >>> fit.rate, fit.mean, fit.n_censored                  # 2 exits / 16 steps of exposure
+    >>> # 2 exits / 16 steps of exposure
+    >>> fit.rate, fit.mean, fit.n_censored
     (0.125, 8.0, 1)
     """
     return _censored_rate_fit("geometric", times, censored, level, lambda p, D: math.sqrt(max(1 - p, 0.0) / D))
@@ -114,9 +119,11 @@ def fit_exponential_censored(times: npt.ArrayLike, censored: npt.ArrayLike, leve
     Examples
     --------
     >>> fit = fit_exponential_censored([1.0, 2.0, 3.0], np.array([False, False, False]))
-    >>> fit.rate, fit.mean                          # no censoring: 1 / (mean of the times)
+    >>> # no censoring: 1 / (mean of the times)
+    >>> fit.rate, fit.mean
     (0.5, 2.0)
-    >>> fit_exponential_censored([1.0, 2.0, 5.0], np.array([False, False, True])).rate   # 2 exits / 8 time units
+    >>> # 2 exits / 8 time units
+    >>> fit_exponential_censored([1.0, 2.0, 5.0], np.array([False, False, True])).rate
     0.25
     """
     return _censored_rate_fit("exponential", times, censored, level, lambda lam, D: 1 / math.sqrt(D))
@@ -153,9 +160,17 @@ def fit_log_mean_slope(betas: npt.ArrayLike, fits: Sequence[CensoredFit], level:
     Examples
     --------
     >>> betas = [1.0, 2.0, 3.0]
-    >>> fits = [fit_exponential_censored(np.full(4, np.exp(0.5 * b)), np.zeros(4, bool)) for b in betas]
-    >>> res = fit_log_mean_slope(betas, fits)        # the means are exactly exp(0.5 beta)
-    >>> round(res.slope, 6), round(res.intercept, 6) + 0.0, res.slope_ci[0] < 0.5 < res.slope_ci[1]
+    >>> fits = [
+    ...     fit_exponential_censored(np.full(4, np.exp(0.5 * b)), np.zeros(4, bool))
+    ...     for b in betas
+    ... ]
+    >>> # the means are exactly exp(0.5 beta)
+    >>> res = fit_log_mean_slope(betas, fits)
+    >>> (
+    ...     round(res.slope, 6),
+    ...     round(res.intercept, 6) + 0.0,
+    ...     res.slope_ci[0] < 0.5 < res.slope_ci[1],
+    ... )
     (0.5, 0.0, True)
     """
     b = V.as_float_array("betas", betas, ndim=1)

@@ -66,10 +66,17 @@ def head_matrices(weights: dict, head: int, head_dim: int = 32) -> dict:
     Examples
     --------
     >>> rng = np.random.default_rng(0)
-    >>> W = {k: rng.standard_normal((64, 64)) for k in ("query", "key", "value", "output")}
-    >>> W.update({k + "_bias": np.zeros(64) for k in ("query", "key", "value", "output")})
+    >>> W = {
+    ...     k: rng.standard_normal((64, 64)) for k in ("query", "key", "value", "output")
+    ... }
+    >>> W.update(
+    ...     {k + "_bias": np.zeros(64) for k in ("query", "key", "value", "output")}
+    ... )
     >>> m = head_matrices(W, 1, head_dim=32)
-    >>> bool(np.allclose(m["M"], W["query"][32:].T @ W["key"][32:] / np.sqrt(32))), m["U"].shape
+    >>> (
+    ...     bool(np.allclose(m["M"], W["query"][32:].T @ W["key"][32:] / np.sqrt(32))),
+    ...     m["U"].shape,
+    ... )
     (True, (64, 64))
     """
     d = weights["query"].shape[1]
@@ -97,7 +104,8 @@ def antisym_ratio(M) -> float:
 
     Examples
     --------
-    >>> antisym_ratio(np.array([[1.0, 2.0], [0.0, 1.0]]))    # ||(0 2; -2 0)|| / ||(2 2; 2 2)||
+    >>> # ||(0 2; -2 0)|| / ||(2 2; 2 2)||
+    >>> antisym_ratio(np.array([[1.0, 2.0], [0.0, 1.0]]))
     0.7071067811865476
     """
     M = _square("M", M)
@@ -221,7 +229,8 @@ def restricted(M, P) -> np.ndarray:
     Examples
     --------
     >>> P = np.array([[1.0], [0.0]])
-    >>> restricted(np.array([[2.0, 5.0], [-5.0, -1.0]]), P)        # the form on the first axis
+    >>> # the form on the first axis
+    >>> restricted(np.array([[2.0, 5.0], [-5.0, -1.0]]), P)
     array([[2.]])
     """
     P = np.asarray(P, dtype=np.float64)
@@ -254,8 +263,12 @@ def bias_share(X, mask, m: dict) -> float:
     Without biases the share is 0:
 
     >>> rng = np.random.default_rng(0)
-    >>> W = {k: rng.standard_normal((64, 64)) for k in ("query", "key", "value", "output")}
-    >>> W.update({k + "_bias": np.zeros(64) for k in ("query", "key", "value", "output")})
+    >>> W = {
+    ...     k: rng.standard_normal((64, 64)) for k in ("query", "key", "value", "output")
+    ... }
+    >>> W.update(
+    ...     {k + "_bias": np.zeros(64) for k in ("query", "key", "value", "output")}
+    ... )
     >>> bias_share(rng.standard_normal((2, 5, 64)), np.ones((2, 5)), head_matrices(W, 0))
     0.0
     """
@@ -358,7 +371,9 @@ def effective_support(weights, axis: int = -1) -> np.ndarray:
 
     Examples
     --------
-    >>> effective_support(np.array([[1.0, 0, 0, 0], [0.25, 0.25, 0.25, 0.25]])).round(12).tolist()
+    >>> effective_support(np.array([[1.0, 0, 0, 0], [0.25, 0.25, 0.25, 0.25]])).round(
+    ...     12
+    ... ).tolist()
     [1.0, 4.0]
     """
     a = np.asarray(weights, dtype=np.float64)
@@ -457,7 +472,11 @@ def head_spectrum(m: dict) -> np.ndarray:
     Examples
     --------
     >>> rng = np.random.default_rng(0)
-    >>> m = {"Wq": rng.standard_normal((32, 100)), "Wk": rng.standard_normal((32, 100)), "head_dim": 32}
+    >>> m = {
+    ...     "Wq": rng.standard_normal((32, 100)),
+    ...     "Wk": rng.standard_normal((32, 100)),
+    ...     "head_dim": 32,
+    ... }
     >>> M = m["Wq"].T @ m["Wk"] / np.sqrt(32)
     >>> full = np.linalg.eigvalsh((M + M.T) / 2)
     >>> bool(np.allclose(np.sort(head_spectrum(m)), np.r_[full[:32], full[-32:]]))
@@ -480,8 +499,10 @@ def head_row(encoder, layer: int, head: int) -> dict:
     --------
     >>> from attention_fw import encoder
     >>> row = head_row(encoder.load(), 0, 0)
-    >>> sorted(row), (row["positive"], row["negative"], row["rank_U"])
-    (['antisym_ratio', 'head', 'layer', 'negative', 'pos_mass', 'positive', 'rank_U', 'value_scalar_dist'], (32, 32, 32))
+    >>> print(*sorted(row))
+    antisym_ratio head layer negative pos_mass positive rank_U value_scalar_dist
+    >>> row["positive"], row["negative"], row["rank_U"]
+    (32, 32, 32)
     """
     m = head_matrices(encoder.attention_weights(layer), head, encoder.head_dim)
     ev = head_spectrum(m)
@@ -529,9 +550,20 @@ def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens:
     Examples
     --------
     >>> from attention_fw import encoder
-    >>> st = corpus_study(encoder.load(), ["And God saw the light.", "And the evening and the morning were the first day."],
-    ...                   hull_for=[0], token_sample=20)
-    >>> st["support"].shape, len(st["hull"]), all(e["vertices"] == e["n"] for e in st["hull"])
+    >>> st = corpus_study(
+    ...     encoder.load(),
+    ...     [
+    ...         "And God saw the light.",
+    ...         "And the evening and the morning were the first day.",
+    ...     ],
+    ...     hull_for=[0],
+    ...     token_sample=20,
+    ... )
+    >>> (
+    ...     st["support"].shape,
+    ...     len(st["hull"]),
+    ...     all(e["vertices"] == e["n"] for e in st["hull"]),
+    ... )
     ((2, 6, 12), 72, True)
     """
     L, H = encoder.layers, encoder.heads
@@ -721,7 +753,8 @@ def sentence_panel(encoder, text: str, layer: int, head: int) -> dict:
     --------
     >>> from attention_fw import encoder
     >>> p = sentence_panel(encoder.load(), "And God saw the light.", 0, 2)
-    >>> p["pieces"][:3], int(p["is_vertex"].sum()), len(p["weights"])      # 8 keys in 32 dimensions: a simplex
+    >>> # 8 keys in 32 dimensions: a simplex
+    >>> p["pieces"][:3], int(p["is_vertex"].sum()), len(p["weights"])
     (['[CLS]', 'and', 'god'], 8, 8)
     """
     t = encoder.tokenize([text])
@@ -765,9 +798,15 @@ def dynamics_runs(encoder, states, heads: dict, *, steps: int, betas, gamma: flo
     >>> from attention_fw import encoder
     >>> enc = encoder.load()
     >>> t = enc.tokenize(["And God saw the light."])
-    >>> runs, sweep = dynamics_runs(enc, enc.forward(t.ids, t.mask, keep=True).inputs, {"a head": (4, 2)},
-    ...                             steps=30, betas=[1.0])
-    >>> len(runs), len(sweep), int(sweep[0]["clusters"][-1])      # trained and symmetric part; collapse
+    >>> runs, sweep = dynamics_runs(
+    ...     enc,
+    ...     enc.forward(t.ids, t.mask, keep=True).inputs,
+    ...     {"a head": (4, 2)},
+    ...     steps=30,
+    ...     betas=[1.0],
+    ... )
+    >>> # trained and symmetric part; collapse
+    >>> len(runs), len(sweep), int(sweep[0]["clusters"][-1])
     (2, 2, 1)
     """
     betas = [float(b) for b in betas]

@@ -88,8 +88,13 @@ def vertex_convergence(vertices: npt.ArrayLike, interior: npt.ArrayLike, schedul
     Examples
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> res = vertex_convergence(regular_polygon(5), [[0.1, 0.2], [-0.3, 0.1]], "halving", np.eye(2), 30)
-    >>> bool(np.allclose(res.dist, res.closed, rtol=1e-9, atol=0)), res.labels_constant.tolist()
+    >>> res = vertex_convergence(
+    ...     regular_polygon(5), [[0.1, 0.2], [-0.3, 0.1]], "halving", np.eye(2), 30
+    ... )
+    >>> (
+    ...     bool(np.allclose(res.dist, res.closed, rtol=1e-9, atol=0)),
+    ...     res.labels_constant.tolist(),
+    ... )
     (True, [True])
     """
     Vt, single = V.batch("x0", vertices)
@@ -213,9 +218,13 @@ def wilson_interval(successes: npt.ArrayLike, trials: npt.ArrayLike,
     The interval contains the observed proportion and shrinks as the number of trials grows:
 
     >>> low, high = wilson_interval([30, 300], [100, 1000])
-    >>> bool(np.all((low < 0.3) & (0.3 < high))), bool(high[1] - low[1] < high[0] - low[0])
+    >>> (
+    ...     bool(np.all((low < 0.3) & (0.3 < high))),
+    ...     bool(high[1] - low[1] < high[0] - low[0]),
+    ... )
     (True, True)
-    >>> [round(float(b), 4) for b in wilson_interval(0, 10)]    # no success: [0, z^2/(n + z^2)], not [0, 0]
+    >>> # no success: [0, z^2/(n + z^2)], not [0, 0]
+    >>> [round(float(b), 4) for b in wilson_interval(0, 10)]
     [0.0, 0.2775]
     """
     k = np.asarray(successes, dtype=float)
@@ -255,7 +264,8 @@ def owns_cell_probability(dims: Iterable[int], kappa: int, samples: int, *, rng:
     ``v > 0`` and ``v < 0``), so every draw gives 0 successes:
 
     >>> res = owns_cell_probability([1, 2], 3, 200, rng=0)
-    >>> res.d.tolist(), int(res.successes[0]), round(float(res.high[0]), 4)    # high = z^2/(n + z^2)
+    >>> # high = z^2/(n + z^2)
+    >>> res.d.tolist(), int(res.successes[0]), round(float(res.high[0]), 4)
     ([1, 2], 0, 0.0188)
     """
     dims = [V.positive_int("dims", int(d)) if isinstance(d, (int, np.integer)) else V.positive_int("dims", d)
@@ -313,7 +323,10 @@ def owns_cell_union_bound(d: npt.ArrayLike, kappa: int) -> np.ndarray | float:
     0.5
     >>> bool(np.all(np.diff(owns_cell_union_bound([2, 4, 10, 100], 3)) > 0))
     True
-    >>> bool(owns_cell_probability([2], 3, 500, rng=0).low[0] > owns_cell_union_bound(2, 3))
+    >>> bool(
+    ...     owns_cell_probability([2], 3, 500, rng=0).low[0]
+    ...     > owns_cell_union_bound(2, 3)
+    ... )
     True
     """
     kappa = V.positive_int("kappa", kappa, minimum=2)
@@ -410,7 +423,10 @@ def euler_error(x0: npt.ArrayLike, B: npt.ArrayLike, dts: npt.ArrayLike, T: floa
     >>> from attention_fw.geometry.polytope import regular_polygon
     >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
     >>> res = euler_error(x0, np.eye(2), [0.1, 0.05, 0.025])
-    >>> round(res.slope, 1), bool(np.allclose(res.err_T / res.dt, res.leading_T, rtol=0.05))
+    >>> (
+    ...     round(res.slope, 1),
+    ...     bool(np.allclose(res.err_T / res.dt, res.leading_T, rtol=0.05)),
+    ... )
     (1.0, True)
     """
     x, _, L = _ode_leaders(x0, B)
@@ -461,9 +477,16 @@ def ode_continuity(x0: npt.ArrayLike, B: npt.ArrayLike, deltas: npt.ArrayLike, T
 
     >>> from attention_fw.geometry.polytope import regular_polygon
     >>> x0 = np.vstack([regular_polygon(4, phase=0.0), [[0.3, 0.1]]])
-    >>> u = np.vstack([np.zeros((4, 2)), [[-1.0, 1.0]]])     # only the interior token moves
-    >>> res = ode_continuity(x0, np.eye(2), [0.001, 0.1, 0.5], T=2.0, dt=0.01, direction=u)
-    >>> res.same_cells.tolist(), np.round(res.sup_dist[:2], 12).tolist(), bool(res.sup_dist[2] > 1)
+    >>> # only the interior token moves
+    >>> u = np.vstack([np.zeros((4, 2)), [[-1.0, 1.0]]])
+    >>> res = ode_continuity(
+    ...     x0, np.eye(2), [0.001, 0.1, 0.5], T=2.0, dt=0.01, direction=u
+    ... )
+    >>> (
+    ...     res.same_cells.tolist(),
+    ...     np.round(res.sup_dist[:2], 12).tolist(),
+    ...     bool(res.sup_dist[2] > 1),
+    ... )
     ([True, True, False], [0.001, 0.1], True)
     """
     x, single, L = _ode_leaders(x0, B)

@@ -198,10 +198,12 @@ def polygon_area(polygon: npt.ArrayLike) -> float:
     Examples
     --------
     >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
-    >>> polygon_area(square), polygon_area(square[::-1])   # unit square: area 1 in either orientation
+    >>> # unit square: area 1 in either orientation
+    >>> polygon_area(square), polygon_area(square[::-1])
     (1.0, 1.0)
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> bool(np.isclose(polygon_area(regular_polygon(6)), 3 * np.sqrt(3) / 2))   # regular hexagon, radius 1
+    >>> # regular hexagon, radius 1
+    >>> bool(np.isclose(polygon_area(regular_polygon(6)), 3 * np.sqrt(3) / 2))
     True
     """
     return abs(_signed_area(_polygon("polygon", polygon)))
@@ -218,7 +220,8 @@ def polygon_centroid(polygon: npt.ArrayLike) -> np.ndarray:
     Examples
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> np.round(polygon_centroid(regular_polygon(5)), 6) + 0.0   # symmetric polygon: the origin
+    >>> # symmetric polygon: the origin
+    >>> np.round(polygon_centroid(regular_polygon(5)), 6) + 0.0
     array([0., 0.])
     >>> polygon_centroid([[0, 0], [3, 0], [0, 3]])   # triangle: the mean of its corners
     array([1., 1.])
@@ -243,7 +246,8 @@ def is_convex(polygon: npt.ArrayLike, tol: float = 1e-12) -> bool:
     >>> square = np.array([[0, 0], [1, 0], [1, 1], [0, 1]])
     >>> is_convex(square), is_convex(square[::-1])   # convex, but clockwise order fails
     (True, False)
-    >>> is_convex([[0, 0], [2, 0], [1, 0.5], [1, 2]])   # a dart: its corner (1, 0.5) turns right
+    >>> # a dart: its corner (1, 0.5) turns right
+    >>> is_convex([[0, 0], [2, 0], [1, 0.5], [1, 2]])
     False
     """
     P = _polygon("polygon", polygon)
@@ -261,7 +265,8 @@ def point_in_polygon(points: npt.ArrayLike, polygon: npt.ArrayLike, tol: float =
     Examples
     --------
     >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
-    >>> point_in_polygon([[0.5, 0.5], [1.0, 0.5], [1.5, 0.5]], square)   # inside, on the boundary (closed), outside
+    >>> # inside, on the boundary (closed), outside
+    >>> point_in_polygon([[0.5, 0.5], [1.0, 0.5], [1.5, 0.5]], square)
     array([ True,  True, False])
     """
     X = V.as_float_array("points", points, min_ndim=1, last_dim=2, allow_empty=True)
@@ -327,10 +332,13 @@ def clip_halfplanes(polygon: npt.ArrayLike, normals: npt.ArrayLike, offsets: npt
 
     Examples
     --------
-    >>> square = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])   # area 4, centred at the origin
-    >>> polygon_area(clip_halfplanes(square, [[1, 0]]))   # {x_1 >= 0} through the centre keeps half
+    >>> # area 4, centred at the origin
+    >>> square = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])
+    >>> # {x_1 >= 0} through the centre keeps half
+    >>> polygon_area(clip_halfplanes(square, [[1, 0]]))
     2.0
-    >>> clip_halfplanes(square, [[1, 0], [0, 1]], [0.5, 0.5])   # {x_1 >= 1/2} cap {x_2 >= 1/2}
+    >>> # {x_1 >= 1/2} cap {x_2 >= 1/2}
+    >>> clip_halfplanes(square, [[1, 0], [0, 1]], [0.5, 0.5])
     array([[1. , 0.5],
            [1. , 1. ],
            [0.5, 1. ],
@@ -537,11 +545,15 @@ def unit_direction_cells(vertices: npt.ArrayLike) -> list[np.ndarray]:
     Examples
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> def gap(v):   # largest area where the unit labelling and C_i(v) disagree
-    ...     return max(symmetric_difference_area(a, b) for a, b in zip(unit_direction_cells(v), cells(v)))
+    >>> def gap(v):  # largest area where the unit labelling and C_i(v) disagree
+    ...     return max(
+    ...         symmetric_difference_area(a, b)
+    ...         for a, b in zip(unit_direction_cells(v), cells(v))
+    ...     )
     >>> round(gap(regular_polygon(5)), 9) + 0.0   # equal norms: the same cells
     0.0
-    >>> round(gap(regular_polygon(4, phase=0.0) * [[2], [1], [1], [1]]), 6)   # one vertex twice as long: not the same
+    >>> # one vertex twice as long: not the same
+    >>> round(gap(regular_polygon(4, phase=0.0) * [[2], [1], [1], [1]]), 6)
     0.266667
     """
     v = _vertices_2d(vertices)
@@ -578,9 +590,11 @@ def voronoi_cells(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> li
     >>> pts, hull = sample_vertices(6, rng=42, enforce_bijection=True)   # unequal norms
     >>> v = pts[hull]
     >>> vor = voronoi_cells(v)
-    >>> bool(np.isclose(sum(polygon_area(c) for c in vor), polygon_area(v)))   # they tile K
+    >>> # they tile K
+    >>> bool(np.isclose(sum(polygon_area(c) for c in vor), polygon_area(v)))
     True
-    >>> bool(all(point_in_polygon(v[i], vor[i]) for i in range(len(v))))   # v_i lies in its own Voronoi cell
+    >>> # v_i lies in its own Voronoi cell
+    >>> bool(all(point_in_polygon(v[i], vor[i]) for i in range(len(v))))
     True
     """
     v = _vertices_2d(vertices)
@@ -595,10 +609,12 @@ def voronoi_mismatch(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) ->
     Examples
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> round(voronoi_mismatch(regular_polygon(7)), 9) + 0.0   # B = I, equal norms: 0 (Proposition 4.5)
+    >>> # B = I, equal norms: 0 (Proposition 4.5)
+    >>> round(voronoi_mismatch(regular_polygon(7)), 9) + 0.0
     0.0
     >>> pts, hull = sample_vertices(6, rng=42, enforce_bijection=True)
-    >>> bool(voronoi_mismatch(pts[hull]) > 0.1)   # unequal norms: the cells are not Voronoi cells
+    >>> # unequal norms: the cells are not Voronoi cells
+    >>> bool(voronoi_mismatch(pts[hull]) > 0.1)
     True
     """
     c = cells(vertices, B)
@@ -629,7 +645,8 @@ def level_set_vertices(directions: npt.ArrayLike, B: npt.ArrayLike, c: float = 1
     >>> X = level_set_vertices(regular_polygon(5), B, c=2.0)
     >>> np.round(np.einsum("ij,jk,ik->i", X, B, X), 6)   # <Bx_i, x_i> = c for unit u_i
     array([2., 2., 2., 2., 2.])
-    >>> round(voronoi_mismatch(X, B), 9) + 0.0   # equal B-norms: cells are B-Voronoi cells (Proposition 4.5)
+    >>> # equal B-norms: cells are B-Voronoi cells (Proposition 4.5)
+    >>> round(voronoi_mismatch(X, B), 9) + 0.0
     0.0
     """
     U = V.as_float_array("directions", directions, ndim=2)
@@ -667,7 +684,8 @@ def cone(vertices: npt.ArrayLike, i: int, eta: float, B: npt.ArrayLike | None = 
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(4, phase=0.0)   # the square |x_1| + |x_2| <= 1, v_1 = (1, 0)
-    >>> round(symmetric_difference_area(cone(v, 0, 0.0), cells(v)[0]), 9) + 0.0   # eta = 0: the cell C_1(v)
+    >>> # eta = 0: the cell C_1(v)
+    >>> round(symmetric_difference_area(cone(v, 0, 0.0), cells(v)[0]), 9) + 0.0
     0.0
     >>> round(polygon_area(cone(v, 0, 0.5)), 6)   # here area (1 - eta)^2 / 2
     0.125
@@ -706,7 +724,8 @@ def erode(polygon: npt.ArrayLike, delta: float) -> np.ndarray:
            [0.75, 0.25],
            [0.75, 0.75],
            [0.25, 0.75]])
-    >>> erode(square, 0.5).shape   # the inradius is 1/2: nothing of positive area is left
+    >>> # the inradius is 1/2: nothing of positive area is left
+    >>> erode(square, 0.5).shape
     (0, 2)
     """
     P = _ccw_polygon("polygon", polygon)
@@ -726,7 +745,8 @@ def distance_to_complement(points: npt.ArrayLike, polygon: npt.ArrayLike) -> np.
     Examples
     --------
     >>> square = [[0, 0], [1, 0], [1, 1], [0, 1]]
-    >>> distance_to_complement([[0.5, 0.5], [0.25, 0.5], [2.0, 2.0]], square)   # centre: half the side; outside: 0
+    >>> # centre: half the side; outside: 0
+    >>> distance_to_complement([[0.5, 0.5], [0.25, 0.5], [2.0, 2.0]], square)
     array([0.5 , 0.25, 0.  ])
     """
     X = V.as_float_array("points", points, ndim=2, last_dim=2)
@@ -762,7 +782,8 @@ def cell_labels(x: npt.ArrayLike, vertices: npt.ArrayLike, B: npt.ArrayLike | No
     >>> v = regular_polygon(5)
     >>> cell_labels(v, v)   # B = I, equal norms: every vertex leads its own cell
     array([0, 1, 2, 3, 4])
-    >>> int(cell_labels(np.zeros(2), v))   # the origin is on every cell: the tie goes to index 0
+    >>> # the origin is on every cell: the tie goes to index 0
+    >>> int(cell_labels(np.zeros(2), v))
     0
     >>> cell_labels(2 * np.eye(3), np.eye(3)).tolist()   # any dimension d (here 3)
     [0, 1, 2]
@@ -787,9 +808,11 @@ def unit_direction_labels(x: npt.ArrayLike, vertices: npt.ArrayLike) -> np.ndarr
     Examples
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> v = regular_polygon(4, phase=0.0) * [[3], [1], [1], [1]]   # v_1 = (3, 0), three times longer
+    >>> # v_1 = (3, 0), three times longer
+    >>> v = regular_polygon(4, phase=0.0) * [[3], [1], [1], [1]]
     >>> x = [0.3, 0.5]
-    >>> int(unit_direction_labels(x, v)), int(cell_labels(x, v))   # unit labels ignore the norms, C_i(v) does not
+    >>> # unit labels ignore the norms, C_i(v) does not
+    >>> int(unit_direction_labels(x, v)), int(cell_labels(x, v))
     (1, 0)
     """
     v = V.as_float_array("vertices", vertices, ndim=2)
@@ -817,11 +840,14 @@ def owns_cell(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.nda
     Examples
     --------
     >>> from attention_fw.geometry.polytope import regular_polygon
-    >>> owns_cell(regular_polygon(7))   # regular polygon, B = I: every vertex owns its cell
+    >>> # regular polygon, B = I: every vertex owns its cell
+    >>> owns_cell(regular_polygon(7))
     array([ True,  True,  True,  True,  True,  True,  True])
-    >>> owns_cell([[1, 0], [0, 1], [-1, 0], [0.2, -0.1]])   # a hull vertex near 0: <v_4, v_1> > |v_4|^2
+    >>> # a hull vertex near 0: <v_4, v_1> > |v_4|^2
+    >>> owns_cell([[1, 0], [0, 1], [-1, 0], [0.2, -0.1]])
     array([ True,  True,  True, False])
-    >>> owns_cell(np.stack([regular_polygon(3), regular_polygon(3, phase=0.0)])).shape   # a batch (R, k, d)
+    >>> # a batch (R, k, d)
+    >>> owns_cell(np.stack([regular_polygon(3), regular_polygon(3, phase=0.0)])).shape
     (2, 3)
     """
     v = V.as_float_array("vertices", vertices, min_ndim=2, max_ndim=3)
@@ -858,7 +884,8 @@ def neighbour_condition(hull_vertices: npt.ArrayLike, B: npt.ArrayLike | None = 
     >>> v = [[1, 0], [1, 1], [-1, 0], [0, -1]]   # <v_1, v_2 - v_1> = 0: a tie at v_1
     >>> neighbour_condition(v), owns_cell(v)   # strict: the same answer as owns_cell
     (array([False,  True,  True,  True]), array([False,  True,  True,  True]))
-    >>> neighbour_condition(v, strict=False)   # the printed, non-strict version accepts the tie
+    >>> # the printed, non-strict version accepts the tie
+    >>> neighbour_condition(v, strict=False)
     array([ True,  True,  True,  True])
     """
     v = _vertices_2d(hull_vertices)
@@ -882,9 +909,11 @@ class RasterCells(NamedTuple):
     >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(6)
     >>> r = raster_cells(v, n=41, hulls=False)
-    >>> r.labels.shape, int(r.labels[0, 0])   # (n, n); the padded corner is outside K: -1
+    >>> # (n, n); the padded corner is outside K: -1
+    >>> r.labels.shape, int(r.labels[0, 0])
     ((41, 41), -1)
-    >>> int(r.labels[30, 20]) == int(cell_labels([r.xs[20], r.ys[30]], v))   # labels[row, col] is at (xs[col], ys[row])
+    >>> # labels[row, col] is at (xs[col], ys[row])
+    >>> int(r.labels[30, 20]) == int(cell_labels([r.xs[20], r.ys[30]], v))
     True
     """
     xs: np.ndarray          # (n,) grid abscissae
@@ -911,9 +940,19 @@ def raster_cells(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None, n: int
     >>> from attention_fw.geometry.polytope import regular_polygon
     >>> v = regular_polygon(6)
     >>> r, exact = raster_cells(v, n=101), cells(v)
-    >>> all(bool(point_in_polygon(p, c, tol=1e-9).all()) for p, c in zip(r.polygons, exact))   # hull of grid points: inside C_i
+    >>> # hull of grid points: inside C_i
+    >>> all(
+    ...     bool(point_in_polygon(p, c, tol=1e-9).all())
+    ...     for p, c in zip(r.polygons, exact)
+    ... )
     True
-    >>> bool(all(0.9 < polygon_area(p) / polygon_area(c) < 1 for p, c in zip(r.polygons, exact)))   # about a grid spacing short
+    >>> # about a grid spacing short
+    >>> bool(
+    ...     all(
+    ...         0.9 < polygon_area(p) / polygon_area(c) < 1
+    ...         for p, c in zip(r.polygons, exact)
+    ...     )
+    ... )
     True
     """
     v = _vertices_2d(vertices)

@@ -449,7 +449,10 @@ def origin_in_hull_2d(x: npt.ArrayLike, tol: float = 1e-12) -> np.ndarray:
 
     Examples
     --------
-    >>> bool(origin_in_hull_2d(points_on_circle())), bool(origin_in_hull_2d(points_on_circle() + 2))
+    >>> (
+    ...     bool(origin_in_hull_2d(points_on_circle())),
+    ...     bool(origin_in_hull_2d(points_on_circle() + 2)),
+    ... )
     (True, False)
     """
     x = V.tokens("x", x)

@@ -138,7 +138,8 @@ def scores(x: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
     >>> bool(np.allclose(scores(x), x @ x.T))            # B = I: the Gram matrix
     True
-    >>> scores(np.eye(2), np.array([[0.0, 1.0], [0.0, 0.0]]))   # S_ij = <B e_i, e_j> = B_ji: S = x B^T x^T
+    >>> # S_ij = <B e_i, e_j> = B_ji: S = x B^T x^T
+    >>> scores(np.eye(2), np.array([[0.0, 1.0], [0.0, 0.0]]))
     array([[0., 0.],
            [1., 0.]])
     """
@@ -189,7 +190,8 @@ def attention(x: npt.ArrayLike, beta: float = np.inf, B: npt.ArrayLike | None = 
     array([[0.3333, 0.3333, 0.3333],
            [0.3333, 0.3333, 0.3333],
            [0.3333, 0.3333, 0.3333]])
-    >>> attention(x, np.inf)[2], attention(x, 1e6)[2]   # token 2 ties x_0 and x_1: hardmax averages them, the limit of softmax
+    >>> # token 2 ties x_0 and x_1: hardmax averages them, the limit of softmax
+    >>> attention(x, np.inf)[2], attention(x, 1e6)[2]
     (array([0.5, 0.5, 0. ]), array([0.5, 0.5, 0. ]))
     """
     beta = _beta(beta)
@@ -216,7 +218,8 @@ def leaders(x: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     Examples
     --------
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
-    >>> leaders(x)                  # a vertex leads itself; token 2 ties 0 and 1, the first index wins
+    >>> # a vertex leads itself; token 2 ties 0 and 1, the first index wins
+    >>> leaders(x)
     array([0, 1, 0])
     >>> leaders(x, -np.eye(2))      # B = -I: the leader minimises <x_i, x_j>
     array([1, 0, 2])
@@ -233,9 +236,11 @@ def tie_counts(x: npt.ArrayLike, B: npt.ArrayLike | None = None, *, tie_rtol: fl
     Examples
     --------
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
-    >>> tie_counts(x)               # <x_2, x_0> = <x_2, x_1> = 0.3 > <x_2, x_2>: two leaders for token 2
+    >>> # <x_2, x_0> = <x_2, x_1> = 0.3 > <x_2, x_2>: two leaders for token 2
+    >>> tie_counts(x)
     array([1, 1, 2])
-    >>> tie_counts(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))   # coincident tokens count by index
+    >>> # coincident tokens count by index
+    >>> tie_counts(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
     array([2, 2, 1])
     """
     if (T := _tiled_for(x)) is not None:
@@ -279,7 +284,12 @@ def layer_step(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None, V: npt.Ar
     With ``V = gamma / (1 - gamma) I`` the layer is the (SA-beta) step with step ``gamma``:
 
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
-    >>> bool(np.allclose(layer_step(x, 2.0, None, 0.25 / 0.75 * np.eye(2)), softmax_step(x, 0.25, 2.0)))
+    >>> bool(
+    ...     np.allclose(
+    ...         layer_step(x, 2.0, None, 0.25 / 0.75 * np.eye(2)),
+    ...         softmax_step(x, 0.25, 2.0),
+    ...     )
+    ... )
     True
     """
     x = _tokens(x)
@@ -530,7 +540,9 @@ class Rule:
     A rule needs only ``step``; here ``x -> x / 2``, so three steps scale by ``2^-3``:
 
     >>> class Halve(Rule):
-    ...     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
+    ...     def step(
+    ...         self, x: np.ndarray, t: int, systems: np.ndarray | None = None
+    ...     ) -> np.ndarray:
     ...         return x / 2
     >>> simulate(np.ones((2, 1)), Halve(), 3).x.ravel()
     array([0.125, 0.125])
@@ -553,7 +565,8 @@ class Hardmax(Rule):
     Examples
     --------
     >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
-    >>> simulate(x, Hardmax("fw"), 1).x[2]            # gamma^0 = 1: straight to the leader
+    >>> # gamma^0 = 1: straight to the leader
+    >>> simulate(x, Hardmax("fw"), 1).x[2]
     array([0., 1.])
     """
 
@@ -595,7 +608,9 @@ class MarkovChain(Rule):
     --------
     >>> x = np.array([[0.0, 0.0], [1.0, 0.0]])
     >>> a = simulate(np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=3), 5).x
-    >>> b = simulate(np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=np.random.default_rng(3)), 5).x
+    >>> b = simulate(
+    ...     np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=np.random.default_rng(3)), 5
+    ... ).x
     >>> bool(np.array_equal(a, b))
     True
     """
@@ -659,7 +674,9 @@ class Recorder:
     ...         self.values.append(float(np.ptp(x[:, 0])))
     ...     def result(self) -> Any:
     ...         return self.values
-    >>> run = simulate(np.array([[1.0, 0.0], [-1.0, 0.0]]), Softmax(0.5, 0.0), 3, [FinalSpread()])
+    >>> run = simulate(
+    ...     np.array([[1.0, 0.0], [-1.0, 0.0]]), Softmax(0.5, 0.0), 3, [FinalSpread()]
+    ... )
     >>> run.records["spread"], run.record_times["spread"].tolist()
     ([0.25], [3])
     """
@@ -768,9 +785,11 @@ class SimulationResult:
     --------
     >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
     >>> run = simulate(x, Hardmax(0.5), 3, trajectory=True)
-    >>> run.steps, run.times.tolist(), run.trajectory.shape, run.stopped     # no stop condition: -1
+    >>> # no stop condition: -1
+    >>> run.steps, run.times.tolist(), run.trajectory.shape, run.stopped
     (3, [0, 1, 2, 3], (4, 3, 2), -1)
-    >>> run.trajectory[:, 2, 1]              # half-way to the leader (0, 1) each step: 1 - 0.7 / 2^t
+    >>> # half-way to the leader (0, 1) each step: 1 - 0.7 / 2^t
+    >>> run.trajectory[:, 2, 1]
     array([0.3   , 0.65  , 0.825 , 0.9125])
     """
 

@@ -64,7 +64,11 @@ def lmo(points: npt.ArrayLike, direction: npt.ArrayLike, *,
 
     Examples
     --------
-    >>> lmo([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [[-1.0, 0.0], [1.0, 1.0]], return_index=True)
+    >>> lmo(
+    ...     [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]],
+    ...     [[-1.0, 0.0], [1.0, 1.0]],
+    ...     return_index=True,
+    ... )
     (array([[1., 0.],
            [0., 0.]]), array([1, 0]))
     """
@@ -108,7 +112,8 @@ def fw_gap(x: npt.ArrayLike, grad: npt.ArrayLike, points: npt.ArrayLike) -> np.n
     Examples
     --------
     >>> P = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    >>> fw_gap(P, P, P)            # J = |x|^2 / 2: the gap vanishes only at the minimiser 0
+    >>> # J = |x|^2 / 2: the gap vanishes only at the minimiser 0
+    >>> fw_gap(P, P, P)
     array([0., 1., 1.])
     """
     x = V.tokens("x", x)
@@ -133,7 +138,8 @@ def min_energy_over_hull(points: npt.ArrayLike, B: npt.ArrayLike) -> float | np.
 
     Examples
     --------
-    >>> min_energy_over_hull([[1.0, -1.0], [1.0, 1.0], [3.0, 0.0]], np.eye(2))   # nearest point (1, 0)
+    >>> # nearest point (1, 0)
+    >>> min_energy_over_hull([[1.0, -1.0], [1.0, 1.0], [3.0, 0.0]], np.eye(2))
     0.5
     >>> min_energy_over_hull([[[-1.0, 0.0], [1.0, 0.0], [0.0, 1.0]],
     ...                       [[1.0, 1.0], [2.0, 1.0], [1.0, 2.0]]], np.eye(2))
@@ -211,7 +217,9 @@ def primal_gap(x: npt.ArrayLike, points: npt.ArrayLike, B: npt.ArrayLike) -> np.
 
     Examples
     --------
-    >>> primal_gap([[1.0, 0.0], [0.0, 0.0]], [[-1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.eye(2))
+    >>> primal_gap(
+    ...     [[1.0, 0.0], [0.0, 0.0]], [[-1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.eye(2)
+    ... )
     array([0.5, 0. ])
     """
     return energy(x, B) - min_energy_over_hull(points, B)
@@ -249,7 +257,9 @@ def hull_shrinking(x0: npt.ArrayLike, gamma: float, B: npt.ArrayLike, steps: int
 
     Examples
     --------
-    >>> res = hull_shrinking(np.random.default_rng(0).standard_normal((3, 6, 2)), 0.3, np.eye(2), 5)
+    >>> res = hull_shrinking(
+    ...     np.random.default_rng(0).standard_normal((3, 6, 2)), 0.3, np.eye(2), 5
+    ... )
     >>> bool((np.diff(res.areas, axis=0) <= 1e-12).all()), res.outside
     (True, 0)
     """

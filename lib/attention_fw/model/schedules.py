@@ -112,7 +112,8 @@ class FrankWolfe(Schedule):
     >>> s = FrankWolfe()
     >>> np.round(s(np.arange(3)), 6)          # 1, 2/3, 1/2
     array([1.      , 0.666667, 0.5     ])
-    >>> s.product(np.arange(3))               # gamma^0 = 1: the first step lands on the oracle's answer
+    >>> # gamma^0 = 1: the first step lands on the oracle's answer
+    >>> s.product(np.arange(3))
     array([1., 0., 0.])
     """
 
@@ -134,7 +135,8 @@ class Harmonic(Schedule):
     >>> s = Harmonic()
     >>> np.round(s(np.arange(3)), 6)                          # 1/2, 1/3, 1/4
     array([0.5     , 0.333333, 0.25    ])
-    >>> s.product(3), round(float(Schedule.product(s, 3)), 12)   # closed form 1/(t+1) = the product of the steps
+    >>> # closed form 1/(t+1) = the product of the steps
+    >>> s.product(3), round(float(Schedule.product(s, 3)), 12)
     (0.25, 0.25)
     """
 
@@ -154,7 +156,8 @@ class Halving(Schedule):
     Examples
     --------
     >>> s = Halving()
-    >>> s(np.arange(3)), round(float(s.product(60)), 6)       # prod_{k >= 1} (1 - 2^-k) = 0.288788...
+    >>> # prod_{k >= 1} (1 - 2^-k) = 0.288788...
+    >>> s(np.arange(3)), round(float(s.product(60)), 6)
     (array([0.5  , 0.25 , 0.125]), 0.288788)
     """
 
@@ -170,9 +173,13 @@ class ToOne(Schedule):
     Examples
     --------
     >>> s = ToOne(0.5)
-    >>> np.round(s(np.arange(3)), 6)                      # 1 - e^{-1/2}, 1 - e^{-1}, 1 - e^{-3/2}
+    >>> # 1 - e^{-1/2}, 1 - e^{-1}, 1 - e^{-3/2}
+    >>> np.round(s(np.arange(3)), 6)
     array([0.393469, 0.632121, 0.77687 ])
-    >>> math.isclose(s.product(4), math.exp(-0.5 * 4 * 5 / 2)), math.isclose(s.product(4), Schedule.product(s, 4))
+    >>> (
+    ...     math.isclose(s.product(4), math.exp(-0.5 * 4 * 5 / 2)),
+    ...     math.isclose(s.product(4), Schedule.product(s, 4)),
+    ... )
     (True, True)
     """
 
@@ -197,9 +204,11 @@ class FromValue(Schedule):
 
     Examples
     --------
-    >>> FromValue(1.0)(np.arange(3))                       # V = I: P = (I + V)^{-1} V = I/2
+    >>> # V = I: P = (I + V)^{-1} V = I/2
+    >>> FromValue(1.0)(np.arange(3))
     array([0.5, 0.5, 0.5])
-    >>> np.round(FromValue(lambda t: t + 1)(np.arange(3)), 6)   # h^t = t + 1: (t+1)/(t+2)
+    >>> # h^t = t + 1: (t+1)/(t+2)
+    >>> np.round(FromValue(lambda t: t + 1)(np.arange(3)), 6)
     array([0.5     , 0.666667, 0.75    ])
     """
 

@@ -55,7 +55,9 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     bound1 = np.array([r["bound"] for r in ph1])
     horizon = len(ph1[0]["fraction_by_time"]) - 1
     k1 = constants
-    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 3.0), gridspec_kw=dict(width_ratios=[1, 1.25, 1.25]))
+    # (a) wider than (b) and (c), so that its triangle fills the height their panels and the
+    # legends under them take (with one width for all three, white space stood under it)
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 3.1), gridspec_kw=dict(width_ratios=[1.55, 1.2, 1.2]))
     ax = axs[0]
     tri_poly = vertices[geo.convex_hull(vertices)]
     ax.fill(*_closed(tri_poly), color="0.95", ec="k", lw=0.8)
@@ -82,8 +84,7 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlim(b1.min() / 1.5, b1.max() * 1.5)
     # below the panel: inside, it covered the bound's curve
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, handlelength=1.8,
-              columnspacing=1.0)
+    ax.legend(fontsize=8, loc="upper center", ncol=1, handlelength=1.8)
     ax.set_title("(b) Theorem 5.2 at $T_1$")
     ax = axs[2]
     sel = np.unique(np.linspace(0, len(ph1) - 1, min(5, len(ph1))).astype(int))
@@ -94,9 +95,27 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     ax.text(k1["T1"] + 0.3, 0.5, r"$T_1$", fontsize=8)
     ax.set_xlabel("step $t$")
     ax.set_ylabel("fraction meeting the event")
-    ax.legend(fontsize=8, loc="lower right")
+    # under the panel too, level with (b)'s: inside, it stood over the curves
+    ax.legend(fontsize=8, loc="upper center", ncol=1, handlelength=1.8)
     ax.set_title("(c) event against time")
-    fig.tight_layout()
+    # The panels are laid out without the two legends (wider than (b), (b)'s would widen the gaps
+    # between all panels), which then go under (b) and (c), below their axis labels; (a) reaches
+    # down to them, its top and title level with the others': the triangle takes the height
+    # that (b) and (c) take with their legends, instead of standing over white space.
+    to_fig = fig.transFigure.inverted()
+    for a in axs[1:]:
+        a.get_legend().set_in_layout(False)
+    room = max(a.get_legend().get_window_extent().transformed(to_fig).height for a in axs[1:])
+    fig.tight_layout(rect=(0, room + 0.03, 1, 1))
+    label_bottom = min(a.get_tightbbox().transformed(to_fig).y0 for a in axs[1:])
+    for a in axs[1:]:
+        box = a.get_position()
+        a.get_legend().set_bbox_to_anchor(((box.x0 + box.x1) / 2, label_bottom - 0.01), transform=fig.transFigure)
+        a.get_legend().set_in_layout(True)      # part of the figure's box again (a tight save keeps it)
+    bottom = min(a.get_legend().get_window_extent().transformed(to_fig).y0 for a in axs[1:])
+    left = axs[0].get_position(original=True)     # its grid cell, not the box its aspect shrank
+    axs[0].set_anchor("N")
+    axs[0].set_position([left.x0, bottom, left.width, axs[1].get_position().y1 - bottom])
     data = dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
                 C=k1["C"], beta_config=beta_cfg, x0=x0, sigma=sigma,
                 fraction_by_time=[r["fraction_by_time"] for r in ph1])

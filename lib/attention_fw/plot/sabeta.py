@@ -34,8 +34,16 @@ def runs_table(results) -> list[dict]:
     Theorem 5.4's hypotheses (``in_hypotheses``).
 
     >>> from attention_fw.experiments.sabeta import family_task
-    >>> r = family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100, num=2, cap=10**4,
-    ...                 chain_runs=20, chain_budget=100, rng=0)
+    >>> r = family_task(
+    ...     name="triangle, 1 per vertex",
+    ...     t_lo=10,
+    ...     t_hi=100,
+    ...     num=2,
+    ...     cap=10**4,
+    ...     chain_runs=20,
+    ...     chain_budget=100,
+    ...     rng=0,
+    ... )
     >>> sorted(runs_table([r])[0])[:7]
     ['B', 'T2_reduced', 'T2_sabeta', 'T2_sap_ci', 'T2_sap_mean', 'beta', 'cap']
     """

@@ -24,7 +24,7 @@ HEAD_KEYS = ("layer", "head", "antisym_ratio", "pos_mass", "value_scalar_dist")
 
 
 def fig_heads_map(table: list, subspace: dict, token_sign, similarity_check, *, share: float, extra: dict | None = None):
-    """(a) The 72 heads by ``pos_mass`` and ``antisym_ratio`` on the whole space; (b) the same on the
+    """Where the trained heads sit. (a) The 72 heads by ``pos_mass`` and ``antisym_ratio`` on the whole space; (b) the same on the
     tokens' principal subspace (``share`` of the energy), open markers where ``x^T M x > 0`` for
     every token of the corpus. Colour: the layer. The data hold ``heads`` (the five statistics of
     each head) and ``similarity_check`` (the reference check of the forward pass)."""
@@ -63,7 +63,9 @@ def fig_heads_map(table: list, subspace: dict, token_sign, similarity_check, *, 
 
 
 def fig_support(study: dict, hull: list):
-    """(a) Effective support of the attention rows, distinct hardmax leaders and hull vertices of the
+    """How many keys the attention uses.
+
+    (a) Effective support of the attention rows, distinct hardmax leaders and hull vertices of the
     keys against the number of tokens n (medians over the 72 heads per sentence; vertices for the
     sentences tested by LP); (b) attention mass received by [CLS], [SEP], punctuation and words per
     layer, against their share of the tokens."""
