@@ -140,7 +140,8 @@ def set_memory_budget(nbytes) -> int | None:
     >>> previous = set_memory_budget(2**20)
     >>> memory_budget()
     1048576
-    >>> set_memory_budget(previous)                    # restores the old setting, returns the one replaced
+    >>> # restores the old setting, returns the one replaced
+    >>> set_memory_budget(previous)
     1048576
     """
     global _BUDGET
@@ -309,7 +310,8 @@ def plan(shape, *, budget=None, key_tile=None, query_tile=None, workers=None) ->
     >>> os.environ["ATTENTION_FW_CACHE_BYTES"] = str(2 ** 20)
     >>> plan((65536, 64), workers=1)
     Plan(systems=1, queries=512, keys=512, workers=1)
-    >>> plan((4, 100, 2), workers=2)                    # small systems: several per block
+    >>> # small systems: several per block
+    >>> plan((4, 100, 2), workers=2)
     Plan(systems=4, queries=100, keys=100, workers=1)
 
     A 1 MiB budget shared by two workers leaves each ``2^20 / (8 x 2 x 2) = 2^15`` scores:
@@ -561,7 +563,8 @@ def float32_step_error(beta_sq, d, key_tile) -> float:
 
     Examples
     --------
-    >>> round(float32_step_error(1.0, 64, 512) / FLOAT32_UNIT)       # d = 64, tiles of 512 keys
+    >>> # d = 64, tiles of 512 keys
+    >>> round(float32_step_error(1.0, 64, 512) / FLOAT32_UNIT)
     1159
     """
     return FLOAT32_UNIT * (2.0 * (d + 2) * float(beta_sq) + 2.0 * key_tile + 3.0)
@@ -919,7 +922,8 @@ def softmax_step(x, gamma, beta, B=None, *, budget=None, key_tile=None, query_ti
     --------
     >>> from attention_fw.model import dynamics
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.1, 0.2]])
-    >>> bool(np.allclose(softmax_step(x, 0.5, 2.0, key_tile=2), dynamics.softmax_step(x, 0.5, 2.0)))   # 3 tiles
+    >>> tiled = softmax_step(x, 0.5, 2.0, key_tile=2)           # 3 tiles of keys
+    >>> bool(np.allclose(tiled, dynamics.softmax_step(x, 0.5, 2.0)))
     True
     """
     gamma = _checks.gamma(gamma)
@@ -1013,7 +1017,8 @@ def leaders(x, B=None, *, return_counts: bool = False, tie_rtol=None, budget=Non
     Examples
     --------
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
-    >>> leaders(x, return_counts=True, key_tile=1)      # token 2 ties 0 and 1: first index, count 2
+    >>> # token 2 ties 0 and 1: first index, count 2
+    >>> leaders(x, return_counts=True, key_tile=1)
     (array([0, 1, 0]), array([1, 1, 2]))
     """
     x, B = _prepare(x, B)
@@ -1034,7 +1039,8 @@ def tie_counts(x, B=None, *, tie_rtol=None, budget=None, key_tile=None, query_ti
     Examples
     --------
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.3]])
-    >>> tie_counts(x, key_tile=1)          # <x_2, x_0> = <x_2, x_1> = 0.3: a tie across two tiles
+    >>> # <x_2, x_0> = <x_2, x_1> = 0.3: a tie across two tiles
+    >>> tie_counts(x, key_tile=1)
     array([1, 1, 2])
     """
     x, B = _prepare(x, B)
