@@ -848,7 +848,7 @@ SCREEN_MAX_UNSURE = 1.0 / 32.0
 """The screen is taken when at most this share of the probed rows would need their float64 row again."""
 
 SCREEN_MIN_ROWS = 4096
-"""Fewer rows (over all systems) than this: plain float64 (the probe would cost more than it saves)."""
+"""Below this many rows, over all systems, the steps use plain float64 (the probe would cost more than it saves)."""
 
 SCREEN_TINY_QUERY = 2.0 ** -90
 """A query row whose scaled norm is below this (float32's normal range begins at ``2^-126``) is
