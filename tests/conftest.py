@@ -28,8 +28,24 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # Fixtures (or their dependencies) that are the session's quick book build.
 BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "subpath_server", "offline_book"}
 # Modules whose tests share an expensive module-scoped fixture: one unit, one worker.
-MODULE_GROUPS = {"test_install.py", "test_browser.py", "test_browser_subpath.py", "test_reruns.py",
+MODULE_GROUPS = {"test_install.py", "test_browser_subpath.py", "test_reruns.py",
                  "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
+# Modules split into units by the module-scoped fixture their tests share (each unit makes its own
+# copy of the module's cheap fixtures: a server on its own port, a Chromium): test name -> unit;
+# the module's other tests form one more unit. The browser checks are the longest chain after the
+# book build, and as one unit they ran on one core while the other had nothing left to do.
+SPLIT_MODULES = {
+    "test_browser.py": {
+        **dict.fromkeys(("test_no_figure_is_covered_by_a_sidebar", "test_one_search_and_the_title_in_view",
+                         "test_no_page_scrolls_sideways_on_a_phone", "test_wide_equations_scroll_from_their_start",
+                         "test_multi_panel_figures_are_stacked_on_a_phone",
+                         "test_figure_and_animation_text_is_legible_at_every_width",
+                         "test_a_quick_build_says_so_on_every_computed_page",
+                         "test_references_are_author_year_sorted_and_without_tex"), "layouts"),
+        **dict.fromkeys(("test_opened_code_cells_do_not_wrap",
+                         "test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus"), "code"),
+    },
+}
 # Queued first, in this order (module, or module::test prefix; "name.py::" for the library's doctests);
 # everything else keeps its order. From ``pytest --durations``: the chain that decides the length of
 # the run is the quick build's figures step, then the heal test that re-executes every notebook, so
@@ -84,7 +100,11 @@ def pytest_xdist_make_scheduler(config, log):
     class ModuleUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if path.rsplit("/", 1)[-1] in MODULE_GROUPS else nodeid
+            module = path.rsplit("/", 1)[-1]
+            if module in SPLIT_MODULES:
+                test = nodeid.split("::", 1)[-1].split("[", 1)[0]
+                return f"{path}::{SPLIT_MODULES[module].get(test, 'rest')}"
+            return path if module in MODULE_GROUPS else nodeid
 
     return ModuleUnits(config, log)
 
