@@ -662,6 +662,7 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None
     KT = np.ascontiguousarray(np.swapaxes(xs, -1, -2))
     R, n = xs.shape[0], xs.shape[1]
     TK = _tile_kernels.impl()
+    q_rows = np.sqrt(np.einsum("rij,rij->ri", Q, Q))       # |B x_i| (the bounds and margins below)
     low = precision == "float32" or (screen is not False and _screen_pays(Q, KT, tol, screen))
     c = c2 = 1.0
     if low:  # powers of two bring keys and queries near 1 (float32 range); leader sets do not change
@@ -682,7 +683,7 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None
     track_low = not tol <= BOUNDED_SCALE_TOL
     if not track_low:
         unit = FLOAT32_UNIT if low else 2.0 ** -53
-        q_norm = np.sqrt(np.einsum("rij,rij->ri", Q, Q)) * (c2 if low else 1.0)
+        q_norm = q_rows * (c2 if low else 1.0)
         k_norm = np.sqrt(np.einsum("rji,rji->ri", KT, KT)).max(axis=-1) * (c if low else 1.0)
         fs[..., 1] = -(q_norm * k_norm[:, None]) * (1.0 + 4.0 * (xs.shape[-1] + 4) * unit)
     ist = np.zeros((R, n, 2), dtype=np.intp)
@@ -704,16 +705,17 @@ def _leader_state(x3, values3, B, tol, p: Plan, precision="float64", screen=None
     # the largest: the tie rule's own where the minimum was tracked, else from the scale's lower bound |top|
     thr_high = thr if track_low else top - tol * np.abs(top)
     if low:
-        keys = np.sqrt(np.einsum("rij,rij->ri", xs, xs)).max(axis=-1)[:, None]
-        qn = np.sqrt(np.einsum("rij,rij->ri", Q, Q))
+        x_rows = np.sqrt(np.einsum("rij,rij->ri", xs, xs))
+        keys = x_rows.max(axis=-1)[:, None]
+        qn = q_rows
         if sym:  # row j also saw fl32(<Q_i, K_j>) for S_ji, off by (d + 2) u |B x_i| |x_j| <= |B| max|x| |x_j|
-            qn = np.maximum(qn, _norm(B) * np.sqrt(np.einsum("rij,rij->ri", xs, xs)))
+            qn = np.maximum(qn, _norm(B) * x_rows)
         margin = 2.5 * (xs.shape[-1] + 2) * FLOAT32_UNIT * c * c2 * qn * keys  # in the scaled scores' units
         # one member whose every rival lies a few float32 errors below the threshold: the float64 set
         # is that member too (its score moves by at most e, the threshold by at most (1 + tol) e)
         unsure = ~((ist[..., 0] == 1) & (xhigh < thr - margin))
         # a query below float32's normal range lost relative precision that the margin does not cover
-        unsure |= np.sqrt(np.einsum("rij,rij->ri", Q, Q)) * c2 < SCREEN_TINY_QUERY
+        unsure |= q_rows * c2 < SCREEN_TINY_QUERY
     else:
         unsure = ~((mlow >= thr_high) & (xhigh < thr))
     if unsure.any():
