@@ -59,11 +59,11 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 # it is given: `make notebook NB=01-model ARGS="-p steps 20"`, or here a line `steps = 20`.
 PARAMETERS = {
     "n": ("int", ">= 2", "tokens per configuration"),
-    "configs": ("int", ">= 1", "random configurations for the beta -> infinity limit"),
-    "steps": ("int", ">= 1", "layers t for the beta -> infinity limit"),
-    "h": ("float", "> 0", "the value matrix is h times the identity, so gamma is h/(1+h)"),
+    "configs": ("int", ">= 1", "random configurations for the β → ∞ limit"),
+    "steps": ("int", ">= 1", "layers t for the β → ∞ limit"),
+    "h": ("float", "> 0", "the value matrix is h times the identity, so γ is h/(1+h)"),
     "betas": ("list[float]", "> 0", "inverse temperatures for the limit"),
-    "gamma": ("float", "(0, 1]", "step of (SA-beta) / (SAP)"),
+    "gamma": ("float", "(0, 1]", "step γ of (SAβ) and (SAP)"),
     "beta_mc": ("float", "> 0", "inverse temperature of the Monte Carlo check"),
     "samples": ("int", ">= 1", "Monte Carlo samples of one (SAP) step"),
     "seed": ("int", ">= 0", "seed of every random draw on this page"),

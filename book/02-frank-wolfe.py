@@ -56,7 +56,7 @@ PARAMETERS = {
     "oracle_d": ("int", ">= 1", "dimension of the oracle check"),
     "tie_configs": ("int", ">= 1", "random initialisations for the ties of Lemma 2.1"),
     "tie_steps": ("int", ">= 1", "layers followed for each of them"),
-    "gamma": ("float", "(0, 1]", "constant step of (SA-inf) on this page"),
+    "gamma": ("float", "(0, 1]", "constant step γ of (SA∞) on this page"),
     "e7_pairs": ("int", ">= 1", "random pairs for the counterexample E7"),
     "hull_configs": ("int", ">= 1", "random configurations for the hull-shrinking check"),
     "hull_steps": ("int", ">= 1", "layers for the hull-shrinking check"),

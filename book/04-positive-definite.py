@@ -69,8 +69,8 @@ PARAMETERS = {
     "euler_levels": ("int", ">= 2", "Euler steps dt of 2^-1 down to 2^-euler_levels"),
     "cont_points": ("int", ">= 2", "perturbation sizes for the continuity check"),
     "conv_seed": ("int", ">= 0", "seed of every random draw in this part"),
-    "explore_kappas": ("list[int]", ">= 3", "kappa of each frame of the kappa explorer (identity B)"),
-    "explore_kappa": ("int", ">= 3", "kappa of the B explorer"),
+    "explore_kappas": ("list[int]", ">= 3", "κ of each frame of the κ explorer (identity B)"),
+    "explore_kappa": ("int", ">= 3", "κ of the B explorer"),
     "explore_bs": ("list[float]", "> 0", "anisotropies b of the B explorer: R diag(1, b) R^T"),
     "explore_angle": ("float", "", "rotation angle of B in the B explorer (degrees)"),
 }

@@ -68,21 +68,21 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
     "phase1_betas": ("list[float]", "> 0", "inverse temperatures for Theorem 5.2"),
-    "phase1_runs": ("int", ">= 1", "chains per beta for Theorem 5.2"),
+    "phase1_runs": ("int", ">= 1", "chains per β for Theorem 5.2"),
     "jump_betas": ("list[float]", "> 0", "inverse temperatures of the single-jump sweep"),
-    "jump_runs": ("int", ">= 1", "exits per (beta, seed, n, kappa)"),
+    "jump_runs": ("int", ">= 1", "exits per (β, seed, n, κ)"),
     "seeds": ("list[int]", ">= 0", "seeds of the exit-time sweep (merged)"),
-    "kappas": ("list[int]", ">= 3", "regular kappa-gons of the rate sweep"),
+    "kappas": ("list[int]", ">= 3", "regular κ-gons of the rate sweep"),
     "ns": ("list[int]", ">= 1", "numbers of tokens (triangle) of the rate sweep"),
     "hist_betas": ("list[float]", "> 0", "inverse temperatures shown in the histograms (each one of jump_betas)"),
     "check_betas": ("list[float]", "> 0", "betas of the engine against plain stepping"),
-    "check_runs": ("int", ">= 1", "runs per beta of that comparison"),
+    "check_runs": ("int", ">= 1", "runs per β of that comparison"),
     "thm_betas": ("list[float]", "> 0", "theorem regime, one token per vertex (engine)"),
     "thm_step_betas": ("list[float]", "> 0", "theorem regime, two tokens per vertex (stepping)"),
-    "thm_step_runs": ("int", ">= 1", "runs per beta for the latter"),
+    "thm_step_runs": ("int", ">= 1", "runs per β for the latter"),
     "thm_cap": ("int", ">= 1", "censoring cap (steps) of the latter"),
-    "e6_betas": ("list[float]", "> 0", "SAP vs SA-beta comparison"),
-    "e6_runs": ("int", ">= 1", "SAP runs per beta"),
+    "e6_betas": ("list[float]", "> 0", "(SAP) against (SAβ) comparison"),
+    "e6_runs": ("int", ">= 1", "SAP runs per β"),
     "e6_cap": ("int", ">= 1", "censoring cap of the SAP runs"),
     "collapse_betas": ("list[float]", ">= 0", "inverse temperatures of Proposition 5.1"),
     "collapse_max_steps": ("int", ">= 1", "step budget of each collapse run"),
@@ -300,7 +300,7 @@ fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg,
                     PH1["config_beta"])
 page.figure(fig, "phase1-event", statement="Theorem 5.2",
             caption="Theorem 5.2 by Monte Carlo of the chain: "
-                    "the event at T1 against beta and against time")
+                    "the event at T1 against β and against time")
 
 # %% [markdown]
 # ```{glue:figure} fig-phase1-event
@@ -368,7 +368,7 @@ hyp = M.theorem54_hypotheses(TRI, EPS_THM, GAMMA_THM)
 fig = MP.fig_admissible(TRI, hyp, EPS_THM, GAMMA_THM)
 page.figure(fig, "metastability-admissible", statement="Theorem 5.4",
             caption="Where the proof of Theorem 5.4 applies: "
-                    "the admissible (epsilon, gamma) for the triangle")
+                    "the admissible (ε, γ) for the triangle")
 
 # %% tags=["hide-input"]
 page.glue(thm_rstar=(hyp["r_star"], ".4f"))

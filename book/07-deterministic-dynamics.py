@@ -75,11 +75,11 @@ preset = "paper"  # "paper": the whole family; "quick": seconds (tests)
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
     "configs": ("list[str]", "", "names of the family's configurations"),
-    "t_lo": ("float", "> 0", "the beta grid starts where the leading-order T2 is t_lo ..."),
+    "t_lo": ("float", "> 0", "the β grid starts where the leading-order T2 is t_lo ..."),
     "t_hi": ("float", "> 0", "... and ends where it is t_hi (the measured T2 is smaller)"),
     "num_betas": ("int", ">= 2", "betas per configuration"),
-    "cap": ("int", ">= 1", "steps of SA-beta at most (T2 > cap: not reached)"),
-    "chain_runs": ("int", ">= 1", "SAP runs per beta"),
+    "cap": ("int", ">= 1", "steps of (SAβ) at most (T2 > cap: not reached)"),
+    "chain_runs": ("int", ">= 1", "(SAP) runs per β"),
     "chain_budget": ("float", "> 0", "SAP where the engine is slow: only at betas where T2 is at most this"),
     "coupling_gammas": ("list[float]", "(0, 1]", "step sizes of the coupling experiment"),
     "coupling_runs": ("int", ">= 1", "SAP paths of the coupling experiment"),
@@ -251,7 +251,7 @@ SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near",
                     "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4]
 shown = [r for r in fam if r["name"] in SHOW]
 fig = SP.fig_exit_times(shown)
-page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for SA-beta (erratum E6)",
+page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for (SAβ) (erratum E6)",
             caption="Exit times of (SAβ), the reduced model and the chain (SAP) "
                     "against β")
 
@@ -303,7 +303,7 @@ page.glue(n_coinc=len(coincident), red_coinc_exact=n_exact,
 
 # %% tags=["hide-input"]
 fig = SP.fig_rates(fam, rates)
-page.figure(fig, "sabeta-rates", statement="Theorem 5.4 for SA-beta (erratum E6)",
+page.figure(fig, "sabeta-rates", statement="Theorem 5.4 for (SAβ) (erratum E6)",
             caption="Effective rates of (SAβ) and of the chain (SAP) per "
                     "configuration, in units of c₀")
 
@@ -451,7 +451,7 @@ for g in p.coupling_gammas:
                           mean_max=float(c.mean[c.t <= T2].max()),
                           one_at_T2=float(med[c.t <= T2 // 2][-1])))
 fig = SP.fig_coupling(couplings)
-page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for SA-beta (erratum E6)",
+page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for (SAβ) (erratum E6)",
             caption="Distance between (SAP) paths and the (SAβ) path against t, "
                     "with γ√t")
 

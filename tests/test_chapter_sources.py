@@ -138,3 +138,53 @@ def test_the_parameters_cell_is_not_shown(source):
              if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     assert len(cells) == 1, f"{source.stem}: {len(cells)} parameters cells"
     assert "remove-cell" in cells[0].metadata["tags"], f"{source.stem}: the parameters cell is shown"
+
+
+# A Greek letter spelled out, infinity in words, or a model's name in ASCII ("SA-beta"): the plain
+# text a reader sees in the gallery, in image alt texts and in the "Parameters of this run" table
+# is written with the book's typeset names ("(SAβ)", "β", "∞").
+SPELLED = re.compile(r"\b(alpha|beta|gamma|delta|Delta|epsilon|eps|kappa|lambda|mu|rho|sigma|tau|"
+                     r"theta|inf|infty|infinity)\b|SA-|[\\$`]")
+
+
+def reader_texts(source):
+    """The figure captions and statements (keywords of ``page.figure``, ``plotting.save``...)
+    and the meanings of the declared parameters (the third entry of a ``(type, accepted,
+    meaning)`` triple) of a source file: ``[(where, text), ...]``."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.keyword) and node.arg in ("caption", "statement"):
+            texts = [(node.arg, node.value)]
+        elif isinstance(node, ast.Dict):
+            texts = [(ast.unparse(k), v.elts[2]) for k, v in zip(node.keys, node.values)
+                     if k is not None and isinstance(v, ast.Tuple) and len(v.elts) == 3]
+        else:
+            continue
+        for where, value in texts:
+            try:
+                text = ast.literal_eval(value)
+            except ValueError:          # an f-string or a name: its literal parts
+                text = " ".join(c.value for c in ast.walk(value)
+                                if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            if isinstance(text, str):
+                out.append((where, text))
+    return out
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES + sorted(ROOT.glob("lib/afw_book/*.py")), ids=lambda p: p.stem)
+def test_captions_and_parameter_meanings_use_typeset_names(source):
+    texts = reader_texts(source)
+    bad = [(where, text) for where, text in texts if SPELLED.search(text)]
+    assert not bad, f"{source.stem}: write β, γ, κ, ∞, (SAβ), (SA∞) in text a reader sees: {bad}"
+
+
+def test_the_typeset_names_check_sees_spelled_names(tmp_path):
+    src = tmp_path / "x.py"
+    src.write_text('P = {"g": ("float", "> 0", "step of (SA-beta)")}\n'
+                   'page.figure(fig, "a", statement="Theorem 5.4", caption=f"runs per beta {n}")\n'
+                   'page.figure(fig, "b", statement="Theorem 5.4 for (SAβ)", caption="against β")\n')
+    texts = reader_texts(src)
+    assert len(texts) == 5
+    assert [w for w, t in texts if SPELLED.search(t)] == ["'g'", "caption"]
