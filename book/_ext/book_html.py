@@ -9,6 +9,8 @@
   names none, so browsers ask for ``/favicon.ico`` at the server's root, outside the site.
 * The reference list in the style of the citations (``bibtex_default_style: authoryear``):
   labels "Frank and Wolfe 1956", "Alcalde et al. 2025", the list sorted by author, then year.
+* ``_static/wide-math.js`` on every page: an inline formula wider than its column (MathJax 3
+  does not break inline math; on a phone) becomes a box of the column's width that scrolls.
 * The preset banner: a page executed with a preset other than ``paper``, or with overridden
   parameters (``tools/run_notebook.py`` records both in the notebook's metadata), opens with a
   banner that names them and gives the command that builds the paper's version.
@@ -127,6 +129,7 @@ def add_preset_banner(app, doctree):
 
 def setup(app):
     app.set_html_assets_policy("always")
+    app.add_js_file("wide-math.js", loading_method="defer")   # _static/: inline math wider than its column
     app.connect("build-finished", _write_index, priority=400)   # before sphinx-external-toc's (500)
     app.connect("doctree-read", add_preset_banner)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
