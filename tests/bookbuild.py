@@ -1,6 +1,6 @@
 """Build the book once per test session, in the quick preset, in a scratch copy of the repository.
 
-Used by ``test_book.py``, ``test_browser.py``, ``test_browser_subpath.py``, ``test_figures_heal.py``,
+Used by ``test_book.py``, ``test_browser.py``, ``test_figures_heal.py``,
 ``test_figures_readme.py``, ``test_determinism.py`` and ``test_lab.py``. With several pytest-xdist
 workers the build is still made once: in the session's shared folder (``sessiondir.py``), under a
 file lock, by the first worker that collects a test needing it (in a background thread, so that the

@@ -26,9 +26,9 @@ from cdp import INSTALL_HINT, Browser, chromium_executable
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 # Fixtures (or their dependencies) that are the session's quick book build.
-BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "subpath_server", "offline_book"}
+BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "offline_book"}
 # Modules whose tests share an expensive module-scoped fixture: one unit, one worker.
-MODULE_GROUPS = {"test_install.py", "test_browser_subpath.py", "test_reruns.py",
+MODULE_GROUPS = {"test_install.py", "test_reruns.py",
                  "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
 # Modules split into units by the module-scoped fixture their tests share (each unit makes its own
 # copy of the module's cheap fixtures: a server on its own port, a Chromium): test name -> unit;
@@ -62,7 +62,6 @@ LONGEST_FIRST = (
     "test_faults.py::test_interrupting_the_figure_writer",
     "test_determinism.py::test_two_figure",
     "test_lab.py::test_downloaded",
-    "test_browser_subpath.py",
     "test_bench.py",
     "test_trained_heads.py",
     "trained_heads.py::",

@@ -10,6 +10,13 @@ server and straight from disk (``file://``), and must show that:
 * no request leaves the machine (only the page's own origin, ``data:`` and ``blob:``); host
   name resolution is disabled as well, so an attempt is both reported and harmless.
 
+The server serves the book under a sub-path, as GitHub Pages serves a project site
+(``https://<owner>.github.io/<repository>/``, and ``make serve``): a folder whose only entry is
+``<sub-path>/ -> _build/html``, so a request addressed from the server's root is both outside the
+page's origin and a 404. Every link of every page (other pages, the downloads of the executed
+notebooks and page sources) stays under the sub-path and answers 200, and the redirecting
+``index.html`` lands on the introduction.
+
 At a 1280-px window (issue 13), every page must also show that:
 
 * every download link (figure files, data) loads, and every figure opens as an SVG;
@@ -57,6 +64,9 @@ import re
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
@@ -72,6 +82,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 WIDTH = 1280
 SCREENSHOTS = bookbuild.ROOT / "_build" / "screenshots"
+SUBPATH = "attention-fw"     # the served book's folder, as a repository's name on GitHub Pages
 MIN_TEXT_PX, MIN_PANEL_PX = 9.0, 200.0
 MIN_PHONE_TEXT_PX = 8.0
 SIDEBAR_WIDTHS = (1280, 1440, 1600, 1920)   # 1600: the narrowest window with the Contents sidebar
@@ -231,13 +242,18 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def served_book(tmp_path_factory):
+    """(the built book's folder, its address under the sub-path): the handler and server class of
+    ``python -m http.server`` (what ``make serve`` runs), on a folder whose only entry is
+    ``SUBPATH -> _build/html``."""
     build = bookbuild.quick_book(tmp_path_factory.mktemp("book"))
     assert build.returncode == 0, f"the quick book did not build:\n{build.log[-4000:]}"
-    handler = functools.partial(_QuietHandler, directory=str(build.html))
+    site = tmp_path_factory.mktemp("site")
+    (site / SUBPATH).symlink_to(build.html, target_is_directory=True)
+    handler = functools.partial(_QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield build.html, f"http://127.0.0.1:{server.server_address[1]}/"
+    yield build.html, f"http://127.0.0.1:{server.server_address[1]}/{SUBPATH}/"
     server.shutdown()
     server.server_close()
 
@@ -264,28 +280,37 @@ def book_pages(html: Path) -> list[str]:
     return sorted(p.relative_to(html).as_posix() for p in (html / "book").rglob("*.html"))
 
 
+def site_pages(html: Path) -> list[str]:
+    """The book's pages and the site's own (search, general and module index); not the redirecting
+    ``index.html`` (loading it races its redirect: see the redirect's own test)."""
+    top = sorted(p.name for p in html.glob("*.html") if p.name != "index.html")
+    return book_pages(html) + top
+
+
 def test_chromium_is_installed():
     assert chromium_executable() is not None, INSTALL_HINT
 
 
 @pytest.fixture(scope="module")
 def reports(served_book, browser):
-    """Every page of the book, loaded once from the loopback server (as online, with its
-    full-page screenshot saved) and once straight from disk (file://): {scheme: {page: report}}."""
+    """Every page of the site, loaded once from the loopback server under the sub-path (as online,
+    with its full-page screenshot saved) and once straight from disk (file://): {scheme: {page: report}}."""
     html, http_origin = served_book
     out = {}
     for scheme, origin in (("http", http_origin), ("file", html.as_uri() + "/")):
         out[scheme] = {}
-        for page in book_pages(html):
+        for page in site_pages(html):
             shot = SCREENSHOTS / f"{Path(page).stem}.png" if scheme == "http" else None
             out[scheme][page] = check_page(browser, origin + page, origin, screenshot=shot)
     return out
 
 
 def _local_file(html: Path, url: str) -> Path:
-    """The file of the built book that a page's URL (http or file) points to."""
+    """The file of the built book that a page's URL (http, under the sub-path, or file) points to."""
     path = unquote(urlparse(url).path)
-    return Path(path) if url.startswith("file:") else html / path.lstrip("/")
+    if url.startswith("file:"):
+        return Path(path)
+    return html / path.lstrip("/").removeprefix(SUBPATH + "/")
 
 
 def test_every_chapter_has_a_page(served_book):
@@ -300,7 +325,7 @@ def test_every_page_renders_offline(reports, scheme):
     """Served from a loopback server (as online) and opened straight from disk (file://)."""
     failures = {}
     for page, r in reports[scheme].items():
-        bad = page_problems(r, "the book's folder")
+        bad = page_problems(r, "the book's folder" if scheme == "file" else f"the sub-path /{SUBPATH}/")
         if bad:
             failures[page] = bad
     assert failures == {}, json.dumps(failures, indent=1)
@@ -325,6 +350,83 @@ def test_downloads_and_full_size_figures_load(served_book, reports, scheme):
             failures[page] = bad
     assert failures == {}, json.dumps(failures, indent=1)
     assert checked > 0, "no download link was found: the check above would pass vacuously"
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=PAGE_TIMEOUT) as resp:
+            resp.read()
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+class _Links(HTMLParser):
+    """Every URL a page names: anchors (pages, downloads), stylesheets, scripts, images."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("href", "src"):
+            if a.get(key) and tag in ("a", "link", "script", "img", "source"):
+                self.found.append((tag, a[key]))
+
+
+def _page_links(html_file: Path, url: str) -> list[tuple[str, str]]:
+    parser = _Links()
+    parser.feed(html_file.read_text(errors="replace"))
+    return [(tag, urljoin(url, ref).split("#", 1)[0]) for tag, ref in parser.found
+            if not ref.startswith(("#", "mailto:", "data:", "javascript:"))]
+
+
+def test_every_link_stays_under_the_sub_path_and_resolves(served_book, reports):
+    """As on GitHub Pages: nothing is served from the server's root, every page loaded (the
+    reports above: their requests left nothing outside the sub-path), and every URL every page
+    names (pages, downloads, stylesheets, scripts, images) stays under the sub-path and answers
+    200 (an absolute link from the server's root would be a 404 there)."""
+    html, base = served_book
+    root = base.removesuffix(f"{SUBPATH}/")
+    assert _status(root + "book/intro.html") == 404, "the server must not serve the book from its root"
+    pages = reports["http"]
+    assert "book/intro.html" in pages and "search.html" in pages
+    assert sum(bool(r["math"]) for r in pages.values()) >= 3
+    assert sum(r["requests"] for r in pages.values()) > 10 * len(pages)
+    links: dict[str, set[str]] = {}
+    outside = []
+    for page in pages:
+        for tag, url in _page_links(html / page, base + page):
+            if url.startswith(root):
+                links.setdefault(url, set()).add(page)
+            elif tag != "a":
+                outside.append(f"{page}: <{tag}> outside the site: {url}")
+    outside += sorted(u for u in links if not u.startswith(base))
+    assert outside == [], f"links that leave {base}: {outside[:20]}"
+    downloads = [u for u in links if urlparse(u).path.endswith(".ipynb")]
+    assert {f"{base}_sources/book/{p.stem}.ipynb" for p in bookbuild.chapter_sources()} <= set(downloads)
+    missing = {u: sorted(links[u]) for u in sorted(links) if _status(u) != 200}
+    assert missing == {}, json.dumps(missing, indent=1)
+
+
+def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(served_book, browser):
+    _, base = served_book
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        browser.send("Page.enable", session=session)
+        browser.send("Page.navigate", {"url": base}, session)
+        deadline, where = time.monotonic() + PAGE_TIMEOUT, ""
+        while time.monotonic() < deadline:
+            where = evaluate(browser, session, "location.href") or ""
+            if where.endswith("book/intro.html") and evaluate(browser, session, "document.readyState") == "complete":
+                break
+            time.sleep(0.2)
+        assert where == urljoin(base, "book/intro.html"), where
+        assert "Frank" in (evaluate(browser, session, "document.title") or "")
+    finally:
+        browser.send("Target.closeTarget", {"targetId": target})
 
 
 def test_no_sideways_scrolling_at_1280_px(reports):
@@ -439,10 +541,13 @@ LAYOUT_JS = """
   const article = document.querySelector('article.bd-article') || document.body;
   const figures = Array.from(article.querySelectorAll('figure, .afw-thumb, div.animation')).filter(shown);
   const overlaps = [];
+  // No frame between a scroll and the measurement: reading a box forces the layout at the new
+  // scroll position, and the sidebars are CSS-sticky (no script moves them). Checked against a
+  // frame after every scroll: the same overlaps, on the book and on a page whose figures were
+  // widened under the sidebar, in a third of the time.
   for (const f of figures) {
     for (const block of ['start', 'end']) {
       f.scrollIntoView({block: block, inline: 'nearest'});
-      await frame();
       for (const s of sidebars()) {
         if (meet(box(f), box(s))) overlaps.push(`${f.id || f.className} (window ${block}) meets ` +
                                                 `${s.id || s.className}`);
