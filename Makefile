@@ -25,7 +25,7 @@ model: $(STAMP)
 	@$(PY) -m attention_fw.encoder
 
 # Set-up (the .venv, the trained model's files and, where apt-get may be used, chromium and
-# poppler-utils), ruff, mypy over lib/, then every test, on TEST_WORKERS processes (pytest-xdist;
+# poppler-utils), ruff, mypy over lib/ (beside the tests), then every test, on TEST_WORKERS processes (pytest-xdist;
 # one per core by default, TEST_WORKERS=0: in this process). The tests that share a module's
 # fixture run on one worker, the longest first, and the quick book build is made once for all
 # (tests/conftest.py). PYTEST_ARGS: more options, e.g. PYTEST_ARGS=--durations=30.
@@ -35,8 +35,13 @@ test: $(STAMP)
 	@bash tools/system-deps.sh
 	@$(PY) -m attention_fw.encoder
 	$(VENV)/bin/ruff check lib tools tests book
-	$(VENV)/bin/mypy
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	@# mypy runs beside pytest (from a cold cache it takes 13 s, which would otherwise come first);
+	@# its report follows pytest's, and make test fails if either fails
+	@mkdir -p _build && echo "$(VENV)/bin/mypy (beside pytest: its report follows pytest's)"; \
+	$(VENV)/bin/mypy > _build/mypy.log 2>&1 & mypy=$$!; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS); status=$$?; \
+	wait $$mypy; typed=$$?; echo "== mypy"; cat _build/mypy.log; \
+	[ $$status -eq 0 ] && [ $$typed -eq 0 ]
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
 # stand-alone tables of the other tools/bench_*.py scripts.

@@ -526,11 +526,13 @@ def test_math_and_figures_are_present_where_expected(reports):
 # meets; records the shown width of each figure and animation, and whether the page scrolls sideways.
 LAYOUT_JS = """
 (async () => {
-  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
   const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 20)));
+  await frame();   // the new window size (layout_reports has waited until the page has it)
   // book/_static/wide-math.js has measured the inline formulas at this width (a condition, not a
-  // clock: its attribute is removed on a resize and set again once it has measured)
-  for (let k = 0; k < 1000 && !document.documentElement.hasAttribute('data-afw-wide-math'); k++) await frame();
+  // clock: it records the width it measured at)
+  const measured = () => document.documentElement.hasAttribute('data-afw-wide-math') &&
+      document.documentElement.getAttribute('data-afw-wide-math-width') === String(window.innerWidth);
+  for (let k = 0; k < 1000 && !measured(); k++) await frame();
   const shown = el => { const s = getComputedStyle(el), b = el.getBoundingClientRect();
                         return s.display !== 'none' && s.visibility !== 'hidden' && b.width > 0 && b.height > 0; };
   const box = el => el.getBoundingClientRect();
@@ -594,7 +596,7 @@ LAYOUT_JS = """
   return {
     cut_math: cut_math,
     cut_inline: cut_inline,
-    wide_inline: parseInt(doc.getAttribute('data-afw-wide-math') || '-1'),
+    wide_inline: measured() ? parseInt(doc.getAttribute('data-afw-wide-math')) : -1,
     searches: Array.from(document.querySelectorAll('.search-button-field, .search-button, input[type=search]'))
                    .filter(shown).length,
     title_in_view: title,
@@ -640,10 +642,19 @@ def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS) -> dict:
             if k == 0:
                 _navigate(browser, session, url)
                 evaluate(browser, session, READY_JS, timeout=120)
+            _wait_for_width(browser, session, width)
             out[width] = evaluate(browser, session, script, timeout=120)
         return out
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
+
+
+def _wait_for_width(browser, session, width: int) -> None:
+    """Until the page's window has the emulated width (a condition, not a fixed delay)."""
+    deadline = time.monotonic() + PAGE_TIMEOUT
+    while evaluate(browser, session, "window.innerWidth") != width:
+        assert time.monotonic() < deadline, f"the window never reached {width} px"
+        time.sleep(0.01)
 
 
 def _navigate(browser, session, url):
@@ -869,7 +880,7 @@ def test_references_are_author_year_sorted_and_without_tex(layouts):
 # the box holds (the width of 100 "0"s in its font).
 CODE_JS = """
 (async () => {
-  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)));   // the new window size
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 20)));   // the new window size (waited for)
   document.querySelectorAll('details').forEach(d => { d.open = true; });
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
   const article = document.querySelector('article.bd-article') || document.body;

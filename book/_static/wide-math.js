@@ -4,7 +4,8 @@
    box as wide as the column that scrolls sideways, with the fading right edge of custom.css as
    the cue. Measured after MathJax has typeset the page, and again when the window's width
    changes. The number of formulas changed is left on <html data-afw-wide-math> for the checks
-   (the attribute is absent while a measurement is pending). */
+   (absent while a measurement is pending), and the window width it was measured at on
+   data-afw-wide-math-width. */
 (function () {
   "use strict";
   var WIDE = "afw-wide-math";
@@ -28,15 +29,16 @@
     }
     for (k = 0; k < wide.length; k++) wide[k].classList.add(WIDE);
     document.documentElement.setAttribute("data-afw-wide-math", String(wide.length));
+    document.documentElement.setAttribute("data-afw-wide-math-width", String(window.innerWidth));
   }
 
-  var width = -1, timer = null;
-  function resized() {
+  var width = -1, pending = 0;
+  function resized() {          // measured once per frame, however many resize events it had
     if (window.innerWidth === width) return;
     width = window.innerWidth;
     document.documentElement.removeAttribute("data-afw-wide-math");   // until measured again
-    clearTimeout(timer);
-    timer = setTimeout(mark, 100);
+    cancelAnimationFrame(pending);
+    pending = requestAnimationFrame(mark);
   }
 
   function start(tries) {
