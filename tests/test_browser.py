@@ -116,9 +116,6 @@ PAGE_REPORT_JS = """
   const scrollers = [];
   for (const el of article.querySelectorAll('pre, table, div.highlight, div.cell_output, ' +
                                             '.pst-scrollable-table-container, .table-wrapper')) {
-    // the library reference's docstring examples are held to its column in their sources
-    // (test_examples.py); on the page a longer line scrolls in its box rather than wrapping
-    if (el.closest('dl.py') && el.closest('div.highlight, pre')) continue;
     if (visible(el) && el.scrollWidth > el.clientWidth + 1) scrollers.push(where(el));
   }
   const doc = document.documentElement;
@@ -416,14 +413,7 @@ def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(serv
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     try:
         browser.send("Page.enable", session=session)
-        browser.send("Page.navigate", {"url": base}, session)
-        deadline, where = time.monotonic() + PAGE_TIMEOUT, ""
-        while time.monotonic() < deadline:
-            where = evaluate(browser, session, "location.href") or ""
-            if where.endswith("book/intro.html") and evaluate(browser, session, "document.readyState") == "complete":
-                break
-            time.sleep(0.2)
-        assert where == urljoin(base, "book/intro.html"), where
+        _navigate(browser, session, base, lands_on=urljoin(base, "book/intro.html"))
         assert "Frank" in (evaluate(browser, session, "document.title") or "")
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
@@ -657,15 +647,18 @@ def _wait_for_width(browser, session, width: int) -> None:
         time.sleep(0.01)
 
 
-def _navigate(browser, session, url):
+def _navigate(browser, session, url, lands_on: str | None = None):
+    """Open ``url`` and wait until the page at ``lands_on`` (default: ``url``; another address
+    for a page that redirects) has finished loading."""
+    lands_on = lands_on or url
     browser.send("Page.navigate", {"url": url}, session)
     deadline = time.monotonic() + PAGE_TIMEOUT
     while time.monotonic() < deadline:
         if evaluate(browser, session, "document.readyState") == "complete" and \
-                evaluate(browser, session, "location.href") == url:
+                evaluate(browser, session, "location.href") == lands_on:
             return
         time.sleep(0.1)
-    raise AssertionError(f"{url} did not finish loading in {PAGE_TIMEOUT} s")
+    raise AssertionError(f"{url} did not finish loading at {lands_on} in {PAGE_TIMEOUT} s")
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ its summary box: "What the paper says, what is true, where this page shows it".
 """
 from __future__ import annotations
 
+import ast
 import re
 
 import jupytext
@@ -151,8 +152,6 @@ def reader_texts(source):
     """The figure captions and statements (keywords of ``page.figure``, ``plotting.save``...)
     and the meanings of the declared parameters (the third entry of a ``(type, accepted,
     meaning)`` triple) of a source file: ``[(where, text), ...]``."""
-    import ast
-
     out = []
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.keyword) and node.arg in ("caption", "statement"):

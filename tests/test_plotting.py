@@ -1,5 +1,6 @@
 """The single save function: atomic, byte-reproducible, complete."""
 import json
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -49,8 +50,6 @@ def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
     SVG have the PNG's crop (page size = PNG size / dpi to within two pixels: the PNG is rounded
     to whole pixels, its crop measured at its own dpi), and the figure's
     layout engine is back afterwards."""
-    import re
-
     fig = _constrained_fig()
     engine = fig.get_layout_engine()
     out, box = plotting.render_formats(fig, ("pdf", "svg", "png"))
