@@ -17,6 +17,7 @@ from pathlib import Path
 
 import afw_book
 import attention_fw
+import pytest
 
 LIB = Path(attention_fw.__file__).resolve().parents[1]
 CORE = ("model", "geometry", "experiments", "results", "_validate", "_version")
@@ -118,6 +119,7 @@ print(json.dumps({"modules": names, "backend": matplotlib.get_backend(),
 _CORE_PROBE = """
 import importlib, pkgutil, sys
 import attention_fw
+import pytest
 names = [m.name for m in pkgutil.walk_packages(attention_fw.__path__, "attention_fw.")
          if not m.name.startswith("attention_fw.plot")]
 for n in names:
@@ -139,6 +141,33 @@ def test_the_core_does_not_load_matplotlib():
     out = subprocess.run([sys.executable, "-c", _CORE_PROBE], capture_output=True, text=True, check=True)
     count, loaded = out.stdout.split()
     assert int(count) >= 15 and loaded == "False"
+
+
+_LAZY_PROBE = """
+import json, sys
+import attention_fw as afw
+eager = sorted(m for m in sys.modules if m.startswith(("attention_fw.experiments", "scipy.stats")))
+listed = [n for n in dir(afw.experiments) if not n.startswith("_")]
+from attention_fw.experiments import survival
+print(json.dumps({"eager": eager, "listed": listed, "same": afw.experiments.survival is survival,
+                  "polytope": afw.geometry.polytope.__name__,
+                  "others": sorted(m for m in sys.modules if m.startswith("attention_fw.experiments."))}))
+"""
+
+
+def test_the_experiments_are_imported_when_first_used():
+    """``import attention_fw`` costs the dynamics only: no experiment and no SciPy statistics until
+    first used; then the attribute and the import statement give the same module, and only it."""
+    res = json.loads(subprocess.run([sys.executable, "-c", _LAZY_PROBE], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert res["eager"] == []
+    assert set(res["listed"]) >= {"convergence", "survival", "sabeta", "trained_heads"}
+    assert res["same"] and res["polytope"] == "attention_fw.geometry.polytope"
+    assert res["others"] == ["attention_fw.experiments.survival"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        attention_fw.nope  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        attention_fw.experiments.nope  # noqa: B018
 
 
 def test_version_is_the_installed_distribution_s():
