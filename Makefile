@@ -9,10 +9,23 @@ STAMP      := $(VENV)/.installed
 .PHONY: all venv model test bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
+# The pins are installed by uv (itself pinned, from the package index, into .venv): it downloads
+# in parallel and byte-compiles on both cores, 23 s against pip's 58 s here from empty caches, for
+# the same 191 packages. INSTALLER=pip installs with pip alone (also the fall-back when uv cannot
+# be installed).
+INSTALLER  ?= uv
+UV_PIN     := uv==0.13.9
+PIP_PIN    := pip==26.3
 $(STAMP): requirements.txt lib/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==26.3
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@if [ "$(INSTALLER)" = uv ] && $(PY) -m pip install --quiet --disable-pip-version-check $(UV_PIN); then \
+		echo "$(VENV)/bin/uv pip install -r requirements.txt $(PIP_PIN)"; \
+		$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode -r requirements.txt $(PIP_PIN); \
+	else \
+		echo "$(PY) -m pip install -r requirements.txt"; \
+		$(PY) -m pip install --quiet --disable-pip-version-check --upgrade $(PIP_PIN) && \
+		$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt; \
+	fi
 	@touch $@
 
 venv: $(STAMP)
@@ -31,8 +44,10 @@ model: $(STAMP)
 # (tests/conftest.py). PYTEST_ARGS: more options, e.g. PYTEST_ARGS=--durations=30.
 TEST_WORKERS ?= auto
 PYTEST_ARGS  ?=
-test: $(STAMP)
-	@bash tools/system-deps.sh
+test:
+	@# the system packages (apt-get, when missing) install beside the virtual environment
+	@bash tools/system-deps.sh & deps=$$!; \
+	$(MAKE) --no-print-directory venv; made=$$?; wait $$deps; [ $$made -eq 0 ]
 	@$(PY) -m attention_fw.encoder
 	$(VENV)/bin/ruff check lib tools tests book
 	@# mypy runs beside pytest (from a cold cache it takes 13 s, which would otherwise come first);
