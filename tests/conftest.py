@@ -42,9 +42,9 @@ SPLIT_MODULES = {
                          "test_multi_panel_figures_are_stacked_on_a_phone",
                          "test_figure_and_animation_text_is_legible_at_every_width",
                          "test_a_quick_build_says_so_on_every_computed_page",
-                         "test_references_are_author_year_sorted_and_without_tex"), "layouts"),
-        **dict.fromkeys(("test_opened_code_cells_do_not_wrap",
-                         "test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus"), "code"),
+                         "test_references_are_author_year_sorted_and_without_tex",
+                         "test_opened_code_cells_do_not_wrap"), "layouts"),
+        **dict.fromkeys(("test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus",), "badge"),
     },
 }
 # Queued first, in this order (module, or module::test prefix; "name.py::" for the library's doctests);

@@ -190,7 +190,19 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
             _collect(ev, requests, problems)
         assert loaded, f"{url} did not finish loading in {PAGE_TIMEOUT} s"
         report = evaluate(browser, session, PAGE_REPORT_JS)
-        time.sleep(0.3)  # let late console messages arrive
+        if screenshot is not None:  # a window as tall as the page (tools/screenshot_pages.py scrolls a real window)
+            height = min(int(report["height"]), 16000)
+            browser.send("Emulation.setDeviceMetricsOverride",
+                         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+            # the new layout, and wide-math.js's measurement of it (on the frame after a resize), painted
+            evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            screenshot.write_bytes(base64.b64decode(shot["data"]))
+        # Late messages: what the page logged while the report (which waits for the math, the images
+        # and the downloads' HEAD requests) was made arrives before the answer to a later call, and
+        # a task the page queued meanwhile runs first (a timeout of 50 ms).
+        evaluate(browser, session, "new Promise(r => setTimeout(r, 50))")
         while True:
             try:
                 ev = browser.events.get_nowait()
@@ -201,14 +213,6 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
         report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
         report["problems"] = problems
         report["requests"] = len(requests)
-        if screenshot is not None:  # a window as tall as the page (tools/screenshot_pages.py scrolls a real window)
-            height = min(int(report["height"]), 16000)
-            browser.send("Emulation.setDeviceMetricsOverride",
-                         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
-            evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => setTimeout(r, 300)))")
-            shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            screenshot.write_bytes(base64.b64decode(shot["data"]))
         return report
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
@@ -286,6 +290,21 @@ def site_pages(html: Path) -> list[str]:
 
 def test_chromium_is_installed():
     assert chromium_executable() is not None, INSTALL_HINT
+
+
+def test_the_page_check_sees_errors_logged_after_the_load(tmp_path, browser):
+    """The check itself (else reports without problems would prove nothing): a console error and an
+    exception thrown by a task queued after the load event, and an image that is missing."""
+    page = tmp_path / "late.html"
+    page.write_text("<html><body><p>x</p><img src='missing.png'>"
+                    "<script>addEventListener('load', () => setTimeout(() => {"
+                    " console.error('late message'); throw new Error('late exception'); }, 0));</script>"
+                    "</body></html>")
+    origin = tmp_path.as_uri() + "/"
+    problems = check_page(browser, origin + "late.html", origin)["problems"]
+    assert any("late message" in p for p in problems), problems
+    assert any("late exception" in p for p in problems), problems
+    assert any("request failed" in p for p in problems), problems
 
 
 @pytest.fixture(scope="module")
@@ -615,16 +634,18 @@ LAYOUT_JS = """
 """
 
 
-def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS) -> dict:
+def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS, then=()) -> dict:
     """Load ``url`` once and, for each width, resize the window (a touch phone below 768 px) and
-    run ``script`` (default LAYOUT_JS): {width: report}."""
+    run ``script`` (default LAYOUT_JS): {width: report}. ``then``: more ``(key, width, script)``
+    steps on the same page afterwards, reported under their keys."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     try:
         for domain in ("Page", "Runtime"):
             browser.send(f"{domain}.enable", session=session)
         out = {}
-        for k, width in enumerate(widths):
+        steps = [(width, width, script) for width in widths] + list(then)
+        for k, (key, width, script) in enumerate(steps):
             phone = width < 768
             browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844 if phone else 900,
                                                                 "deviceScaleFactor": 1, "mobile": phone}, session)
@@ -633,7 +654,7 @@ def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS) -> dict:
                 _navigate(browser, session, url)
                 evaluate(browser, session, READY_JS, timeout=120)
             _wait_for_width(browser, session, width)
-            out[width] = evaluate(browser, session, script, timeout=120)
+            out[key] = evaluate(browser, session, script, timeout=120)
         return out
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
@@ -662,15 +683,25 @@ def _navigate(browser, session, url, lands_on: str | None = None):
 
 
 @pytest.fixture(scope="module")
-def layouts(served_book, browser):
-    """{width: {page: layout report}} for every page at every width of this module."""
+def page_layouts(served_book, browser):
+    """Every page of the book loaded once: {"layout": {width: {page: LAYOUT_JS report}}} at every
+    width of this module, widest first, then {"code": {width: {page: CODE_JS report}}} at
+    CODE_WIDTHS (last, as CODE_JS opens the folded cells)."""
     html, origin = served_book
     widths = sorted({*SIDEBAR_WIDTHS, *LEGIBLE_WIDTHS, PHONE}, reverse=True)
-    out = {w: {} for w in widths}
+    out = {"layout": {w: {} for w in widths}, "code": {w: {} for w in CODE_WIDTHS}}
+    code = [(("code", w), w, CODE_JS) for w in CODE_WIDTHS]
     for page in book_pages(html):
-        for w, report in layout_reports(browser, origin + page, widths).items():
-            out[w][page] = report
+        for key, report in layout_reports(browser, origin + page, widths, then=code).items():
+            kind, w = key if isinstance(key, tuple) else ("layout", key)
+            out[kind][w][page] = report
     return out
+
+
+@pytest.fixture(scope="module")
+def layouts(page_layouts):
+    """{width: {page: layout report}} for every page at every width of this module."""
+    return page_layouts["layout"]
 
 
 @pytest.mark.parametrize("width", [*SIDEBAR_WIDTHS, PHONE])
@@ -910,15 +941,10 @@ CODE_WIDTHS = (1280, 1920)
 
 
 @pytest.fixture(scope="module")
-def code_layouts(served_book, browser):
+def code_layouts(page_layouts):
     """{width: {page: CODE_JS report}} at the widths where code must fit its column, for every
     page of the book (the notebooks' pages, the gallery, the library reference)."""
-    html, origin = served_book
-    out = {w: {} for w in CODE_WIDTHS}
-    for page in book_pages(html):
-        for w, report in layout_reports(browser, origin + page, CODE_WIDTHS, CODE_JS).items():
-            out[w][page] = report
-    return out
+    return page_layouts["code"]
 
 
 @pytest.mark.parametrize("width", CODE_WIDTHS)
