@@ -284,28 +284,29 @@ def test_pieces_are_the_columns_of_panels_with_everything_they_draw(tmp_path):
     written = plotting.save(fig, "demo", {"x": 1}, outdir=tmp_path)
     meta = json.loads(written["json"].read_text())["meta"]
     pieces = meta["pieces_in"]
-    renderer = fig._get_renderer()
-    box = fig.get_tightbbox(renderer).padded(plotting.STYLE["savefig.pad_inches"])
-    assert len(pieces) == 1 + 3                                   # the title, then three columns
-    title = _inches_in_image(fig, box, fig._suptitle.get_window_extent(renderer))
-    assert pieces[0][0] <= title[0] and pieces[0][2] >= title[2] and pieces[0][1] <= title[1]
-    assert (title[1] + title[3]) / 2 < pieces[1][1] + 0.03      # above the panels' pieces
-    columns = pieces[1:]
-    assert [c[0] for c in columns] == sorted(c[0] for c in columns)
-    main = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
-    for ax, piece in zip(main, columns):
-        b = _inches_in_image(fig, box, ax.get_tightbbox(renderer))
-        assert piece[0] <= b[0] + 1e-3 and piece[2] >= min(b[2], meta["size_in"][0]) - 1e-3
-    cbar = _inches_in_image(fig, box, fig.axes[-1].get_tightbbox(renderer))
-    assert columns[2][2] >= min(cbar[2], meta["size_in"][0]) - 1e-3   # the colour bar is in the last piece
+    # measured as the PNG was drawn: with its renderer, at its dpi
+    with plotting._renderer_at(fig, plotting.PNG_DPI) as renderer:
+        box = fig.get_tightbbox(renderer).padded(plotting.STYLE["savefig.pad_inches"])
+        assert len(pieces) == 1 + 3                                   # the title, then three columns
+        title = _inches_in_image(fig, box, fig._suptitle.get_window_extent(renderer))
+        assert pieces[0][0] <= title[0] and pieces[0][2] >= title[2] and pieces[0][1] <= title[1]
+        assert (title[1] + title[3]) / 2 < pieces[1][1] + 0.03      # above the panels' pieces
+        columns = pieces[1:]
+        assert [c[0] for c in columns] == sorted(c[0] for c in columns)
+        main = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
+        for ax, piece in zip(main, columns):
+            b = _inches_in_image(fig, box, ax.get_tightbbox(renderer))
+            assert piece[0] <= b[0] + 1e-3 and piece[2] >= min(b[2], meta["size_in"][0]) - 1e-3
+        cbar = _inches_in_image(fig, box, fig.axes[-1].get_tightbbox(renderer))
+        assert columns[2][2] >= min(cbar[2], meta["size_in"][0]) - 1e-3   # the colour bar is in the last piece
 
-    def inside(t):
-        return any(p[0] - 1e-3 <= t[0] and t[2] <= p[2] + 1e-3 and p[1] - 1e-3 <= t[1] and t[3] <= p[3] + 1e-3
-                   for p in pieces)
-    w, h = meta["size_in"]
-    drawn = [_inches_in_image(fig, box, ax.get_tightbbox(renderer)) for ax in fig.axes] + [title]
-    drawn = [[max(d[0], 0), max(d[1], 0), min(d[2], w), min(d[3], h)] for d in drawn]   # within the image
-    assert all(inside(d) for d in drawn)     # every panel with its labels, and the title, in one piece
+        def inside(t):
+            return any(p[0] - 1e-3 <= t[0] and t[2] <= p[2] + 1e-3 and p[1] - 1e-3 <= t[1] and t[3] <= p[3] + 1e-3
+                       for p in pieces)
+        w, h = meta["size_in"]
+        drawn = [_inches_in_image(fig, box, ax.get_tightbbox(renderer)) for ax in fig.axes] + [title]
+        drawn = [[max(d[0], 0), max(d[1], 0), min(d[2], w), min(d[3], h)] for d in drawn]   # within the image
+        assert all(inside(d) for d in drawn)     # every panel with its labels, and the title, in one piece
     plt.close(fig)
 
 

@@ -47,9 +47,9 @@ def _constrained_fig():
 
 def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
     """``render_formats`` lays the figure out once: its PNG is byte for byte the plain save, the PDF and
-    SVG have the PNG's crop (page size = PNG size / dpi to within two pixels: the PNG is rounded
-    to whole pixels, its crop measured at its own dpi), and the figure's
-    layout engine is back afterwards."""
+    SVG have the PNG's crop, measured with the PNG's own renderer (the PNG is that crop cut down to
+    whole pixels: crop x dpi - PNG size in [0, 1) px), and the figure's layout engine is back
+    afterwards."""
     fig = _constrained_fig()
     engine = fig.get_layout_engine()
     out, box = plotting.render_formats(fig, ("pdf", "svg", "png"))
@@ -58,14 +58,13 @@ def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
     assert out["png"] == plotting.figure_bytes(plain, "png")
     w_px = int.from_bytes(out["png"][16:20], "big")
     h_px = int.from_bytes(out["png"][20:24], "big")
-    w_in, h_in = w_px / plotting.PNG_DPI, h_px / plotting.PNG_DPI
     page = re.search(rb"/MediaBox \[\s*0 0 ([\d.]+) ([\d.]+)", out["pdf"])
     assert page is not None
-    two_px = 2.0 / plotting.PNG_DPI  # two pixels
-    assert abs(float(page.group(1)) / 72 - w_in) <= two_px and abs(float(page.group(2)) / 72 - h_in) <= two_px
-    assert abs(box.width - w_in) <= two_px and abs(box.height - h_in) <= two_px
+    dpi = plotting.PNG_DPI
+    assert 0 <= box.width * dpi - w_px < 1 and 0 <= box.height * dpi - h_px < 1
+    assert abs(float(page.group(1)) / 72 - box.width) < 1e-6 and abs(float(page.group(2)) / 72 - box.height) < 1e-6
     svg_w = float(re.search(rb'width="([\d.]+)pt"', out["svg"]).group(1))
-    assert abs(svg_w / 72 - w_in) <= two_px
+    assert abs(svg_w / 72 - box.width) < 1e-4
     plt.close(fig)
     plt.close(plain)
 

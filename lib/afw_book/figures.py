@@ -232,8 +232,9 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
     columns of panels, for a narrow screen). Displayed at ``w`` CSS px, a text of ``s`` pt is
     ``s / 72 * w / size_in[0]`` px high and a panel ``width * w / size_in[0]`` px wide.
     """
-    renderer = fig._get_renderer()   # the canvas's (Agg) renderer, or one made for a bare Figure
-    box = bbox if bbox is not None else fig.get_tightbbox(renderer).padded(_PAD)
+    with _renderer_at(fig, dpi) as renderer:    # the PNG's own, after a PNG save at dpi
+        box = bbox if bbox is not None else fig.get_tightbbox(renderer).padded(_PAD)
+        cut = pieces(fig, renderer, box)
     if png is not None:
         w, h = _png_size(png)
         size = [w / dpi, h / dpi]
@@ -246,7 +247,26 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
             "font_pt": [round(min(sizes), 3), round(max(sizes), 3)] if sizes else [],
             "panels": len(panels),
             "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels],
-            "pieces_in": pieces(fig, renderer, box)}
+            "pieces_in": cut}
+
+
+@contextlib.contextmanager
+def _renderer_at(fig, dpi):
+    """The figure's renderer at ``dpi``, with the figure at that dpi meanwhile (as during a save).
+
+    On an Agg canvas (the book's, pyplot's, the notebooks'), right after a PNG save at ``dpi`` this
+    is the renderer of that save, whose text measurements are cached: the tight crop and the
+    panels' boxes measured here are the PNG's own, without measuring every text again (at the
+    figure's own dpi, most of the cost of the crop). Another canvas: its renderer at ``dpi``."""
+    canvas = fig.canvas
+    manager, old = getattr(canvas, "manager", None), fig.dpi
+    canvas.manager = None               # as savefig: no window is resized meanwhile
+    fig.dpi = dpi
+    try:
+        yield canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
+    finally:
+        fig.dpi = old
+        canvas.manager = manager
 
 
 def pieces(fig, renderer, box) -> list[list[float]]:
@@ -376,7 +396,11 @@ def render_formats(fig, formats=FORMATS, dpi: int = PNG_DPI, bbox=None) -> tuple
     if not order:
         return {}, bbox
     out = {order[0]: figure_bytes(fig, order[0], dpi, bbox)}
-    box = bbox if bbox is not None else fig.get_tightbbox(fig._get_renderer()).padded(_PAD)
+    if bbox is not None:
+        box = bbox
+    else:
+        with _renderer_at(fig, dpi) as renderer:
+            box = fig.get_tightbbox(renderer).padded(_PAD)
     engine = fig.get_layout_engine()
     fig._layout_engine = None          # the positions stay those of the first save
     try:
