@@ -20,7 +20,7 @@ import attention_fw
 import pytest
 
 LIB = Path(attention_fw.__file__).resolve().parents[1]
-CORE = ("model", "geometry", "experiments", "results", "_validate", "_version")
+CORE = ("model", "geometry", "experiments", "results", "_validate", "_version", "_lazy")
 
 
 def _modules(package: str) -> dict[str, Path]:

@@ -93,7 +93,7 @@ command line) is the separate package ``afw_book``.
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from . import geometry, model
+from . import _lazy, geometry, model
 from .model.dynamics import (FirstTime, FunctionRecorder, Hardmax, Layer, MarkovChain, Recorder, Rule, SimulationResult,
                              Softmax, attention, hardmax_step, layer_step, leaders, sap_step, scores, simulate,
                              softmax_step, tie_counts)
@@ -110,18 +110,6 @@ __all__ = [
 
 # ``experiments`` (SciPy's statistics among its imports) is imported when first used, so that
 # ``import attention_fw`` costs the dynamics only (half of the time it took with the experiments).
-_LAZY = ("experiments",)
 if TYPE_CHECKING:
     from . import experiments
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy.submodules(__name__, ("experiments",))
