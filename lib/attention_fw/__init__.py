@@ -85,7 +85,7 @@ The modules::
     results               the result object every experiment returns
     _validate             input checks with messages that name the argument
     _version              the version, written only there
-    _lazy                 sub-modules imported when first used (the packages' ``__getattr__``)
+    _lazy                 sub-modules imported on first use
 
 The book's own layer (paths, page helpers, presets, sweeps, figure files, the paper-figures
 command line) is the separate package ``afw_book``.
