@@ -69,6 +69,57 @@ def test_the_formats_share_one_layout_and_the_png_is_a_plain_save():
     plt.close(plain)
 
 
+def _math_fig():
+    fig, axes = plt.subplots(1, 2, figsize=(5, 2), layout="constrained")
+    for k, ax in enumerate(axes):
+        x = np.logspace(0, 3, 20)
+        ax.loglog(x, x ** -(k + 1), label=rf"$\beta^{{-{k + 1}}}$, mean $\bar x_i$")
+        ax.set_xlabel(r"$\beta$ (inverse temperature)")
+        ax.set_title(rf"$\mathbb{{P}}(T_1 > t)$, $d = {k + 2}$")
+        ax.legend()
+    return fig
+
+
+def test_shared_mathtext_parses_change_no_byte_and_leave_matplotlib_as_it_was(monkeypatch):
+    """A figure's renderers share their mathtext parses (``_shared_mathtext``): every format is byte
+    for byte what matplotlib's own per-renderer parses give, also after a change of the serif font
+    that leaves every text's font properties equal (the parse depends on the rcParams, so they are
+    part of the key); each expression is parsed once per dpi and font where matplotlib parses it
+    for every renderer; and matplotlib's method is its own again afterwards."""
+    import contextlib
+    from matplotlib import _mathtext, mathtext
+
+    own = mathtext.MathTextParser.__dict__["_parse_cached"]
+    parses: list = []
+    real_parse = _mathtext.Parser.parse
+
+    def counting(self, s, fonts_object, fontsize, dpi):
+        parses.append((s, fontsize, dpi, tuple(plt.rcParams["font.serif"])))
+        return real_parse(self, s, fonts_object, fontsize, dpi)
+
+    monkeypatch.setattr(_mathtext.Parser, "parse", counting)
+    shared = plotting._shared_mathtext
+    plotting._MATH_PARSES.clear()
+    out, counts = {}, {}
+    styles = ({}, {"font.serif": ["DejaVu Serif"]})          # the book's cmr10, then another serif
+    for mode in ("plain", "shared"):                         # the second style's parses follow the first's
+        monkeypatch.setattr(plotting, "_shared_mathtext", shared if mode == "shared" else contextlib.nullcontext)
+        for k, rc in enumerate(styles):
+            parses.clear()
+            with plotting.style(rc):
+                fig = _math_fig()
+                formats, _ = plotting.render_formats(fig)
+                plotting.layout(fig, formats["png"])
+            plt.close(fig)
+            out[mode, k], counts[mode, k] = formats, list(parses)
+    assert out["plain", 0]["png"] != out["plain", 1]["png"]   # the serif font shows
+    for k, rc in enumerate(styles):
+        assert out["shared", k] == out["plain", k], rc
+        assert len(set(counts["shared", k])) == len(counts["shared", k]), "an expression parsed twice"
+        assert len(counts["shared", k]) < len(counts["plain", k])
+    assert mathtext.MathTextParser.__dict__["_parse_cached"] is own
+
+
 @pytest.mark.parametrize("name", ["", "../x", "a b", None])
 def test_save_rejects_bad_names(tmp_path, name):
     with pytest.raises(ValueError, match="name"):

@@ -263,7 +263,8 @@ def _renderer_at(fig, dpi):
     canvas.manager = None               # as savefig: no window is resized meanwhile
     fig.dpi = dpi
     try:
-        yield canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
+        with _shared_mathtext():
+            yield canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
     finally:
         fig.dpi = old
         canvas.manager = manager
@@ -366,6 +367,65 @@ def _fonttools_quiet():
         logger.setLevel(level)
 
 
+# Parsed mathtext shared by every renderer of a save (see _shared_mathtext): at most this many.
+_MATH_PARSES: dict = {}
+_MATH_PARSES_MAX = 4096
+_MATH_LOCK = threading.RLock()
+_MATH_DEPTH = [0]
+
+
+def _math_rc() -> tuple:
+    """The rcParams a mathtext parse depends on beyond its arguments (fonts, mathtext, text)."""
+    rc = matplotlib.rcParams
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(rc.items())
+                 if k.startswith(("font.", "mathtext.", "text.")))
+
+
+@contextlib.contextmanager
+def _shared_mathtext():
+    """Inside the block, every renderer reuses the mathtext parses of the others.
+
+    matplotlib caches a parsed expression per renderer (its own ``MathTextParser``, 50 entries),
+    so the formats of one figure, and its crop and panel measurements, each parse every tick
+    label and formula again: a third of the cost of a save. Here the parses are shared by
+    their full key (output type, expression, dpi, font properties, hinting, antialiasing, and
+    the font, mathtext and text rcParams at entry), so a shared parse is one that this renderer
+    would have computed itself and every byte is unchanged. matplotlib's own method is put back
+    on exit; outside the block nothing of matplotlib's is changed. Nested blocks share the
+    outermost one; on another matplotlib without the private method, a plain block.
+    """
+    from matplotlib import mathtext
+
+    own = mathtext.MathTextParser.__dict__.get("_parse_cached")
+    plain = getattr(own, "__wrapped__", None)
+    with _MATH_LOCK:
+        if plain is None or _MATH_DEPTH[0]:
+            _MATH_DEPTH[0] += 1
+            try:
+                yield
+            finally:
+                _MATH_DEPTH[0] -= 1
+            return
+        rc = _math_rc()
+
+        def parse_cached(self, s, dpi, prop, antialiased, load_glyph_flags):
+            key = (self._output_type, s, dpi, prop, antialiased, load_glyph_flags, rc)
+            hit = _MATH_PARSES.get(key)
+            if hit is None:
+                if len(_MATH_PARSES) >= _MATH_PARSES_MAX:
+                    _MATH_PARSES.clear()
+                hit = _MATH_PARSES[key] = plain(self, s, dpi, prop, antialiased, load_glyph_flags)
+            return hit
+
+        mathtext.MathTextParser._parse_cached = parse_cached
+        _MATH_DEPTH[0] += 1
+        try:
+            yield
+        finally:
+            _MATH_DEPTH[0] -= 1
+            mathtext.MathTextParser._parse_cached = own
+
+
 def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
     """Render ``fig`` to bytes in format ``fmt`` with reproducible metadata.
 
@@ -374,7 +434,7 @@ def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     buf = io.BytesIO()
-    with matplotlib.rc_context(cast(Any, _SAVE_RC)), _fonttools_quiet():
+    with matplotlib.rc_context(cast(Any, _SAVE_RC)), _fonttools_quiet(), _shared_mathtext():
         kw = {} if bbox is None else {"bbox_inches": bbox}
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **kw)
     return buf.getvalue()
