@@ -31,8 +31,8 @@ BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "offline
 MODULE_GROUPS = {"test_install.py", "test_reruns.py",
                  "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
 # Modules split into units by the module-scoped fixture their tests share (each unit makes its own
-# copy of the module's cheap fixtures: a server on its own port, a Chromium): test name -> unit;
-# the module's other tests form one more unit. The browser checks are the longest chain after the
+# copy of the module's cheap fixtures: a server on its own port, a Chromium): test name (or name
+# with its parameters) -> unit; the module's other tests form one more unit. The browser checks are the longest chain after the
 # book build, and as one unit they ran on one core while the other had nothing left to do.
 SPLIT_MODULES = {
     "test_browser.py": {
@@ -43,7 +43,8 @@ SPLIT_MODULES = {
                          "test_figure_and_animation_text_is_legible_at_every_width",
                          "test_a_quick_build_says_so_on_every_computed_page",
                          "test_references_are_author_year_sorted_and_without_tex",
-                         "test_opened_code_cells_do_not_wrap"), "layouts"),
+                         "test_opened_code_cells_do_not_wrap", "test_every_page_renders_offline[file]",
+                         "test_downloads_and_full_size_figures_load[file]"), "layouts"),
         **dict.fromkeys(("test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus",), "badge"),
     },
 }
@@ -102,8 +103,9 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             module = path.rsplit("/", 1)[-1]
             if module in SPLIT_MODULES:
-                test = nodeid.split("::", 1)[-1].split("[", 1)[0]
-                return f"{path}::{SPLIT_MODULES[module].get(test, 'rest')}"
+                test = nodeid.split("::", 1)[-1]            # with its parameters, else without
+                units = SPLIT_MODULES[module]
+                return f"{path}::{units.get(test, units.get(test.split('[', 1)[0], 'rest'))}"
             return path if module in MODULE_GROUPS else nodeid
 
     return ModuleUnits(config, log)

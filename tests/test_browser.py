@@ -97,18 +97,11 @@ SOURCE_LABEL = re.compile(r"^(?:eq|thm|lem|prop|def|rem|cor|hyp|ass|sec|fig)\w*:
 INTERNAL_NAMES = re.compile(r"\bNOTES\b|/work/|shared/paper|\.\{pdf,")
 
 
-# Waits for MathJax (if the page has math) and for every image, then reports.
+# The report of a page that READY_JS has found ready (MathJax done, every image loaded or failed).
 PAGE_REPORT_JS = """
 (async () => {
-  const sleep = ms => new Promise(r => setTimeout(r, ms));
   const mathNodes = document.querySelectorAll('span.math, div.math');
-  if (mathNodes.length) {
-    for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) await sleep(50);
-    if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
-  }
   const imgs = Array.from(document.images);
-  imgs.forEach(i => { i.loading = 'eager'; });
-  await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
   const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
   const where = el => ((el.closest('[id]') || {}).id || '') + ' > ' + el.tagName.toLowerCase() + '.' +
                       Array.from(el.classList).join('.') + ': ' + (el.textContent || '').trim().slice(0, 60);
@@ -166,9 +159,12 @@ PAGE_REPORT_JS = """
 """
 
 
-def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: Path | None = None) -> dict:
+def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: Path | None = None,
+               steps=()) -> dict:
     """Load ``url`` in a ``width``-px window and report (see PAGE_REPORT_JS); optionally save a
-    full-page screenshot (PNG, at most 16,000 px high) to ``screenshot``."""
+    full-page screenshot (PNG, at most 16,000 px high) to ``screenshot``. ``steps``: then, on the
+    same page, ``(key, width, script)``: resize the window to ``width`` (a touch phone below
+    768 px) and run ``script``, reported under ``report["steps"][key]``."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     try:
@@ -189,6 +185,7 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
             loaded = ev["method"] == "Page.loadEventFired"
             _collect(ev, requests, problems)
         assert loaded, f"{url} did not finish loading in {PAGE_TIMEOUT} s"
+        evaluate(browser, session, READY_JS, timeout=120)
         report = evaluate(browser, session, PAGE_REPORT_JS)
         if screenshot is not None:  # a window as tall as the page (tools/screenshot_pages.py scrolls a real window)
             height = min(int(report["height"]), 16000)
@@ -213,6 +210,7 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
         report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
         report["problems"] = problems
         report["requests"] = len(requests)
+        report["steps"] = {key: _at_width(browser, session, w, script) for key, w, script in steps}
         return report
     finally:
         browser.send("Target.closeTarget", {"targetId": target})
@@ -310,15 +308,17 @@ def test_the_page_check_sees_errors_logged_after_the_load(tmp_path, browser):
 @pytest.fixture(scope="module")
 def reports(served_book, browser):
     """Every page of the site, loaded once from the loopback server under the sub-path (as online,
-    with its full-page screenshot saved) and once straight from disk (file://): {scheme: {page: report}}."""
+    with its full-page screenshot saved): {"http": {page: report}} (the pages opened from disk are
+    ``file_reports``, made in the same loads as the layouts)."""
     html, http_origin = served_book
-    out = {}
-    for scheme, origin in (("http", http_origin), ("file", html.as_uri() + "/")):
-        out[scheme] = {}
-        for page in site_pages(html):
-            shot = SCREENSHOTS / f"{Path(page).stem}.png" if scheme == "http" else None
-            out[scheme][page] = check_page(browser, origin + page, origin, screenshot=shot)
-    return out
+    return {"http": {page: check_page(browser, http_origin + page, http_origin,
+                                      screenshot=SCREENSHOTS / f"{Path(page).stem}.png")
+                     for page in site_pages(html)}}
+
+
+def _scheme_reports(request, scheme: str) -> dict:
+    """{page: report} of the pages served (``http``) or opened from disk (``file``)."""
+    return request.getfixturevalue("reports")["http"] if scheme == "http" else request.getfixturevalue("file_reports")
 
 
 def _local_file(html: Path, url: str) -> Path:
@@ -337,10 +337,10 @@ def test_every_chapter_has_a_page(served_book):
 
 
 @pytest.mark.parametrize("scheme", ["http", "file"])
-def test_every_page_renders_offline(reports, scheme):
+def test_every_page_renders_offline(request, scheme):
     """Served from a loopback server (as online) and opened straight from disk (file://)."""
     failures = {}
-    for page, r in reports[scheme].items():
+    for page, r in _scheme_reports(request, scheme).items():
         bad = page_problems(r, "the book's folder" if scheme == "file" else f"the sub-path /{SUBPATH}/")
         if bad:
             failures[page] = bad
@@ -348,12 +348,12 @@ def test_every_page_renders_offline(reports, scheme):
 
 
 @pytest.mark.parametrize("scheme", ["http", "file"])
-def test_downloads_and_full_size_figures_load(served_book, reports, scheme):
+def test_downloads_and_full_size_figures_load(served_book, request, scheme):
     """Every figure file and data file a page links to is there: fetched from the server, or
     present on disk at the address a file:// link points to."""
     html, _ = served_book
     failures, checked = {}, 0
-    for page, r in reports[scheme].items():
+    for page, r in _scheme_reports(request, scheme).items():
         bad = []
         for url in r["links"]:
             checked += 1
@@ -536,7 +536,7 @@ def test_math_and_figures_are_present_where_expected(reports):
 LAYOUT_JS = """
 (async () => {
   const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 20)));
-  await frame();   // the new window size (layout_reports has waited until the page has it)
+  await frame();   // the new window size (_at_width has waited until the page has it)
   // book/_static/wide-math.js has measured the inline formulas at this width (a condition, not a
   // clock: it records the width it measured at)
   const measured = () => document.documentElement.hasAttribute('data-afw-wide-math') &&
@@ -634,30 +634,15 @@ LAYOUT_JS = """
 """
 
 
-def layout_reports(browser, url: str, widths, script: str = LAYOUT_JS, then=()) -> dict:
-    """Load ``url`` once and, for each width, resize the window (a touch phone below 768 px) and
-    run ``script`` (default LAYOUT_JS): {width: report}. ``then``: more ``(key, width, script)``
-    steps on the same page afterwards, reported under their keys."""
-    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    try:
-        for domain in ("Page", "Runtime"):
-            browser.send(f"{domain}.enable", session=session)
-        out = {}
-        steps = [(width, width, script) for width in widths] + list(then)
-        for k, (key, width, script) in enumerate(steps):
-            phone = width < 768
-            browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844 if phone else 900,
-                                                                "deviceScaleFactor": 1, "mobile": phone}, session)
-            browser.send("Emulation.setTouchEmulationEnabled", {"enabled": phone}, session)
-            if k == 0:
-                _navigate(browser, session, url)
-                evaluate(browser, session, READY_JS, timeout=120)
-            _wait_for_width(browser, session, width)
-            out[key] = evaluate(browser, session, script, timeout=120)
-        return out
-    finally:
-        browser.send("Target.closeTarget", {"targetId": target})
+def _at_width(browser, session, width: int, script: str):
+    """Resize the page's window to ``width`` (a touch phone below 768 px), wait until the page has
+    that width, and run ``script`` (awaited): its result."""
+    phone = width < 768
+    browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 844 if phone else 900,
+                                                        "deviceScaleFactor": 1, "mobile": phone}, session)
+    browser.send("Emulation.setTouchEmulationEnabled", {"enabled": phone}, session)
+    _wait_for_width(browser, session, width)
+    return evaluate(browser, session, script, timeout=120)
 
 
 def _wait_for_width(browser, session, width: int) -> None:
@@ -684,17 +669,33 @@ def _navigate(browser, session, url, lands_on: str | None = None):
 
 @pytest.fixture(scope="module")
 def page_layouts(served_book, browser):
-    """Every page of the book loaded once: {"layout": {width: {page: LAYOUT_JS report}}} at every
+    """Every page of the book loaded once, straight from disk (file://): {"file": {page: report}}
+    (:func:`check_page`, as the served pages'), {"layout": {width: {page: LAYOUT_JS report}}} at every
     width of this module, widest first, then {"code": {width: {page: CODE_JS report}}} at
     CODE_WIDTHS (last, as CODE_JS opens the folded cells)."""
-    html, origin = served_book
+    html, _ = served_book
+    origin = html.as_uri() + "/"
     widths = sorted({*SIDEBAR_WIDTHS, *LEGIBLE_WIDTHS, PHONE}, reverse=True)
-    out = {"layout": {w: {} for w in widths}, "code": {w: {} for w in CODE_WIDTHS}}
-    code = [(("code", w), w, CODE_JS) for w in CODE_WIDTHS]
+    out = {"file": {}, "layout": {w: {} for w in widths}, "code": {w: {} for w in CODE_WIDTHS}}
+    steps = [(("layout", w), w, LAYOUT_JS) for w in widths] + [(("code", w), w, CODE_JS) for w in CODE_WIDTHS]
     for page in book_pages(html):
-        for key, report in layout_reports(browser, origin + page, widths, then=code).items():
-            kind, w = key if isinstance(key, tuple) else ("layout", key)
-            out[kind][w][page] = report
+        report = check_page(browser, origin + page, origin, steps=steps)
+        for (kind, w), result in report.pop("steps").items():
+            out[kind][w][page] = result
+        out["file"][page] = report
+    return out
+
+
+@pytest.fixture(scope="module")
+def file_reports(served_book, browser, page_layouts):
+    """Every page of the site opened straight from disk (file://): {page: report}; the book's pages
+    from their one load in ``page_layouts``, the site's own pages (search, indexes) here."""
+    html, _ = served_book
+    origin = html.as_uri() + "/"
+    out = dict(page_layouts["file"])
+    for page in site_pages(html):
+        if page not in out:
+            out[page] = check_page(browser, origin + page, origin)
     return out
 
 
