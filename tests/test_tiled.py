@@ -555,12 +555,13 @@ def test_float32_step_error_follows_its_law(kernels, d):
 
 
 def test_float32_tiles_are_summed_in_float64(kernels):
-    """Token 0's weights are 1 on itself and e^-17.7 = 2e-8 (below half a float32 ulp of 1) on each
-    of 16,383 others, in tiles of one key: float64 sums keep the tail's mass 3.3e-4, a float32
-    running sum would drop every one of its terms (an error ~100 times the law's bound)."""
-    n, beta = 16384, 10.0
+    """Token 0's weights are 1 on itself and e^-17 = 4.1e-8 (below half a float32 ulp of 1, 6.0e-8)
+    on each of 8,191 others, in tiles of one key: float64 sums keep the tail's mass 3.4e-4, a
+    float32 running sum would drop every one of its terms (an error ~100 times the law's bound)."""
+    n, beta = 8192, 10.0
+    assert np.exp(-17.0) < 2.0 ** -24 < 2 * np.exp(-17.0)        # below half an ulp of 1, not far below
     rng = np.random.default_rng(26)
-    x = np.c_[np.full(n, 1 - 17.7 / beta), rng.uniform(-0.5, 0.5, n)]
+    x = np.c_[np.full(n, 1 - 17.0 / beta), rng.uniform(-0.5, 0.5, n)]
     x[0] = [1.0, 0.0]
     ref = T.attention_apply(x, x, beta, key_tile=1)[0]
     y = T.attention_apply(x, x, beta, key_tile=1, precision="float32")[0]
