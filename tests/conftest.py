@@ -32,8 +32,9 @@ MODULE_GROUPS = {"test_install.py", "test_reruns.py",
                  "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
 # Modules split into units by the module-scoped fixture their tests share (each unit makes its own
 # copy of the module's cheap fixtures: a server on its own port, a Chromium): test name (or name
-# with its parameters) -> unit; the module's other tests form one more unit. The browser checks are the longest chain after the
-# book build, and as one unit they ran on one core while the other had nothing left to do.
+# with its parameters) -> unit; the module's other tests form one more unit. The browser checks
+# are the longest chain after the book build, and as one unit they ran on one core while the
+# other had nothing left to do.
 SPLIT_MODULES = {
     "test_browser.py": {
         **dict.fromkeys(("test_no_figure_is_covered_by_a_sidebar", "test_one_search_and_the_title_in_view",

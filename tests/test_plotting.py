@@ -118,6 +118,12 @@ def test_shared_mathtext_parses_change_no_byte_and_leave_matplotlib_as_it_was(mo
         assert len(set(counts["shared", k])) == len(counts["shared", k]), "an expression parsed twice"
         assert len(counts["shared", k]) < len(counts["plain", k])
     assert mathtext.MathTextParser.__dict__["_parse_cached"] is own
+    with shared():                                           # a block inside another keeps the outer's
+        outer = mathtext.MathTextParser.__dict__["_parse_cached"]
+        with shared():
+            assert mathtext.MathTextParser.__dict__["_parse_cached"] is outer is not own
+        assert mathtext.MathTextParser.__dict__["_parse_cached"] is outer
+    assert mathtext.MathTextParser.__dict__["_parse_cached"] is own
 
 
 @pytest.mark.parametrize("name", ["", "../x", "a b", None])

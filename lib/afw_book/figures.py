@@ -370,8 +370,6 @@ def _fonttools_quiet():
 # Parsed mathtext shared by every renderer of a save (see _shared_mathtext): at most this many.
 _MATH_PARSES: dict = {}
 _MATH_PARSES_MAX = 4096
-_MATH_LOCK = threading.RLock()
-_MATH_DEPTH = [0]
 
 
 def _math_rc() -> tuple:
@@ -391,39 +389,34 @@ def _shared_mathtext():
     their full key (output type, expression, dpi, font properties, hinting, antialiasing, and
     the font, mathtext and text rcParams at entry), so a shared parse is one that this renderer
     would have computed itself and every byte is unchanged. matplotlib's own method is put back
-    on exit; outside the block nothing of matplotlib's is changed. Nested blocks share the
-    outermost one; on another matplotlib without the private method, a plain block.
+    on exit; outside the block nothing of matplotlib's is changed. A block inside another (its
+    method already installed) shares the outer one's; on another matplotlib without the private
+    method, a plain block.
     """
     from matplotlib import mathtext
 
     own = mathtext.MathTextParser.__dict__.get("_parse_cached")
     plain = getattr(own, "__wrapped__", None)
-    with _MATH_LOCK:
-        if plain is None or _MATH_DEPTH[0]:
-            _MATH_DEPTH[0] += 1
-            try:
-                yield
-            finally:
-                _MATH_DEPTH[0] -= 1
-            return
-        rc = _math_rc()
+    if plain is None or getattr(own, "_afw_shared", False):
+        yield
+        return
+    rc = _math_rc()
 
-        def parse_cached(self, s, dpi, prop, antialiased, load_glyph_flags):
-            key = (self._output_type, s, dpi, prop, antialiased, load_glyph_flags, rc)
-            hit = _MATH_PARSES.get(key)
-            if hit is None:
-                if len(_MATH_PARSES) >= _MATH_PARSES_MAX:
-                    _MATH_PARSES.clear()
-                hit = _MATH_PARSES[key] = plain(self, s, dpi, prop, antialiased, load_glyph_flags)
-            return hit
+    def parse_cached(self, s, dpi, prop, antialiased, load_glyph_flags):
+        key = (self._output_type, s, dpi, prop, antialiased, load_glyph_flags, rc)
+        hit = _MATH_PARSES.get(key)
+        if hit is None:
+            if len(_MATH_PARSES) >= _MATH_PARSES_MAX:
+                _MATH_PARSES.clear()
+            hit = _MATH_PARSES[key] = plain(self, s, dpi, prop, antialiased, load_glyph_flags)
+        return hit
 
-        mathtext.MathTextParser._parse_cached = parse_cached
-        _MATH_DEPTH[0] += 1
-        try:
-            yield
-        finally:
-            _MATH_DEPTH[0] -= 1
-            mathtext.MathTextParser._parse_cached = own
+    parse_cached._afw_shared = True
+    mathtext.MathTextParser._parse_cached = parse_cached
+    try:
+        yield
+    finally:
+        mathtext.MathTextParser._parse_cached = own
 
 
 def figure_bytes(fig, fmt: str, dpi: int = PNG_DPI, bbox=None) -> bytes:
