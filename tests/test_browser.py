@@ -159,61 +159,93 @@ PAGE_REPORT_JS = """
 """
 
 
+def _check_tab(browser) -> str:
+    """The session of the tab in which :func:`check_page` loads its pages, one per browser.
+
+    One tab for every page instead of a new tab for each: each new tab started a renderer process
+    and compiled the theme's and MathJax's scripts again, about 0.4 s of CPU per page (measured on
+    the book's 18 pages: 33-38 CPU-s in new tabs, 24-30 in one). Each page still starts as in a
+    new tab: no HTTP cache (every file is fetched again and its status seen), an empty
+    sessionStorage (the theme keeps the sidebar's scroll position there), the window and touch
+    emulation set again by every check, and the previous page's late events discarded after it has
+    been replaced by about:blank."""
+    session = getattr(browser, "_check_session", None)
+    if session is None:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Network", "Runtime", "Log"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Network.setCacheDisabled", {"cacheDisabled": True}, session)
+        browser.send("Page.addScriptToEvaluateOnNewDocument", {"source": "sessionStorage.clear();"}, session)
+        browser._check_session = session
+    return session
+
+
+def _wait_for_load(browser, session: str, url: str, requests: list, problems: list) -> None:
+    """Until the page navigated to has fired its load event; its events go to ``_collect``."""
+    deadline = time.monotonic() + PAGE_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            ev = browser.events.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        if ev.get("sessionId") != session:
+            continue
+        _collect(ev, requests, problems)
+        if ev["method"] == "Page.loadEventFired":
+            return
+    raise AssertionError(f"{url} did not finish loading in {PAGE_TIMEOUT} s")
+
+
 def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: Path | None = None,
                steps=()) -> dict:
     """Load ``url`` in a ``width``-px window and report (see PAGE_REPORT_JS); optionally save a
     full-page screenshot (PNG, at most 16,000 px high) to ``screenshot``. ``steps``: then, on the
     same page, ``(key, width, script)``: resize the window to ``width`` (a touch phone below
-    768 px) and run ``script``, reported under ``report["steps"][key]``."""
-    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    try:
-        for domain in ("Page", "Network", "Runtime", "Log"):
-            browser.send(f"{domain}.enable", session=session)
+    768 px) and run ``script``, reported under ``report["steps"][key]``. The pages are loaded
+    one after the other in one tab (:func:`_check_tab`)."""
+    session = _check_tab(browser)
+    browser.send("Page.navigate", {"url": "about:blank"}, session)     # the previous page, unloaded
+    _wait_for_load(browser, session, "about:blank", [], [])
+    while True:                                                          # and its late events dropped
+        try:
+            browser.events.get_nowait()
+        except queue.Empty:
+            break
+    browser.send("Emulation.setTouchEmulationEnabled", {"enabled": False}, session)
+    browser.send("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
+    requests: list[str] = []
+    problems: list[str] = []
+    browser.send("Page.navigate", {"url": url}, session)
+    _wait_for_load(browser, session, url, requests, problems)
+    evaluate(browser, session, READY_JS, timeout=120)
+    report = evaluate(browser, session, PAGE_REPORT_JS)
+    if screenshot is not None:  # a window as tall as the page (tools/screenshot_pages.py scrolls a real window)
+        height = min(int(report["height"]), 16000)
         browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
-        browser.send("Page.navigate", {"url": url}, session)
-        deadline = time.monotonic() + PAGE_TIMEOUT
-        requests, problems, loaded = [], [], False
-        while time.monotonic() < deadline and not loaded:
-            try:
-                ev = browser.events.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if ev.get("sessionId") != session:
-                continue
-            loaded = ev["method"] == "Page.loadEventFired"
+                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+        # the new layout, and wide-math.js's measurement of it (on the frame after a resize), painted
+        evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        screenshot.write_bytes(base64.b64decode(shot["data"]))
+    # Late messages: what the page logged while the report (which waits for the math, the images
+    # and the downloads' HEAD requests) was made arrives before the answer to a later call, and
+    # a task the page queued meanwhile runs first (a timeout of 50 ms).
+    evaluate(browser, session, "new Promise(r => setTimeout(r, 50))")
+    while True:
+        try:
+            ev = browser.events.get_nowait()
+        except queue.Empty:
+            break
+        if ev.get("sessionId") == session:
             _collect(ev, requests, problems)
-        assert loaded, f"{url} did not finish loading in {PAGE_TIMEOUT} s"
-        evaluate(browser, session, READY_JS, timeout=120)
-        report = evaluate(browser, session, PAGE_REPORT_JS)
-        if screenshot is not None:  # a window as tall as the page (tools/screenshot_pages.py scrolls a real window)
-            height = min(int(report["height"]), 16000)
-            browser.send("Emulation.setDeviceMetricsOverride",
-                         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
-            # the new layout, and wide-math.js's measurement of it (on the frame after a resize), painted
-            evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-            shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            screenshot.write_bytes(base64.b64decode(shot["data"]))
-        # Late messages: what the page logged while the report (which waits for the math, the images
-        # and the downloads' HEAD requests) was made arrives before the answer to a later call, and
-        # a task the page queued meanwhile runs first (a timeout of 50 ms).
-        evaluate(browser, session, "new Promise(r => setTimeout(r, 50))")
-        while True:
-            try:
-                ev = browser.events.get_nowait()
-            except queue.Empty:
-                break
-            if ev.get("sessionId") == session:
-                _collect(ev, requests, problems)
-        report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
-        report["problems"] = problems
-        report["requests"] = len(requests)
-        report["steps"] = {key: _at_width(browser, session, w, script) for key, w, script in steps}
-        return report
-    finally:
-        browser.send("Target.closeTarget", {"targetId": target})
+    report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
+    report["problems"] = problems
+    report["requests"] = len(requests)
+    report["steps"] = {key: _at_width(browser, session, w, script) for key, w, script in steps}
+    return report
 
 
 def _collect(ev, requests, problems):
@@ -669,7 +701,8 @@ def _navigate(browser, session, url, lands_on: str | None = None):
 
 @pytest.fixture(scope="module")
 def page_layouts(served_book, browser):
-    """Every page of the book loaded once, straight from disk (file://): {"file": {page: report}}
+    """Every page of the book loaded once, straight from disk (file://), in a window of the widest
+    width (so that the first step needs no resize): {"file": {page: report}}
     (:func:`check_page`, as the served pages'), {"layout": {width: {page: LAYOUT_JS report}}} at every
     width of this module, widest first, then {"code": {width: {page: CODE_JS report}}} at
     CODE_WIDTHS (last, as CODE_JS opens the folded cells)."""
@@ -679,7 +712,7 @@ def page_layouts(served_book, browser):
     out = {"file": {}, "layout": {w: {} for w in widths}, "code": {w: {} for w in CODE_WIDTHS}}
     steps = [(("layout", w), w, LAYOUT_JS) for w in widths] + [(("code", w), w, CODE_JS) for w in CODE_WIDTHS]
     for page in book_pages(html):
-        report = check_page(browser, origin + page, origin, steps=steps)
+        report = check_page(browser, origin + page, origin, width=widths[0], steps=steps)
         for (kind, w), result in report.pop("steps").items():
             out[kind][w][page] = result
         out["file"][page] = report
@@ -911,30 +944,33 @@ CODE_JS = """
   const article = document.querySelector('article.bd-article') || document.body;
   const boxes = Array.from(article.querySelectorAll('div.cell_input pre, div.highlight pre'))
                      .filter(p => p.getClientRects().length > 0 && !p.closest('.cell_output, .output'));
-  const wrapped = [], wider = [], columns = [];
-  for (const pre of boxes) {
-    const s = getComputedStyle(pre);
-    const shown = pre.getBoundingClientRect().height;
-    const [ws, ov] = [pre.style.whiteSpace, pre.style.overflow];
-    pre.style.whiteSpace = 'pre';
-    pre.style.overflow = 'hidden';
-    const flat = pre.getBoundingClientRect().height;
-    pre.style.whiteSpace = ws;
-    pre.style.overflow = ov;
+  // Each step reads every box, then changes every box: one layout per step, not several per box
+  // (a box's height does not depend on how the other boxes wrap: their widths are the column's).
+  const shown = boxes.map(pre => pre.getBoundingClientRect().height);
+  const kept = boxes.map(pre => [pre.style.whiteSpace, pre.style.overflow]);
+  boxes.forEach(pre => { pre.style.whiteSpace = 'pre'; pre.style.overflow = 'hidden'; });
+  const flat = boxes.map(pre => pre.getBoundingClientRect().height);
+  boxes.forEach((pre, k) => { [pre.style.whiteSpace, pre.style.overflow] = kept[k]; });
+  const probes = boxes.map(pre => {
     const probe = document.createElement('span');
     probe.textContent = '0'.repeat(100);
     probe.style.whiteSpace = 'pre';
     pre.appendChild(probe);
-    const ch = probe.getBoundingClientRect().width / 100;
-    probe.remove();
+    return probe;
+  });
+  const chars = probes.map(probe => probe.getBoundingClientRect().width / 100);
+  probes.forEach(probe => probe.remove());
+  const wrapped = [], wider = [], columns = [];
+  boxes.forEach((pre, k) => {
+    const s = getComputedStyle(pre), ch = chars[k];
     const inner = pre.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
     const lines = pre.textContent.split('\\n');
     const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
     columns.push(Math.floor(inner / ch + 1e-6));
     const what = `${longest.length} characters in ${Math.floor(inner / ch)}: ${longest.trim().slice(0, 70)}`;
-    if (shown > flat + 1) wrapped.push(what);
+    if (shown[k] > flat[k] + 1) wrapped.push(what);
     if (pre.scrollWidth > pre.clientWidth + 1) wider.push(what);
-  }
+  });
   return {boxes: boxes.length, wrapped: wrapped, wider: wider, columns: columns};
 })()
 """
