@@ -32,7 +32,6 @@ from pathlib import Path
 
 import joblib
 import numpy as np
-from distributed import Client, LocalCluster
 from tqdm.auto import tqdm
 
 import attention_fw
@@ -199,6 +198,8 @@ def _executor(executor, max_workers):
     if not isinstance(executor, str):
         raise TypeError("executor must be None, 'serial', 'processes', 'local-dask', a Dask scheduler "
                         f"address or a concurrent.futures.Executor, got {type(executor).__name__}")
+    from distributed import Client, LocalCluster     # here: importing Dask costs 0.3 s, and most runs never need it
+
     if executor == "local-dask":
         n = max_workers or min(2, os.cpu_count() or 1)
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=False,
