@@ -227,7 +227,10 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
         # the new layout, and wide-math.js's measurement of it (on the frame after a resize), painted
         evaluate(browser, session, "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-        shot = browser.send("Page.captureScreenshot", {"format": "png"}, session, timeout=120)
+        # optimizeForSpeed: Chromium's faster PNG compression, half the CPU of the default for a file
+        # about a quarter larger (measured on 9 chapter pages: 3.7 against 7.2 CPU-s)
+        shot = browser.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}, session,
+                            timeout=120)
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         screenshot.write_bytes(base64.b64decode(shot["data"]))
     # Late messages: what the page logged while the report (which waits for the math, the images
