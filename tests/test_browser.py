@@ -73,7 +73,7 @@ from urllib.parse import unquote, urljoin, urlparse
 import pytest
 
 import bookbuild
-from cdp import INSTALL_HINT, PAGE_TIMEOUT, chromium_executable, evaluate
+from cdp import INSTALL_HINT, PAGE_TIMEOUT, chromium_executable, evaluate, new_tab
 
 sys.path.insert(0, str(bookbuild.ROOT / "tools"))
 from page_ready import READY_JS  # noqa: E402  (the screenshots' too: tools/page_ready.py)
@@ -171,9 +171,8 @@ def _check_tab(browser) -> str:
     been replaced by about:blank."""
     session = getattr(browser, "_check_session", None)
     if session is None:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page", "Network", "Runtime", "Log"):
+        _, session = new_tab(browser)                   # Page and Runtime enabled
+        for domain in ("Network", "Log"):
             browser.send(f"{domain}.enable", session=session)
         browser.send("Network.setCacheDisabled", {"cacheDisabled": True}, session)
         browser.send("Page.addScriptToEvaluateOnNewDocument", {"source": "sessionStorage.clear();"}, session)
@@ -197,6 +196,17 @@ def _wait_for_load(browser, session: str, url: str, requests: list, problems: li
     raise AssertionError(f"{url} did not finish loading in {PAGE_TIMEOUT} s")
 
 
+def _drain_events(browser, session: str, requests: list, problems: list) -> None:
+    """The events already queued: this session's go to ``_collect``, every other is dropped."""
+    while True:
+        try:
+            ev = browser.events.get_nowait()
+        except queue.Empty:
+            return
+        if ev.get("sessionId") == session:
+            _collect(ev, requests, problems)
+
+
 def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: Path | None = None,
                steps=()) -> dict:
     """Load ``url`` in a ``width``-px window and report (see PAGE_REPORT_JS); optionally save a
@@ -207,11 +217,7 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
     session = _check_tab(browser)
     browser.send("Page.navigate", {"url": "about:blank"}, session)     # the previous page, unloaded
     _wait_for_load(browser, session, "about:blank", [], [])
-    while True:                                                          # and its late events dropped
-        try:
-            browser.events.get_nowait()
-        except queue.Empty:
-            break
+    _drain_events(browser, session, [], [])                             # and its late events dropped
     browser.send("Emulation.setTouchEmulationEnabled", {"enabled": False}, session)
     browser.send("Emulation.setDeviceMetricsOverride",
                  {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
@@ -237,13 +243,7 @@ def check_page(browser, url: str, origin: str, width: int = WIDTH, screenshot: P
     # and the downloads' HEAD requests) was made arrives before the answer to a later call, and
     # a task the page queued meanwhile runs first (a timeout of 50 ms).
     evaluate(browser, session, "new Promise(r => setTimeout(r, 50))")
-    while True:
-        try:
-            ev = browser.events.get_nowait()
-        except queue.Empty:
-            break
-        if ev.get("sessionId") == session:
-            _collect(ev, requests, problems)
+    _drain_events(browser, session, requests, problems)
     report["remote"] = [u for u in requests if not (u.startswith(origin) or u.startswith(LOCAL_SCHEMES))]
     report["problems"] = problems
     report["requests"] = len(requests)
