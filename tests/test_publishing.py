@@ -129,7 +129,12 @@ def test_workflow_tests_builds_uploads_and_deploys_from_main_only():
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     steps = build["steps"]
     setup = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))
-    assert setup["with"] == {"python-version": "3.11", "cache": "pip", "cache-dependency-path": "requirements.txt"}
+    assert setup["with"] == {"python-version": "3.11"}
+    # the caches are those the Makefile fills: uv's downloads and the encoder's files, keyed by the pins
+    cache = next(s for s in steps if s.get("uses", "").startswith("actions/cache@"))
+    assert cache["with"]["path"].split() == ["~/.cache/uv", "~/.cache/attention_fw"]
+    assert "hashFiles('requirements.txt')" in cache["with"]["key"]
+    assert steps.index(cache) < next(k for k, s in enumerate(steps) if s.get("run") == "make test")
     runs = [s["run"] for s in steps if "run" in s]
     assert runs == ["make test", "make book"]
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact@"))
