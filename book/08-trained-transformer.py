@@ -518,58 +518,17 @@ def clusters(head, kind="trained", beta=hot):
     return int(summary[(head, kind, beta)]["clusters"][-1])
 
 
-def under(rs):
-    """The runs ``rs`` of one head in words: 'the most positive head (as trained)'."""
-    kinds = " and ".join(
-        "as trained" if r["kind"] == "trained" else "symmetrised" for r in rs
-    )
-    return f"the {rs[0]['head_label']} head ({kinds})"
-
-
-collapse_t = [TH.first_below(r["diameter"], r["t"], 1e-6) for r in runs]
-heads = list(dict.fromkeys(r["head_label"] for r in runs))
-done = [
-    [r for r, c in zip(runs, collapse_t) if c is not None and r["head_label"] == h]
-    for h in heads
-]
-left = [
-    [r for r, c in zip(runs, collapse_t) if c is None and r["head_label"] == h]
-    for h in heads
-]
-done, left = [rs for rs in done if rs], [rs for rs in left if rs]
-rest = [r for rs in left for r in rs]
-
-
-def listed(words):
-    """'a', 'a and b', 'a, b and c'."""
-    words = list(words)
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-counts = listed(str(int(r["clusters"][-1])) for r in rest)
-widths = listed(fmt(r["diameter"][-1], ".2f") for r in rest)
-still = (f"{'they' if done else 'the tokens'} have not collapsed after {p.dyn_steps} "
-         f"layers: {counts} clusters are left (diameters {widths} of the start)")
-if not left:
-    dyn_collapse = (
-        f"the tokens collapse to one point within {max(collapse_t)} layers, "
-        "whichever head drives them"
-    )
+status, dyn_collapse = TH.collapse_summary(runs, p.dyn_steps)
+if status == "all":
     collapse_why = (
         "The weights are too flat for any token to hold on to its own position: each "
         "step averages over tens of tokens, as in the small-β regime of Section 5, "
         "where Prop 5.1 makes the tokens collapse. This is the picture of Section 3 "
         "(B negative definite, one cluster), reached here by heads of either sign."
     )
-elif not done:
-    dyn_collapse = f"under {' and '.join(under(rs) for rs in left)} {still}"
+elif status == "none":
     collapse_why = f"{p.dyn_steps} layers do not tell whether they collapse later."
 else:
-    dyn_collapse = (
-        f"under {' and '.join(under(rs) for rs in done)} the tokens collapse to one "
-        f"point within {max(c for c in collapse_t if c is not None)} layers; under "
-        f"{' and '.join(under(rs) for rs in left)} {still}"
-    )
     collapse_why = (
         "The collapse is the picture of Section 3 (B negative definite, one cluster); "
         f"{p.dyn_steps} layers do not tell whether the other runs collapse later."

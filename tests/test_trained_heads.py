@@ -30,6 +30,45 @@ def _weights(rng, *, query=None, key=None, value=None, output=None, biases=True)
     return W
 
 
+# ------------------------------------------------------------------------------ the chapter's words
+def _run(head, kind, diameters, clusters):
+    return {"head_label": head, "kind": kind, "t": list(range(len(diameters))),
+            "diameter": list(diameters), "clusters": list(clusters)}
+
+
+@pytest.mark.parametrize("status", ["all", "none", "some"])
+def test_the_collapse_summary_has_a_sentence_for_every_outcome(status):
+    """Every outcome of the dynamics gets its sentence (the paper preset, where every run collapses,
+    once crashed the chapter); collapsed runs are those whose diameter falls below the tolerance,
+    and the sentence quotes the latest collapse and what every other run leaves."""
+    fall = [1.0, 1e-3, 1e-7, 1e-12]                    # below 1e-6 from t = 2
+    late = [1.0, 0.5, 1e-5, 5e-7]                      # from t = 3
+    hold = [1.0, 0.8, 0.71, 0.7]
+    runs = {"all": [_run("p", "trained", fall, [5, 2, 1, 1]), _run("p", "symmetric part", late, [5, 3, 1, 1]),
+                    _run("n", "trained", fall, [5, 2, 1, 1])],
+            "none": [_run("p", "trained", hold, [5, 4, 3, 3]), _run("n", "symmetric part", hold[::-1], [2, 2, 2, 2])],
+            "some": [_run("p", "trained", late, [5, 3, 1, 1]), _run("n", "trained", hold, [5, 4, 4, 4]),
+                     _run("n", "symmetric part", fall, [5, 2, 1, 1]), _run("q", "trained", hold, [6, 6, 6, 7])]}[status]
+    got, sentence = T.collapse_summary(runs, steps=3)
+    assert got == status
+    if status == "all":
+        assert "within 3 layers" in sentence and "whichever head" in sentence
+    elif status == "none":
+        assert sentence.startswith("under the p head (as trained) and the n head (symmetrised) the tokens have")
+        assert "after 3 layers: 3 and 2 clusters are left (diameters 0.70 and 1.00 of the start)" in sentence
+    else:
+        done, left = sentence.split("; ")
+        assert done == ("under the p head (as trained) and the n head (symmetrised) the tokens collapse to "
+                        "one point within 3 layers")
+        assert left == ("under the n head (as trained) and the q head (as trained) they have not collapsed "
+                        "after 3 layers: 4 and 7 clusters are left (diameters 0.70 and 0.70 of the start)")
+
+
+def test_the_collapse_summary_refuses_no_runs():
+    with pytest.raises(ValueError, match="runs"):
+        T.collapse_summary([], steps=3)
+
+
 # ------------------------------------------------------------------------------ the head statistics
 def test_a_head_with_equal_query_and_key_blocks_is_symmetric_and_semidefinite():
     rng = np.random.default_rng(1)

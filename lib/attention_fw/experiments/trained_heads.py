@@ -854,6 +854,65 @@ def describe(run: dict) -> str:
     return f"{c} clusters after {int(run['t'][-1])} layers (diameter {d:.2f} of the start)"
 
 
+def _listed(words) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def collapse_summary(runs, steps: int, tol: float = 1e-6) -> tuple[str, str]:
+    """Which of ``runs`` (:func:`dynamics_runs`' runs: ``head_label``, ``kind``, ``t``,
+    ``clusters``, ``diameter``) collapse, in words: ``(status, sentence)``.
+
+    A run has collapsed when its diameter falls below ``tol`` (:func:`first_below`) within the
+    ``steps`` layers it ran. ``status`` is ``"all"`` (every run collapsed), ``"none"`` or
+    ``"some"``; ``sentence`` names the heads of each kind and, for the runs left, their clusters
+    and diameters.
+
+    Examples
+    --------
+    >>> a = {"head_label": "a", "kind": "trained", "t": [0, 5, 9], "clusters": [4, 1, 1],
+    ...      "diameter": [1.0, 1e-8, 1e-12]}
+    >>> b = {"head_label": "b", "kind": "trained", "t": [0, 5, 9], "clusters": [4, 3, 3],
+    ...      "diameter": [1.0, 0.6, 0.5]}
+    >>> collapse_summary([a], 9)
+    ('all', 'the tokens collapse to one point within 5 layers, whichever head drives them')
+    >>> collapse_summary([a, b], 9)[1]
+    'under the a head (as trained) the tokens collapse to one point within 5 layers; under the b \
+head (as trained) they have not collapsed after 9 layers: 3 clusters are left (diameters 0.50 of \
+the start)'
+    """
+    runs = list(runs)
+    if not runs:
+        raise ValueError("runs must hold at least one run, got none")
+    times = [first_below(r["diameter"], r["t"], tol) for r in runs]
+    heads = list(dict.fromkeys(r["head_label"] for r in runs))
+
+    def of_head(collapsed: bool) -> list[list[dict]]:
+        groups = [[r for r, c in zip(runs, times) if (c is not None) == collapsed and r["head_label"] == h]
+                  for h in heads]
+        return [g for g in groups if g]
+
+    def under(group) -> str:
+        kinds = " and ".join("as trained" if r["kind"] == "trained" else "symmetrised" for r in group)
+        return f"the {group[0]['head_label']} head ({kinds})"
+
+    done, left = of_head(True), of_head(False)
+    within = max((c for c in times if c is not None), default=None)
+    if not left:
+        return "all", f"the tokens collapse to one point within {within} layers, whichever head drives them"
+    rest = [r for g in left for r in g]
+    counts = _listed(str(int(r["clusters"][-1])) for r in rest)
+    widths = _listed(f"{float(r['diameter'][-1]):.2f}" for r in rest)
+    still = (f"{'they' if done else 'the tokens'} have not collapsed after {steps} layers: "
+             f"{counts} clusters are left (diameters {widths} of the start)")
+    lefts = " and ".join(under(g) for g in left)
+    if not done:
+        return "none", f"under {lefts} {still}"
+    dones = " and ".join(under(g) for g in done)
+    return "some", f"under {dones} the tokens collapse to one point within {within} layers; under {lefts} {still}"
+
+
 def broad_head(study: dict) -> tuple[int, int]:
     """(layer, head) with the largest median effective support relative to the number of tokens.
 
