@@ -51,7 +51,7 @@ from .. import _validate
 
 __all__ = ["head_matrices", "antisym_ratio", "pos_mass", "value_scalar_dist", "value_bound", "inertia", "head_spectrum",
            "head_row", "corpus_study", "clusters", "head_dynamics", "passages", "spread", "sentence_panel", "sink_head",
-           "broad_head", "dynamics_runs", "first_below", "describe",
+           "broad_head", "dynamics_runs", "first_below", "describe", "collapse_summary",
            "head_table", "token_subspace", "restricted", "token_sign", "bias_share", "hull_vertices",
            "effective_support", "sentence_stats", "participation_ratio", "token_classes", "SentenceStats"]
 
