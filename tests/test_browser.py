@@ -463,10 +463,8 @@ def test_every_link_stays_under_the_sub_path_and_resolves(served_book, reports):
 
 def test_the_redirecting_index_lands_on_the_introduction_under_the_sub_path(served_book, browser):
     _, base = served_book
-    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    target, session = new_tab(browser)
     try:
-        browser.send("Page.enable", session=session)
         _navigate(browser, session, base, lands_on=urljoin(base, "book/intro.html"))
         assert "Frank" in (evaluate(browser, session, "document.title") or "")
     finally:
@@ -867,15 +865,13 @@ TIP_OPEN_JS = """(() => { const t = document.querySelector('.afw-unconfirmed .af
 def test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus(served_book, browser):
     html, origin = served_book
     page = next(p for p in book_pages(html) if 'class="afw-unconfirmed"' in (html / p).read_text())
-    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    target, session = new_tab(browser, PHONE, 844)
     try:
         browser.send("Emulation.setDeviceMetricsOverride", {"width": PHONE, "height": 844, "deviceScaleFactor": 1,
                                                             "mobile": True}, session)
         browser.send("Emulation.setTouchEmulationEnabled", {"enabled": True}, session)
         browser.send("Emulation.setEmulatedMedia", {"features": [{"name": "hover", "value": "none"},
                                                                  {"name": "pointer", "value": "coarse"}]}, session)
-        browser.send("Runtime.enable", session=session)
         _navigate(browser, session, origin + page)
         r = evaluate(browser, session, BADGE_JS)
         assert r and r["closed"], f"{page}: the badge's explanation is open before anything happened"
