@@ -166,12 +166,12 @@ page.glue(sim_gap=(gap, ".1e"), sim_01=(sim[0, 1], ".4f"), sim_02=(sim[0, 2], ".
 # applied to $J$ on the range of $C$). No head is semidefinite on $\mathbb R^{384}$.
 #
 # *The value map is far from $cI$.* The best $c$ is $\operatorname{tr}U/384$, so
-# $\texttt{value\_scalar\_dist}^2=1-(\operatorname{tr}U)^2/(384\,\|U\|_F^2)$. If $U$ has rank $r$
+# $\mathtt{value\_scalar\_dist}^2=1-(\operatorname{tr}U)^2/(384\,\|U\|_F^2)$. If $U$ has rank $r$
 # and $P$ is the orthogonal projector onto its range, then $U=PU$ and, by Cauchy-Schwarz,
 # $\operatorname{tr}U=\langle P,U\rangle_F\le\|P\|_F\|U\|_F=\sqrt r\,\|U\|_F$. Hence
 #
 # $$
-# \texttt{value\_scalar\_dist}\ \ge\ \sqrt{1-r/384}=\sqrt{11/12}\approx0.957\qquad(r=32),
+# \mathtt{value\_scalar\_dist}\ \ge\ \sqrt{1-r/384}=\sqrt{11/12}\approx0.957\qquad(r=32),
 # $$
 #
 # with equality exactly when $U$ is a multiple of a projector. The tests check both facts on random
@@ -196,14 +196,15 @@ page.glue(
     ar_hi=(ar.max(), ".2f"), vsd_lo=(vsd.min(), ".4f"), vsd_hi=(vsd.max(), ".4f"),
     vsd_bound=(TH.value_bound(32, 384), ".4f"),
     inertia_text=", ".join(f"({a}, {b})" for a, b in inertia),
-    ar_below_half=int((ar < 0.5).sum()),
+    ar_below_half={0: "no head is below 0.5", 1: "one head is below 0.5"}.get(
+        int((ar < 0.5).sum()), f"{int((ar < 0.5).sum())} heads are below 0.5"),
 )
 
 # %% [markdown]
 # The inertia of $S$ is {glue:text}`inertia_text` for every head: 32 positive and 32 negative
 # eigenvalues. Over the 72 heads `pos_mass` lies between {glue:text}`pm_lo` and
 # {glue:text}`pm_hi`, and `antisym_ratio` between {glue:text}`ar_lo` and {glue:text}`ar_hi`
-# (heads below 0.5: {glue:text}`ar_below_half`): the antisymmetric part is of the same size as the
+# ({glue:text}`ar_below_half`): the antisymmetric part is of the same size as the
 # symmetric one, so no head is close to symmetric either. The value maps sit at
 # `value_scalar_dist` between {glue:text}`vsd_lo` and {glue:text}`vsd_hi`, just above the bound
 # {glue:text}`vsd_bound` that rank imposes: they are as far from $cI$ as a rank-32 map can be, and
@@ -377,9 +378,10 @@ page.glue(
     n_hull_max=max(e["n"] for e in hull),
     support_frac=(support_frac, ".2f"),
     big_text=(
-        f"for inputs of 100 tokens or more, a median support of "
-        f"{fmt(np.median(sup[big]), '.0f')} tokens "
-        f"out of a median {fmt(np.median(study['n'][big]), '.0f')}"
+        f"over all inputs; on the inputs of 100 tokens or more it is "
+        f"{fmt(np.median(sup[big] / study['n'][big][:, None, None]), '.2f')}, a "
+        f"median support of {fmt(np.median(sup[big]), '.0f')} tokens out of a "
+        f"median {fmt(np.median(study['n'][big]), '.0f')}"
     )
     if big.any()
     else "no input here has 100 tokens or more",
@@ -461,7 +463,7 @@ for q in panels:
     print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of "
           f"{len(q['pieces'])} tokens, "
           f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} "
-          f"distinct leaders")
+          f"distinct leader{'s' if len(set(q['leader_index'])) != 1 else ''}")
 
 # %% tags=["hide-input"]
 fig = TP.fig_sentence(panels)
@@ -495,8 +497,8 @@ page.figure(
 #
 # for {glue:text}`dyn_steps` layers, from the real token states of a sentence at the head's layer.
 # We run the two heads found above, each as trained and with $M$ replaced by its symmetric part,
-# at the trained temperature ($\beta=1$, the $1/\sqrt{32}$ being inside $M$), and then at
-# {glue:text}`dyn_betas_text` times the trained inverse temperature.
+# at the trained temperature ($\beta=1$, the $1/\sqrt{32}$ being inside $M$),
+# {glue:text}`dyn_betas_text`.
 
 # %%
 x_text = corpus[0]["text"] + " " + corpus[1]["text"]
@@ -524,26 +526,32 @@ if status == "all":
         "The weights are too flat for any token to hold on to its own position: each "
         "step averages over tens of tokens, as in the small-β regime of Section 5, "
         "where Prop 5.1 makes the tokens collapse. This is the picture of Section 3 "
-        "(B negative definite, one cluster), reached here by heads of either sign."
+        "(negative definite key-query matrix, one cluster), reached here by heads of "
+        "either sign."
     )
 elif status == "none":
     collapse_why = f"{p.dyn_steps} layers do not tell whether they collapse later."
 else:
     collapse_why = (
-        "The collapse is the picture of Section 3 (B negative definite, one cluster); "
-        f"{p.dyn_steps} layers do not tell whether the other runs collapse later."
+        "The collapse is the picture of Section 3 (negative definite key-query "
+        f"matrix, one cluster); {p.dyn_steps} layers do not tell whether the other "
+        "runs collapse later."
     )
 pos_c, neg_c = clusters("most positive"), clusters("most negative")
 if pos_c > 1 and neg_c == 1:
     contrast_text = (
         f"the most positive head leaves the tokens in {pos_c} clusters, the picture "
-        "of Theorem 4.2 (B positive definite), and the most negative one collapses "
-        "them, the picture of Section 3 (B negative definite)"
+        "of Theorem 4.2 (positive definite key-query matrix), and the most negative "
+        "one collapses them, the picture of Section 3 (negative definite key-query "
+        "matrix)"
     )
     contrast_why = (
-        "Cooling the heads separates them: under the positive head the tokens that "
-        "lead themselves stay put and the others join them, the picture of Theorem "
-        "4.2 (B positive definite: tokens run to vertices that own their cells); the "
+        ("Cooling the heads separates them" if status == "all" else
+         "Cooling keeps the heads apart, as they already are at the trained "
+         "temperature")
+        + ": under the positive head the tokens that lead themselves stay put and "
+        "the others join them, the picture of Theorem 4.2 (positive definite "
+        "key-query matrix: tokens run to vertices that own their cells); the "
         "negative head gives the collapse of Section 3."
     )
 elif pos_c > 1 and neg_c > 1:
@@ -564,21 +572,29 @@ else:
         f"leaves {neg_c} clusters, the reverse of the paper's contrast"
     )
     contrast_why = "In these runs cooling separates the heads the other way round."
-flips = [
-    h
+# head -> the multiples of beta where symmetrising changes the picture
+flips = {
+    h: [b for b in sorted({r["beta"] for r in sweep})
+        if (clusters(h, beta=b) > 1) != (clusters(h, "symmetric part", b) > 1)]
     for h in ("most positive", "most negative")
-    if (clusters(h) > 1) != (clusters(h, "symmetric part") > 1)
-]
+}
+flips = {h: bs for h, bs in flips.items() if bs}
 sym_text = (
-    "Symmetrising a head does not change which picture appears, so in these runs the "
-    "sign of the form on the tokens, not its antisymmetric part, decides."
+    "Symmetrising a head does not change which picture appears at any of these "
+    "temperatures, so in these runs the sign of the form on the tokens, not its "
+    "antisymmetric part, decides."
     if not flips
-    else f"Symmetrising changes the picture for the {' and the '.join(flips)} head: "
-    "there the antisymmetric part matters."
+    else "Symmetrising changes the picture for "
+    + " and for ".join(f"the {h} head at {', '.join(fmt(b) for b in bs)} times the "
+                       "trained inverse temperature" for h, bs in flips.items())
+    + ": there the antisymmetric part matters."
 )
+cooler = [b for b in p.dyn_betas if b != 1.0]
 page.glue(
     dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]),
-    dyn_betas_text=", ".join(fmt(b) for b in p.dyn_betas[1:]),
+    dyn_betas_text=(
+        f"and then at {', '.join(fmt(b) for b in cooler)} times the trained inverse "
+        "temperature" if cooler else "only there"),
     dyn_collapse=dyn_collapse, collapse_why=collapse_why,
     contrast_text=contrast_text, contrast_why=contrast_why, sym_text=sym_text,
     pos_hot=TH.describe(summary[("most positive", "trained", hot)]),

@@ -55,13 +55,23 @@ def test_the_collapse_summary_has_a_sentence_for_every_outcome(status):
         assert "within 3 layers" in sentence and "whichever head" in sentence
     elif status == "none":
         assert sentence.startswith("under the p head (as trained) and the n head (symmetrised) the tokens have")
-        assert "after 3 layers: 3 and 2 clusters are left (diameters 0.70 and 1.00 of the start)" in sentence
+        assert sentence.endswith("after 3 layers, leaving 3 clusters (diameter 0.70 of the start) and 2 "
+                                 "clusters (diameter 1.00 of the start)")
     else:
         done, left = sentence.split("; ")
         assert done == ("under the p head (as trained) and the n head (symmetrised) the tokens collapse to "
                         "one point within 3 layers")
         assert left == ("under the n head (as trained) and the q head (as trained) they have not collapsed "
-                        "after 3 layers: 4 and 7 clusters are left (diameters 0.70 and 0.70 of the start)")
+                        "after 3 layers, leaving 4 clusters (diameter 0.70 of the start) and 7 clusters "
+                        "(diameter 0.70 of the start)")
+
+
+def test_a_run_in_one_cluster_that_has_not_collapsed_is_said_so():
+    """One cluster (at 1e-3 of the start) is not a collapse (below 1e-6): the sentence says
+    'one cluster' with its small diameter, not '1 clusters' with 'diameter 0.00'."""
+    status, sentence = T.collapse_summary([_run("p", "trained", [1.0, 1e-2, 3e-6], [5, 1, 1])], steps=2)
+    assert status == "none"
+    assert sentence.endswith("have not collapsed after 2 layers, leaving one cluster (diameter 3e-06 of the start)")
 
 
 def test_the_collapse_summary_refuses_no_runs():

@@ -867,7 +867,8 @@ def collapse_summary(runs, steps: int, tol: float = 1e-6) -> tuple[str, str]:
     A run has collapsed when its diameter falls below ``tol`` (:func:`first_below`) within the
     ``steps`` layers it ran. ``status`` is ``"all"`` (every run collapsed), ``"none"`` or
     ``"some"``; ``sentence`` names the heads of each kind and, for the runs left, their clusters
-    and diameters.
+    and diameters (a run may already be one cluster, at 1e-3 of its start, without having
+    collapsed below ``tol``).
 
     Examples
     --------
@@ -879,8 +880,8 @@ def collapse_summary(runs, steps: int, tol: float = 1e-6) -> tuple[str, str]:
     ('all', 'the tokens collapse to one point within 5 layers, whichever head drives them')
     >>> collapse_summary([a, b], 9)[1]
     'under the a head (as trained) the tokens collapse to one point within 5 layers; under the b \
-head (as trained) they have not collapsed after 9 layers: 3 clusters are left (diameters 0.50 of \
-the start)'
+head (as trained) they have not collapsed after 9 layers, leaving 3 clusters (diameter 0.50 of the \
+start)'
     """
     runs = list(runs)
     if not runs:
@@ -901,11 +902,13 @@ the start)'
     within = max((c for c in times if c is not None), default=None)
     if not left:
         return "all", f"the tokens collapse to one point within {within} layers, whichever head drives them"
-    rest = [r for g in left for r in g]
-    counts = _listed(str(int(r["clusters"][-1])) for r in rest)
-    widths = _listed(f"{float(r['diameter'][-1]):.2f}" for r in rest)
-    still = (f"{'they' if done else 'the tokens'} have not collapsed after {steps} layers: "
-             f"{counts} clusters are left (diameters {widths} of the start)")
+    def left_by(run) -> str:
+        c, d = int(run["clusters"][-1]), float(run["diameter"][-1])
+        return (f"{'one cluster' if c == 1 else f'{c} clusters'} "
+                f"(diameter {f'{d:.2f}' if d >= 0.01 else f'{d:.0e}'} of the start)")
+
+    still = (f"{'they' if done else 'the tokens'} have not collapsed after {steps} layers, "
+             f"leaving {_listed(left_by(r) for g in left for r in g)}")
     lefts = " and ".join(under(g) for g in left)
     if not done:
         return "none", f"under {lefts} {still}"
