@@ -39,7 +39,7 @@ the bottom of the window (where sticky sidebars would cover it):
 * the smallest text of every figure and animation, as shown, is at least 9 CSS px at 1280 and
   800 px and at least 8 CSS px at 390 px;
 * a multi-panel figure shows, at 390 px, the pieces its data file records (its columns of
-  panels, from matplotlib's boxes), one under the other;
+  panels, or its panels row by row, from matplotlib's boxes), one under the other;
 * no opened code cell wraps a line at 1280 and 1920 px, on any page (code is formatted to the
   column; the gallery's commands are broken to it; the reference's docstring examples keep
   their lines and scroll in their box);
@@ -785,7 +785,8 @@ def test_inline_formulas_fit_or_scroll(layouts, width):
 def test_multi_panel_figures_are_stacked_on_a_phone(served_book, layouts):
     """At 390 px a figure of panels side by side shows them one under the other: one image per
     piece that the figure layer recorded from matplotlib's boxes when it saved the figure (its
-    columns of panels, and the legends and titles that span them: ``pieces_in`` of its data
+    columns of panels or, in a grid, its panels row by row, and the legends and titles that span
+    them: ``pieces_in`` of its data
     file), each with its width in inches for the text-size check below."""
     html, _ = served_book
     failures, multi = [], 0

@@ -310,6 +310,35 @@ def test_pieces_are_the_columns_of_panels_with_everything_they_draw(tmp_path):
     plt.close(fig)
 
 
+def test_a_grid_of_panels_is_cut_row_by_row_in_the_order_of_its_labels(tmp_path):
+    """Panels in rows and columns give one piece per panel, row by row ((a), (b), (c), ... as a
+    phone reads them), each holding its panel's drawn extent; a colour bar beside two rows keeps
+    the columns whole."""
+    fig, axes = plt.subplots(3, 2, figsize=(6, 7))
+    for k, ax in enumerate(axes.flat):
+        ax.plot([0, 1], [k, 0])
+        ax.set_title(f"({'abcdef'[k]})")
+        ax.set_xlabel("x")
+    written = plotting.save(fig, "grid", {"x": 1}, outdir=tmp_path, close=False)
+    pieces = json.loads(written["json"].read_text())["meta"]["pieces_in"]
+    with plotting._renderer_at(fig, plotting.PNG_DPI) as renderer:
+        box = fig.get_tightbbox(renderer).padded(plotting.STYLE["savefig.pad_inches"])
+        drawn = [_inches_in_image(fig, box, ax.get_tightbbox(renderer)) for ax in axes.flat]
+    assert len(pieces) == 6
+    for piece, d in zip(pieces, drawn):            # piece k holds panel k, whole
+        assert piece[0] <= d[0] + 1e-3 and piece[1] <= d[1] + 1e-3
+        assert piece[2] >= d[2] - 1e-3 and piece[3] >= d[3] - 1e-3
+    # row by row: left then right within a row, each row below the previous one
+    assert [p[0] < pieces[1][0] for p in pieces] == [True, False] * 3
+    assert pieces[0][1] < pieces[2][1] < pieces[4][1]
+    plt.close(fig)
+    fig, axes = plt.subplots(2, 2, figsize=(6, 5))
+    image = axes[0, 1].imshow([[0, 1], [1, 0]])
+    fig.colorbar(image, ax=axes[:, 1])             # one colour bar beside both rows
+    written = plotting.save(fig, "grid-cbar", {"x": 1}, outdir=tmp_path)
+    assert len(json.loads(written["json"].read_text())["meta"]["pieces_in"]) == 2   # the two columns
+
+
 def test_a_figure_of_one_column_has_no_pieces(tmp_path):
     fig, axes = plt.subplots(2, 1, figsize=(4, 5))
     axes[0].plot([0, 1])

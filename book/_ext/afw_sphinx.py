@@ -139,8 +139,9 @@ def legible_width(meta: dict) -> float:
 def panel_boxes(meta: dict, png_size: tuple[int, int]) -> list[tuple[int, int, int, int]]:
     """The pieces of a figure for a narrow screen, in pixels of its PNG: the boxes (left, top,
     right, bottom) that the figure layer recorded from matplotlib's bounding boxes when it saved
-    the figure (``pieces_in`` of its data file: its columns of panels, and the legends and
-    titles that span them; :func:`afw_book.figures.pieces`). [] for a figure of one column."""
+    the figure (``pieces_in`` of its data file: its columns of panels, or its panels row by
+    row when they form a grid, and the legends and titles that span them;
+    :func:`afw_book.figures.pieces`). [] for a figure of one column."""
     boxes = meta.get("pieces_in") or []
     w, h = png_size
     scale = w / float(meta["size_in"][0])

@@ -270,6 +270,39 @@ def _renderer_at(fig, dpi):
         canvas.manager = manager
 
 
+def _grid_cells(main, columns):
+    """``{(row, column): axes}`` when the panels ``main`` form rows as well as the ``columns`` of
+    :func:`pieces` (rows: groups of axes overlapping vertically, top first) and every colour bar
+    lies within one row; None for fewer than two rows or a colour bar across rows."""
+    rows: list[list] = []              # [[y0, y1] (figure fraction), axes], merged like the columns
+    for ax in sorted(main, key=lambda a: -a.get_position().y1):
+        pos = ax.get_position()
+        for row in rows:
+            if min(row[0][1], pos.y1) - max(row[0][0], pos.y0) > 1e-6:
+                row[0] = [min(row[0][0], pos.y0), max(row[0][1], pos.y1)]
+                row[1].append(ax)
+                break
+        else:
+            rows.append([[pos.y0, pos.y1], [ax]])
+    for i in range(len(rows)):         # merging may have joined two rows that now overlap
+        for j in range(len(rows) - 1, i, -1):
+            if min(rows[i][0][1], rows[j][0][1]) - max(rows[i][0][0], rows[j][0][0]) > 1e-6:
+                rows[i][0] = [min(rows[i][0][0], rows[j][0][0]), max(rows[i][0][1], rows[j][0][1])]
+                rows[i][1] += rows.pop(j)[1]
+    if len(rows) < 2:
+        return None
+    rows.sort(key=lambda r: -r[0][1])
+    cells: dict[tuple[int, int], list] = {}
+    for c, (_, members) in enumerate(columns):
+        for ax in members:
+            pos = ax.get_position()
+            overlaps = [r for r, row in enumerate(rows) if min(row[0][1], pos.y1) - max(row[0][0], pos.y0) > 1e-6]
+            if len(overlaps) != 1:     # a colour bar over several rows (or none): columns only
+                return None
+            cells.setdefault((overlaps[0], c), []).append(ax)
+    return cells
+
+
 def pieces(fig, renderer, box) -> list[list[float]]:
     """The saved figure cut into the pieces a narrow screen shows one under the other, from the
     bounding boxes matplotlib draws (not from the pixels): ``[[left, top, right, bottom], ...]``
@@ -282,6 +315,10 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     and runs over the height of the panels; a figure-level legend, text or title above or below
     the panels, or beside them but over several columns, becomes a piece of its own (its own
     extent), before or after the columns.
+    When the panels also form rows (groups whose axes overlap vertically, each panel in one row
+    and one column, no colour bar across rows), each column is cut at the rows and the pieces
+    run row by row, so that a phone reads (a), (b), (c), ... in the order of their labels; a
+    piece then spans its column's width and its row's drawn height.
     Neighbouring pieces may share a strip of the image (a label that reaches into the next
     column), so nothing drawn is cut off.
     """
@@ -313,12 +350,14 @@ def pieces(fig, renderer, box) -> list[list[float]]:
             centre = (pos.x0 + pos.x1) / 2
             min(columns, key=lambda c: 0.0 if c[0][0] <= centre <= c[0][1]
                 else min(abs(centre - c[0][0]), abs(centre - c[0][1])))[1].append(ax)
-    boxes = []
-    for _, members in columns:
-        b = [inches(ax.get_tightbbox(renderer)) for ax in members]
-        boxes.append([min(v[0] for v in b), min(v[1] for v in b), max(v[2] for v in b), max(v[3] for v in b)])
+    def union(b):
+        return [min(v[0] for v in b), min(v[1] for v in b), max(v[2] for v in b), max(v[3] for v in b)]
+
+    boxes = [union([inches(ax.get_tightbbox(renderer)) for ax in members]) for _, members in columns]
+    cells = _grid_cells(main, columns)
     top, bottom = min(b[1] for b in boxes), max(b[3] for b in boxes)
     above, below = [], []              # figure-level artists: a piece of their own, or their column's
+    beside: list = []
     artists = [*fig.legends, *fig.texts, getattr(fig, "_suptitle", None), getattr(fig, "_supxlabel", None)]
     for artist in dict.fromkeys(a for a in artists if a is not None):   # the suptitle is a text too
         if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text().strip()):
@@ -332,12 +371,23 @@ def pieces(fig, renderer, box) -> list[list[float]]:
         else:                          # beside the panels, within one column: that column's piece
             k = max(range(len(boxes)), key=lambda i: min(a[2], boxes[i][2]) - max(a[0], boxes[i][0]))
             boxes[k] = [min(boxes[k][0], a[0]), boxes[k][1], max(boxes[k][2], a[2]), boxes[k][3]]
+            beside.append((k, a))
     w, h = box.width, box.height
 
     def clip(b):
         return [float(round(max(0.0, b[0] - pad), 4)), float(round(max(0.0, b[1] - pad), 4)),
                 float(round(min(w, b[2] + pad), 4)), float(round(min(h, b[3] + pad), 4))]
-    cols = [[b[0], top, b[2], bottom] for b in boxes]
+    if cells is None:
+        cols = [[b[0], top, b[2], bottom] for b in boxes]
+    else:                              # row by row: each column's width, each row's drawn height
+        drawn = {rc: union([inches(ax.get_tightbbox(renderer)) for ax in members]) for rc, members in cells.items()}
+        bands = {r: (min(b[1] for (rr, _), b in drawn.items() if rr == r),
+                     max(b[3] for (rr, _), b in drawn.items() if rr == r)) for r, _ in drawn}
+        cols = [[boxes[c][0], bands[r][0], boxes[c][2], bands[r][1]] for r, c in sorted(drawn)]
+        for k, a in beside:            # a legend or text beside the panels: the piece it overlaps most
+            j = max(range(len(cols)), key=lambda i: max(0.0, min(a[2], cols[i][2]) - max(a[0], cols[i][0]))
+                    * max(0.0, min(a[3], cols[i][3]) - max(a[1], cols[i][1])))
+            cols[j] = [min(cols[j][0], a[0]), min(cols[j][1], a[1]), max(cols[j][2], a[2]), max(cols[j][3], a[3])]
     order = sorted(above, key=lambda s: s[1]) + cols + sorted(below, key=lambda s: s[1])
     return [clip(b) for b in order]
 
