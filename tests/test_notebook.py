@@ -339,6 +339,25 @@ def test_a_grid_of_panels_is_cut_row_by_row_in_the_order_of_its_labels(tmp_path)
     assert len(json.loads(written["json"].read_text())["meta"]["pieces_in"]) == 2   # the two columns
 
 
+def test_a_colour_bar_under_two_panels_is_a_piece_of_its_own(tmp_path):
+    """A horizontal colour bar shared by two panels side by side (the layout of the paper's
+    Figure 3) is a third piece, below them; each panel's piece stays within its own column."""
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3.5))
+    image = axes[0].imshow([[0, 1], [1, 0]])
+    axes[1].imshow([[1, 0], [0, 1]])
+    fig.colorbar(image, ax=axes, orientation="horizontal", label="level")
+    written = plotting.save(fig, "cbar-below", {"x": 1}, outdir=tmp_path, close=False)
+    pieces = json.loads(written["json"].read_text())["meta"]["pieces_in"]
+    with plotting._renderer_at(fig, plotting.PNG_DPI) as renderer:
+        box = fig.get_tightbbox(renderer).padded(plotting.STYLE["savefig.pad_inches"])
+        left, right, bar = (_inches_in_image(fig, box, ax.get_tightbbox(renderer)) for ax in fig.axes)
+    assert len(pieces) == 3
+    first, second, third = pieces
+    assert first[2] < right[0] + 0.1 and second[0] > left[2] - 0.1   # the columns do not repeat each other
+    assert third[0] <= bar[0] + 1e-3 and third[2] >= bar[2] - 1e-3 and third[1] > first[1]   # the bar, whole, below
+    plt.close(fig)
+
+
 def test_a_figure_of_one_column_has_no_pieces(tmp_path):
     fig, axes = plt.subplots(2, 1, figsize=(4, 5))
     axes[0].plot([0, 1])

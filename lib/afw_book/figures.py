@@ -314,7 +314,7 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     column's piece spans the drawn extent (tick labels, titles, legends included) of its axes
     and runs over the height of the panels; a figure-level legend, text or title above or below
     the panels, or beside them but over several columns, becomes a piece of its own (its own
-    extent), before or after the columns.
+    extent), before or after the columns; so does a colour bar across several columns.
     When the panels also form rows (groups whose axes overlap vertically, each panel in one row
     and one column, no colour bar across rows), each column is cut at the rows and the pieces
     run row by row, so that a phone reads (a), (b), (c), ... in the order of their labels; a
@@ -344,9 +344,13 @@ def pieces(fig, renderer, box) -> list[list[float]]:
             columns.append([[pos.x0, pos.x1], [ax]])
     if len(columns) < 2:
         return []
+    spanning = []                      # colour bars across two columns or more: pieces of their own
     for ax in axes:                    # colour bars: the column whose axes are nearest
         if getattr(ax, "_colorbar", None) is not None:
             pos = ax.get_position()
+            if sum(1 for c in columns if min(c[0][1], pos.x1) - max(c[0][0], pos.x0) > 1e-6) >= 2:
+                spanning.append(ax)
+                continue
             centre = (pos.x0 + pos.x1) / 2
             min(columns, key=lambda c: 0.0 if c[0][0] <= centre <= c[0][1]
                 else min(abs(centre - c[0][0]), abs(centre - c[0][1])))[1].append(ax)
@@ -358,6 +362,9 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     top, bottom = min(b[1] for b in boxes), max(b[3] for b in boxes)
     above, below = [], []              # figure-level artists: a piece of their own, or their column's
     beside: list = []
+    for ax in spanning:
+        a = inches(ax.get_tightbbox(renderer))
+        (above if (a[1] + a[3]) / 2 < (top + bottom) / 2 else below).append(a)
     artists = [*fig.legends, *fig.texts, getattr(fig, "_suptitle", None), getattr(fig, "_supxlabel", None)]
     for artist in dict.fromkeys(a for a in artists if a is not None):   # the suptitle is a text too
         if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text().strip()):
