@@ -21,7 +21,7 @@ The modules::
 
   model
     model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP,
-                          ``simulate`` with recorders
+                          simulate with recorders
     model._kernels        the fused passes of the batched steps (numba, numpy
                           fallback)
     model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
@@ -77,8 +77,8 @@ The modules::
     plot.animate          offline animations of trajectories
     plot.colours          colour distances (CIELAB, greyscale, deuteranopia) and the
                           palette of paper-ready figures
-    plot.style            the book's figure style as a context (``with style():
-                          ...``), venue styles
+    plot.style            the book's figure style as a context (with style(): ...),
+                          venue styles
     plot._figure          how a plot function hands back its figure with the numbers
                           behind it
   shared

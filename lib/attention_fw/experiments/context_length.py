@@ -113,13 +113,14 @@ def ownership_task(*, n: int, d: int, systems: int, rng) -> Result:
 
     Returns
     -------
-    Result with ``n``, ``d``, ``systems``, ``seed`` (``rng`` if it is an int, else None),
-    ``owners`` (tokens that are their own unique leader), ``owners_per_system`` (list),
-    ``tokens`` (= systems * n), ``fraction``, the exact ``probability`` of
-    :func:`own_cell_probability`, ``pvalue`` (two-sided exact binomial test of ``owners``
-    against ``probability``: it treats the tokens as independent, which the tokens of one
-    sequence are not, see :func:`variance_ratio`), and the memory of the leader search,
-    ``tile_bytes`` against ``untiled_bytes`` (:func:`step_memory`).
+    Result
+        Entries ``n``, ``d``, ``systems``, ``seed`` (``rng`` if it is an int, else None),
+        ``owners`` (tokens that are their own unique leader), ``owners_per_system`` (list),
+        ``tokens`` (= systems * n), ``fraction``, the exact ``probability`` of
+        :func:`own_cell_probability`, ``pvalue`` (two-sided exact binomial test of
+        ``owners`` against ``probability``; it treats the tokens as independent, which the
+        tokens of one sequence are not, see :func:`variance_ratio`), and the memory of the
+        leader search, ``tile_bytes`` against ``untiled_bytes`` (:func:`step_memory`).
 
     Examples
     --------

@@ -209,13 +209,14 @@ def thm31_counterexample(x0: Sequence[Any] = (3, -1), steps: int = 700) -> Resul
 
     Returns
     -------
-    Result with
-        ``trajectory`` (list of Fraction tuples), ``t`` (array 0..steps-1), ``J`` (list of per-token
-        Fraction lists, ``J[t][i] = J(x_i^{t+1})``), ``bound`` (list of Fractions),
-        ``first_violation`` (first t with ``max_i J > bound``, or None), ``first_violation_token``
-        (list, per token), ``equality_times`` (list per token of the t with ``J == bound``),
-        ``plateau`` (``J`` of the lowest token at the end), ``limit`` (final position of the lowest
-        token), ``lowest_token`` (its index), ``diameter`` (``d(K^0)``).
+    Result
+        Entries ``trajectory`` (list of Fraction tuples), ``t`` (array 0..steps-1), ``J``
+        (list of per-token Fraction lists, ``J[t][i] = J(x_i^{t+1})``), ``bound`` (list of
+        Fractions), ``first_violation`` (first t with ``max_i J > bound``, or None),
+        ``first_violation_token`` (list, per token), ``equality_times`` (list per token of
+        the t with ``J == bound``), ``plateau`` (``J`` of the lowest token at the end),
+        ``limit`` (final position of the lowest token), ``lowest_token`` (its index),
+        ``diameter`` (``d(K^0)``).
 
     Raises
     ------
@@ -362,10 +363,12 @@ def thm31_ratio(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, times: npt.
 
     Returns
     -------
-    Result with ``t`` (T,), ``ratio`` (T, R), ``origin_dist`` (T, R) (distance from 0 to
-    ``K^{t+1}`` divided by ``d(K^0)``; planar data only, else None), ``first_violation`` (R,)
-    (first t, recorded or not, with ratio > 2, -1 if none), ``final`` (R, n, d),
-    ``final_diameter`` (R,), ``limit`` (R, d) (token mean at the end), ``lam``, ``diam0`` (R,).
+    Result
+        Entries ``t`` (T,), ``ratio`` (T, R), ``origin_dist`` (T, R) (distance from 0 to
+        ``K^{t+1}`` divided by ``d(K^0)``; planar data only, else None),
+        ``first_violation`` (R,) (first t, recorded or not, with ratio > 2, -1 if none),
+        ``final`` (R, n, d), ``final_diameter`` (R,), ``limit`` (R, d) (token mean at the
+        end), ``lam``, ``diam0`` (R,).
 
     Examples
     --------
@@ -451,8 +454,9 @@ def section3_rates(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, *, sched
 
     Returns
     -------
-    Result of arrays (T, R) plus ``t`` (T,), ``positions`` (T, R, n, d), ``final`` (R, n, d),
-    ``diam0`` (R,), ``lam`` (float).
+    Result
+        The entries above as arrays (T, R), plus ``t`` (T,), ``positions`` (T, R, n, d),
+        ``final`` (R, n, d), ``diam0`` (R,), ``lam`` (float).
 
     Examples
     --------
@@ -540,14 +544,25 @@ def fixed_hull_fw(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, points: n
 
     Parameters
     ----------
-    rule : "fw" (open loop ``2/(t+2)``), "line-search" (exact line search on the quadratic:
-        ``gamma = clip(<B_* x, x - s> / <B_*(s - x), s - x>, 0, 1)``) or any schedule spec.
+    x0 : (n, d) or (R, n, d)
+        The initial tokens, one Frank-Wolfe iterate each.
+    Bstar : (d, d) symmetric positive semidefinite
+    steps : int
+    points : (m, d) or (R, m, d), optional
+        The points whose hull is ``K`` (default: ``x0``, i.e. ``K = K^0``).
+    rule : "fw", "line-search" or any schedule spec
+        ``"fw"``: the open loop ``2/(t+2)``; ``"line-search"``: exact line search on the
+        quadratic, ``gamma = clip(<B_* x, x - s> / <B_*(s - x), s - x>, 0, 1)``; or any
+        schedule spec.
+    times : int array, optional
+        The ``t`` at which to record (default: :func:`log_times`).
 
     Returns
     -------
-    Result with ``t`` (T,), ``J`` (T, R) (max over tokens of ``J``), ``primal`` (T, R)
-    (``max_i J(x_i) - min_K J``), ``fw_gap`` (T, R), ``positions`` (T, R, n, d),
-    ``final`` (R, n, d), ``min_energy`` (R,).
+    Result
+        Entries ``t`` (T,), ``J`` (T, R) (max over tokens of ``J``), ``primal`` (T, R)
+        (``max_i J(x_i) - min_K J``), ``fw_gap`` (T, R), ``positions`` (T, R, n, d),
+        ``final`` (R, n, d), ``min_energy`` (R,).
 
     Examples
     --------

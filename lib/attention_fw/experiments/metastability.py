@@ -261,13 +261,15 @@ def phase1_event(xT: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLik
 
     Parameters
     ----------
-    xT : (R, n, d) or (n, d) array, the configurations at ``T1``
+    xT : (R, n, d) or (n, d) array
+        The configurations at ``T1``.
 
     Returns
     -------
-    Result of bool arrays of shape (R,): ``"event"``, ``"vertices"`` (first part), ``"interior"``
-    (second part), and float arrays ``"vertex_drift"`` (max over vertex tokens) and
-    ``"interior_radius"`` (max over the others, in units of ``tau``).
+    Result
+        Bool arrays of shape (R,) ``"event"``, ``"vertices"`` (first part) and
+        ``"interior"`` (second part), and float arrays ``"vertex_drift"`` (max over vertex
+        tokens) and ``"interior_radius"`` (max over the others, in units of ``tau``).
 
     Examples
     --------
@@ -402,9 +404,10 @@ def collapse_sabeta(x0: npt.ArrayLike, gamma: float, beta: float, *, tol: float 
 
     Returns
     -------
-    Result with ``limit`` (d,) (mean of the final tokens), ``steps`` (first t with diameter
-    < tol, or ``max_steps`` with ``converged=False``), ``times`` and ``diameters`` (recorded
-    every ``record_every`` steps) and ``x`` (final tokens).
+    Result
+        Entries ``limit`` (d,) (mean of the final tokens), ``steps`` (first t with diameter
+        < tol, or ``max_steps`` with ``converged=False``), ``times`` and ``diameters``
+        (recorded every ``record_every`` steps) and ``x`` (final tokens).
 
     Examples
     --------

@@ -555,26 +555,34 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
 
     Parameters
     ----------
-    x0 : (n, d), (R, n, d), or a list of R arrays (n_r, d_r) (configurations of different sizes
-        and dimensions in one call; d <= 3)
+    x0 : (n, d), (R, n, d), or a list of R arrays (n_r, d_r)
+        A list holds configurations of different sizes and dimensions in one call; d <= 3.
     sigma : (n,) group labels, or one per system
-    gamma, beta, eps : numbers or one per system (R): gamma in (0, 1], beta >= 0, eps > 0 or
-        ``inf`` (never exits: just step ``cap`` times). A single configuration with a vector of
-        betas is R systems.
-    B : None (identity), (d, d), or one per system; any real matrix (symmetric positive
-        semi-definite ones take the faster symmetric path, with identical mathematics)
-    cap : steps simulated at most (number or one per system)
-    mass : optional (n,) positive weights ``m_j`` (one per token, same for every system), or one per system
-    record_times : optional increasing step numbers at which to keep the configuration
-    region : optional ``(points, labels)`` (or one pair per system) whose group hulls
-        ``conv{points_k : labels_k = g}`` define the exit region of the tokens with ``sigma = g``
-        (default: ``(x0, sigma)``); the reduced model starts from other points than the region's
+    gamma, beta, eps : numbers or one per system (R)
+        gamma in (0, 1], beta >= 0, eps > 0 or ``inf`` (never exits: just step ``cap``
+        times). A single configuration with a vector of betas is R systems.
+    B : None (identity), (d, d), or one per system
+        Any real matrix (symmetric positive semi-definite ones take the faster symmetric
+        path, with identical mathematics).
+    cap : number or one per system
+        Steps simulated at most.
+    mass : array, optional
+        Positive weights ``m_j``, (n,) (one per token, same for every system), or one per
+        system.
+    record_times : sequence of int, optional
+        Increasing step numbers at which to keep the configuration.
+    region : (points, labels) or one pair per system, optional
+        The group hulls ``conv{points_k : labels_k = g}`` define the exit region of the tokens
+        with ``sigma = g`` (default: ``(x0, sigma)``); the reduced model starts from other
+        points than the region's.
 
     Returns
     -------
-    Result with ``T`` (R,) int64 (``-1``: not exited within ``cap``), ``exited`` (R,) bool,
-    ``cap`` (R,) int64, ``x`` (list of final configurations) and, with ``record_times``,
-    ``records`` (list of (len(record_times), n_r, d_r)) holding NaN after the exit.
+    Result
+        Entries ``T`` (R,) int64 (``-1`` when not exited within ``cap``), ``exited`` (R,)
+        bool, ``cap`` (R,) int64, ``x`` (list of final configurations) and, with
+        ``record_times``, ``records`` (list of (len(record_times), n_r, d_r)) holding NaN
+        after the exit.
 
     Examples
     --------

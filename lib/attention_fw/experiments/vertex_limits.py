@@ -67,7 +67,8 @@ def vertex_convergence(vertices: npt.ArrayLike, interior: npt.ArrayLike, schedul
     vertices : (k, d) or (R, k, d)
     interior : (m, d) or (R, m, d)
     B : (d, d)
-    schedule : schedule spec (see :func:`attention_fw.model.schedules.get_schedule`)
+    schedule : schedule spec
+        See :func:`attention_fw.model.schedules.get_schedule`.
     steps : int
     tie_rtol : float
         Tie tolerance passed to :func:`attention_fw.model.dynamics.hardmax_step`. Default 0 (exact
@@ -80,10 +81,11 @@ def vertex_convergence(vertices: npt.ArrayLike, interior: npt.ArrayLike, schedul
 
     Returns
     -------
-    Result with ``t`` (steps+1,), ``dist`` (steps+1, R, n) measured ``|x_i^t - v_sigma(i)|``,
-    ``closed`` (same) the closed form, ``product`` (steps+1,), ``sigma`` (R, n),
-    ``labels_constant`` (R,) (the cell of every token never changes), ``vertices_fixed`` (R,)
-    (max vertex displacement), ``trajectory`` (steps+1, R, n, d).
+    Result
+        Entries ``t`` (steps+1,), ``dist`` (steps+1, R, n) measured ``|x_i^t - v_sigma(i)|``,
+        ``closed`` (same) the closed form, ``product`` (steps+1,), ``sigma`` (R, n),
+        ``labels_constant`` (R,) (the cell of every token never changes),
+        ``vertices_fixed`` (R,) (max vertex displacement), ``trajectory`` (steps+1, R, n, d).
 
     Examples
     --------
@@ -129,9 +131,10 @@ def non_owning_run(vertices: npt.ArrayLike, interior: npt.ArrayLike, gamma: floa
 
     Returns
     -------
-    Result with ``trajectory`` (steps+1, n, d), ``area`` (steps+1,) of ``K^t``,
-    ``vertex_shift`` (steps+1, k) distance of each initial vertex token from its start,
-    ``owner`` (k,) bool: ``<B v_j, v_j> > <B v_j, v_i>`` for all ``i != j``.
+    Result
+        Entries ``trajectory`` (steps+1, n, d), ``area`` (steps+1,) of ``K^t``,
+        ``vertex_shift`` (steps+1, k) distance of each initial vertex token from its start,
+        ``owner`` (k,) bool (``<B v_j, v_j> > <B v_j, v_i>`` for all ``i != j``).
 
     Examples
     --------
@@ -166,7 +169,7 @@ def duality_gap_check(x0: npt.ArrayLike, schedule: Schedule | float | str, B: np
 
     Setting: ``B^t = beta^t B`` with ``B >= 0`` and ``beta^t / beta^{t+1} = gamma^t / gamma^{t+1}``,
     i.e. ``beta^t = c gamma^t``; ``J^t(y) = -1/2 <B^t y, y>``. The proposition states, for every
-    token ``i`` and ``t >= 1``,
+    token ``i`` and ``t >= 1``, ::
 
         min_{1 <= tau <= t} max_{y in K^tau} <grad J^tau(x_i^tau), x_i^tau - y>
             <= (1/t) (J^1(x_i^1) / gamma^1 - inf_{y in K^t} J^t(y) / gamma^t).
@@ -177,8 +180,9 @@ def duality_gap_check(x0: npt.ArrayLike, schedule: Schedule | float | str, B: np
 
     Returns
     -------
-    Result with ``t`` (1..steps), ``lhs`` and ``rhs`` (steps, R, n), ``gap`` (steps, R, n) the
-    per-step Frank-Wolfe gap ``max_y <grad J^tau(x_i^tau), x_i^tau - y>``.
+    Result
+        Entries ``t`` (1..steps), ``lhs`` and ``rhs`` (steps, R, n), ``gap`` (steps, R, n)
+        the per-step Frank-Wolfe gap ``max_y <grad J^tau(x_i^tau), x_i^tau - y>``.
 
     Examples
     --------
@@ -411,10 +415,12 @@ def euler_error(x0: npt.ArrayLike, B: npt.ArrayLike, dts: npt.ArrayLike, T: floa
 
     Returns
     -------
-    Result with ``dt``, ``err_T``, ``err_sup``, ``leading_T`` (``(T/2) e^{-T} max_i |x_i^0 - v|``),
-    ``leading_sup`` (``e^{-1}/2 max_i |x_i^0 - v|`` if ``T >= 1`` else the value at T).
-    Also ``T``, ``slope`` (log-log slope of ``err_T`` against ``dt``) and ``amplitude``
-    (``max_i |x_i^0 - v|``).
+    Result
+        Entries ``dt``, ``err_T``, ``err_sup``, ``leading_T``
+        (``(T/2) e^{-T} max_i |x_i^0 - v|``), ``leading_sup``
+        (``e^{-1}/2 max_i |x_i^0 - v|`` if ``T >= 1`` else the value at T). Also ``T``,
+        ``slope`` (log-log slope of ``err_T`` against ``dt``) and ``amplitude``
+        (``max_i |x_i^0 - v|``).
 
     Examples
     --------
@@ -466,8 +472,9 @@ def ode_continuity(x0: npt.ArrayLike, B: npt.ArrayLike, deltas: npt.ArrayLike, T
 
     Returns
     -------
-    Result with ``delta``, ``sup_dist``, ``same_cells`` (bool per delta), ``direction``, and the
-    ``T`` and ``dt`` of the runs.
+    Result
+        Entries ``delta``, ``sup_dist``, ``same_cells`` (bool per delta), ``direction``, and
+        the ``T`` and ``dt`` of the runs.
 
     Examples
     --------

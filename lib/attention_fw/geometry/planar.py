@@ -4,7 +4,7 @@ Everything planar here is exact up to floating point: a cell is the polygon K cu
 half-planes, never a raster. The dimension-free helpers (:func:`cell_labels`,
 :func:`owns_cell`) work for points in any R^d and are vectorised over batches.
 
-Notation (paper, section 4, equation (cells)): K = conv{v_1, ..., v_kappa} and
+Notation (paper, section 4, equation (cells)): K = conv{v_1, ..., v_kappa} and ::
 
     C_i(v) = {x in K : <Bx, v_i> >= <Bx, v_j> for all j}                (eq: cells)
            = K  cap  {x : <x, B^T (v_i - v_j)> >= 0 for all j},
@@ -16,15 +16,17 @@ repeating the first corner; an empty set is an array of shape (0, 2).
 
 Contents
 --------
-sample_vertices        the authors' vertex recipe (seeded, resampling in the same stream)
-convex_hull            hull vertex indices in counter-clockwise order (scipy / qhull)
-clip_halfplanes        convex polygon cap {x : <a_j, x> >= b_j}
-cells                  exact C_i(v) for any B (symmetric positive definite in the paper)
-unit_direction_cells   the authors' "unit" labelling ``argmax_j <x, v_j/|v_j|>`` (published Figure 1)
-voronoi_cells          Vor_B(v_i) cap K, Vor_B compared against the vertices only (E13)
-cone, erode            strict cone I_i(eta) of section 5 and its erosion by a disc
-cell_labels, unit_direction_labels, owns_cell, neighbour_condition   any dimension d
-raster_cells           the published scripts' 1000 x 1000 grid approach (for the benchmark)
+* :func:`sample_vertices`: the authors' vertex recipe (seeded, resampling in the same stream)
+* :func:`convex_hull`: hull vertex indices in counter-clockwise order (scipy / qhull)
+* :func:`clip_halfplanes`: convex polygon cap {x : <a_j, x> >= b_j}
+* :func:`cells`: exact C_i(v) for any B (symmetric positive definite in the paper)
+* :func:`unit_direction_cells`: the authors' "unit" labelling ``argmax_j <x, v_j/|v_j|>``
+  (published Figure 1)
+* :func:`voronoi_cells`: Vor_B(v_i) cap K, Vor_B compared against the vertices only (E13)
+* :func:`cone`, :func:`erode`: strict cone I_i(eta) of section 5 and its erosion by a disc
+* :func:`cell_labels`, :func:`unit_direction_labels`, :func:`owns_cell`,
+  :func:`neighbour_condition`: any dimension d
+* :func:`raster_cells`: the published scripts' 1000 x 1000 grid approach (for the benchmark)
 """
 from __future__ import annotations
 
@@ -668,7 +670,10 @@ def cone(vertices: npt.ArrayLike, i: int, eta: float, B: npt.ArrayLike | None = 
 
     Parameters
     ----------
-    vertices : array (k, 2); i : int, index into ``vertices`` (0-based); eta : float >= 0;
+    vertices : array (k, 2)
+    i : int
+        Index into ``vertices`` (0-based).
+    eta : float >= 0
     B : array (2, 2), optional (identity in section 5)
 
     Returns
@@ -774,7 +779,9 @@ def cell_labels(x: npt.ArrayLike, vertices: npt.ArrayLike, B: npt.ArrayLike | No
 
     Returns
     -------
-    int array x.shape[:-1]; ties go to the smallest index (a boundary point of several cells).
+    int array
+        Of shape ``x.shape[:-1]``; ties go to the smallest index (a boundary point of several
+        cells).
 
     Examples
     --------

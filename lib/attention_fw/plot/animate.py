@@ -73,18 +73,23 @@ def jshtml(fig, update, frames: int, *, interval: int = 200, default_mode: str =
 
     Parameters
     ----------
-    fig : matplotlib Figure (closed afterwards)
-    update : callable ``k -> None`` redrawing the figure for frame ``k``
-    frames : number of frames (>= 1)
-    interval : milliseconds between frames when playing
+    fig : matplotlib Figure
+        Closed afterwards.
+    update : callable
+        ``k -> None``, redrawing the figure for frame ``k``.
+    frames : int
+        Number of frames (>= 1).
+    interval : int
+        Milliseconds between frames when playing.
     default_mode : "once", "loop" or "reflect"
 
     Returns
     -------
-    str : HTML to show with ``IPython.display.HTML``: the player inside
-    ``<div class="afw-animation" data-afw-font-pt=... data-afw-width-in=...>``, the smallest font
-    size (points) of the figure's text and its width (inches), from which a page can tell how
-    large its text is shown (font size x shown width / (72 x width)).
+    str
+        HTML to show with ``IPython.display.HTML``: the player inside
+        ``<div class="afw-animation" data-afw-font-pt=... data-afw-width-in=...>``, the
+        smallest font size (points) of the figure's text and its width (inches), from which
+        a page can tell how large its text is shown (font size x shown width / (72 x width)).
     """
     frames = V.positive_int("frames", frames)
     if default_mode not in ("once", "loop", "reflect"):
