@@ -360,7 +360,8 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     boxes = [union([inches(ax.get_tightbbox(renderer)) for ax in members]) for _, members in columns]
     cells = _grid_cells(main, columns)
     top, bottom = min(b[1] for b in boxes), max(b[3] for b in boxes)
-    above, below = [], []              # figure-level artists: a piece of their own, or their column's
+    above: list = []                   # figure-level artists: a piece of their own, or their column's
+    below: list = []
     beside: list = []
     for ax in spanning:
         a = inches(ax.get_tightbbox(renderer))

@@ -876,12 +876,17 @@ def collapse_summary(runs, steps: int, tol: float = 1e-6) -> tuple[str, str]:
     ...      "diameter": [1.0, 1e-8, 1e-12]}
     >>> b = {"head_label": "b", "kind": "trained", "t": [0, 5, 9], "clusters": [4, 3, 3],
     ...      "diameter": [1.0, 0.6, 0.5]}
-    >>> collapse_summary([a], 9)
-    ('all', 'the tokens collapse to one point within 5 layers, whichever head drives them')
-    >>> collapse_summary([a, b], 9)[1]
-    'under the a head (as trained) the tokens collapse to one point within 5 layers; under the b \
-head (as trained) they have not collapsed after 9 layers, leaving 3 clusters (diameter 0.50 of the \
-start)'
+    >>> import textwrap
+    >>> status, sentence = collapse_summary([a], 9)
+    >>> print(status, textwrap.fill(sentence, 78), sep="\n")
+    all
+    the tokens collapse to one point within 5 layers, whichever head drives them
+    >>> status, sentence = collapse_summary([a, b], 9)
+    >>> print(status, textwrap.fill(sentence, 78), sep="\n")
+    some
+    under the a head (as trained) the tokens collapse to one point within 5
+    layers; under the b head (as trained) they have not collapsed after 9 layers,
+    leaving 3 clusters (diameter 0.50 of the start)
     """
     runs = list(runs)
     if not runs:
