@@ -878,11 +878,11 @@ def collapse_summary(runs, steps: int, tol: float = 1e-6) -> tuple[str, str]:
     ...      "diameter": [1.0, 0.6, 0.5]}
     >>> import textwrap
     >>> status, sentence = collapse_summary([a], 9)
-    >>> print(status, textwrap.fill(sentence, 78), sep="\n")
+    >>> print(status); print(textwrap.fill(sentence, 78))
     all
     the tokens collapse to one point within 5 layers, whichever head drives them
     >>> status, sentence = collapse_summary([a, b], 9)
-    >>> print(status, textwrap.fill(sentence, 78), sep="\n")
+    >>> print(status); print(textwrap.fill(sentence, 78))
     some
     under the a head (as trained) the tokens collapse to one point within 5
     layers; under the b head (as trained) they have not collapsed after 9 layers,
