@@ -38,6 +38,7 @@ MODULE_GROUPS = {"test_install.py", "test_reruns.py",
 SPLIT_MODULES = {
     "test_browser.py": {
         **dict.fromkeys(("test_no_figure_is_covered_by_a_sidebar", "test_one_search_and_the_title_in_view",
+                         "test_every_figure_fits_its_column_on_a_desktop",
                          "test_no_page_scrolls_sideways_on_a_phone", "test_wide_equations_scroll_from_their_start",
                          "test_inline_formulas_fit_or_scroll",
                          "test_multi_panel_figures_are_stacked_on_a_phone",

@@ -644,6 +644,10 @@ LAYOUT_JS = """
     title_in_view: title,
     overlaps: overlaps,
     checked: figures.length,
+    // figures that do not fit their column and pan inside their box (only a phone may need that)
+    panning: Array.from(article.querySelectorAll('.afw-figure-pan')).filter(shown)
+                  .filter(p => p.scrollWidth > p.clientWidth + 1)
+                  .map(p => `${(p.closest('figure') || p).id}: ${p.scrollWidth} px in ${p.clientWidth}`),
     sideways: doc.scrollWidth > doc.clientWidth + 1 ? `${doc.scrollWidth} px wide in ${doc.clientWidth}` : null,
     figures: Array.from(article.querySelectorAll('figure')).filter(shown).map(f => {
       const d = f.querySelector('[data-afw-figure]');
@@ -744,6 +748,15 @@ def test_no_figure_is_covered_by_a_sidebar(layouts, width):
     failures = {page: r["overlaps"] for page, r in layouts[width].items() if r["overlaps"]}
     assert failures == {}, json.dumps(failures, indent=1)
     assert sum(r["checked"] for r in layouts[width].values()) >= 10, "too few figures: the check would be vacuous"
+
+
+@pytest.mark.parametrize("width", SIDEBAR_WIDTHS)
+def test_every_figure_fits_its_column_on_a_desktop(layouts, width):
+    """From 1280 px on, no figure is cut at the right of its column (panning inside its box is
+    for narrow windows): the column beside the Contents sidebar is as wide as the widest figure
+    needs for legible text."""
+    failures = {page: r["panning"] for page, r in layouts[width].items() if r["panning"]}
+    assert failures == {}, json.dumps(failures, indent=1)
 
 
 @pytest.mark.parametrize("width", SIDEBAR_WIDTHS)

@@ -319,3 +319,11 @@ def test_chain_with_B_engine_matches_plain_stepping():
         s = dynamics.sap_step(s, 0.2, 1.5, Bn, rng=g)
     for tok in (0, 3):
         assert st.ks_2samp(e[:, tok, 0], s[:, tok, 0]).pvalue > 1e-3
+
+
+def test_the_exit_time_figure_refuses_no_configurations():
+    """An empty selection of configurations gets a clear error, not a division by zero."""
+    from attention_fw.plot import sabeta as SP
+
+    with pytest.raises(ValueError, match="results must hold at least one configuration"):
+        SP.fig_exit_times([], formats=())

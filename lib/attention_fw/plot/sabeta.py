@@ -68,7 +68,9 @@ def fig_exit_times(results, outdir=None, formats=None, name: str = "sabeta-exit-
     leading order, the chain's mean with its 95% interval. ``results``: Results of
     :func:`attention_fw.experiments.sabeta.family_task`."""
     k = len(results)
-    cols = min(k, 4)
+    if k == 0:
+        raise ValueError("results must hold at least one configuration, got none")
+    cols = min(k, 2)         # two a row: four in a row needed 1065 px of a page for legible text
     rows = math.ceil(k / cols)
     fig, axs = plt.subplots(rows, cols, figsize=(TWO_COLUMN, 2.3 * rows + 0.35), squeeze=False)
     for ax, r in zip(axs.flat, results):
