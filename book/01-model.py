@@ -195,7 +195,7 @@ page.figure(mp.fig_beta_limit(lim), "ch1-beta-limit",
             mp.beta_limit_data(lim, p.n),
             statement="Section 1: the hardmax limit (SA∞) of layer (1.3)",
             caption="Layer (1.3) at finite β converges to the hardmax "
-                    "dynamics like e^(−βΔ)")
+                    "dynamics like $e^{-\\beta\\Delta}$")
 
 # %% tags=["hide-input"]
 const_half, held_in, held_n = mc.held_out_constant(lim)

@@ -300,7 +300,7 @@ fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg,
                     PH1["config_beta"])
 page.figure(fig, "phase1-event", statement="Theorem 5.2",
             caption="Theorem 5.2 by Monte Carlo of the chain: "
-                    "the event at T1 against β and against time")
+                    "the event at $T_1$ against β and against time")
 
 # %% [markdown]
 # ```{glue:figure} fig-phase1-event

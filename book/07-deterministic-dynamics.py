@@ -453,7 +453,7 @@ for g in p.coupling_gammas:
 fig = SP.fig_coupling(couplings)
 page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for (SAβ) (erratum E6)",
             caption="Distance between (SAP) paths and the (SAβ) path against t, "
-                    "with γ√t")
+                    "with $\\gamma\\sqrt{t}$")
 
 # %% tags=["hide-input"]
 def proxy_until(c):

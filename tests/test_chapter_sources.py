@@ -175,7 +175,8 @@ def reader_texts(source):
 @pytest.mark.parametrize("source", ALL_SOURCES + sorted(ROOT.glob("lib/afw_book/*.py")), ids=lambda p: p.stem)
 def test_captions_and_parameter_meanings_use_typeset_names(source):
     texts = reader_texts(source)
-    bad = [(where, text) for where, text in texts if SPELLED.search(text)]
+    # TeX between $...$ (a caption's math, typeset in the gallery) is not spelled out
+    bad = [(where, text) for where, text in texts if SPELLED.search(re.sub(r"\$[^$]*\$", "", text))]
     assert not bad, f"{source.stem}: write β, γ, κ, ∞, (SAβ), (SA∞) in text a reader sees: {bad}"
 
 

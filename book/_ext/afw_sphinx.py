@@ -389,9 +389,9 @@ def _entry_html(app, entries) -> str:
     downloads += f' · <a href="{prefix}{e(_json_rel(rel))}" download>data (JSON)</a>'
     return f"""
 <div class="afw-gallery-entry" id="gallery-{e(name)}">
- <a class="afw-thumb" href="{prefix}{e(rel)}.svg" title="Open the full-size SVG"><img src="{prefix}{e(rel)}.png" alt="{e(meta.get('caption', name))}" loading="lazy"></a>
+ <a class="afw-thumb" href="{prefix}{e(rel)}.svg" title="Open the full-size SVG"><img src="{prefix}{e(rel)}.png" alt="{e(nbh.caption_text(meta.get('caption', name)))}" loading="lazy"></a>
  <div class="afw-entry-text">
-  <p class="afw-entry-caption">{e(meta.get('caption', ''))}</p>
+  <p class="afw-entry-caption">{nbh.caption_html(meta.get('caption', ''))}</p>
   <p><span class="afw-key">Statement</span> {e(meta.get('statement', ''))}<br>
      <span class="afw-key">In the book</span> {' · '.join(shown)}<br>
      <span class="afw-key">File</span> <code>{e(name)}</code>: {downloads}</p>

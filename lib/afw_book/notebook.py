@@ -86,7 +86,8 @@ from attention_fw.plot._figure import figure_data
 from . import paper_figures as pf
 from . import paths, figures as plotting
 
-__all__ = ["Page", "Table", "stream", "fmt", "span", "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
+__all__ = ["Page", "Table", "stream", "fmt", "span", "caption_text", "caption_html", "display_width",
+           "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
 
 MIN_TEXT_PX = 9.0
 """Smallest text height (CSS px) of a figure as displayed in the page."""
@@ -168,6 +169,39 @@ def fmt(value, spec: str | None = None) -> str:
     return text
 
 
+# ------------------------------------------------------------------------------ captions
+_MATH = re.compile(r"\$([^$]+)\$")
+_TEX_WORDS = {"beta": "β", "gamma": "γ", "delta": "δ", "Delta": "Δ", "eta": "η", "kappa": "κ",
+              "varepsilon": "ε", "epsilon": "ε", "sigma": "σ", "tau": "τ", "lambda": "λ",
+              "infty": "∞", "sqrt": "√", "mathcal": "", "le": "≤", "ge": "≥", "cdot": "·"}
+
+
+def caption_text(caption: str) -> str:
+    r"""A figure's one-line caption (``meta["caption"]``, whose ``$...$`` is TeX) as plain text,
+    for an image's ``alt`` and other text-only places.
+
+    >>> caption_text(r"converges like $e^{-\beta\Delta}$ to the cells $\mathcal{C}_i(v)$")
+    'converges like e−βΔ to the cells Ci(v)'
+    """
+    def plain(m: re.Match) -> str:
+        tex = re.sub(r"\\([A-Za-z]+)", lambda w: _TEX_WORDS.get(w.group(1), w.group(1)), m.group(1))
+        return tex.replace("-", "−").translate(str.maketrans("", "", "{}^_ "))
+    return _MATH.sub(plain, caption)
+
+
+def caption_html(caption: str) -> str:
+    r"""The caption as HTML for a page that loads MathJax: the text escaped, each ``$...$`` as
+    inline math (``\(...\)``, as Sphinx writes it).
+
+    >>> caption_html("cells $C_i(v)$ & more")
+    'cells <span class="math notranslate nohighlight">\\(C_i(v)\\)</span> &amp; more'
+    """
+    parts = _MATH.split(caption)
+    return "".join(html.escape(s) if k % 2 == 0 else
+                   f'<span class="math notranslate nohighlight">\\({html.escape(s)}\\)</span>'
+                   for k, s in enumerate(parts))
+
+
 # ------------------------------------------------------------------------------ display size
 def display_width(meta: dict) -> tuple[float, bool]:
     """Width (CSS px) at which to show a figure, and whether it needs the full-width layout.
@@ -192,7 +226,7 @@ def _figure_html(name: str, rel: str, meta: dict) -> str:
     need, wide = display_width(meta)
     base = f"../{HTML_FIGURES}/{rel}"
     json_url = f"../{HTML_FIGURES}/{posixpath.join(posixpath.dirname(rel), 'data', posixpath.basename(rel))}.json"
-    alt = html.escape(meta.get("caption") or name, quote=True)
+    alt = html.escape(caption_text(meta.get("caption") or name), quote=True)
     style = "" if wide else f' style="max-width: {math.ceil(need)}px"'
     return (f'<div class="afw-figure{" afw-wide" if wide else ""}" data-afw-figure="{html.escape(name)}" '
             f'data-afw-path="{html.escape(rel)}" data-afw-json="{html.escape(json_url)}"{style}>'
