@@ -126,7 +126,8 @@ page.glue(
     check_leaders="the same" if check.same_leaders else "NOT the same", big_n=big.n,
     big_untiled=untiled, big_tiles=big.tiles, big_tile=tile,
     big_tile_keys=big.tile_keys, big_tile_queries=big.tile_queries,
-    big_workers=big.workers, budget=CL.size_text(tiled.memory_budget()),
+    big_workers=f"{big.workers} block{'s' if big.workers != 1 else ''}",
+    budget=CL.size_text(tiled.memory_budget()),
 )
 
 # %% [markdown]
@@ -135,7 +136,7 @@ page.glue(
 # {glue:text}`big_n` tokens below, the untiled score matrix would take
 # {glue:text}`big_untiled`. The tiled steps compare {glue:text}`big_tile_queries` tokens with
 # {glue:text}`big_tile_keys` keys at a time, {glue:text}`big_tile` of scores per block and
-# {glue:text}`big_workers` block(s) at once (the default budget of {glue:text}`budget` is far from reached).
+# {glue:text}`big_workers` at once (the default budget of {glue:text}`budget` is far from reached).
 #
 # ## Which tokens own their cells?
 #

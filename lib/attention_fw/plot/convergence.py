@@ -382,7 +382,10 @@ def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str
         ax.set_xticks([])
         ax.set_yticks([])
         own = G.owns_cell(verts, B)
-        ax.set_title(f"{title}\nall vertices own their cells: {bool(own.all())}", fontsize=8)
+        lost = int((~np.asarray(own, bool)).sum())
+        owners = ("every vertex owns its cell" if lost == 0 else "one vertex does not own its cell" if lost == 1
+                  else f"{lost} vertices do not own their cells")
+        ax.set_title(f"{title}\n{owners}", fontsize=8)
         # straightness: distance of every point from the segment x^0 -> v
         x0 = tr[0, k:]
         v = verts[res["sigma"][0, k:]]
