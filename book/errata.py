@@ -336,7 +336,7 @@ page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f")
 # For $n=6$, $\tau=0.4$, $\beta=100$ the middle term is {glue:text}`e10-mid` and the right
 # term {glue:text}`e10-rhs`. From (A.11) one only gets
 # $p\ge1-n\exp(-\beta(\tau^2/2-o(1)))$. The review also notes a $\mathrm{Bin}(t,p)$ versus
-# $\mathrm{Bin}(t+1,p)$ mismatch between (A.13) and Claim 4, and typos ("$\beta¯1/4$").
+# $\mathrm{Bin}(t+1,p)$ mismatch between (A.13) and Claim 4, and typos (“$\beta¯1/4$”).
 
 # %%
 n_, tau_, beta_ = 6, 0.4, 100.0
@@ -537,8 +537,8 @@ page.glue(**{"e17-J": (levels.mean(), ".3f")})
 # the two labellings disagree on {glue:text}`e18-frac` of a grid over the hull; the exact
 # published polygons are compared in {doc}`04-positive-definite`.
 # Which variant is the published Figure 1 is **unverified** (most likely the "unit" one); the
-# book reproduces it and adds a corrected panel (`figures/figure1-corrected`). See
-# {doc}`04-positive-definite`.
+# book reproduces it and adds a corrected panel (`figures/figure1-corrected`), both in the
+# same chapter.
 
 # %%
 # the first unequal-norm draw, no resampling
