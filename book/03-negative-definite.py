@@ -51,16 +51,16 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 # Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
 # it is given: `make notebook NB=03-negative-definite ARGS="-p rate_steps 5000"`, or here a line `rate_steps = 5000`.
 PARAMETERS = {
-    "cex_steps": ("int", ">= 1", "steps of the exact (Fraction) counterexample"),
+    "cex_steps": ("int", "> 576", "steps of the exact (Fraction) counterexample (it breaks the bound at 575)"),
     "n_symmetric": ("int", ">= 1", "centrally symmetric clouds for the bound check"),
     "m_symmetric": ("int", ">= 1", "each symmetric cloud has 2 m tokens"),
     "shifted_sizes": ("list[int]", ">= 3", "numbers of tokens of the shifted clouds"),
     "shifted_per_size": ("int", ">= 1", "shifted clouds per size"),
     "bound_steps": ("int", ">= 1", "layers followed for the bound check"),
     "rate_clouds": ("int", ">= 1", "clouds for the rate plots"),
-    "rate_steps": ("int", ">= 1", "layers: rates of shifted clouds, fixed hull"),
-    "sym_rate_steps": ("int", ">= 1", "layers for the rates of symmetric clouds"),
-    "line_steps": ("int", ">= 1", "iterations of Frank-Wolfe with line search"),
+    "rate_steps": ("int", "> 100", "layers: rates of shifted clouds, fixed hull (fitted from layer 100)"),
+    "sym_rate_steps": ("int", "> 100", "layers for the rates of symmetric clouds (fitted from layer 100)"),
+    "line_steps": ("int", ">= 4", "iterations of Frank-Wolfe with line search"),
     "seed": ("int", ">= 0", "seed of every random draw on this page"),
 }
 

@@ -67,7 +67,7 @@ PARAMETERS = {
     "own_tokens": ("int", ">= 2", "tokens per (n, d): own_tokens // n systems of n"),
     "run_n": ("int", ">= 2", "tokens of the hardmax run"),
     "run_d": ("int", ">= 1", "dimension of the hardmax run"),
-    "run_gamma": ("float", "(0, 1]", "constant step of the hardmax run"),
+    "run_gamma": ("float", "(0, 1)", "constant step of the hardmax run"),
     "run_steps": ("int", ">= 1", "layers of the hardmax run"),
     "check_n": ("int", ">= 2", "tokens (dimension 64) for the check of the tiled steps"),
     "seed": ("int", ">= 0", "seed of every random draw"),
