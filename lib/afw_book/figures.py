@@ -270,7 +270,7 @@ def _renderer_at(fig, dpi):
         canvas.manager = manager
 
 
-def _grid_cells(main, columns):
+def _grid_cells(main: list, columns: list) -> dict | None:
     """``{(row, column): axes}`` when the panels ``main`` form rows as well as the ``columns`` of
     :func:`pieces` (rows: groups of axes overlapping vertically, top first) and every colour bar
     lies within one row; None for fewer than two rows or a colour bar across rows."""
