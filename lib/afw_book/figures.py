@@ -270,33 +270,47 @@ def _renderer_at(fig, dpi):
         canvas.manager = manager
 
 
-def _grid_cells(main: list, columns: list) -> dict | None:
-    """``{(row, column): axes}`` when the panels ``main`` form rows as well as the ``columns`` of
-    :func:`pieces` (rows: groups of axes overlapping vertically, top first) and every colour bar
-    lies within one row; None for fewer than two rows or a colour bar across rows."""
-    rows: list[list] = []              # [[y0, y1] (figure fraction), axes], merged like the columns
-    for ax in sorted(main, key=lambda a: -a.get_position().y1):
-        pos = ax.get_position()
-        for row in rows:
-            if min(row[0][1], pos.y1) - max(row[0][0], pos.y0) > 1e-6:
-                row[0] = [min(row[0][0], pos.y0), max(row[0][1], pos.y1)]
-                row[1].append(ax)
+def _meet(a0: float, a1: float, b0: float, b1: float) -> bool:
+    """Whether the intervals [a0, a1] and [b0, b1] overlap (by more than 1e-6)."""
+    return min(a1, b1) - max(a0, b0) > 1e-6
+
+
+def _span(ax, along: str) -> tuple[float, float]:
+    """The extent of ``ax``'s position (figure fraction) along ``"x"`` or ``"y"``."""
+    pos = ax.get_position()
+    return (pos.x0, pos.x1) if along == "x" else (pos.y0, pos.y1)
+
+
+def _bands(axes: list, along: str) -> list[list]:
+    """``axes`` grouped by overlapping extents along ``"x"`` (columns, left first) or ``"y"``
+    (rows, top first): ``[[[lo, hi], axes], ...]``. Taken in order of the extents' leading edge,
+    an axis overlaps at most the last group, so the groups stay disjoint."""
+    lead = (lambda a: _span(a, "x")[0]) if along == "x" else (lambda a: -_span(a, "y")[1])
+    groups: list[list] = []
+    for ax in sorted(axes, key=lead):
+        lo, hi = _span(ax, along)
+        for g in groups:
+            if _meet(g[0][0], g[0][1], lo, hi):
+                g[0] = [min(g[0][0], lo), max(g[0][1], hi)]
+                g[1].append(ax)
                 break
         else:
-            rows.append([[pos.y0, pos.y1], [ax]])
-    for i in range(len(rows)):         # merging may have joined two rows that now overlap
-        for j in range(len(rows) - 1, i, -1):
-            if min(rows[i][0][1], rows[j][0][1]) - max(rows[i][0][0], rows[j][0][0]) > 1e-6:
-                rows[i][0] = [min(rows[i][0][0], rows[j][0][0]), max(rows[i][0][1], rows[j][0][1])]
-                rows[i][1] += rows.pop(j)[1]
+            groups.append([[lo, hi], [ax]])
+    return groups
+
+
+def _grid_cells(main: list, columns: list) -> dict | None:
+    """``{(row, column): axes}`` when the panels ``main`` form rows (:func:`_bands` along y) as
+    well as the ``columns`` of :func:`pieces` and every colour bar lies within one row; None for
+    fewer than two rows or a colour bar across rows."""
+    rows = _bands(main, "y")
     if len(rows) < 2:
         return None
-    rows.sort(key=lambda r: -r[0][1])
     cells: dict[tuple[int, int], list] = {}
     for c, (_, members) in enumerate(columns):
         for ax in members:
-            pos = ax.get_position()
-            overlaps = [r for r, row in enumerate(rows) if min(row[0][1], pos.y1) - max(row[0][0], pos.y0) > 1e-6]
+            y0, y1 = _span(ax, "y")
+            overlaps = [r for r, (band, _) in enumerate(rows) if _meet(band[0], band[1], y0, y1)]
             if len(overlaps) != 1:     # a colour bar over several rows (or none): columns only
                 return None
             cells.setdefault((overlaps[0], c), []).append(ax)
@@ -332,23 +346,14 @@ def pieces(fig, renderer, box) -> list[list[float]]:
         return [b.x0 / dpi - box.x0, box.y1 - b.y1 / dpi, b.x1 / dpi - box.x0, box.y1 - b.y0 / dpi]
 
     main = [ax for ax in axes if getattr(ax, "_colorbar", None) is None]
-    columns: list[list] = []           # [[x0, x1 (figure fraction, the axes' positions)], axes]
-    for ax in sorted(main, key=lambda a: a.get_position().x0):
-        pos = ax.get_position()
-        for col in columns:
-            if min(col[0][1], pos.x1) - max(col[0][0], pos.x0) > 1e-6:
-                col[0] = [min(col[0][0], pos.x0), max(col[0][1], pos.x1)]
-                col[1].append(ax)
-                break
-        else:
-            columns.append([[pos.x0, pos.x1], [ax]])
+    columns = _bands(main, "x")        # [[x0, x1 (figure fraction, the axes' positions)], axes]
     if len(columns) < 2:
         return []
     spanning = []                      # colour bars across two columns or more: pieces of their own
     for ax in axes:                    # colour bars: the column whose axes are nearest
         if getattr(ax, "_colorbar", None) is not None:
             pos = ax.get_position()
-            if sum(1 for c in columns if min(c[0][1], pos.x1) - max(c[0][0], pos.x0) > 1e-6) >= 2:
+            if sum(1 for c in columns if _meet(c[0][0], c[0][1], pos.x0, pos.x1)) >= 2:
                 spanning.append(ax)
                 continue
             centre = (pos.x0 + pos.x1) / 2
@@ -357,14 +362,15 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     def union(b):
         return [min(v[0] for v in b), min(v[1] for v in b), max(v[2] for v in b), max(v[3] for v in b)]
 
-    boxes = [union([inches(ax.get_tightbbox(renderer)) for ax in members]) for _, members in columns]
+    extent = {ax: inches(ax.get_tightbbox(renderer)) for ax in axes}    # drawn extents, measured once
+    boxes = [union([extent[ax] for ax in members]) for _, members in columns]
     cells = _grid_cells(main, columns)
     top, bottom = min(b[1] for b in boxes), max(b[3] for b in boxes)
     above: list = []                   # figure-level artists: a piece of their own, or their column's
     below: list = []
     beside: list = []
     for ax in spanning:
-        a = inches(ax.get_tightbbox(renderer))
+        a = extent[ax]
         (above if (a[1] + a[3]) / 2 < (top + bottom) / 2 else below).append(a)
     artists = [*fig.legends, *fig.texts, getattr(fig, "_suptitle", None), getattr(fig, "_supxlabel", None)]
     for artist in dict.fromkeys(a for a in artists if a is not None):   # the suptitle is a text too
@@ -379,7 +385,7 @@ def pieces(fig, renderer, box) -> list[list[float]]:
         else:                          # beside the panels, within one column: that column's piece
             k = max(range(len(boxes)), key=lambda i: min(a[2], boxes[i][2]) - max(a[0], boxes[i][0]))
             boxes[k] = [min(boxes[k][0], a[0]), boxes[k][1], max(boxes[k][2], a[2]), boxes[k][3]]
-            beside.append((k, a))
+            beside.append(a)
     w, h = box.width, box.height
 
     def clip(b):
@@ -388,11 +394,11 @@ def pieces(fig, renderer, box) -> list[list[float]]:
     if cells is None:
         cols = [[b[0], top, b[2], bottom] for b in boxes]
     else:                              # row by row: each column's width, each row's drawn height
-        drawn = {rc: union([inches(ax.get_tightbbox(renderer)) for ax in members]) for rc, members in cells.items()}
+        drawn = {rc: union([extent[ax] for ax in members]) for rc, members in cells.items()}
         bands = {r: (min(b[1] for (rr, _), b in drawn.items() if rr == r),
                      max(b[3] for (rr, _), b in drawn.items() if rr == r)) for r, _ in drawn}
         cols = [[boxes[c][0], bands[r][0], boxes[c][2], bands[r][1]] for r, c in sorted(drawn)]
-        for k, a in beside:            # a legend or text beside the panels: the piece it overlaps most
+        for a in beside:               # a legend or text beside the panels: the piece it overlaps most
             j = max(range(len(cols)), key=lambda i: max(0.0, min(a[2], cols[i][2]) - max(a[0], cols[i][0]))
                     * max(0.0, min(a[3], cols[i][3]) - max(a[1], cols[i][1])))
             cols[j] = [min(cols[j][0], a[0]), min(cols[j][1], a[1]), max(cols[j][2], a[2]), max(cols[j][3], a[3])]
