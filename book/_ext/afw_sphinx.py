@@ -317,7 +317,7 @@ def _title_html(env, docname) -> str:
     out = []
     for node in env.titles[docname].findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
         if isinstance(node, nodes.math):
-            out.append(f'<span class="math notranslate nohighlight">\\({html.escape(node.astext())}\\)</span>')
+            out.append(nbh.math_html(node.astext()))
         elif not isinstance(node.parent, nodes.math):
             out.append(html.escape(node.astext()))
     return "".join(out)

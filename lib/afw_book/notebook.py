@@ -86,8 +86,8 @@ from attention_fw.plot._figure import figure_data
 from . import paper_figures as pf
 from . import paths, figures as plotting
 
-__all__ = ["Page", "Table", "stream", "fmt", "span", "caption_text", "caption_html", "display_width",
-           "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
+__all__ = ["Page", "Table", "stream", "fmt", "span", "caption_text", "caption_html", "math_html",
+           "display_width", "MIN_TEXT_PX", "MIN_PANEL_PX", "COLUMN_PX", "HTML_FIGURES"]
 
 MIN_TEXT_PX = 9.0
 """Smallest text height (CSS px) of a figure as displayed in the page."""
@@ -189,6 +189,15 @@ def caption_text(caption: str) -> str:
     return _MATH.sub(plain, caption)
 
 
+def math_html(tex: str) -> str:
+    r"""Inline math as Sphinx writes it for MathJax.
+
+    >>> math_html("x < 1")
+    '<span class="math notranslate nohighlight">\\(x &lt; 1\\)</span>'
+    """
+    return f'<span class="math notranslate nohighlight">\\({html.escape(tex)}\\)</span>'
+
+
 def caption_html(caption: str) -> str:
     r"""The caption as HTML for a page that loads MathJax: the text escaped, each ``$...$`` as
     inline math (``\(...\)``, as Sphinx writes it).
@@ -197,9 +206,7 @@ def caption_html(caption: str) -> str:
     'cells <span class="math notranslate nohighlight">\\(C_i(v)\\)</span> &amp; more'
     """
     parts = _MATH.split(caption)
-    return "".join(html.escape(s) if k % 2 == 0 else
-                   f'<span class="math notranslate nohighlight">\\({html.escape(s)}\\)</span>'
-                   for k, s in enumerate(parts))
+    return "".join(html.escape(s) if k % 2 == 0 else math_html(s) for k, s in enumerate(parts))
 
 
 # ------------------------------------------------------------------------------ display size
