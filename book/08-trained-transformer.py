@@ -191,13 +191,14 @@ print(f"value_scalar_dist in [{vsd.min():.4f}, {vsd.max():.4f}] (bound "
       f"{TH.value_bound(32, 384):.4f})")
 
 # %% tags=["hide-input"]
+below_half = int((ar < 0.5).sum())
 page.glue(
     pm_lo=(pm.min(), ".2f"), pm_hi=(pm.max(), ".2f"), ar_lo=(ar.min(), ".2f"),
     ar_hi=(ar.max(), ".2f"), vsd_lo=(vsd.min(), ".4f"), vsd_hi=(vsd.max(), ".4f"),
     vsd_bound=(TH.value_bound(32, 384), ".4f"),
     inertia_text=", ".join(f"({a}, {b})" for a, b in inertia),
     ar_below_half={0: "no head is below 0.5", 1: "one head is below 0.5"}.get(
-        int((ar < 0.5).sum()), f"{int((ar < 0.5).sum())} heads are below 0.5"),
+        below_half, f"{below_half} heads are below 0.5"),
 )
 
 # %% [markdown]
@@ -460,10 +461,10 @@ panel_text = corpus[0]["text"]
 panels = [TH.sentence_panel(enc, panel_text, *TH.broad_head(study)),
           TH.sentence_panel(enc, panel_text, *TH.sink_head(study))]
 for q in panels:
+    leaders = len(set(q["leader_index"]))
     print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of "
-          f"{len(q['pieces'])} tokens, "
-          f"{int(q['is_vertex'].sum())} vertices, {len(set(q['leader_index']))} "
-          f"distinct leader{'s' if len(set(q['leader_index'])) != 1 else ''}")
+          f"{len(q['pieces'])} tokens, {int(q['is_vertex'].sum())} vertices, "
+          f"{leaders} distinct leader{'s' if leaders != 1 else ''}")
 
 # %% tags=["hide-input"]
 fig = TP.fig_sentence(panels)
