@@ -74,7 +74,8 @@ preset = "paper"  # "paper": the whole family; "quick": seconds (tests)
 # it is given: `make notebook NB=07-deterministic-dynamics ARGS="-p cap 100000"`, or here a line `cap = 100000`.
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
-    "configs": ("list[str]", "", "names of the family's configurations"),
+    "configs": ("list[str]", "", "names of the family's configurations",
+                "each one of attention_fw.experiments.sabeta.FAMILY; distinct"),
     "t_lo": ("float", "> 0", "the β grid starts where the leading-order T2 is t_lo ..."),
     "t_hi": ("float", "> 0", "... and ends where it is t_hi (the measured T2 is smaller)"),
     "num_betas": ("int", ">= 2", "betas per configuration"),

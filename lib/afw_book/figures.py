@@ -44,7 +44,7 @@ from matplotlib.text import Text
 from attention_fw.plot.style import (ONE_COLUMN, STYLE, TEX_PROGRAMS, TWO_COLUMN, VENUES, style, tex_missing,
                                      venue_rc)
 
-from . import paths
+from . import legibility, paths
 
 __all__ = ["FORMATS", "PNG_DPI", "ONE_COLUMN", "TWO_COLUMN", "STYLE", "VENUES", "TEX_PROGRAMS", "style", "venue_rc",
            "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes",
@@ -228,13 +228,15 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
     the PNG when ``png`` is given, else from the tight bounding box), ``font_pt`` ([smallest,
     largest] font size in points of the text artists drawn), ``panels`` (number of visible
     axes, colour bars excepted), ``panel_widths_in`` (their widths in inches, in
-    ``fig.axes`` order) and ``pieces_in`` (:func:`pieces`: the saved figure cut into its
-    columns of panels, for a narrow screen). Displayed at ``w`` CSS px, a text of ``s`` pt is
+    ``fig.axes`` order), ``pieces_in`` (:func:`pieces`: the saved figure cut into its
+    columns of panels, for a narrow screen) and ``legibility`` (:func:`afw_book.legibility.problems`:
+    texts under 8 pt, overlapping texts, legends or boxes over data; empty when legible). Displayed at ``w`` CSS px, a text of ``s`` pt is
     ``s / 72 * w / size_in[0]`` px high and a panel ``width * w / size_in[0]`` px wide.
     """
     with _renderer_at(fig, dpi) as renderer:    # the PNG's own, after a PNG save at dpi
         box = bbox if bbox is not None else fig.get_tightbbox(renderer).padded(_PAD)
         cut = pieces(fig, renderer, box)
+        illegible = legibility.problems(fig, renderer)
     if png is not None:
         w, h = _png_size(png)
         size = [w / dpi, h / dpi]
@@ -247,7 +249,8 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
             "font_pt": [round(min(sizes), 3), round(max(sizes), 3)] if sizes else [],
             "panels": len(panels),
             "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels],
-            "pieces_in": cut}
+            "pieces_in": cut,
+            "legibility": illegible}
 
 
 @contextlib.contextmanager

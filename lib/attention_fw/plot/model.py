@@ -41,8 +41,11 @@ def fig_beta_limit(res: Result):
 
 def beta_limit_data(res: Result, n: int) -> dict:
     """The numbers saved beside the beta-limit figure."""
+    const = res.const if np.isfinite(res.const) else None
     return {"betas": res.betas, "median": res.median, "worst": res.worst, "Delta": res.Delta,
-            "errors": res.errors, "steps": res.steps, "n": n, "h": res.h}
+            "errors": res.errors, "steps": res.steps, "n": n, "h": res.h, "const": const,
+            "const_note": ("the largest error * exp(beta Delta) over the points with beta Delta > 10 (the dashed line)"
+                           if const is not None else "null: no point has beta Delta > 10, no line is fitted")}
 
 
 def fig_sap_expectation(res: Result, token: int = 0):
