@@ -230,7 +230,8 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
     axes, colour bars excepted), ``panel_widths_in`` (their widths in inches, in
     ``fig.axes`` order), ``pieces_in`` (:func:`pieces`: the saved figure cut into its
     columns of panels, for a narrow screen) and ``legibility`` (:func:`afw_book.legibility.problems`:
-    texts under 8 pt, overlapping texts, legends or boxes over data; empty when legible). Displayed at ``w`` CSS px, a text of ``s`` pt is
+    texts under 8 pt, overlapping texts, legends or boxes over data; empty when legible).
+    Displayed at ``w`` CSS px, a text of ``s`` pt is
     ``s / 72 * w / size_in[0]`` px high and a panel ``width * w / size_in[0]`` px wide.
     """
     with _renderer_at(fig, dpi) as renderer:    # the PNG's own, after a PNG save at dpi
@@ -598,6 +599,10 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
             raise ValueError(f"formats must be drawn from {FORMATS}, got {fmt!r}")
     out = Path(outdir) if outdir is not None else paths.figures_dir()
     written: dict[str, Path] = {}
+    # A legend over data moves to a free place of its panel, or outside it (afw_book.legibility).
+    if formats:
+        with matplotlib.rc_context(cast(Any, _SAVE_RC)), _shared_mathtext():
+            legibility.place_legends(fig)
     # Render everything first, so a failure in one format writes nothing at all.
     payloads, box = render_formats(fig, formats, dpi, bbox)
     if data is not None or meta is not None:

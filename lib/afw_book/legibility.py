@@ -224,3 +224,75 @@ def problems(fig, renderer) -> list[str]:
                             + (f" {artist.get_label()!r}" if not str(artist.get_label()).startswith("_") else "") + ")")
                     break
     return sorted(out)
+
+
+# ------------------------------------------------------------------------------ placing legends
+_LOCS = ("upper right", "upper left", "lower left", "lower right", "right", "center left", "center right",
+         "lower center", "upper center", "center")
+_LOC_CODES = {name: code for code, name in enumerate(
+    ("best", "upper right", "upper left", "lower left", "lower right", "right", "center left", "center right",
+     "lower center", "upper center", "center"))}
+
+
+def _covers(ax: Axes, box: Bbox, renderer, px_per_pt: float) -> bool:
+    area = ax.get_window_extent(renderer)
+    if not _overlap(area, box, 0.0):
+        return False
+    clip = Bbox.intersection(area, box)
+    return clip is not None and any(_data_hit(a, clip, renderer, px_per_pt) for a in _data(ax))
+
+
+def place_legends(fig) -> list[str]:
+    """Move every panel's legend that covers drawn data of its panel to the first place inside the
+    panel where it covers none (upper right, upper left, lower left, ... as matplotlib names
+    them), or, when there is no such place, outside the panel: to its right when no other panel
+    stands there, else under it. Returns what was moved (for the record), in words.
+
+    Deterministic: the same figure gives the same places. Called by
+    :func:`afw_book.figures.save` before the figure is rendered.
+    """
+    legends = [(ax, ax.get_legend()) for ax in fig.axes
+               if ax.get_visible() and ax.get_legend() is not None and ax.get_legend().get_visible()
+               and getattr(ax, "_colorbar", None) is None]
+    if not legends:
+        return []
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
+    px_per_pt = fig.dpi / 72.0
+    moved = []
+    for ax, leg in legends:
+        outer = leg.get_window_extent(renderer)
+        inner = leg._legend_box.get_window_extent(renderer)
+        if not _covers(ax, inner, renderer, px_per_pt):
+            continue
+        # the entries' box relative to the legend's, to test a candidate place as the check does
+        dx0, dy0, dx1, dy1 = inner.x0 - outer.x0, inner.y0 - outer.y0, outer.x1 - inner.x1, outer.y1 - inner.y1
+        parent = leg.get_bbox_to_anchor()
+        free = None
+        for loc in _LOCS:
+            x, y = leg._get_anchored_bbox(_LOC_CODES[loc], Bbox.from_bounds(0, 0, outer.width, outer.height),
+                                          parent, renderer)
+            cand = Bbox.from_extents(x + dx0, y + dy0, x + outer.width - dx1, y + outer.height - dy1)
+            if not _covers(ax, cand, renderer, px_per_pt):
+                free = loc
+                break
+        if free is not None:
+            leg.set_loc(free)
+            moved.append(f"legend of panel {fig.axes.index(ax) + 1} moved to {free}")
+            continue
+        pos = ax.get_position()
+        right_free = not any(o is not ax and o.get_visible() and o.get_position().x0 >= pos.x1 - 1e-9
+                             and min(o.get_position().y1, pos.y1) > max(o.get_position().y0, pos.y0)
+                             for o in fig.axes)
+        if right_free:
+            leg.set_loc("upper left")
+            leg.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+            moved.append(f"legend of panel {fig.axes.index(ax) + 1} moved outside, to the right")
+        else:
+            below = ax.get_tightbbox(renderer)
+            frac = (below.y0 - ax.bbox.y0) / max(ax.bbox.height, 1e-9) - 0.02
+            leg.set_loc("upper center")
+            leg.set_bbox_to_anchor((0.5, frac), transform=ax.transAxes)
+            moved.append(f"legend of panel {fig.axes.index(ax) + 1} moved outside, under the panel")
+        fig.draw_without_rendering()
+    return moved

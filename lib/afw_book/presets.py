@@ -435,13 +435,9 @@ def _requirements(name: str, decl, declared: dict) -> list[tuple[str, str | None
             other = m.group(1)
             test = lambda v, o: all(item in list(o) for item in v)   # noqa: E731
         elif (m := _REQ_NAMED.match(phrase)):
-            dotted = m.group(1)
-            test = lambda v, o, dotted=dotted: all(item in named_values(dotted) for item in v)   # noqa: E731
+            test = _named_test(m.group(1))
         elif (m := _REQ_CONTAINS.match(phrase)):
-            want = m.group(1)
-            test = lambda v, o, want=want: any(str(item) == want or (isinstance(item, (int, float)) and not
-                                                                     isinstance(item, bool) and item == float(want))
-                                               for item in v)      # noqa: E731
+            test = _contains_test(m.group(1))
         elif (m := _REQ_COMPARE.match(phrase)):
             other, op = m.group(2), m.group(1)
             cmp = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
@@ -458,6 +454,26 @@ def _requirements(name: str, decl, declared: dict) -> list[tuple[str, str | None
             raise ValueError(f"{where}: requirement {phrase!r} names {other!r}, which PARAMETERS does not declare")
         out.append((phrase, other, test))
     return out
+
+
+def _named_test(dotted: str):
+    def test(v, o):
+        return all(item in named_values(dotted) for item in v)
+    return test
+
+
+def _contains_test(want: str):
+    def same(item) -> bool:
+        if isinstance(item, numbers.Real) and not isinstance(item, bool):
+            try:
+                return item == float(want)
+            except ValueError:
+                return False
+        return str(item) == want
+
+    def test(v, o):
+        return any(same(item) for item in v)
+    return test
 
 
 def requires_text(decl) -> str:
