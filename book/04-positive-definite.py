@@ -862,9 +862,9 @@ mc_b = vl.owns_cell_probability(dims_4c, 5, pc.mc_samples,
 
 # %% tags=["hide-input"]
 def first_dim(res, level):
-    """Smallest sampled d whose estimate reaches the level (NaN if none)."""
+    """Smallest sampled d whose estimate reaches the level (in words when none does)."""
     hit = np.nonzero(res["p"] >= level)[0]
-    return int(res["d"][hit[0]]) if hit.size else float("nan")
+    return int(res["d"][hit[0]]) if hit.size else f"(not reached up to d = {int(res['d'][-1])})"
 
 
 glue("ch4c-mc-samples", pc.mc_samples, display=False)

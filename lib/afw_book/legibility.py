@@ -32,7 +32,7 @@ __all__ = ["problems", "MIN_PT", "SLACK_PT"]
 
 MIN_PT = 8.0
 """Smallest font size (points) of any text of a figure."""
-SLACK_PT = 0.5
+SLACK_PT = 1.0
 """Overlaps smaller than this (points, in either direction) are not counted: anti-aliasing."""
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from . import style as plotting
 from ..results import Result
@@ -79,6 +80,7 @@ def fig_sap_expectation(res: Result, token: int = 0):
     ref = res.errs[0] * np.sqrt(res.checkpoints[0] / np.array(res.checkpoints, dtype=float))
     ax2.loglog(res.checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
     ax2.set_xlabel("Monte Carlo samples $M$")
+    ax2.xaxis.set_minor_formatter(NullFormatter())     # labelled minor ticks of a short log axis collide
     ax2.set_title("convergence of the mean", fontsize=8)
     ax2.legend(frameon=False, fontsize=8)
     return fig
