@@ -124,8 +124,8 @@ def _data_hit(artist, box: Bbox, renderer, px_per_pt: float) -> bool:
     if not artist.get_visible() or (artist.get_alpha() is not None and artist.get_alpha() == 0):
         return False
     if isinstance(artist, Line2D):
-        xy = artist.get_transform().transform(np.column_stack(artist.get_data(orig=False)).astype(float)) \
-            if len(artist.get_xdata(orig=False)) else np.empty((0, 2))
+        xs, ys = (np.asarray(a, dtype=float).ravel() for a in artist.get_data(orig=False))
+        xy = artist.get_transform().transform(np.column_stack([xs, ys])) if xs.size else np.empty((0, 2))
         hit = False
         if artist.get_linestyle() not in ("None", "none", " ", "") and artist.get_linewidth() > 0:
             hit = _segments_hit(xy, box.padded(artist.get_linewidth() * px_per_pt / 2))
@@ -133,7 +133,7 @@ def _data_hit(artist, box: Bbox, renderer, px_per_pt: float) -> bool:
             hit = _points_hit(xy, box, artist.get_markersize() * px_per_pt / 2)
         return hit
     if isinstance(artist, PathCollection):
-        offsets = artist.get_offsets()
+        offsets = np.asarray(artist.get_offsets(), dtype=float).reshape(-1, 2)
         if len(offsets) == 0:
             return False
         xy = artist.get_offset_transform().transform(np.asarray(offsets, dtype=float))
@@ -151,7 +151,7 @@ def _data_hit(artist, box: Bbox, renderer, px_per_pt: float) -> bool:
         return False
     if isinstance(artist, Patch):
         path = artist.get_path().transformed(artist.get_transform())
-        filled = artist.get_fill() and artist.get_facecolor()[3] > 0
+        filled = artist.get_fill() and float(np.asarray(artist.get_facecolor(), dtype=float)[3]) > 0
         if filled:
             return bool(path.intersects_bbox(box, filled=True))
         return any(_segments_hit(xy, box) for xy in _polylines(artist.get_path(), artist.get_transform()))
@@ -170,7 +170,7 @@ def _boxes(fig, renderer) -> Iterator[tuple[str, Bbox, object]]:
     legends = [*fig.legends, *[ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]]
     for leg in legends:
         if isinstance(leg, Legend) and leg.get_visible():
-            inner = leg._legend_box.get_window_extent(renderer)
+            inner = leg._legend_box.get_window_extent(renderer)   # type: ignore[attr-defined]
             title = leg.get_title().get_text().strip()
             yield (f"legend ({title or ', '.join(t.get_text() for t in leg.get_texts())[:40]})", inner, leg)
     for ax in fig.axes:
@@ -196,7 +196,7 @@ def problems(fig, renderer) -> list[str]:
     slack = SLACK_PT * px_per_pt
     out: set[str] = set()
     texts = list(_texts(fig, renderer))
-    small = sorted({round(float(t.get_fontsize()), 2) for t in texts if t.get_fontsize() < MIN_PT - 1e-9})
+    small = sorted({round(float(t.get_fontsize()), 2) for t in texts if float(t.get_fontsize()) < MIN_PT - 1e-9})
     for size in small:
         first = next(t for t in texts if round(float(t.get_fontsize()), 2) == size)
         out.add(f"text under {MIN_PT:g} pt: {size:g} pt ({_name(first)})")

@@ -423,6 +423,7 @@ def _requirements(name: str, decl, declared: dict) -> list[tuple[str, str | None
     out: list[tuple[str, str | None, Any]] = []
     for phrase in (w.strip() for w in decl[3].split(";")):
         other = None
+        test: Any
         if (m := _REQ_COUNT.match(phrase)):
             k, least = int(m.group(2)), m.group(1) == "least"
             test = (lambda v, o, k=k: len(v) >= k) if least else (lambda v, o, k=k: len(v) <= k)

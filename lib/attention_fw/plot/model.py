@@ -24,6 +24,7 @@ def fig_beta_limit(res: Result):
     ax.loglog(res.betas, np.maximum(res.median, FLOOR), "o-", ms=3, label="median over configurations")
     ax.loglog(res.betas, np.maximum(res.worst, FLOOR), "s--", ms=3, color="C3", label="worst configuration")
     ax.axhline(FLOOR, color="0.6", lw=0.8, ls=":")
+    ax.xaxis.set_minor_formatter(NullFormatter())      # a short range of beta: labelled minor ticks collide
     ax.set_xlabel(r"inverse temperature $\beta$")
     ax.set_ylabel(r"$\max_i\|x_i^t(\beta)-x_i^t(\infty)\|$")
     ax.set_title(f"(1.3) against (SA$\\infty$) after t = {res.steps} layers", fontsize=8)
