@@ -201,6 +201,14 @@ def test_save_moves_a_covering_legend_to_a_free_place_or_out_of_the_panel(tmp_pa
     ax.legend(loc="upper left")
     meta, _ = _saved_meta(fig, tmp_path)
     assert meta["legibility"] == []
+    # a legend anchored to a point of the panel moves to a free place inside the panel
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(x, x, label="rising")
+    ax.plot([0, 0.3], [1, 1], label="top")
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(0, 1.0))
+    meta, _ = _saved_meta(fig, tmp_path, "h")
+    box, area = leg.get_window_extent(), ax.get_window_extent()
+    assert meta["legibility"] == [] and area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0
     # no free place inside: a panel filled by an image goes outside
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.imshow(np.arange(100.0).reshape(10, 10))

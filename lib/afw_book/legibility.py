@@ -246,7 +246,8 @@ def place_legends(fig) -> list[str]:
     """Move every panel's legend that covers drawn data of its panel to the first place inside the
     panel where it covers none (upper right, upper left, lower left, ... as matplotlib names
     them), or, when there is no such place, outside the panel: to its right when no other panel
-    stands there, else under it. Returns what was moved (for the record), in words.
+    stands there, else under it when no panel stands there, else to the right of the whole
+    figure at the panel's height. Returns what was moved (for the record), in words.
 
     Deterministic: the same figure gives the same places. Called by
     :func:`afw_book.figures.save` before the figure is rendered.
@@ -267,7 +268,7 @@ def place_legends(fig) -> list[str]:
             continue
         # the entries' box relative to the legend's, to test a candidate place as the check does
         dx0, dy0, dx1, dy1 = inner.x0 - outer.x0, inner.y0 - outer.y0, outer.x1 - inner.x1, outer.y1 - inner.y1
-        parent = leg.get_bbox_to_anchor()
+        parent = ax.bbox          # the places inside the panel (whatever the legend was anchored to)
         free = None
         for loc in _LOCS:
             x, y = leg._get_anchored_bbox(_LOC_CODES[loc], Bbox.from_bounds(0, 0, outer.width, outer.height),
@@ -277,22 +278,36 @@ def place_legends(fig) -> list[str]:
                 free = loc
                 break
         if free is not None:
+            leg.set_bbox_to_anchor(None)
             leg.set_loc(free)
             moved.append(f"legend of panel {fig.axes.index(ax) + 1} moved to {free}")
             continue
         pos = ax.get_position()
-        right_free = not any(o is not ax and o.get_visible() and o.get_position().x0 >= pos.x1 - 1e-9
-                             and min(o.get_position().y1, pos.y1) > max(o.get_position().y0, pos.y0)
-                             for o in fig.axes)
-        if right_free:
+        others = [o for o in fig.axes if o is not ax and o.get_visible()]
+
+        def beside(o) -> bool:      # o stands to the right of ax, at a height that meets it
+            q = o.get_position()
+            return q.x0 >= pos.x1 - 1e-9 and min(q.y1, pos.y1) > max(q.y0, pos.y0)
+
+        def below(o) -> bool:       # o stands under ax, at a width that meets it
+            q = o.get_position()
+            return q.y1 <= pos.y0 + 1e-9 and min(q.x1, pos.x1) > max(q.x0, pos.x0)
+
+        number = fig.axes.index(ax) + 1
+        if not any(beside(o) for o in others):
             leg.set_loc("upper left")
             leg.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
-            moved.append(f"legend of panel {fig.axes.index(ax) + 1} moved outside, to the right")
-        else:
-            below = ax.get_tightbbox(renderer)
-            frac = (below.y0 - ax.bbox.y0) / max(ax.bbox.height, 1e-9) - 0.02
+            moved.append(f"legend of panel {number} moved outside, to the right")
+        elif not any(below(o) for o in others):
+            under = ax.get_tightbbox(renderer)
+            frac = (under.y0 - ax.bbox.y0) / max(ax.bbox.height, 1e-9) - 0.02
             leg.set_loc("upper center")
             leg.set_bbox_to_anchor((0.5, frac), transform=ax.transAxes)
-            moved.append(f"legend of panel {fig.axes.index(ax) + 1} moved outside, under the panel")
+            moved.append(f"legend of panel {number} moved outside, under the panel")
+        else:                       # a grid: to the right of the whole figure, at the panel's height
+            right = max(o.get_position().x1 for o in [ax, *others])
+            leg.set_loc("upper left")
+            leg.set_bbox_to_anchor((right + 0.02, pos.y1), transform=fig.transFigure)
+            moved.append(f"legend of panel {number} moved outside, to the right of the figure")
         fig.draw_without_rendering()
     return moved
