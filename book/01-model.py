@@ -261,12 +261,14 @@ x, I2 = page.stream("sa-beta-vs-layer").uniform(-1, 1, (p.n, d)), np.eye(d)
 sa_beta = dyn.softmax_step(x, p.gamma, p.beta_mc)
 with_V_gamma = dyn.layer_step(x, p.beta_mc, I2, p.gamma * I2)
 shrunk = dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)
-fixed = dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2)
+# gamma = 1 has no such value matrix (gamma / (1 - gamma) is infinite)
+fixed = dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2) if p.gamma < 1 else None
 page.glue(**{"ch1-gamma": p.gamma,
              "ch1-E8-wrong": (np.abs(with_V_gamma - sa_beta).max(), ".3f"),
              "ch1-E8-step": (p.gamma / (1 + p.gamma), ".4f"),
              "ch1-E8-right": (np.abs(with_V_gamma - shrunk).max(), ".1e"),
-             "ch1-E8-fix": (np.abs(fixed - sa_beta).max(), ".1e")})
+             "ch1-E8-fix": (np.abs(fixed - sa_beta).max(), ".1e") if fixed is not None
+             else "none: at γ = 1 no finite value matrix gives (SAβ)"})
 
 # %% [markdown]
 # ## The Markov chain (SAP): one step in expectation is one (SAβ) step

@@ -226,3 +226,14 @@ def _rebuild():
     ax.plot([0, 9], [0, 9], label="diagonal")
     ax.legend()
     return fig
+
+
+def test_save_drops_colliding_minor_tick_labels(tmp_path):
+    """A log axis over less than a decade labels its minor ticks; where they collide, save drops
+    them (the major labels stay)."""
+    fig, ax = plt.subplots(figsize=(2.0, 2.0))
+    ax.loglog([0.55, 0.95], [1, 2], "o-")
+    fig.draw_without_rendering()
+    assert any("overlap" in p for p in L.problems(fig, fig.canvas.get_renderer()))
+    meta, _ = _saved_meta(fig, tmp_path, "ticks")
+    assert meta["legibility"] == []

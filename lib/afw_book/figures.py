@@ -599,10 +599,11 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
             raise ValueError(f"formats must be drawn from {FORMATS}, got {fmt!r}")
     out = Path(outdir) if outdir is not None else paths.figures_dir()
     written: dict[str, Path] = {}
-    # A legend over data moves to a free place of its panel, or outside it (afw_book.legibility).
+    # Colliding minor tick labels go, a legend over data moves to a free place of its panel or
+    # outside it (afw_book.legibility.repair).
     if formats:
         with matplotlib.rc_context(cast(Any, _SAVE_RC)), _shared_mathtext():
-            legibility.place_legends(fig)
+            legibility.repair(fig)
     # Render everything first, so a failure in one format writes nothing at all.
     payloads, box = render_formats(fig, formats, dpi, bbox)
     if data is not None or meta is not None:

@@ -242,6 +242,38 @@ def _covers(ax: Axes, box: Bbox, renderer, px_per_pt: float) -> bool:
     return clip is not None and any(_data_hit(a, clip, renderer, px_per_pt) for a in _data(ax))
 
 
+def thin_tick_labels(fig) -> list[str]:
+    """Drop the labels of the minor ticks of every axis where two drawn tick labels overlap and
+    one of them is a minor tick's (a log axis over a short range labels its minor ticks, which
+    then collide). Returns what was changed, in words. Called by :func:`repair`."""
+    from matplotlib.ticker import NullFormatter
+
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
+    slack = SLACK_PT * fig.dpi / 72.0
+    changed = []
+    for ax in fig.axes:
+        if not (ax.get_visible() and ax.axison):
+            continue
+        for name, axis in ax._axis_map.items():
+            minor = set(map(id, axis.minorTicks))
+            drawn = [(id(t) in minor, lab.get_window_extent(renderer)) for t in axis._update_ticks()
+                     for lab in (t.label1, t.label2) if lab.get_visible() and lab.get_text().strip()]
+            if any((m1 or m2) and _overlap(b1, b2, slack)
+                   for i, (m1, b1) in enumerate(drawn) for m2, b2 in drawn[i + 1:]):
+                axis.set_minor_formatter(NullFormatter())
+                changed.append(f"minor tick labels of the {name} axis of panel {fig.axes.index(ax) + 1} dropped")
+    return changed
+
+
+def repair(fig) -> list[str]:
+    """What :func:`afw_book.figures.save` changes in a figure before it renders it, so that a
+    rerun's figure stays legible at any parameters: colliding minor tick labels dropped
+    (:func:`thin_tick_labels`), legends over data moved (:func:`place_legends`). Returns the
+    changes, in words. The same figure gets the same changes, so saves stay byte-identical."""
+    return thin_tick_labels(fig) + place_legends(fig)
+
+
 def place_legends(fig) -> list[str]:
     """Move every panel's legend that covers drawn data of its panel to the first place inside the
     panel where it covers none (upper right, upper left, lower left, ... as matplotlib names
