@@ -249,7 +249,7 @@ SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near",
                     "square, 1 per vertex, B rotated",
                     "tetrahedron, 1 per vertex, in the hypotheses",
                     "tetrahedron, 1+3 near",
-                    "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4]
+                    "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4] or list(p.configs[:4])
 shown = [r for r in fam if r["name"] in SHOW]
 fig = SP.fig_exit_times(shown)
 page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for (SAβ) (erratum E6)",
