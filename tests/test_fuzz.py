@@ -159,11 +159,15 @@ def test_the_envelope_constant_is_defined_where_the_exponential_overflows():
 
 
 @pytest.mark.parametrize("chapter,overrides", [
-    # no beta Delta > 10 (no constant, no dashed line); two tokens, one configuration, one sample
-    ("01-model", {"betas": [0.5, 1.0], "n": 2, "configs": 1, "samples": 1, "steps": 1}),
+    # no beta Delta > 10 (no constant, no dashed line); two tokens, one configuration, one sample;
+    # gamma = 1 (no finite value matrix gives SAbeta)
+    ("01-model", {"betas": [0.5, 1.0], "n": 2, "configs": 1, "samples": 1, "steps": 1, "gamma": 1.0}),
     # gamma = 1: the hulls of the hull-shrinking check become flat
     ("02-frank-wolfe", {"gamma": 1.0, "tie_configs": 20, "tie_steps": 3, "e7_pairs": 10, "hull_configs": 4,
                         "oracle_configs": 2}),
+    # d = 64: every token owns its cell, none is led by an owner (no ratio, null in the data)
+    ("06-context-length", {"run_d": 64, "run_n": 256, "own_ns": [256], "own_dims": [4], "own_tokens": 512,
+                           "check_n": 256}),
 ])
 def test_known_crashing_reruns_now_run_to_the_end(tmp_path, chapter, overrides):
     outcome = fuzz.run_one(ROOT / "book" / f"{chapter}.py", overrides, tmp_path)
