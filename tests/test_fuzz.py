@@ -241,3 +241,20 @@ def test_save_drops_colliding_minor_tick_labels(tmp_path):
     assert any("overlap" in p for p in L.problems(fig, fig.canvas.get_renderer()))
     meta, _ = _saved_meta(fig, tmp_path, "ticks")
     assert meta["legibility"] == []
+
+
+def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_path):
+    """Four panels in a constrained grid, each legend over data with no free place: the legends
+    go outside (to the right, under, or to the right of the figure), none over another, and the
+    panels keep the size the layout gave them."""
+    fig, axes = plt.subplots(2, 2, figsize=(7, 4), layout="constrained")
+    t = np.linspace(0, 1, 100)
+    for ax in axes.flat:
+        for y, label in ((t, "rising, a long label"), (1 - t, "falling"), (0.5 + 0 * t, "flat")):
+            ax.plot(t, y, label=label)
+        ax.legend()
+    fig.draw_without_rendering()
+    widths = [ax.get_position().width for ax in axes.flat]
+    meta, _ = _saved_meta(fig, tmp_path, "grid")
+    assert meta["legibility"] == []
+    assert [ax.get_position().width for ax in axes.flat] == pytest.approx(widths, rel=1e-9)

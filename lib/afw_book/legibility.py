@@ -292,7 +292,8 @@ def place_legends(fig) -> list[str]:
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
     px_per_pt = fig.dpi / 72.0
-    moved = []
+    moved: list[str] = []
+    outside: list[Bbox] = []
     for ax, leg in legends:
         outer = leg.get_window_extent(renderer)
         inner = leg._legend_box.get_window_extent(renderer)
@@ -326,20 +327,37 @@ def place_legends(fig) -> list[str]:
             return q.y1 <= pos.y0 + 1e-9 and min(q.x1, pos.x1) > max(q.x0, pos.x0)
 
         number = fig.axes.index(ax) + 1
+        # the panels keep the places the layout gave them: a layout engine run again would shrink
+        # the panels to take the legend in (constrained layout collapses a grid that way)
+        if fig.get_layout_engine() is not None and not outside:
+            fig.draw_without_rendering()
+            fig.set_layout_engine("none")
+            pos = ax.get_position()
+        to_fig = fig.transFigure.inverted()
         if not any(beside(o) for o in others):
             leg.set_loc("upper left")
-            leg.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
-            moved.append(f"legend of panel {number} moved outside, to the right")
+            anchor = (pos.x1 + 0.02 * pos.width, pos.y1)
+            where = "outside, to the right"
         elif not any(below(o) for o in others):
             under = ax.get_tightbbox(renderer)
-            frac = (under.y0 - ax.bbox.y0) / max(ax.bbox.height, 1e-9) - 0.02
             leg.set_loc("upper center")
-            leg.set_bbox_to_anchor((0.5, frac), transform=ax.transAxes)
-            moved.append(f"legend of panel {number} moved outside, under the panel")
+            anchor = ((pos.x0 + pos.x1) / 2, float(to_fig.transform((0, under.y0))[1]) - 0.01)
+            where = "outside, under the panel"
         else:                       # a grid: to the right of the whole figure, at the panel's height
-            right = max(o.get_position().x1 for o in [ax, *others])
             leg.set_loc("upper left")
-            leg.set_bbox_to_anchor((right + 0.02, pos.y1), transform=fig.transFigure)
-            moved.append(f"legend of panel {number} moved outside, to the right of the figure")
+            anchor = (max(o.get_position().x1 for o in [ax, *others]) + 0.02, pos.y1)
+            where = "outside, to the right of the figure"
+        # a legend moved out earlier may stand there already: go down past it
+        for _ in range(len(outside) + 1):
+            leg.set_bbox_to_anchor(anchor, transform=fig.transFigure)
+            fig.draw_without_rendering()
+            box = leg.get_window_extent(renderer)
+            hit = [b for b in outside if _overlap(b, box, 0.0)]
+            if not hit:
+                break
+            low = min(b.y0 for b in hit)
+            anchor = (anchor[0], float(to_fig.transform((0, low))[1]) - 0.01)
+        outside.append(leg.get_window_extent(renderer))
+        moved.append(f"legend of panel {number} moved {where}")
         fig.draw_without_rendering()
     return moved
