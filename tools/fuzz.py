@@ -269,11 +269,12 @@ def draws(source: Path, n: int, seed: int | None, derandomize: bool = False) -> 
     out: list[dict] = []
     strategy = run_strategy(source)
 
-    @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
+    # a draw may repeat an earlier one: ask for more than n, keep the first n distinct ones
+    @settings(max_examples=4 * n, phases=[Phase.generate], database=None, deadline=None,
               derandomize=derandomize, suppress_health_check=list(HealthCheck))
     @given(strategy)
     def collect(overrides):
-        if overrides not in out:
+        if overrides not in out and len(out) < n:
             out.append(overrides)
 
     if seed is not None and not derandomize:
