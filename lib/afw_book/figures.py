@@ -217,7 +217,7 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict:
+def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None, illegible: list[str] | None = None) -> dict:
     """How ``fig`` is laid out once saved; call it after the figure has been drawn (saved).
 
     ``bbox``: the region saved (inches), when it is not the tight crop (see :func:`figure_bytes`).
@@ -237,7 +237,8 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
     with _renderer_at(fig, dpi) as renderer:    # the PNG's own, after a PNG save at dpi
         box = bbox if bbox is not None else fig.get_tightbbox(renderer).padded(_PAD)
         cut = pieces(fig, renderer, box)
-        illegible = legibility.problems(fig, renderer)
+        if illegible is None:       # measured on this renderer (save measures before it renders)
+            illegible = legibility.problems(fig, renderer)
     if png is not None:
         w, h = _png_size(png)
         size = [w / dpi, h / dpi]
@@ -601,9 +602,10 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
     written: dict[str, Path] = {}
     # Colliding minor tick labels go, a legend over data moves to a free place of its panel or
     # outside it (afw_book.legibility.repair).
+    illegible = None
     if formats:
         with matplotlib.rc_context(cast(Any, _SAVE_RC)), _shared_mathtext():
-            legibility.repair(fig)
+            illegible = legibility.repair(fig)[1]
     # Render everything first, so a failure in one format writes nothing at all.
     payloads, box = render_formats(fig, formats, dpi, bbox)
     if data is not None or meta is not None:
@@ -611,7 +613,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
         if payloads:  # described once drawn, so that the image bytes are those of a plain save
-            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi, box)}
+            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi, box, illegible)}
         elif meta is not None:
             record["meta"] = dict(meta)
         text = json.dumps(_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"

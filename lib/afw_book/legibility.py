@@ -186,12 +186,14 @@ def _boxes(fig, renderer) -> Iterator[tuple[str, Bbox, object]]:
                 yield ("annotation box", a.get_window_extent(renderer), a)
 
 
-def problems(fig, renderer) -> list[str]:
+def problems(fig, renderer, draw: bool = True) -> list[str]:
     """Every break of the three rules of this module in the drawn ``fig``, one line each (sorted,
-    so that the list is the same for the same figure)."""
+    so that the list is the same for the same figure). ``draw=False``: the figure has been drawn
+    with ``renderer`` since its last change."""
     # the positions of a legend's entries are those of the last draw, which a tight-cropped save
     # shifts: drawn again here (nothing is written), they are those of the figure as it is
-    fig.draw(renderer)
+    if draw:
+        fig.draw(renderer)
     px_per_pt = fig.dpi / 72.0
     slack = SLACK_PT * px_per_pt
     out: set[str] = set()
@@ -242,13 +244,14 @@ def _covers(ax: Axes, box: Bbox, renderer, px_per_pt: float) -> bool:
     return clip is not None and any(_data_hit(a, clip, renderer, px_per_pt) for a in _data(ax))
 
 
-def thin_tick_labels(fig) -> list[str]:
+def thin_tick_labels(fig, draw: bool = True) -> list[str]:
     """Drop the labels of the minor ticks of every axis where two drawn tick labels overlap and
     one of them is a minor tick's (a log axis over a short range labels its minor ticks, which
     then collide). Returns what was changed, in words. Called by :func:`repair`."""
     from matplotlib.ticker import NullFormatter
 
-    fig.draw_without_rendering()
+    if draw:
+        fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
     slack = SLACK_PT * fig.dpi / 72.0
     changed = []
@@ -263,18 +266,25 @@ def thin_tick_labels(fig) -> list[str]:
                    for i, (m1, b1) in enumerate(drawn) for m2, b2 in drawn[i + 1:]):
                 axis.set_minor_formatter(NullFormatter())
                 changed.append(f"minor tick labels of the {name} axis of panel {fig.axes.index(ax) + 1} dropped")
+    if changed:
+        fig.draw_without_rendering()
     return changed
 
 
-def repair(fig) -> list[str]:
-    """What :func:`afw_book.figures.save` changes in a figure before it renders it, so that a
-    rerun's figure stays legible at any parameters: colliding minor tick labels dropped
-    (:func:`thin_tick_labels`), legends over data moved (:func:`place_legends`). Returns the
-    changes, in words. The same figure gets the same changes, so saves stay byte-identical."""
-    return thin_tick_labels(fig) + place_legends(fig)
+def repair(fig) -> tuple[list[str], list[str]]:
+    """What :func:`afw_book.figures.save` does to a figure before it renders it, so that a rerun's
+    figure stays legible at any parameters: colliding minor tick labels dropped
+    (:func:`thin_tick_labels`), legends over data moved (:func:`place_legends`); then what is
+    still illegible (:func:`problems`). Returns (the changes, the problems), in words. The same
+    figure gets the same changes, so saves stay byte-identical. Overlaps do not change when a
+    save crops the figure (every artist moves by the same amount), so they are measured here,
+    on the one draw the changes needed."""
+    changes = thin_tick_labels(fig) + place_legends(fig, draw=False)
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
+    return changes, problems(fig, renderer, draw=False)
 
 
-def place_legends(fig) -> list[str]:
+def place_legends(fig, draw: bool = True) -> list[str]:
     """Move every panel's legend that covers drawn data of its panel to the first place inside the
     panel where it covers none (upper right, upper left, lower left, ... as matplotlib names
     them), or, when there is no such place, outside the panel: to its right when no other panel
@@ -289,7 +299,8 @@ def place_legends(fig) -> list[str]:
                and getattr(ax, "_colorbar", None) is None]
     if not legends:
         return []
-    fig.draw_without_rendering()
+    if draw:
+        fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
     px_per_pt = fig.dpi / 72.0
     moved: list[str] = []
