@@ -268,7 +268,7 @@ page.figure(
 # a token's own score $\|x_i\|^2$ is about $\sqrt d$ standard deviations of a rival's score
 # $\langle x_i,x_j\rangle$, and the largest of its $n-1$ rivals' scores about $\sqrt{2\ln n}$ of them.
 
-# %%
+# %% tags=["hide-input"]
 ns_line = sorted({2 ** k for k in range(10, 25, 2)} | set(p.own_ns))
 mu_line = np.array(ns_line) * (1 - CL.own_cell_probability(ns_line, HEAD_D))
 margin_line = np.sqrt(HEAD_D) - np.sqrt(2 * np.log(ns_line))
@@ -292,8 +292,9 @@ page.glue(
     head_n_one=(float(hi_n), ".1e"),
     head_mu_20=(mu_line[ns_line.index(2 ** 20)], ".2g"), head_mu_24=(mu_line[ns_line.index(2 ** 24)], ".2g"),
     head_margin_24=(margin_line[ns_line.index(2 ** 24)], ".1f"),
-    head_sample=(f"the sample above at n = {fmt(n_hi)}, d = {HEAD_D} has {fmt(owned_hi.tokens - owned_hi.owners)} "
-                 f"non-owners among {fmt(owned_hi.tokens)} tokens, one draw of this law"
+    head_sample=(f"the sweep above at n = {n_hi:,}, d = {HEAD_D} found {owned_hi.tokens - owned_hi.owners:,} "
+                 f"non-owners in {owned_hi.systems:,} sequence{'s' if owned_hi.systems != 1 else ''} "
+                 f"of {n_hi:,} tokens, {'a draw' if owned_hi.systems == 1 else 'draws'} of this law"
                  if owned_hi is not None else f"the sweep above has no point at d = {HEAD_D}"),
 )
 
