@@ -71,7 +71,8 @@ from afw_book.presets import resolve_declared
 PRESETS = {
     "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4,
                   shifted_sizes=[3, 4, 5, 6, 7], shifted_per_size=40,
-                  bound_steps=10_000, horizon_cap=200_000, rate_clouds=20, rate_steps=10_000,
+                  bound_steps=10_000, horizon_cap=200_000, rate_clouds=20,
+                  rate_steps=10_000,
                   sym_rate_steps=3000, line_steps=400, seed=3),
     "quick": dict(cex_steps=600, n_symmetric=10, m_symmetric=4,
                   shifted_sizes=[4, 5], shifted_per_size=6,
@@ -209,8 +210,11 @@ shf = cv.thm31_shifted(pc.shifted_sizes, pc.shifted_per_size,
                        rng=int(seeds[1].generate_state(1)[0]))
 viol = shf["first_violation"][shf["first_violation"] >= 0]
 lim = np.linalg.norm(shf["limit"], axis=-1) / shf["diam0"]
-# the horizon law: the ratio (t+1)|x*|^2/(2 d^2) of merged tokens passes 2 at t+1 = 4/(|x*|/d)^2;
-# the clouds that have not violated yet are followed until 1.5 times that (at most horizon_cap)
+
+# %% tags=["hide-input"]
+# the horizon law: the ratio (t+1)|x*|^2/(2 d^2) of merged tokens passes 2 at
+# t+1 = 4/(|x*|/d)^2; the clouds that have not violated yet are followed until
+# 1.5 times that (at most horizon_cap layers)
 law = np.where(lim > 0, 4 / np.where(lim > 0, lim, 1.0) ** 2, np.inf)
 late = np.flatnonzero(shf["first_violation"] < 0)
 first_ext = np.full(len(lim), -1)
@@ -219,11 +223,9 @@ ext_steps = int(min(pc.horizon_cap, np.ceil(1.5 * law[due].max()))) if due.size 
 if ext_steps > pc.bound_steps:
     for n_ in np.unique(shf["n"][late]):
         idx = late[shf["n"][late] == n_]
-        more = cv.thm31_ratio(np.stack([shf["initial"][k] for k in idx]), Bs, ext_steps,
-                              times=[0, ext_steps - 1])
+        x0_late = np.stack([shf["initial"][k] for k in idx])
+        more = cv.thm31_ratio(x0_late, Bs, ext_steps, times=[0, ext_steps - 1])
         first_ext[idx] = more["first_violation"]
-
-# %% tags=["hide-input"]
 page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           bound_steps=pc.bound_steps,
           shift_total=len(shf["first_violation"]),
@@ -240,12 +242,16 @@ page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           shift_lim_med=(np.median(lim), ".3f"))
 hit = shf["first_violation"] >= 0
 fit_ratio = (shf["first_violation"][hit] + 1) / law[hit]
-page.glue(horizon_law_fit=(f"The clouds that violate within the horizon do so at {fit_ratio.min():.3f} "
-                          f"to {fit_ratio.max():.3f} times this prediction." if hit.any()
-                          else "No cloud violates within the horizon."))
+page.glue(horizon_law_fit=(
+    "The clouds that violate within the horizon do so at "
+    f"{fit_ratio.min():.3f} to {fit_ratio.max():.3f} times this prediction."
+    if hit.any() else "No cloud violates within the horizon."))
+
+
 def span(a, b, form):
     """``a to b``, or one number if they agree at this precision."""
-    return format(a, form) if format(a, form) == format(b, form) else f"{a:{form}} to {b:{form}}"
+    same = format(a, form) == format(b, form)
+    return format(a, form) if same else f"{a:{form}} to {b:{form}}"
 
 
 if late.size == 0:
@@ -253,36 +259,46 @@ if late.size == 0:
 else:
     one = late.size == 1
     closest = bool(lim[late].max() < lim[hit].min()) if hit.any() else True
-    if np.isfinite(law[late]).all():
-        rest = (("The one cloud that does not is the one whose limit is closest to the origin"
-                 if one and closest else
-                 f"The {late.size} that do not are " + ("exactly those whose limits are closest to the origin"
-                                                         if closest else "among those closest to the origin"))
-                + f" (|x*|/d {'=' if one else 'from'} {span(lim[late].min(), lim[late].max(), '.4f')}), for which "
-                f"the law predicts t ≈ {span(law[late].min(), law[late].max(), ',.0f')}")
+    if not np.isfinite(law[late]).all():
+        rest = (f"The {late.size} that do not include a cloud whose limit is "
+                "the origin (to rounding), which never violates")
+    elif one:
+        rest = ("The one cloud that does not is "
+                + ("the one whose limit is closest" if closest else "close")
+                + f" to the origin (|x*|/d = {lim[late][0]:.4f}), for which the "
+                f"law predicts t ≈ {law[late][0]:,.0f}")
     else:
-        rest = f"The {late.size} that do not include a cloud whose limit is the origin (to rounding), which never violates"
+        rest = (f"The {late.size} that do not are "
+                + ("exactly those whose limits are closest" if closest
+                   else "among those closest")
+                + " to the origin (|x*|/d from "
+                f"{span(lim[late].min(), lim[late].max(), '.4f')}), for which the "
+                f"law predicts t ≈ {span(law[late].min(), law[late].max(), ',.0f')}")
     late_hit = first_ext[late] >= 0
     if ext_steps > pc.bound_steps:
         at = (first_ext[late][late_hit] + 1) / law[late][late_hit]
+        rest += f". Followed for {ext_steps:,} layers, "
         if late_hit.any():
             who = "it violates" if one else f"{int(late_hit.sum())} of them violate"
-            rest += (f". Followed for {ext_steps:,} layers, {who}, at {span(at.min(), at.max(), '.3f')} times "
+            rest += (f"{who}, at {span(at.min(), at.max(), '.3f')} times "
                      "the prediction")
         else:
-            rest += f". Followed for {ext_steps:,} layers, {'it does' if one else 'none of them does'} not violate"
-        rest += (", so every cloud of this sample violates the bound." if late_hit.all() else
-                 f"; {int((~late_hit).sum())} would need more than these {ext_steps:,} layers "
-                 f"(the cap horizon_cap = {pc.horizon_cap:,}, or a limit at the origin).")
+            rest += f"{'it does' if one else 'none of them does'} not violate"
+        rest += (", so every cloud of this sample violates the bound."
+                 if late_hit.all() else
+                 f"; {int((~late_hit).sum())} would need more than these "
+                 f"{ext_steps:,} layers (the cap horizon_cap = "
+                 f"{pc.horizon_cap:,}, or a limit at the origin).")
     else:
-        rest += (f"; following them to {ext_steps:,} layers or fewer adds nothing to the first "
-                 f"{pc.bound_steps:,}.")
+        rest += (f"; following them to {ext_steps:,} layers or fewer adds "
+                 f"nothing to the first {pc.bound_steps:,}.")
 page.glue(horizon_rest=rest)
-fig = cvp.fig_thm31_horizon(lim, shf["first_violation"], first_ext, pc.bound_steps,
-                            max(ext_steps, pc.bound_steps))
+fig = cvp.fig_thm31_horizon(lim, shf["first_violation"], first_ext,
+                            pc.bound_steps, max(ext_steps, pc.bound_steps))
 page.figure(fig, "fw-thm31-horizon", statement="Theorem 3.1 (erratum E2)",
-            caption="The first violation of Theorem 3.1's bound by each shifted cloud, "
-                    "against the distance of its limit to the origin, with the law 4/(|x*|/d)^2")
+            caption="The first violation of Theorem 3.1's bound by each shifted "
+                    "cloud, against the distance of its limit to the origin, "
+                    "with the law 4/(|x*|/d)^2")
 
 # %% [markdown]
 # ```{glue:figure} fig-fw-thm31-horizon
@@ -384,8 +400,8 @@ page.figure(fig, "fw-rates-section3",
 
 # %% tags=["hide-input"]
 def quoted(key, value, t, y, t_min):
-    """Glue a fitted log-log slope to the decimals its local slopes (windows [a, 4a], a >= t_min)
-    support, and the range of those local slopes as ``<key>_local``."""
+    """Glue a fitted log-log slope to the decimals its local slopes (windows
+    [a, 4a], a >= t_min) support, and their range as ``<key>_local``."""
     if value is None:
         page.glue(**{key: "none (the curve reaches 0)", f"{key}_local": "none"})
         return
@@ -406,11 +422,13 @@ page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
           sym_rate_n=2 * m_sym_rate,
           prop_max=(prop_ratio.max(), ".3f"),
           sym_zero=int((ry["diameter"][-1] == 0).sum()))
-for key, kind, res, name in (("slope_J", "shifted", rs, "J"), ("slope_gap", "shifted", rs, "fw_gap"),
+for key, kind, res, name in (("slope_J", "shifted", rs, "J"),
+                             ("slope_gap", "shifted", rs, "fw_gap"),
                              ("slope_primal", "shifted", rs, "primal_current"),
                              ("sym_slope", "symmetric", ry, "J")):
     value = slopes[kind][name]
-    quoted(key, value, res["t"], median_alive(res, name) if value is not None else None, 100)
+    curve = median_alive(res, name) if value is not None else None
+    quoted(key, value, res["t"], curve, 100)
 
 # %% [markdown]
 # ```{glue:figure} fig-fw-rates-section3
@@ -451,7 +469,8 @@ page.figure(fig, "fw-fixed-vs-current-hull",
 classical = 2 * 1.0 * rs["diam0"] ** 2 / (fx["t"][:, None] + 2)
 page.glue(fixed_bound=((fx["primal"] / classical).max(), ".3f"))
 quoted("fixed_slope", fslopes["fixed"], fx["t"], np.median(fx["primal"], axis=1), 100)
-quoted("current_slope", fslopes["current"], rs["t"], median_alive(rs, "primal_current"), 100)
+quoted("current_slope", fslopes["current"], rs["t"],
+       median_alive(rs, "primal_current"), 100)
 
 # %% [markdown]
 # ```{glue:figure} fig-fw-fixed-vs-current-hull

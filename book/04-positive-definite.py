@@ -860,37 +860,36 @@ glue("ch4c-dg-ratio", ratio, display=False)
 # {glue:text}`ch4c-diag-d50` and $0.99$ at $d\approx$ {glue:text}`ch4c-diag-d99`, against
 # {glue:text}`ch4c-d50-5` and {glue:text}`ch4c-d99-5` for $B=I_d$. {glue:text}`ch4c-diag-gap`
 
-# %%
-dims_4c = np.unique(np.round(np.geomspace(1, pc.mc_max_dim, pc.mc_dims)).astype(int))
+# %% tags=["hide-input"]
 LEVELS_4C = (0.5, 0.99)
 
 
-def refined(kappa, seed, B_spectrum=None):
-    """The Monte Carlo on the log-spaced dims, then on every integer d between the two sampled
-    dims that bracket each level (a second, independent stream), merged in order of d."""
+def refined(dims, kappa, seed, B_spectrum=None):
+    """The Monte Carlo on ``dims``, then on every integer d between the two sampled
+    dims that bracket each level (a second, independent stream), merged by d."""
     first, second = (np.random.default_rng(s) for s in seed.spawn(2))
-    res = vl.owns_cell_probability(dims_4c, kappa, pc.mc_samples, rng=first, B_spectrum=B_spectrum)
+    run = dict(samples=pc.mc_samples, B_spectrum=B_spectrum)
+    res = vl.owns_cell_probability(dims, kappa, rng=first, **run)
     extra = set()
     for level in LEVELS_4C:
         hit = np.flatnonzero(res["p"] >= level)
         if hit.size and hit[0] > 0:
-            extra |= set(range(int(res["d"][hit[0] - 1]) + 1, int(res["d"][hit[0]])))
+            lo, hi = int(res["d"][hit[0] - 1]), int(res["d"][hit[0]])
+            extra |= set(range(lo + 1, hi))
     if not extra:
         return res
-    more = vl.owns_cell_probability(sorted(extra), kappa, pc.mc_samples, rng=second, B_spectrum=B_spectrum)
+    more = vl.owns_cell_probability(sorted(extra), kappa, rng=second, **run)
     order = np.argsort(np.r_[res["d"], more["d"]])
-    merged = {k: np.r_[res[k], more[k]][order] for k in ("d", "p", "low", "high", "successes")}
+    keys = ("d", "p", "low", "high", "successes")
+    merged = {k: np.r_[res[k], more[k]][order] for k in keys}
     return {**merged, "samples": res["samples"], "kappa": kappa}
 
 
-mc = [refined(k, s) for k, s in zip((3, 5, 10), seeds_4c[5].spawn(3))]
-mc_b = refined(5, seeds_4c[6], B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
-
-# %% tags=["hide-input"]
 def crossing(res, level):
-    """Where the estimate first reaches ``level``: linear interpolation between the sampled d before
-    and at that point (consecutive integers once refined), with the Monte Carlo's standard error
-    at the level over the local slope; a sentence if the grid holds no crossing."""
+    """Where the estimate first reaches ``level``: linear interpolation between the
+    sampled d before and at that point (consecutive integers once refined), with
+    the Monte Carlo's standard error at the level over the local slope; a
+    sentence if the grid holds no crossing."""
     d, pr = np.asarray(res["d"], float), np.asarray(res["p"], float)
     hit = np.flatnonzero(pr >= level)
     if not hit.size:
@@ -901,10 +900,17 @@ def crossing(res, level):
     slope = (pr[k] - pr[k - 1]) / (d[k] - d[k - 1])
     at = d[k - 1] + (level - pr[k - 1]) / slope
     se = np.sqrt(level * (1 - level) / res["samples"]) / slope
-    gap = "" if d[k] - d[k - 1] == 1 else f", between sampled d = {d[k - 1]:g} and {d[k]:g}"
+    gap = ("" if d[k] - d[k - 1] == 1
+           else f", between sampled d = {d[k - 1]:g} and {d[k]:g}")
     return f"{at:.1f} ± {se:.1f}{gap}"
 
 
+# %%
+dims_4c = np.unique(np.round(np.geomspace(1, pc.mc_max_dim, pc.mc_dims)).astype(int))
+mc = [refined(dims_4c, k, s) for k, s in zip((3, 5, 10), seeds_4c[5].spawn(3))]
+mc_b = refined(dims_4c, 5, seeds_4c[6], B_spectrum=lambda d: np.linspace(1.0, 4.0, d))
+
+# %% tags=["hide-input"]
 glue("ch4c-mc-samples", pc.mc_samples, display=False)
 for res in mc:
     glue(f"ch4c-d50-{res['kappa']}", crossing(res, 0.5), display=False)
@@ -915,18 +921,21 @@ glue("ch4c-diag-d99", crossing(mc_b, 0.99), display=False)
 i5 = next(r for r in mc if r["kappa"] == 5)
 common, ia, ib = np.intersect1d(i5["d"], mc_b["d"], return_indices=True)
 diff = i5["p"][ia] - mc_b["p"][ib]
-se_diff = np.sqrt((i5["p"][ia] * (1 - i5["p"][ia]) + mc_b["p"][ib] * (1 - mc_b["p"][ib])) / pc.mc_samples)
+pa, pb = i5["p"][ia], mc_b["p"][ib]
+se_diff = np.sqrt((pa * (1 - pa) + pb * (1 - pb)) / pc.mc_samples)
 j = int(np.argmax(np.abs(diff))) if common.size else 0
 z_gap = abs(diff[j]) / max(se_diff[j], 1e-12) if common.size else 0.0
 glue("ch4c-diag-shape",
      (f"shifted to {'larger' if diff[j] > 0 else 'smaller'} d" if z_gap >= 3
-      else "the same within the Monte Carlo's resolution (no difference of 3 standard errors)"),
+      else "the same within the Monte Carlo's resolution (no difference of "
+           "3 standard errors)"),
      display=False)
 glue("ch4c-diag-gap",
-     f"The largest difference is at d = {common[j]:g}: {mc_b['p'][ib][j]:.3f} with the diagonal B "
-     f"against {i5['p'][ia][j]:.3f} with B = I (standard error of the difference "
-     f"{se_diff[j]:.3f}, {abs(diff[j]) / max(se_diff[j], 1e-12):.0f} of them)."
-     if common.size else "The two were sampled at no common dimension.", display=False)
+     f"The largest difference is at d = {common[j]:g}: {pb[j]:.3f} with the "
+     f"diagonal B against {pa[j]:.3f} with B = I (standard error of the "
+     f"difference {se_diff[j]:.3f}, {z_gap:.0f} of them)."
+     if common.size else "The two were sampled at no common dimension.",
+     display=False)
 
 # %%
 fig_mc = cvp.fig_remark46(mc, extra=(r"$\kappa=5$, $B=\mathrm{diag}$(spectrum in "

@@ -141,7 +141,7 @@ p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 plotting.use_style()
 page = Page("05-finite-beta", p)  # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)  # no progress bars in the static book
-DRAWS = dict(seed=p.seed)  # every task of a sweep: its own stream (afw_book.sweeps.task_seed)
+DRAWS = dict(seed=p.seed)  # every task of a sweep: its own stream (sweeps.task_seed)
 GAMMA = 0.1
 TRI = P.points_on_circle()  # equilateral triangle on S^1
 C0_TRI, D_TRI = P.c0(TRI), P.diameter(TRI)
@@ -295,12 +295,12 @@ page.glue(
     if from_here.size
     else "(no β of the grid)"
 )
-# below that beta: how much the curve rises in the step to T1, and where it stands at T1
+# below that beta: how much the curve rises in the step to T1, where it stands at T1
 lower = range(from_here[0] if from_here.size else len(b1))
-page.glue(p1_below=("; ".join(
-    f"β = {b1[k]:g}: rise {rise[k]:.2f}, fraction at T₁ {ph1[k]['fraction_by_time'][T1]:.2f}"
-    for k in lower)
-    or "none"))
+at_T1 = [r["fraction_by_time"][T1] for r in ph1]
+page.glue(p1_below="; ".join(
+    f"β = {b1[k]:g}: rise {rise[k]:.2f}, fraction at T₁ {at_T1[k]:.2f}"
+    for k in lower) or "none")
 
 # %%
 fig = MP.fig_phase1(ph1, ph1_3d, x0_p1, sig_p1, TRI, k1, beta_cfg,
@@ -485,7 +485,7 @@ page.glue(jump_censored_total=sum(f.n_censored for f, _, _ in fits.values()))
 # %%
 hist = {b: fits[3, 6, b][:2] for b in p.hist_betas}
 fig = MP.fig_histograms(hist, stepped, p.hist_betas,
-                        seeds={b: fits[3, 6, b][2]["rng"] for b in p.hist_betas})
+                        drawn_from={b: fits[3, 6, b][2]["rng"] for b in p.hist_betas})
 page.figure(fig, "metastability-histograms", statement="Theorem 5.4",
             caption="Histograms of the exit time of the chain per decade, "
                     "with the fitted geometric law")
@@ -493,9 +493,10 @@ page.figure(fig, "metastability-histograms", statement="Theorem 5.4",
 # %% tags=["hide-input"]
 def geometric_gof(times, lam, bins=12):
     """Chi-square p-value of exit times against the exact law P(T > t) = e^(-lam t):
-    bins of equal exact probability (merged where the integer grid makes them coincide)."""
+    bins of equal exact probability (merged where the integer grid makes them
+    coincide)."""
     cuts = np.unique(np.ceil(-np.log1p(-np.arange(1, bins) / bins) / lam))
-    cuts = np.r_[0.0, cuts[cuts >= 1], np.inf]          # bins c_(k-1) < T <= c_k of the integer T
+    cuts = np.r_[0.0, cuts[cuts >= 1], np.inf]  # bins c_(k-1) < T <= c_k
     prob = -np.diff(np.exp(-lam * cuts))
     obs, _ = np.histogram(times, cuts + 0.5)
     if len(prob) < 2:
@@ -507,9 +508,12 @@ def geometric_gof(times, lam, bins=12):
 lam_h = {b: ET.frozen_escape_rate(TRI, np.array([2, 2, 2]), b) for b in p.hist_betas}
 gof = {b: geometric_gof(fits[3, 6, b][1].times, lam_h[b]) for b in p.hist_betas}
 page.glue(hist_gof=", ".join(f"{gof[b]:.2f} at β = {b:g}" for b in p.hist_betas
-                             if math.isfinite(gof[b])) or "none (every sample sits in one bin)")
-ok_gof = all(not math.isfinite(g) or g >= 0.05 / len(gof) for g in gof.values())   # 5%, Bonferroni
-page.glue(hist_gof_word="agreement with" if ok_gof else "departure from (at the 5% level over all β)")
+                             if math.isfinite(gof[b]))
+          or "none (every sample sits in one bin)")
+# 5% over all beta (Bonferroni)
+ok_gof = all(not math.isfinite(g) or g >= 0.05 / len(gof) for g in gof.values())
+page.glue(hist_gof_word="agreement with" if ok_gof
+          else "departure from (at the 5% level over all β)")
 hb_lo, hb_hi = min(p.hist_betas), max(p.hist_betas)
 page.glue(hist_b_lo=(hb_lo, ",g"), hist_b_hi=(hb_hi, ",g"))
 page.glue(hist_shift_exact=(
@@ -603,11 +607,13 @@ page.glue(rate_z_rms=(float(np.sqrt(np.mean(z_rate ** 2))), ".1f"))
 page.glue(rate_z_count=len(z_rate))
 # independent samples: sum of z^2 is chi-square with one degree of freedom per slope
 p_z = float(stats.chi2.sf(float(np.sum(z_rate ** 2)), len(z_rate)))
+chi_text = "χ² test of the z-scores: p = "
 page.glue(rate_z_verdict=(
-    f"as their intervals say they should (χ² test of the z-scores: p = {p_z:.2f})" if p_z >= 0.01
-    else f"more widely than their intervals allow (χ² test of the z-scores: p = {p_z:.1g})"))
+    f"as their intervals say they should ({chi_text}{p_z:.2f})" if p_z >= 0.01
+    else f"more widely than their intervals allow ({chi_text}{p_z:.1g})"))
 short = all(exact_slope[k] < c0_of[k] for k in rate_rows)
-page.glue(rate_exact_short="falls short of c₀ for every (κ, n)" if short else "differs from c₀")
+page.glue(rate_exact_short="falls short of c₀ for every (κ, n)" if short
+          else "differs from c₀")
 k6 = (max(p.kappas), 6)
 page.glue(rate_k=k6[0])
 page.glue(rate_c0k=(c0_of[k6], ".3f"))
@@ -661,33 +667,37 @@ page.glue(thm_runs=p.jump_runs)
 
 def _local(k):
     (b0, b1), f = thm_local[k]
-    return (f"{f['slope']:.3f} on [{b0:g}, {b1:g}] (95% interval {f['slope_ci'][0]:.3f} "
-            f"to {f['slope_ci'][1]:.3f})")
+    lo, hi = f["slope_ci"]
+    return (f"{f['slope']:.3f} on [{b0:g}, {b1:g}] "
+            f"(95% interval {lo:.3f} to {hi:.3f})")
 
 
-top_ci = thm_local[-1][1]["slope_ci"]  # thm_betas holds at least two values: s_thm needs them
+# thm_betas holds at least two values (s_thm needs them): one local slope or more
+top_ci = thm_local[-1][1]["slope_ci"]
 # the rise: local slopes against the centre of their window (weighted least squares)
 if len(thm_local) >= 3:
     centres = np.array([(a + b) / 2 for (a, b), _ in thm_local])
     ls_ = np.array([f["slope"] for _, f in thm_local])
     w_ = 1 / np.array([f["slope_se"] for _, f in thm_local]) ** 2
     rise_fit = np.polyfit(centres, ls_, 1, w=np.sqrt(w_))[0]
-    trend = (f"they rise with β (a line through them climbs by {rise_fit * 10:.3f} per 10 units "
-             "of β)" if rise_fit > 0 else
-             f"they do not rise with β (a line through them changes by {rise_fit * 10:.3f} per 10 "
-             "units of β)")
+    per10 = f"{rise_fit * 10:.3f} per 10 units of β"
+    trend = (f"they rise with β (a line through them climbs by {per10})"
+             if rise_fit > 0 else
+             f"they do not rise with β (a line through them changes by {per10})")
 else:
     trend = "too few of them on this grid to see a trend"
 page.glue(thm_local_text=(
-    f"on this grid there is only one, the global slope itself, {_local(0)}" if len(thm_local) == 1
+    f"on this grid there is only one, the global slope itself, {_local(0)}"
+    if len(thm_local) == 1
     else f"{trend}; they run from {_local(0)} to {_local(-1)}"))
 if top_ci[0] <= C0_TRI <= top_ci[1]:
-    verdict = ("contains c₀. So the data are consistent with the exponent c₀ and do not "
-               "measure it more finely than that last local interval")
+    verdict = ("contains c₀. So the data are consistent with the exponent c₀ and "
+               "do not measure it more finely than that last local interval")
 else:
     side = "below" if top_ci[1] < C0_TRI else "above"
-    verdict = (f"lies {side} c₀: this grid does not reach the β where the lower-order terms "
-               "are negligible, and no interval on it measures the exponent")
+    verdict = (f"lies {side} c₀: this grid does not reach the β where the "
+               "lower-order terms are negligible, and no interval on it "
+               "measures the exponent")
 page.glue(thm_top_verdict=verdict)
 
 # %%

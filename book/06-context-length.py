@@ -275,27 +275,43 @@ margin_line = np.sqrt(HEAD_D) - np.sqrt(2 * np.log(ns_line))
 print(f"d = {HEAD_D}: {'n':>12s} {'E[non-owners]':>14s} {'P(all own) >=':>14s} "
       f"{'~ exp(-mu)':>11s} {'margin':>7s}")
 for n_, mu_, m_ in zip(ns_line, mu_line, margin_line):
-    print(f"{'':7s}{n_:12,d} {mu_:14.3g} {max(0.0, 1 - mu_):14.3f} {np.exp(-mu_):11.3g} {m_:7.2f}")
+    print(f"{'':7s}{n_:12,d} {mu_:14.3g} {max(0.0, 1 - mu_):14.3f} "
+          f"{np.exp(-mu_):11.3g} {m_:7.2f}")
 
 # %% tags=["hide-input"]
 at_hi = ns_line.index(n_hi)
-# where the expected number of non-owners passes 1, at d = 64 (bisection in log n; it grows with n)
+
+
+def non_owners(n):
+    return n * (1 - CL.own_cell_probability(n, HEAD_D))
+
+
+# where the expected number of non-owners passes 1 at d = 64 (it grows with n):
+# bisection in log n
 lo_n, hi_n = 2.0, 2.0 ** 40
 for _ in range(100):
     mid = np.sqrt(lo_n * hi_n)
-    lo_n, hi_n = (mid, hi_n) if mid * (1 - CL.own_cell_probability(mid, HEAD_D)) < 1 else (lo_n, mid)
+    lo_n, hi_n = (mid, hi_n) if non_owners(mid) < 1 else (lo_n, mid)
 owned_hi = next((r for r in own if r.n == n_hi and r.d == HEAD_D), None)
+if owned_hi is None:
+    sample = f"the sweep above has no point at d = {HEAD_D}"
+else:
+    k_ = owned_hi.systems
+    sample = (f"the sweep above at n = {n_hi:,}, d = {HEAD_D} found "
+              f"{owned_hi.tokens - owned_hi.owners:,} non-owners in {k_:,} "
+              f"sequence{'s' if k_ != 1 else ''} of {n_hi:,} tokens, "
+              f"{'a draw' if k_ == 1 else 'draws'} of this law")
+mu_hi = mu_line[at_hi]
 page.glue(
-    head_line_d=HEAD_D, head_mu=(mu_line[at_hi], ".2g"),
-    head_all_lo=(max(0.0, 1 - mu_line[at_hi]), ".2f"), head_all_poisson=(np.exp(-mu_line[at_hi]), ".2f"),
+    head_line_d=HEAD_D, head_mu=(mu_hi, ".2g"),
+    head_all_lo=(max(0.0, 1 - mu_hi), ".2f"),
+    head_all_poisson=(np.exp(-mu_hi), ".2f"),
     head_margin=(margin_line[at_hi], ".1f"), head_sqrt_d=(np.sqrt(HEAD_D), ".0f"),
     head_n_one=(float(hi_n), ".1e"),
-    head_mu_20=(mu_line[ns_line.index(2 ** 20)], ".2g"), head_mu_24=(mu_line[ns_line.index(2 ** 24)], ".2g"),
+    head_mu_20=(mu_line[ns_line.index(2 ** 20)], ".2g"),
+    head_mu_24=(mu_line[ns_line.index(2 ** 24)], ".2g"),
     head_margin_24=(margin_line[ns_line.index(2 ** 24)], ".1f"),
-    head_sample=(f"the sweep above at n = {n_hi:,}, d = {HEAD_D} found {owned_hi.tokens - owned_hi.owners:,} "
-                 f"non-owners in {owned_hi.systems:,} sequence{'s' if owned_hi.systems != 1 else ''} "
-                 f"of {n_hi:,} tokens, {'a draw' if owned_hi.systems == 1 else 'draws'} of this law"
-                 if owned_hi is not None else f"the sweep above has no point at d = {HEAD_D}"),
+    head_sample=sample,
 )
 
 # %% [markdown]

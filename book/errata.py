@@ -351,7 +351,9 @@ n_, tau_, beta_ = 6, 0.4, 100.0
 mid = 1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4))
 page.glue(**{"e10-mid": (mid, ".2e"),
              "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f"),
-             "e10-mid-flipped": (1.0 / (1.0 + (n_ - 1) * np.exp(-beta_ * tau_ / 4)), ".6f")})
+             # the same with the sign of the exponent flipped
+             "e10-mid-flipped": (1.0 / (1.0 + (n_ - 1) * np.exp(-beta_ * tau_ / 4)),
+                                 ".6f")})
 
 # %% [markdown]
 # (e11)=

@@ -148,12 +148,12 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
 
 
 def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
-                   name: str = "metastability-histograms", seeds: dict | None = None):
+                   name: str = "metastability-histograms", drawn_from: dict | None = None):
     """Histograms of ``T2`` per decade, with the fitted geometric law and plain stepping.
 
     ``fits[beta] = (CensoredFit, ExitSample)`` of the engine; ``stepped[beta]``: the
     :class:`~attention_fw.experiments.exit_times.ExitSample` of plain stepping where it was run;
-    ``seeds[beta]``: the seed of each sample, recorded in the data (an entry ``seed`` per beta).
+    ``drawn_from[beta]``: the seed of each sample's stream, recorded in the data (an entry ``seed`` per beta).
     """
     fig, ax = plt.subplots(figsize=(TWO_COLUMN, 2.6))
     hist_data = {}
@@ -176,8 +176,8 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
             ax.plot(mids, cs / (len(stepped[beta].times) * np.diff(np.log10(edges))), "o", ms=2.2,
                     mfc="none", mew=0.6, color=col, label=rf"plain stepping, $\beta={beta:g}$")
         hist_data[str(beta)] = dict(edges=edges, counts=cnt, p_hat=f.rate, n=f.n, censored=f.n_censored)
-        if seeds is not None:
-            hist_data[str(beta)]["seed"] = seeds[beta]
+        if drawn_from is not None:
+            hist_data[str(beta)]["seed"] = drawn_from[beta]
     ax.set_xscale("log")
     ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
     ax.set_ylabel("fraction per decade")
