@@ -726,7 +726,7 @@ page.figure(fig, "metastability-rate", statement="Theorem 5.4 (erratum E11)",
 # (b) Fitted slopes of $\ln\mathbb E[T_2]$ against $\beta$ with 95% intervals (dots), the slope of the exact mean $1/(1-q)$ on the same
 # grid with the same weights (open diamonds), and $c_0=1-\cos(2\pi/\kappa)$ (black bars).
 # (c) Slope divided by $c_0$ on moving windows: exact mean on windows $[\beta_0,\beta_0+8]$ (lines,
-# plotted at the window centre) and Monte Carlo on the lower and upper halves of the grid (dots,
+# plotted at the window centre, colours as in (a)) and Monte Carlo on the lower and upper halves of the grid (dots,
 # 95% intervals); black triangles: the theorem regime, slope between consecutive $\beta$ of its grid
 # (95% intervals). $\kappa\ge4$ violates (5.1); the single-jump law does not need it. Every
 # $(\beta,\kappa,n)$ is an independent sample (its seed is in the data file).

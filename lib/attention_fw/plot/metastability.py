@@ -234,8 +234,11 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
         rate_data["theorem_n3"]["local_slope_ci"] = [f["slope_ci"] for _, f in thm_local]
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel(r"$\mathbb{E}[T_2]$ (censored MLE, log scale)")
-    # lower right: the theorem regime's grid runs past the single-jump one, over the upper left
-    ax.legend(fontsize=8, loc="lower right")
+    # room above the curves for the legend: its upper left corner is empty once the top of the
+    # axis is raised (the theorem regime's grid may run past the single-jump one on the right)
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(lo_y, hi_y * (hi_y / lo_y) ** 0.8)
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title(r"(a) mean exit time")
     ax = axs[1]
     labels = []
@@ -251,7 +254,9 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel(r"$\kappa$, $n$")
     ax.set_ylabel(r"fitted slope of $\ln\mathbb{E}[T_2]$")
-    ax.legend(fontsize=8, loc="upper right")     # the slopes fall from left to right
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(lo_y, hi_y + 0.5 * (hi_y - lo_y))   # the legend above the largest slopes
+    ax.legend(fontsize=8, loc="upper right")
     ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
     ax = axs[2]
     for kappa in kappas:
@@ -268,8 +273,8 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     for j, ((b_lo, b_hi), f) in enumerate(thm_local):      # theorem regime: slope between consecutive betas
         ax.errorbar([(b_lo + b_hi) / 2], [f["slope"] / c0_thm], fmt="^", ms=3, color="k",
                     yerr=[[(f["slope"] - f["slope_ci"][0]) / c0_thm], [(f["slope_ci"][1] - f["slope"]) / c0_thm]],
-                    label=r"theorem regime, $n=3$" if j == 0 else None)
-    ax.plot([], [], "-", lw=0.9, color="0.4", label="exact mean,\ncolours as in (a)")   # one entry: the κ are (a)'s
+                    label=r"theorem, $n=3$" if j == 0 else None)
+    ax.plot([], [], "-", lw=0.9, color="0.4", label="exact mean")   # one entry: colours as in (a)
     ax.axhline(1, color="k", lw=0.6)
     ax.set_xlim(0, max(max(r["betas"]), max(r["thm_betas"]) if thm_local else 0) + 6)
     ax.set_xlabel(r"$\beta$ (centre of the window)")
