@@ -149,7 +149,7 @@ def task_seed(seed: int, params: dict) -> int:
     return (int(state[0]) << 31) | (int(state[1]) >> 1)
 
 
-def seeded(params: list[dict], seed: int) -> list[dict]:
+def seeded(params: list[dict] | tuple[dict, ...], seed: int) -> list[dict]:
     """``params`` with each task's ``rng`` set to its :func:`task_seed`: the tasks that :func:`run` computes
     when given ``seed``.
 
