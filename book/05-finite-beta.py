@@ -544,7 +544,7 @@ page.glue(jump_tasks=len(seeds_jump), jump_seeds_distinct=len(set(seeds_jump)))
 # large mean, not evidence of metastability; their shift is that of the exact means,
 # {glue:text}`hist_shift_exact` decades from $\beta=$ {glue:text}`hist_b_lo` to
 # {glue:text}`hist_b_hi`, against $c_0\Delta\beta/\ln 10=$ {glue:text}`hist_shift_c0` for a
-# pure $e^{\beta c_0}$ (the difference is the finite-$\beta$ bias of the next section). The
+# pure $e^{\beta c_0}$ (any difference is the finite-$\beta$ bias of the next section). The
 # {glue:text}`jump_tasks` tasks of this sweep ran with {glue:text}`jump_seeds_distinct` distinct
 # seeds, each derived from the chapter's seed and the task's $(\beta,n,\kappa)$
 # (`afw_book.sweeps.task_seed`).
