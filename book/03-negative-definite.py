@@ -371,8 +371,8 @@ page.figure(fig, "fw-thm31-symmetric-vs-shifted",
 #   the Frank–Wolfe gap and the primal gap on $\mathcal K^t$ decay with slopes
 #   {glue:text}`slope_gap` and {glue:text}`slope_primal`, i.e. like $t^{-2}$, faster
 #   than the guaranteed $O(1/t)$. Each slope is quoted to the digits that its local slopes support:
-#   on windows $[a,4a]$, $a\ge100$, they run from {glue:text}`slope_gap_local` (gap) and
-#   {glue:text}`slope_primal_local` (primal gap). Once the oracles freeze, one token is its own oracle and the others
+#   on windows $[a,4a]$, $a\ge100$, they are {glue:text}`slope_gap_local` for the gap and
+#   {glue:text}`slope_primal_local` for the primal gap. Once the oracles freeze, one token is its own oracle and the others
 #   move towards it along straight lines with factor $\prod_\tau(1-\gamma^\tau)\sim 2/t^2$ — the
 #   same mechanism as Theorem 4.2 in the next chapter. The largest value of the primal gap divided
 #   by the bound of the proposition is {glue:text}`prop_max` ($\le1$ as proved).
