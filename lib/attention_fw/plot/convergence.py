@@ -189,16 +189,19 @@ def fig_thm31_horizon(limit_over_diameter, first, first_extended, horizon: int, 
     early = first >= 0
     late = ~early & (first_ext >= 0)
     never = ~early & ~late
-    ax.plot(lim[early], first[early] + 1, "o", ms=2.5, color=COLORS[3], label=f"violated by $t={horizon:,}$")
+    def tex(k):                       # 10{,}000: no space after the comma in math mode
+        return f"{k:,}".replace(",", "{,}")
+
+    ax.plot(lim[early], first[early] + 1, "o", ms=2.5, color=COLORS[3], label=f"violated by $t={tex(horizon)}$")
     if late.any():
         ax.plot(lim[late], first_ext[late] + 1, "s", ms=3.5, mfc="none", mew=0.9, color=COLORS[0],
-                label=f"violated later (followed to $t={extended:,}$)")
+                label=f"violated later (followed to $t={tex(extended)}$)")
     if never.any():
         shown = np.where(pos[never], lim[never], xs[0])
         ax.plot(shown, np.full(never.sum(), max(extended, horizon) + 1), "^", ms=4, color="k",
                 label="not violated when last seen")
     ax.axhline(horizon + 1, color="0.5", ls="--", lw=0.8)
-    ax.text(xs[-1], (horizon + 1) * 1.15, f"first horizon, $t={horizon:,}$", ha="right", va="bottom", fontsize=8,
+    ax.text(xs[-1], (horizon + 1) * 1.15, f"first horizon, $t={tex(horizon)}$", ha="right", va="bottom", fontsize=8,
             color="0.4")
     ax.set_xscale("log")
     ax.set_yscale("log")
