@@ -36,7 +36,8 @@ def _supported(value, t, y, t_min):
     """``value`` (a fitted log-log slope of ``y``) to the decimals that its local slopes on windows
     ``[a, 4a]``, ``a >= t_min``, support (:func:`~attention_fw.experiments.convergence.supported_decimals`)."""
     loc = C.local_loglog_slopes(t, y, t_min)
-    return f"{value:.{C.supported_decimals(loc.slope) if len(loc.slope) else 2}f}"
+    txt = f"{value:.{C.supported_decimals(loc.slope) if len(loc.slope) else 2}f}"
+    return txt.lstrip("-") if float(txt) == 0 else txt      # no "-0.000"
 
 
 def _band(ax, t, Y, color, label, lw=1.3, q=(10, 90)):
