@@ -134,11 +134,12 @@ if _numba is not None and os.environ.get("ATTENTION_FW_KERNELS", "numba").strip(
     jit = _numba.njit(cache=True, nogil=True, error_model="numpy")
     jit_sum = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
     pjit = _numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+    jit_exp = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
     prange = _numba.prange
 else:                                    # plain Python: same numbers, for small cases only
     def jit(f):
         return f
-    pjit = jit_sum = jit
+    pjit = jit_sum = jit_exp = jit
     prange = range
 
 
@@ -234,23 +235,28 @@ _EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.6931471803691238           # Cody-Waite split of log(2): k * _LN2_HI is exact for |k| < 2^20
 _LN2_LO = 1.9082149292705877e-10
+_ROUND = 6755399441055744.0            # 1.5 * 2^52: t + _ROUND - _ROUND rounds t to an integer (|t| < 2^51)
+_ROUND_BITS = int(np.float64(_ROUND).view(np.int64))
 
 
-@jit
-def _exp_row(a, out, kf, bits, scale, n):
+@jit_exp
+def _exp_row(a, out, bits, scale, n):
     """``out[:n] = exp(a[:n])`` for ``a <= 709``, in loops LLVM vectorises (numba's scalar ``exp``
-    is a library call per entry, most of a step's time otherwise).
+    is a library call per entry, and numpy's ``exp`` on float64 is one too on CPUs without AVX-512).
 
     ``exp(a) = 2^k exp(r)``, ``k = round(a / log 2)``, ``r = a - k log 2`` (Cody-Waite), ``exp(r)``
-    by its Taylor polynomial of degree 13 (Horner), ``2^k`` written into the exponent bits
-    (``scale`` is a float64 view of the int64 ``bits``; ``kf`` a scratch array). Accurate to about
-    1 ulp (tested against numpy's ``exp``); arguments below -708 (where ``2^k`` would be
-    subnormal) go through ``math.exp``.
+    by its Taylor polynomial of degree 13 (Horner, fused multiply-adds where the CPU has them).
+    ``k`` is rounded by adding and subtracting ``1.5 * 2^52`` (no float-to-integer conversion, which
+    AVX2 cannot vectorise), and ``2^k`` is written into the exponent bits from the integer bits of
+    that sum (``scale`` is a float64 view of the int64 scratch ``bits``). Accurate to about 1 ulp
+    (tested against numpy's ``exp``); arguments below -708 (where ``2^k`` would be subnormal) go
+    through ``math.exp``.
     """
     c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _EXP_C
     for j in range(n):
         x = max(a[j], -708.0)
-        k = math.floor(x * _LOG2E + 0.5)
+        t = x * _LOG2E + _ROUND
+        k = t - _ROUND
         r = (x - k * _LN2_HI) - k * _LN2_LO
         p = c13
         p = p * r + c12
@@ -267,9 +273,9 @@ def _exp_row(a, out, kf, bits, scale, n):
         p = p * r + c1
         p = p * r + c0
         out[j] = p
-        kf[j] = k
+        scale[j] = t
     for j in range(n):
-        bits[j] = (np.int64(kf[j]) + 1023) << 52
+        bits[j] = (bits[j] - _ROUND_BITS + 1023) << 52
     for j in range(n):
         out[j] *= scale[j]
     for j in range(n):
@@ -362,13 +368,13 @@ def _sym_sums(xt, w, e, tot, acc, n, D):
 
 
 @jit
-def _sym_step(xt, yt, Br, hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n, D):
+def _sym_step(xt, yt, Br, hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D):
     """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Br``, D x D).
 
     With ``hb_j = beta <B x_j, x_j> / 2`` the shifted scores ``E_ij = exp(beta <B x_i, x_j> - hb_i - hb_j)``
     are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only ``j >= i`` is
     evaluated: ``n (n + 1) / 2`` exponentials instead of ``n^2``, in one vectorised call over the
-    packed upper triangle (``a``, ``e``, ``kf``, ``bits`` hold ``n (n + 1) / 2`` entries).
+    packed upper triangle (``a``, ``e``, ``bits`` hold ``n (n + 1) / 2`` entries).
     ``E_ij`` enters row i with the weight ``w_j = m_j e^{hb_j}`` and row j with ``w_i``, and
     ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of ``beta <B x_i, x_j> + log m_j``
     (the score of a pair is computed once, from ``B x_i`` with ``i <= j``; the difference to a
@@ -376,7 +382,7 @@ def _sym_step(xt, yt, Br, hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n,
     indices numba knows to be non-negative, so that LLVM vectorises them.
     """
     o = _sym_scores(xt, Br, hb, a, bxi, b, n, D)
-    _exp_row(a, e, kf, bits, scale, o)
+    _exp_row(a, e, bits, scale, o)
     _sym_sums(xt, w, e, tot, acc, n, D)
     for i in range(n):
         for k in range(D):
@@ -406,7 +412,6 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
         P = n * (n + 1) // 2                   # the packed upper triangle of the symmetric path
         a = np.empty(P)
         e = np.empty(P)
-        kf = np.empty(P)
         bits = np.empty(P, np.int64)
         scale = bits.view(np.float64)
         w = np.empty(n)
@@ -450,8 +455,8 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                 # hb_i + hb_j every exponential is <= 1 and A_ij ∝ exp(beta S_ij - hb_i - hb_j) w_j.
                 for j in range(n):
                     a[j] = hb[j] + logm[j]
-                _exp_row(a, w, kf, bits, scale, n)
-                _sym_step(xt, yt, Bm[r], hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n, D)
+                _exp_row(a, w, bits, scale, n)
+                _sym_step(xt, yt, Bm[r], hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D)
             else:
                 for i in range(n):             # any B: the row maximum as the shift
                     for k in range(D):
@@ -470,7 +475,7 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                         mx = max(mx, a[j])
                     for j in range(n):
                         a[j] -= mx
-                    _exp_row(a, e, kf, bits, scale, n)
+                    _exp_row(a, e, bits, scale, n)
                     tot_i = _sum(e, n)
                     for k in range(D):
                         acc_k = _dot(e, xt[k], n)
