@@ -1,0 +1,91 @@
+"""The fast steps of attention_fw.model.fast against the dense steps of attention_fw.model.dynamics.
+
+(SA-inf) through the hull: bitwise the dense step (d <= 2, and d = 3 at n <= 256 where the dense
+step computes its scores in the same loop), over states that stress the tie rule: random clouds,
+grids (tokens on the hull's edges, exactly tied in exact arithmetic), duplicated vertices, tokens at
+the origin, a run until the tokens sit on their vertices, a wide tie tolerance, one B per system.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial import ConvexHull
+
+from attention_fw.model import dynamics as D
+from attention_fw.model import fast as F
+
+
+def _grid(k, lo=0.0, hi=1.0):
+    g = np.linspace(lo, hi, k)
+    return np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+
+
+def _states(rng):
+    yield "gaussian", rng.normal(size=(1500, 2))
+    yield "uniform", rng.uniform(-1, 1, size=(1500, 2))
+    yield "grid", _grid(25)
+    yield "centred grid", _grid(25, -1.0, 1.0)
+    x = rng.normal(size=(1200, 2))
+    x[:50] = x[60]                      # a duplicated token (a vertex with multiplicity, often)
+    x[100:160] = 0.0                    # tokens at the origin: B x_i = 0 ties every token
+    yield "duplicates and zeros", x
+    tri = np.array([[1.0, 0.0], [-0.5, 0.8], [-0.5, -0.8]])
+    w = rng.dirichlet(np.ones(3), size=900)
+    yield "triangle", np.vstack([tri, w @ tri])
+    yield "tiny", rng.normal(size=(500, 2)) * 1e-160
+    yield "huge", rng.normal(size=(500, 2)) * 1e160
+
+
+@pytest.mark.parametrize("B", [None, "diag", "general"])
+def test_hull_step_is_bitwise_the_dense_step(B):
+    rng = np.random.default_rng(7)
+    Bm = {None: None, "diag": np.diag([1.0, 2.5]), "general": np.array([[1.0, 0.4], [-0.3, 0.7]])}[B]
+    for name, x in _states(rng):
+        for gamma in (0.5, 1.0):
+            a = F.hardmax_step(x, gamma, Bm)
+            b = D.hardmax_step(x, gamma, Bm)
+            assert np.array_equal(a, b), (name, gamma)
+
+
+def test_hull_step_bitwise_along_a_run_to_the_vertices():
+    """Sixty steps from a uniform square: the tokens reach their vertices (ties within the tolerance
+    there), and every step is the dense step's bits."""
+    x = np.random.default_rng(3).uniform(-1, 1, size=(2500, 2))
+    for _ in range(60):
+        a, b = F.hardmax_step(x, 0.5), D.hardmax_step(x, 0.5)
+        assert np.array_equal(a, b)
+        x = b
+    # at the end the tokens sit within 1e-12 of hull vertices (the run did reach the tie regime)
+    v = x[ConvexHull(x).vertices]
+    assert np.min(np.linalg.norm(x[:, None] - v[None], axis=-1), axis=1).max() < 1e-12
+
+
+@pytest.mark.parametrize("tie_rtol", [0.0, 1e-9, 1e-3])
+def test_hull_step_tie_tolerances(tie_rtol):
+    rng = np.random.default_rng(11)
+    for x in (_grid(20), rng.normal(size=(800, 2))):
+        assert np.array_equal(F.hardmax_step(x, 0.3, tie_rtol=tie_rtol), D.hardmax_step(x, 0.3, tie_rtol=tie_rtol))
+
+
+def test_hull_step_batches_dimensions_and_flat_hulls():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(4, 300, 2))
+    Bs = rng.normal(size=(4, 2, 2))
+    assert np.array_equal(F.hardmax_step(x, 0.5, Bs), D.hardmax_step(x, 0.5, Bs))
+    x3 = rng.normal(size=(250, 3))            # n <= 256: the dense step's own score loop
+    assert np.array_equal(F.hardmax_step(x3, 0.5), D.hardmax_step(x3, 0.5))
+    x1 = rng.normal(size=(400, 1))
+    assert np.array_equal(F.hardmax_step(x1, 0.5), D.hardmax_step(x1, 0.5))
+    line = np.stack([np.linspace(0, 1, 50)] * 2, -1)     # a flat hull: Qhull refuses, the dense step runs
+    before = F.STATS["dense_fallbacks"]
+    assert np.array_equal(F.hardmax_step(line, 0.5), D.hardmax_step(line, 0.5))
+    assert F.STATS["dense_fallbacks"] == before + 1
+
+
+def test_candidates_hold_the_hull_vertices_and_the_edge_tokens():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3000, 2))
+    cand = F.hull_candidates(x)
+    assert set(ConvexHull(x).vertices) <= set(cand.tolist())
+    assert len(cand) < 50                                   # a Gaussian cloud: a few dozen vertices
+    assert len(F.hull_candidates(_grid(30))) == 4 * 29      # every token on the square's edges
