@@ -89,3 +89,45 @@ def test_candidates_hold_the_hull_vertices_and_the_edge_tokens():
     assert set(ConvexHull(x).vertices) <= set(cand.tolist())
     assert len(cand) < 50                                   # a Gaussian cloud: a few dozen vertices
     assert len(F.hull_candidates(_grid(30))) == 4 * 29      # every token on the square's edges
+
+
+# ----------------------------------------------------------------------------- the circle model
+def test_circle_fourier_identity():
+    """e^{b cos p} sin p = (2/b) sum_k k I_k(b) sin(k p), checked pointwise with 200 modes."""
+    from scipy.special import iv
+    p = np.linspace(-np.pi, np.pi, 101)
+    for b in (0.3, 5.0, 30.0):
+        k = np.arange(1, 201)
+        series = 2 / b * (k * iv(k, b) * np.sin(np.outer(p, k))).sum(axis=1)
+        assert np.abs(series - np.exp(b * np.cos(p)) * np.sin(p)).max() <= 1e-13 * np.exp(b)
+
+
+@pytest.mark.parametrize("beta", [0.5, 5.0, 20.0, 60.0])
+def test_circle_truncation_error_below_its_bound(beta):
+    from attention_fw.model import sphere as S
+    rng = np.random.default_rng(int(beta * 10))
+    t = np.r_[rng.uniform(0, 2 * np.pi, 1500), rng.normal(1.0, 0.01, 500)]   # spread and clustered
+    dense = S.force_dense(t, beta)
+    rounding = 64 * np.finfo(float).eps * np.exp(beta)
+    for K in sorted({int(beta / 2) + 2, int(beta) + 5, S.modes(beta)}):
+        err = np.abs(S.force(t, beta, K) - dense).max()
+        assert err <= S.tail_bound(beta, K) + rounding, K
+    assert np.abs(S.force(t, beta) - dense).max() <= 1e-13 * np.exp(beta) + rounding
+
+
+def test_circle_run_is_forward_euler_of_the_dense_force():
+    from attention_fw.model import sphere as S
+    t0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 400)
+    t = t0.copy()
+    for _ in range(100):
+        t = t + 2e-3 * S.force_dense(t, 5.0)
+    assert np.abs(S.simulate(t0, 5.0, 2e-3, 100, resync=16) - t).max() < 1e-11
+
+
+def test_circle_predicted_mode_maximises_the_growth_rate():
+    from attention_fw.model import sphere as S
+    for b in (0.5, 3.0, 5.0, 12.0, 40.0):
+        r = S.growth_rates(b)
+        assert S.predicted_clusters(b) == int(np.argmax(r)) + 1
+    # large beta: I_k(b) ~ e^b e^{-k^2/(2b)} / sqrt(2 pi b), so k^2 I_k peaks near sqrt(2 b)
+    assert abs(S.predicted_clusters(200.0) - np.sqrt(400.0)) <= 1
