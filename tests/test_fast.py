@@ -131,3 +131,52 @@ def test_circle_predicted_mode_maximises_the_growth_rate():
         assert S.predicted_clusters(b) == int(np.argmax(r)) + 1
     # large beta: I_k(b) ~ e^b e^{-k^2/(2b)} / sqrt(2 pi b), so k^2 I_k peaks near sqrt(2 b)
     assert abs(S.predicted_clusters(200.0) - np.sqrt(400.0)) <= 1
+
+
+# ----------------------------------------------------------------------------- (SA-beta)
+def _soft_states(rng, n=1500):
+    a, rr = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    yield "disk", np.stack([rr * np.cos(a), rr * np.sin(a)], 1)
+    yield "gaussian", rng.normal(size=(n, 2))
+    yield "clusters", np.concatenate([rng.normal(m, 0.01, (n // 3, 2)) for m in ([1, 0], [0, 1], [-1, -1])])
+    yield "coincident", np.tile([[0.3, 0.4]], (n, 1))
+    near = rng.normal(size=(n, 2)) * 1e-3
+    near[: n // 50] += [1.0, 0.0]                     # most tokens near the origin, a few far
+    yield "near the origin", near
+    yield "shifted", rng.normal(size=(n, 2)) + 5.0
+
+
+@pytest.mark.parametrize("beta", [0.1, 1.0, 10.0, 100.0, 1000.0])
+def test_fast_softmax_step_within_tolerance_of_the_dense_step(beta):
+    """|m_fast - m_dense| <= 1e-8 r + 64 eps max|x| for every token (r: the tokens' radius about their centroid;
+    the second term is the dense float64 step's own rounding)."""
+    rng = np.random.default_rng(int(beta * 10))
+    B = np.array([[1.0, 0.3], [0.1, 0.8]])
+    for name, x in _soft_states(rng):
+        for Bm in (None, B):
+            a, b = F.softmax_step(x, 1.0, beta, Bm), D.softmax_step(x, 1.0, beta, Bm)
+            r = np.sqrt(((x - x.mean(0)) ** 2).sum(1).max())
+            bound = F.STEP_TOL * r + 64 * np.finfo(float).eps * np.abs(x).max()
+            assert np.linalg.norm(a - b, axis=1).max() <= bound, (name, Bm is None)
+
+
+def test_fast_softmax_paths_all_taken_and_large_n():
+    """n = 4096 with each path (expansion, pruned sum, dense tiles) taken by some rows; gamma < 1; a batch."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4096, 2))
+    before = dict(F.SOFTMAX_STATS)
+    for beta in (1.0, 10.0, 300.0):
+        a, b = F.softmax_step(x, 0.3, beta), D.softmax_step(x, 0.3, beta)
+        assert np.abs(a - b).max() <= F.STEP_TOL * 5.0
+    for k in ("taylor_rows", "pruned_rows", "dense_rows"):
+        assert F.SOFTMAX_STATS[k] > before[k], k
+    xb = rng.uniform(-1, 1, size=(3, 500, 2))
+    assert np.abs(F.softmax_step(xb, 0.5, 20.0) - D.softmax_step(xb, 0.5, 20.0)).max() < 1e-9
+
+
+def test_taylor_order_meets_its_bound():
+    from math import exp, factorial
+    for rho in (0.5, 2.0, 6.0):
+        p = F.taylor_order(rho)
+        assert 2.01 * rho ** (p + 1) * exp(rho) / factorial(p + 1) <= F.TAYLOR_TOL
+        assert 2.01 * rho ** p * exp(rho) / factorial(p) > F.TAYLOR_TOL

@@ -201,3 +201,107 @@ def _compile():
     compiled = locals()
     return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in ("extremes", "near_boundary",
                                                                            "hull_leaders")})
+
+
+def _compile_softmax():
+    decorators = jit_decorators()
+    if decorators is None:
+        return None
+    jit, jit_sum = decorators
+
+    @jit_sum
+    def moments(y, p):
+        """``M[a, b] = sum_j y_j1^a y_j2^b`` for ``a + b <= p`` (a (p+1, p+1) array, zero above the anti-diagonal)."""
+        n = y.shape[0]
+        M = np.zeros((p + 1, p + 1))
+        pa = np.empty(p + 1)
+        pb = np.empty(p + 1)
+        for j in range(n):
+            pa[0] = 1.0
+            pb[0] = 1.0
+            for a in range(1, p + 1):
+                pa[a] = pa[a - 1] * y[j, 0]
+                pb[a] = pb[a - 1] * y[j, 1]
+            for a in range(p + 1):
+                for b in range(p + 1 - a):
+                    M[a, b] += pa[a] * pb[b]
+        return M
+
+    @jit_sum
+    def taylor_rows(qt, rows, M, p, out):
+        """For each row ``i`` of ``rows``: ``out[i] = (N1 / Z, N2 / Z)`` with ``Z = sum_{a+b<=p} qt^a/a! qt^b/b! M[a, b]``
+        and ``N_k`` the same sums of ``M`` shifted by one in coordinate ``k`` (``M`` of order ``p + 1``)."""
+        fa = np.empty(p + 1)
+        fb = np.empty(p + 1)
+        for t in range(rows.shape[0]):
+            i = rows[t]
+            fa[0] = 1.0
+            fb[0] = 1.0
+            for a in range(1, p + 1):
+                fa[a] = fa[a - 1] * qt[i, 0] / a
+                fb[a] = fb[a - 1] * qt[i, 1] / a
+            Z = 0.0
+            N1 = 0.0
+            N2 = 0.0
+            for a in range(p + 1):
+                for b in range(p + 1 - a):
+                    f = fa[a] * fb[b]
+                    Z += f * M[a, b]
+                    N1 += f * M[a + 1, b]
+                    N2 += f * M[a, b + 1]
+            out[i, 0] = N1 / Z
+            out[i, 1] = N2 / Z
+
+    @jit
+    def pruned_rows(q, x, rows, h, T, order, cell_start, cell_lo, cell_hi, block_cells, block_lo, block_hi, out):
+        """For each row ``i`` of ``rows``: ``out[i] = sum_j w_j (x_j - x_i) / sum_j w_j``, ``w_j = e^{<q_i, x_j> - h_i}``,
+        over the sources of the cells whose largest possible ``<q_i, x>`` is at least ``h_i - T``.
+
+        Sources are ``x[order]`` grouped by cell (``cell_start``), cells grouped by block
+        (``block_cells``), each with its bounding box. Returns the number of source terms summed.
+        """
+        d = x.shape[1]
+        terms = 0
+        for t in range(rows.shape[0]):
+            i = rows[t]
+            low = h[i] - T
+            Z = 0.0
+            N0 = 0.0
+            N1 = 0.0
+            for blk in range(block_lo.shape[0]):
+                ub = 0.0
+                for k in range(d):
+                    ub += max(q[i, k] * block_lo[blk, k], q[i, k] * block_hi[blk, k])
+                if ub < low:
+                    continue
+                for c in range(block_cells[blk], block_cells[blk + 1]):
+                    ub = 0.0
+                    for k in range(d):
+                        ub += max(q[i, k] * cell_lo[c, k], q[i, k] * cell_hi[c, k])
+                    if ub < low:
+                        continue
+                    for s in range(cell_start[c], cell_start[c + 1]):
+                        j = order[s]
+                        e = q[i, 0] * x[j, 0] + q[i, 1] * x[j, 1] - h[i]
+                        w = np.exp(e)
+                        Z += w
+                        N0 += w * (x[j, 0] - x[i, 0])
+                        N1 += w * (x[j, 1] - x[i, 1])
+                    terms += cell_start[c + 1] - cell_start[c]
+            out[i, 0] = N0 / Z
+            out[i, 1] = N1 / Z
+        return terms
+
+    compiled = locals()
+    return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows")})
+
+
+_SOFTMAX: types.SimpleNamespace | None = None
+
+
+def softmax_impl() -> types.SimpleNamespace | None:
+    """The compiled passes of the fast (SA-beta) step, or None without numba."""
+    global _SOFTMAX
+    if _SOFTMAX is None:
+        _SOFTMAX = _compile_softmax()
+    return _SOFTMAX
