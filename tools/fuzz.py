@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -426,11 +427,19 @@ def main(argv=None) -> int:
     work = args.out / "runs"
     work.mkdir(parents=True, exist_ok=True)
 
+    done: list[Outcome] = []
+    lock = threading.Lock()
+
     def one(item):
         o = run_one(item[0], item[1], work, args.timeout)
         print(f"fuzz: {o.status:8s} {o.seconds:6.1f} s  {o.command}" + (f"\n      {o.problems[0]}" if o.problems else ""),
               flush=True)
+        with lock:                  # the report so far: an interrupted fuzz still leaves one
+            done.append(o)
+            report(sorted(done, key=lambda x: plan_order[id(x.overrides)]), args.n, seed, args.out)
         return o
+
+    plan_order = {id(o): k for k, (_, o) in enumerate(plan)}
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         outcomes = list(pool.map(one, plan))
