@@ -422,7 +422,9 @@ def main(argv=None) -> int:
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     wanted = [w for w in args.chapters.split(",") if w]
     sources = [s for s in chapters() if not wanted or any(s.stem.startswith(w) for w in wanted)]
-    plan = [(s, o) for s in sources for o in draws(s, args.n, seed)]
+    drawn = {s: draws(s, args.n, seed) for s in sources}
+    # round robin over the chapters: a fuzz stopped early has covered every chapter alike
+    plan = [(s, drawn[s][k]) for k in range(args.n) for s in sources if k < len(drawn[s])]
     print(f"fuzz: {len(plan)} runs over {len(sources)} chapter(s), seed {seed}", flush=True)
     work = args.out / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -436,13 +438,13 @@ def main(argv=None) -> int:
               flush=True)
         with lock:                  # the report so far: an interrupted fuzz still leaves one
             done.append(o)
-            report(sorted(done, key=lambda x: plan_order[id(x.overrides)]), args.n, seed, args.out)
+            report(sorted(done, key=lambda x: (x.chapter, plan_order[id(x.overrides)])), args.n, seed, args.out)
         return o
 
     plan_order = {id(o): k for k, (_, o) in enumerate(plan)}
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(one, plan))
+        outcomes = sorted(pool.map(one, plan), key=lambda x: x.chapter)
     text = report(outcomes, args.n, seed, args.out)
     print(text.split("\n## Failures")[0])
     print(f"fuzz: report in {args.out / 'report.md'}")
