@@ -258,3 +258,15 @@ def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_pa
     meta, _ = _saved_meta(fig, tmp_path, "grid")
     assert meta["legibility"] == []
     assert [ax.get_position().width for ax in axes.flat] == pytest.approx(widths, rel=1e-9)
+
+
+def test_cell_figures_at_a_readers_parameters_have_no_colliding_labels():
+    """Figs. 4.1-4.3 are faithful to the paper at the published parameters (their label collisions
+    included, tests/test_paper_ready.py); at any other parameters the labels are moved apart."""
+    from afw_book import paper_figures as pf
+
+    for name in ("figure1", "figure1-corrected", "figure2"):
+        fig, _ = pf.FIGURES[name](kappas=(5, 7))
+        fig.draw_without_rendering()
+        assert not [p for p in L.problems(fig, fig.canvas.get_renderer()) if "overlap" in p], name
+        plt.close(fig)
