@@ -902,7 +902,8 @@ def crossing(res, level):
     se = np.sqrt(level * (1 - level) / res["samples"]) / slope
     gap = ("" if d[k] - d[k - 1] == 1
            else f", between sampled d = {d[k - 1]:g} and {d[k]:g}")
-    return f"{at:.1f} ± {se:.1f}{gap}"
+    dec = max(1, int(-np.floor(np.log10(se)))) if se > 0 else 1   # se: one digit
+    return f"{at:.{dec}f} ± {se:.{dec}f}{gap}"
 
 
 # %%
