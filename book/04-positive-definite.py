@@ -928,7 +928,7 @@ j = int(np.argmax(np.abs(diff))) if common.size else 0
 z_gap = abs(diff[j]) / max(se_diff[j], 1e-12) if common.size else 0.0
 glue("ch4c-diag-shape",
      (f"shifted to {'larger' if diff[j] > 0 else 'smaller'} d" if z_gap >= 3
-      else "the same within the Monte Carlo's resolution (no difference of "
+      else "within the Monte Carlo's resolution (no difference reaches "
            "3 standard errors)"),
      display=False)
 glue("ch4c-diag-gap",
