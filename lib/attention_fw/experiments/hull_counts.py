@@ -283,8 +283,8 @@ def vertex_mask(points) -> np.ndarray:
     if n == 1:
         return np.ones(1, bool)
     if 2 <= k <= 4 and n > k + 1:
-        uniq, counts = np.unique(P, axis=0, return_counts=True)
-        if len(uniq) == n:
+        srt = P[np.lexsort(P.T[::-1])]
+        if not (srt[1:] == srt[:-1]).all(axis=1).any():            # no coincident points
             try:
                 out = np.zeros(n, bool)
                 out[ConvexHull(P).vertices] = True
@@ -508,13 +508,13 @@ def layer_counts(queries, keys, *, scale=None, share: float = 0.9, depth_dims=(2
                                      if n > 1 else np.ones(H))
     # the span of the queries
     _, sq_, qvt = np.linalg.svd(Q, full_matrices=False)
-    e = sq_ ** 2
-    if (e.sum(axis=1) == 0).any():
+    energy = sq_ ** 2
+    if (energy.sum(axis=1) == 0).any():
         raise ValueError("queries are all zero at some head: they span nothing")
     if share >= 1:
         dims = (sq_ > _RTOL * sq_[:, :1]).sum(axis=1)
     else:
-        dims = (np.cumsum(e, axis=1) / e.sum(axis=1, keepdims=True) < share - 1e-12).sum(axis=1) + 1
+        dims = (np.cumsum(energy, axis=1) / energy.sum(axis=1, keepdims=True) < share - 1e-12).sum(axis=1) + 1
     span = np.zeros((H, n, int(dims.max())))
     for h in range(H):
         span[h, :, : dims[h]] = K[h] @ qvt[h, : dims[h]].T
@@ -575,7 +575,7 @@ def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0
         return {"exponent": [None] * S, "ci": [None] * S, "samples": None,
                 "reason": f"{len(n)} inputs with {len(np.unique(n))} distinct lengths: too few for a fit "
                           f"(at least {min_inputs} inputs and 3 lengths)"}
-    good = (Y > 0).all(axis=0)
+    good = np.asarray((Y > 0).all(axis=0), dtype=bool).reshape(-1)
     x = np.log(n)
     logY = np.log(np.where(Y > 0, Y, 1.0))
 
@@ -647,8 +647,8 @@ def length_ladder(units, count_tokens, targets, *, max_run: int = 60, overhead: 
     c = np.asarray(count_tokens(units), dtype=np.float64) - overhead
     cum_c = np.concatenate([[0.0], np.cumsum(c)])
     m = len(units)
-    st, ln = np.meshgrid(np.arange(m), np.arange(1, max_run + 1), indexing="ij")
-    st, sp = st.ravel(), (st + ln).ravel()
+    grid_st, grid_ln = np.meshgrid(np.arange(m), np.arange(1, max_run + 1), indexing="ij")
+    st, sp = grid_st.ravel(), (grid_st + grid_ln).ravel()
     ok = sp <= m
     st, sp = st[ok], sp[ok]
     n = cum_c[sp] - cum_c[st] + overhead

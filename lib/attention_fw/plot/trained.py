@@ -247,8 +247,8 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     cmap = plt.get_cmap(LAYER_CMAP)
     L = int(data["layers"])
     for k, s in enumerate(stats):
-        for variant, dx, face in (("excluded", -0.12, "k"), ("included", 0.12, "white")):
-            e = by.get((s, variant, "all"))
+        for kind, dx, face in (("excluded", -0.08, "k"), ("included", 0.18, "white")):
+            e = by.get((s, kind, "all"))
             if e is None or e["exponent"] is None:
                 a.annotate("no fit", (k + dx, 0.05), rotation=90, fontsize=7, ha="center", color="0.4")
                 continue
@@ -258,7 +258,7 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
         for layer in range(L):
             e = by.get((s, "excluded", layer))
             if e is not None and e["exponent"] is not None:
-                a.plot(k - 0.32 + 0.04 * layer, e["exponent"], ".", color=cmap(layer / max(L - 1, 1)), ms=3.5)
+                a.plot(k - 0.45 + 0.05 * layer, e["exponent"], ".", color=cmap(layer / max(L - 1, 1)), ms=3.5)
     a.axhline(1.0, color="0.5", lw=0.8, ls="--")
     a.axhline(0.0, color="0.8", lw=0.6)
     a.axvline(len([s for s in stats if s not in ("support", "mass90", "participation", "leaders")]) - 0.5,
@@ -282,6 +282,11 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
                label=LABELS.get(s, s))
     b.set_xscale("log")
     b.set_yscale("log")
+    for axis, top in ((b.xaxis, n.max()), (b.yaxis, n.max())):
+        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200) if t <= top * 1.5]
+        axis.set_major_locator(plt.FixedLocator(ticks))
+        axis.set_major_formatter(plt.FixedFormatter([str(t) for t in ticks]))
+        axis.set_minor_formatter(plt.NullFormatter())
     b.set_xlabel("tokens $n$ of the input")
     b.set_ylabel("mean count over the 72 heads")
     b.set_title(f"(b) counts against $n$ ({variant})", loc="left")
