@@ -390,12 +390,24 @@ for lo_b, hi_b, name in band_edges:
         band_text.append(f"{name} ({int(sel.sum())} inputs): "
                          + ", ".join(fmt(v, ".2f") for v in per_layer))
 support_bands = "; ".join(band_text)
+band_medians = [np.median(rel[(study["n"] >= lo_b) & (study["n"] < hi_b)], axis=(0, 2))
+                for lo_b, hi_b, _ in band_edges if ((study["n"] >= lo_b) & (study["n"] < hi_b)).any()]
+if len(band_medians) < 2:
+    bands_trend = "one band of lengths only, so nothing here says how it changes with n"
+elif (band_medians[-1] < band_medians[0]).all():
+    bands_trend = "at every layer it is smaller on the longest inputs than on the shortest"
+else:
+    bands_trend = ("it is smaller on the longest inputs than on the shortest at layers "
+                   + ", ".join(str(i) for i in np.flatnonzero(band_medians[-1] < band_medians[0]))
+                   + " only" if (band_medians[-1] < band_medians[0]).any() else
+                   "at no layer is it smaller on the longest inputs than on the shortest")
 page.glue(
     hull_count=len(tested),
     frac_vertices=(frac_vertices, ".4f"),
     min_vertices=(min(e["vertices"] / e["n"] for e in hull), ".3f"),
     n_hull_max=max(e["n"] for e in hull),
     support_bands=support_bands,
+    bands_trend=bands_trend,
     hull_small=len({e["sentence"] for e in hull if e["n"] <= 33}),
     hull_long=len({e["sentence"] for e in hull if e["n"] > 128}),
     long_text=(
@@ -449,16 +461,16 @@ page.figure(
 #
 # **Support by layer and length.** The effective support is not a fixed fraction of $n$. Its
 # median relative to $n$, over the heads of each layer (layers 0 to 5) and the inputs of each band
-# of lengths, is {glue:text}`support_bands`: it falls as $n$ grows (the support grows like a power of
-# $n$ below one, measured in the next section), and layer 0 spreads its attention wider than the
-# others. {glue:text}`long_text`.
+# of lengths, is {glue:text}`support_bands`: {glue:text}`bands_trend` (the exponents of the support
+# in $n$, per layer, are in the next section). {glue:text}`long_text`.
 #
 # **The sinks.** [CLS] and [SEP] together are a fraction {glue:text}`cls_sep_share` of the tokens,
 # yet the mean mass [CLS] receives is, layer by layer, {glue:text}`cls_mass_l`; [SEP] receives
 # {glue:text}`sep_mass_l`, and punctuation {glue:text}`punct_mass` for a share
-# {glue:text}`punct_share` of the tokens. From layer 1 on, [CLS] is the sink: a head that parks its
-# mass there has a leader that is a vertex, as every key is, but it is chosen by the scores'
-# preference for that one token, whatever the query, not by the query's direction.
+# {glue:text}`punct_share` of the tokens. From layer 1 on, [CLS] is the sink. One key holding much of
+# a row's mass inflates the row's concentration but says nothing about how many of the other keys
+# the row uses, so the counts of the next sections are taken with [CLS] and [SEP] removed as well
+# as kept.
 #
 # One sentence at two heads shows both behaviours: the head with the broadest support relative to
 # $n$, and the head that gives the most mass to [CLS] and [SEP].
@@ -626,10 +638,11 @@ page.glue(
     support_layers="; ".join(f"layer {layer}: {with_ci(entry(ex, 'support', layer))}" for layer in range(enc.layers)),
     leaders_layers="; ".join(f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}" for layer in range(enc.layers)),
     halves_text=halves_text,
-    near_frac=(f"{fmt(np.median(frac['near_top_1'][long_]), '.2f')} of the keys are within 1 nat of some "
-               f"query's top and {fmt(np.median(frac['robust_0.1'][long_]), '.2f')} are robust vertices at "
-               f"ε = 0.1 (medians over the inputs of 100 tokens or more of the mean over the 72 heads)"
-               if long_.any() else "no input here has 100 tokens or more"),
+    near_frac=(f"On the inputs of 100 tokens or more, a fraction {fmt(np.median(frac['near_top_1'][long_]), '.2f')} "
+               f"of the keys are within 1 nat of some query's top, {fmt(np.median(frac['robust_0.1'][long_]), '.2f')} "
+               f"are robust vertices at ε = 0.1 and {fmt(np.median(frac['projected_8'][long_]), '.2f')} are "
+               "vertices of the 8-D projection (medians over these inputs of the mean over the 72 heads)"
+               if long_.any() else "No input here has 100 tokens or more"),
     depth_text=", and ".join(
         f"in {k}-D the leaders' mean depth is {fmt(np.nanmean(dl[k][both[k]]), '.2f')} against "
         f"{fmt(np.nanmean(do[k][both[k]]), '.2f')} for the other keys, shallower at a fraction "
@@ -728,9 +741,7 @@ page.figure(
 # support grows as {glue:text}`support_layers`, and the distinct leaders as
 # {glue:text}`leaders_layers`.
 #
-# **Why the full-space counts follow $n$.** On the longest inputs, {glue:text}`near_frac`: almost
-# every key is the near-best answer to some actual query and stands well clear of the hull of the
-# others.
+# **The full-space counts on the longest inputs.** {glue:text}`near_frac`.
 #
 # **Depth.** In the keys' principal projections, {glue:text}`depth_text` (means over the inputs and
 # heads, [CLS] and [SEP] excluded). A hardmax leader is a vertex of the keys' hull in the head's

@@ -670,7 +670,15 @@ def length_ladder(units, count_tokens, targets, *, max_run: int = 60, overhead: 
 def head_arrays(encoder, texts, *, special: bool):
     """Per input, per layer: queries and keys (heads, n, head_dim) of every head of ``encoder``
     (float64), with the [CLS] and [SEP] rows (the first and the last token) kept if ``special``,
-    and the token ids. A generator of ``(ids, [(queries, keys) per layer])``."""
+    and the token ids. A generator of ``(ids, [(queries, keys) per layer])``.
+
+    Examples
+    --------
+    >>> from attention_fw import encoder
+    >>> ids, layers = next(head_arrays(encoder.load(), ["And God saw the light."], special=False))
+    >>> len(ids), len(layers), layers[0][1].shape                 # 8 tokens, 6 of them kept
+    (8, 6, (12, 6, 32))
+    """
     t = encoder.tokenize(list(texts))
     f = encoder.forward(t.ids, t.mask, keep=True)
     for r in range(len(texts)):
