@@ -217,10 +217,19 @@ def _check_common(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: f
 
 
 def _key_query(B, d):
-    """``None`` for the identity (the standing choice of Section 5), else the checked (d, d) matrix."""
+    """``None`` for the identity (the standing choice of Section 5), else the checked (d, d) matrix.
+
+    Theorem 5.4's setting, which the exit time ``T2`` and its regions belong to: ``B`` symmetric
+    positive definite (and ``V = gamma I``, built into the steps); anything else is refused.
+    """
     if B is None:
         return None
-    return V.square_matrix("B", B, d)
+    Bm = V.square_matrix("B", B, d, symmetric=True)
+    w = np.linalg.eigvalsh(Bm)
+    if not w.min() > 1e-12 * max(1.0, abs(w).max()):
+        raise ValueError(f"B must be positive definite (B > 0, the hypothesis of Theorem 5.4's exit times), "
+                         f"got smallest eigenvalue {w.min():.3g}")
+    return Bm
 
 
 def _masked_lse(L, mask):
