@@ -37,9 +37,10 @@ Examples
 --------
 >>> import numpy as np
 >>> square = np.array([[0.0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5]])
->>> hull_distances(square).round(6).tolist()         # a corner is 1/sqrt 2 from the others' hull
+>>> # a corner is 1/sqrt 2 from the others' hull
+>>> hull_distances(square).round(6).tolist()
 [0.707107, 0.707107, 0.707107, 0.707107, 0.0]
->>> robust_vertices(square, (0.01, 0.6)).tolist()    # diam = sqrt 2: 0.5 diam = 0.707
+>>> robust_vertices(square, (0.01, 0.6)).tolist()    # diam = sqrt 2
 [4, 0]
 """
 from __future__ import annotations
@@ -274,7 +275,8 @@ def vertex_mask(points) -> np.ndarray:
 
     Examples
     --------
-    >>> pts = np.array([[0.0, 0], [2, 0], [2, 2], [0, 2], [1, 1], [1, 0]])   # centre, mid-edge
+    >>> # a square, its centre and the middle of an edge
+    >>> pts = np.array([[0.0, 0], [2, 0], [2, 2], [0, 2], [1, 1], [1, 0]])
     >>> vertex_mask(pts).tolist()
     [True, True, True, True, False, False]
     """
@@ -321,7 +323,7 @@ def projected_vertices(keys, dims=DIMENSIONS) -> np.ndarray:
     Eight points on an ellipse and two inside, lifted to 3-D with a small third coordinate:
 
     >>> t = np.arange(8) * np.pi / 4
-    >>> P = np.c_[2 * np.cos(t), np.sin(t), np.zeros(8)]      # an ellipse: the long axis first
+    >>> P = np.c_[2 * np.cos(t), np.sin(t), np.zeros(8)]      # an ellipse
     >>> P = np.vstack([P, [[0.1, 0, 0.01], [-0.1, 0, -0.01]]])
     >>> projected_vertices(P, (1, 2, 3)).tolist()
     [2, 8, 10]
@@ -371,7 +373,8 @@ def onion_depth(points) -> np.ndarray:
     Examples
     --------
     >>> t = np.arange(6) * np.pi / 3
-    >>> P = np.vstack([np.c_[np.cos(t), np.sin(t)], 0.5 * np.c_[np.cos(t[::2]), np.sin(t[::2])], [[0, 0]]])
+    >>> outer = np.c_[np.cos(t), np.sin(t)]
+    >>> P = np.vstack([outer, 0.5 * outer[::2], [[0, 0]]])
     >>> onion_depth(P).tolist()
     [1, 1, 1, 1, 1, 1, 2, 2, 2, 3]
     """
@@ -445,8 +448,10 @@ def head_counts(queries, keys, *, scale=None, share: float = 0.9, depth_dims=(2,
     --------
     >>> rng = np.random.default_rng(0)
     >>> c = head_counts(rng.standard_normal((12, 4)), rng.standard_normal((12, 4)))
-    >>> c["near_top_0.5"] <= c["near_top_4"] <= 12, c["robust_0.1"] <= c["robust_0.01"] <= 12
-    (True, True)
+    >>> c["near_top_0.5"] <= c["near_top_4"] <= 12
+    True
+    >>> c["robust_0.1"] <= c["robust_0.01"] <= 12
+    True
     """
     Q = _points("queries", queries)
     K = _points("keys", keys)
@@ -464,7 +469,8 @@ def layer_counts(queries, keys, *, scale=None, share: float = 0.9, depth_dims=(2
     >>> rng = np.random.default_rng(0)
     >>> Q, K = rng.standard_normal((2, 3, 9, 4))
     >>> c = layer_counts(Q, K)
-    >>> c["projected_2"].tolist() == [head_counts(q, k)["projected_2"] for q, k in zip(Q, K)]
+    >>> one = [head_counts(q, k)["projected_2"] for q, k in zip(Q, K)]
+    >>> c["projected_2"].tolist() == one
     True
     """
     Q = _validate.as_float_array("queries", queries, ndim=3)
@@ -675,8 +681,9 @@ def head_arrays(encoder, texts, *, special: bool):
     Examples
     --------
     >>> from attention_fw import encoder
-    >>> ids, layers = next(head_arrays(encoder.load(), ["And God saw the light."], special=False))
-    >>> len(ids), len(layers), layers[0][1].shape                 # 8 tokens, 6 of them kept
+    >>> text = ["And God saw the light."]
+    >>> ids, layers = next(head_arrays(encoder.load(), text, special=False))
+    >>> len(ids), len(layers), layers[0][1].shape       # 8 tokens, 6 kept
     (8, 6, (12, 6, 32))
     """
     t = encoder.tokenize(list(texts))
@@ -699,11 +706,14 @@ def encoder_counts(encoder, texts, *, share: float = 0.9) -> dict:
     Examples
     --------
     >>> from attention_fw import encoder
-    >>> out = encoder_counts(encoder.load(), ["And God saw the light, that it was good."])
+    >>> text = ["And God saw the light, that it was good."]
+    >>> out = encoder_counts(encoder.load(), text)
     >>> out["n"].tolist(), out["excluded"]["support"].shape
     ([13], (1, 6, 12))
-    >>> bool((out["excluded"]["near_top_4"] <= 11).all()), bool((out["included"]["near_top_4"] <= 13).all())
-    (True, True)
+    >>> bool((out["excluded"]["near_top_4"] <= 11).all())
+    True
+    >>> bool((out["included"]["near_top_4"] <= 13).all())
+    True
     """
     from threadpoolctl import threadpool_limits
 
@@ -813,7 +823,8 @@ def verdicts(table: dict, *, layer="all", attention=ATTENTION, hull=HULL, level:
     >>> n = np.array([8, 12, 20, 32, 50, 80, 128])
     >>> rng = np.random.default_rng(1)
     >>> wobble = np.exp(0.05 * rng.standard_normal(7))
-    >>> c = {"support": (n * wobble)[:, None, None], "projected_2": (n ** 0.3)[:, None, None],
+    >>> c = {"support": (n * wobble)[:, None, None],
+    ...      "projected_2": (n ** 0.3)[:, None, None],
     ...      "near_top_4": n[:, None, None] * 1.0}
     >>> t = scaling_table(n, c, statistics=list(c), boot=400)
     >>> v = verdicts(t, attention=["support"], hull=["projected_2", "near_top_4"])[0]
