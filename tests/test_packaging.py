@@ -11,6 +11,7 @@
 import ast
 import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,7 +175,11 @@ def test_version_is_the_installed_distribution_s():
     assert attention_fw.__version__ == importlib.metadata.version("attention-fw")
     written = [p for p in MODULES.values() if f'"{attention_fw.__version__}"' in p.read_text()]
     assert written == [MODULES["attention_fw._version"]]
-    assert "version = " not in (LIB / "pyproject.toml").read_text().split("[tool.setuptools.dynamic]")[0]
+    for project in (LIB / "pyproject.toml", LIB.parent / "pyproject.toml"):   # the library's and afw_book's
+        text = project.read_text()
+        assert not re.search(r"^version = ", text, re.M) and 'dynamic = ["version"]' in text
+        assert '[tool.hatch.version]\npath = "' in text and text.split('[tool.hatch.version]\npath = "')[1].startswith(
+            ("attention_fw/_version.py", "lib/attention_fw/_version.py"))
     assert afw_book.__doc__
 
 
