@@ -134,11 +134,12 @@ if _numba is not None and os.environ.get("ATTENTION_FW_KERNELS", "numba").strip(
     jit = _numba.njit(cache=True, nogil=True, error_model="numpy")
     jit_sum = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
     pjit = _numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+    jit_exp = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
     prange = _numba.prange
 else:                                    # plain Python: same numbers, for small cases only
     def jit(f):
         return f
-    pjit = jit_sum = jit
+    pjit = jit_sum = jit_exp = jit
     prange = range
 
 
@@ -234,23 +235,28 @@ _EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.6931471803691238           # Cody-Waite split of log(2): k * _LN2_HI is exact for |k| < 2^20
 _LN2_LO = 1.9082149292705877e-10
+_ROUND = 6755399441055744.0            # 1.5 * 2^52: t + _ROUND - _ROUND rounds t to an integer (|t| < 2^51)
+_ROUND_BITS = int(np.float64(_ROUND).view(np.int64))
 
 
-@jit
-def _exp_row(a, out, kf, bits, scale, n):
+@jit_exp
+def _exp_row(a, out, bits, scale, n):
     """``out[:n] = exp(a[:n])`` for ``a <= 709``, in loops LLVM vectorises (numba's scalar ``exp``
-    is a library call per entry, most of a step's time otherwise).
+    is a library call per entry, and numpy's ``exp`` on float64 is one too on CPUs without AVX-512).
 
     ``exp(a) = 2^k exp(r)``, ``k = round(a / log 2)``, ``r = a - k log 2`` (Cody-Waite), ``exp(r)``
-    by its Taylor polynomial of degree 13 (Horner), ``2^k`` written into the exponent bits
-    (``scale`` is a float64 view of the int64 ``bits``; ``kf`` a scratch array). Accurate to about
-    1 ulp (tested against numpy's ``exp``); arguments below -708 (where ``2^k`` would be
-    subnormal) go through ``math.exp``.
+    by its Taylor polynomial of degree 13 (Horner, fused multiply-adds where the CPU has them).
+    ``k`` is rounded by adding and subtracting ``1.5 * 2^52`` (no float-to-integer conversion, which
+    AVX2 cannot vectorise), and ``2^k`` is written into the exponent bits from the integer bits of
+    that sum (``scale`` is a float64 view of the int64 scratch ``bits``). Accurate to about 1 ulp
+    (tested against numpy's ``exp``); arguments below -708 (where ``2^k`` would be subnormal) go
+    through ``math.exp``.
     """
     c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _EXP_C
     for j in range(n):
         x = max(a[j], -708.0)
-        k = math.floor(x * _LOG2E + 0.5)
+        t = x * _LOG2E + _ROUND
+        k = t - _ROUND
         r = (x - k * _LN2_HI) - k * _LN2_LO
         p = c13
         p = p * r + c12
@@ -267,9 +273,9 @@ def _exp_row(a, out, kf, bits, scale, n):
         p = p * r + c1
         p = p * r + c0
         out[j] = p
-        kf[j] = k
+        scale[j] = t
     for j in range(n):
-        bits[j] = (np.int64(kf[j]) + 1023) << 52
+        bits[j] = (bits[j] - _ROUND_BITS + 1023) << 52
     for j in range(n):
         out[j] *= scale[j]
     for j in range(n):
@@ -362,13 +368,13 @@ def _sym_sums(xt, w, e, tot, acc, n, D):
 
 
 @jit
-def _sym_step(xt, yt, Br, hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n, D):
+def _sym_step(xt, yt, Br, hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D):
     """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Br``, D x D).
 
     With ``hb_j = beta <B x_j, x_j> / 2`` the shifted scores ``E_ij = exp(beta <B x_i, x_j> - hb_i - hb_j)``
     are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only ``j >= i`` is
     evaluated: ``n (n + 1) / 2`` exponentials instead of ``n^2``, in one vectorised call over the
-    packed upper triangle (``a``, ``e``, ``kf``, ``bits`` hold ``n (n + 1) / 2`` entries).
+    packed upper triangle (``a``, ``e``, ``bits`` hold ``n (n + 1) / 2`` entries).
     ``E_ij`` enters row i with the weight ``w_j = m_j e^{hb_j}`` and row j with ``w_i``, and
     ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of ``beta <B x_i, x_j> + log m_j``
     (the score of a pair is computed once, from ``B x_i`` with ``i <= j``; the difference to a
@@ -376,7 +382,7 @@ def _sym_step(xt, yt, Br, hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n,
     indices numba knows to be non-negative, so that LLVM vectorises them.
     """
     o = _sym_scores(xt, Br, hb, a, bxi, b, n, D)
-    _exp_row(a, e, kf, bits, scale, o)
+    _exp_row(a, e, bits, scale, o)
     _sym_sums(xt, w, e, tot, acc, n, D)
     for i in range(n):
         for k in range(D):
@@ -406,7 +412,6 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
         P = n * (n + 1) // 2                   # the packed upper triangle of the symmetric path
         a = np.empty(P)
         e = np.empty(P)
-        kf = np.empty(P)
         bits = np.empty(P, np.int64)
         scale = bits.view(np.float64)
         w = np.empty(n)
@@ -450,8 +455,8 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                 # hb_i + hb_j every exponential is <= 1 and A_ij ∝ exp(beta S_ij - hb_i - hb_j) w_j.
                 for j in range(n):
                     a[j] = hb[j] + logm[j]
-                _exp_row(a, w, kf, bits, scale, n)
-                _sym_step(xt, yt, Bm[r], hb, w, a, e, kf, bits, scale, tot, acc, bxi, b, gm, n, D)
+                _exp_row(a, w, bits, scale, n)
+                _sym_step(xt, yt, Bm[r], hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D)
             else:
                 for i in range(n):             # any B: the row maximum as the shift
                     for k in range(D):
@@ -470,7 +475,7 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                         mx = max(mx, a[j])
                     for j in range(n):
                         a[j] -= mx
-                    _exp_row(a, e, kf, bits, scale, n)
+                    _exp_row(a, e, bits, scale, n)
                     tot_i = _sum(e, n)
                     for k in range(D):
                         acc_k = _dot(e, xt[k], n)
@@ -1173,18 +1178,62 @@ def beta_grid(config: Result, t_lo: float, t_hi: float, num: int) -> np.ndarray:
     return np.round(np.linspace(solve(t_lo), solve(t_hi), num), 3)
 
 
+def _reach_grid(cfg: Result, t_lo: float, t_hi: float, num: int, t_reach, cap: int):
+    """The betas and (SA-beta) exit times of one configuration: ``num`` betas spaced as :func:`beta_grid`
+    ``(t_lo, t_hi)``, then more at the same spacing until the measured ``T2`` reaches ``t_reach``
+    (None: no extension), or a run does not exit within ``cap``, or 40 more betas."""
+    betas = beta_grid(cfg, t_lo, t_hi, num)
+    T = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap).T
+    if t_reach is None or num < 2:
+        return betas, T
+    step = float(betas[-1] - betas[-2]) if betas[-1] > betas[-2] else 0.0
+    added = 0
+    while step > 0 and T[-1] > 0 and T[-1] < t_reach and added < 40:
+        nxt = np.round(betas[-1] + step * np.arange(1, 3), 3)
+        Tn = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, nxt, cfg.eps, B=cfg.B, cap=cap).T
+        betas, T = np.r_[betas, nxt], np.r_[T, Tn]
+        added += 2
+    if t_reach is not None:                               # keep up to the first time at or above the target
+        hit = np.flatnonzero((T >= t_reach) | (T < 0))
+        if hit.size:
+            betas, T = betas[:hit[0] + 1], T[:hit[0] + 1]
+    return betas, T
+
+
+def _model_times(cfg: Result, betas) -> tuple[np.ndarray, float | None, float | None]:
+    """The next-order model (:func:`attention_fw.experiments.sabeta_exponent.drift_integral_exit`) at
+    ``betas``, and its exponent with its error bar (:func:`~attention_fw.experiments.sabeta_exponent.model_exponent`)."""
+    from .sabeta_exponent import drift_integral_exit, model_exponent
+    labels = np.unique(cfg.sigma)
+    regions = [(lambda q, gd=_GroupDistance(cfg.x0[cfg.sigma == g]): gd(q, 1e300)) for g in labels]
+    far = (20.0, 40.0, 80.0, 160.0)
+    allb = np.r_[np.asarray(betas, float), far]
+    sp = settled_points(cfg.x0, cfg.sigma, cfg.gamma, allb, B=cfg.B)
+    out = np.array([drift_integral_exit(sp.points[k], sp.masses, regions, cfg.gamma, b, cfg.eps, B=cfg.B)
+                    for k, b in enumerate(allb)])
+    logs = dict(zip(far, np.log(out[len(betas):])))
+    c, err = model_exponent(lambda b: float(logs[b]))
+    return out[:len(betas)], c, err
+
+
 def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chain_runs: int,
-                chain_budget: float, rng: int) -> Result:
+                chain_budget: float, rng: int, t_reach: float | None = None) -> Result:
     """Everything the chapter computes for one configuration of the family (a sweep task).
 
-    On the grid :func:`beta_grid` ``(t_lo, t_hi, num)``: ``T2_sabeta`` (-1: not within ``cap``),
-    ``T2_reduced`` (the reduced model), ``T2_lead`` (its leading order), the settled points'
-    smallest gap ``gap``; and the chain (SAP) with the same ``B`` by the rejection-free engine
-    (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``chain_runs`` runs): at every beta when
-    the engine is efficient there (coincident groups in the single-jump regime, or one token per
-    vertex), otherwise only at the betas whose (SA-beta) time is at most ``chain_budget``
-    (``T2_sap_mean`` and its interval ``T2_sap_ci`` from the censored exponential fit; NaN where
-    not computed). Returns the configuration's entries too.
+    The grid: :func:`beta_grid` ``(t_lo, t_hi, num)``, extended at the same spacing until the measured
+    ``T2`` reaches ``t_reach`` (``None``: not extended; the last beta is the first whose ``T2`` reaches
+    it). On it: ``T2_sabeta`` (-1: not within ``cap``), ``T2_reduced`` (the reduced model),
+    ``T2_lead`` (its leading order), ``T2_ode`` (its next order, :func:`attention_fw.experiments.sabeta_exponent.drift_integral_exit`)
+    with its exponent ``c_ode`` ± ``c_ode_err``, the settled points' smallest gap ``gap``; and the
+    chain (SAP) with the same ``B`` by the rejection-free engine
+    (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``chain_runs`` runs, each beta
+    with its own seed ``chain_seed`` from the configuration's name, beta and ``rng``): at every beta
+    when the engine is efficient there (coincident groups in the single-jump regime, or one token per
+    vertex), otherwise only at the betas whose (SA-beta) time is at most ``chain_budget``. Where no
+    run was censored, ``T2_sap_mean`` is the sample mean with its 95% interval ``T2_sap_ci`` from
+    the sample (Student t on the sample variance) and ``T2_sap_se_log`` the standard error of its
+    log; with censored runs, the censored exponential fit's mean and Wald interval (``se_log`` NaN:
+    left out of rate fits); NaN where not computed. Returns the configuration's entries too.
 
     Examples
     --------
@@ -1205,32 +1254,44 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     ... )
     ((3,), True, True)
     """
+    from .sabeta_exponent import chain_seed, mean_interval
     cfg = family_configuration(name)
-    betas = beta_grid(cfg, t_lo, t_hi, num)
-    det = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
+    base = int(V.rng("rng", rng).integers(2**31)) if not isinstance(rng, (int, np.integer)) else int(rng)
+    betas, T = _reach_grid(cfg, t_lo, t_hi, num, t_reach, cap)
+    num = len(betas)
     red = reduced_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
     lead = leading_order_exit(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B)
+    T_ode, c_ode, c_ode_err = _model_times(cfg, betas)
     n, kappa = len(cfg.x0), len(cfg.vertices)
     vd = spatial.distance.pdist(cfg.vertices).min()
     efficient = cfg.coincident and (n == kappa or cfg.eps < cfg.gamma * vd)
     mean = np.full(num, np.nan)
     ci = np.full((num, 2), np.nan)
+    se_log = np.full(num, np.nan)
     cens = np.zeros(num, np.int64)
-    g = V.rng("rng", rng)                               # one stream, drawn from in the order of the grid
+    seeds = np.zeros(num, np.int64)
     Bk = None if cfg.hypotheses.B_identity else cfg.B
     for k, b in enumerate(betas):
-        if not efficient and not (0 < det.T[k] <= chain_budget):
+        seeds[k] = chain_seed(name, float(b), base)
+        if not efficient and not (0 < T[k] <= chain_budget):
             continue
         ccap = 1e300 if efficient else 50.0 * chain_budget
-        es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=g, B=Bk,
+        es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=int(seeds[k]), B=Bk,
                                cap=ccap, max_events=10_000 if efficient else int(60 * chain_budget))
         f = fit_exponential_censored(es.times, es.censored)
-        if f.n_exits:
+        cens[k] = f.n_censored
+        if f.n_censored == 0:
+            m, lo, hi = mean_interval(es.times)
+            mean[k], ci[k] = m, (lo, hi)
+            if chain_runs > 1 and m > 0:
+                se_log[k] = float(np.std(es.times, ddof=1) / math.sqrt(chain_runs) / m)
+        elif f.n_exits:
             mean[k] = f.mean
             ci[k] = np.exp(f.log_mean_ci)
-        cens[k] = f.n_censored
     return Result(name=name, betas=betas, x0=cfg.x0, sigma=cfg.sigma, B=cfg.B, gamma=cfg.gamma, eps=cfg.eps,
-                  cap=cap, T2_sabeta=det.T, T2_reduced=red.T, T2_lead=lead.T, gap=lead.gap,
-                  contraction_steps=red.contraction_steps, T2_sap_mean=mean, T2_sap_ci=ci, sap_censored=cens,
-                  chain_runs=chain_runs, c0=cfg.c0, hypotheses=dict(cfg.hypotheses), rho=cfg.rho,
-                  kappa=kappa, d=cfg.x0.shape[1], n=n, chain_efficient=bool(efficient))
+                  cap=cap, T2_sabeta=T, T2_reduced=red.T, T2_lead=lead.T, T2_ode=T_ode, c_ode=c_ode,
+                  c_ode_err=c_ode_err, gap=lead.gap,
+                  contraction_steps=red.contraction_steps, T2_sap_mean=mean, T2_sap_ci=ci, T2_sap_se_log=se_log,
+                  sap_censored=cens, chain_seed=seeds, chain_runs=chain_runs, c0=cfg.c0, hypotheses=dict(cfg.hypotheses),
+                  rho=cfg.rho, kappa=kappa, d=cfg.x0.shape[1], n=n, chain_efficient=bool(efficient),
+                  coincident=bool(cfg.coincident))

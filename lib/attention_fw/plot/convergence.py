@@ -23,12 +23,21 @@ from ..experiments import vertex_limits as VL
 from ._figure import saved
 from .style import ONE_COLUMN, TWO_COLUMN
 
-__all__ = ["COLORS", "fig_thm31_counterexample", "fig_thm31_symmetric_vs_shifted", "fig_rates_section3",
+__all__ = ["COLORS", "fig_thm31_counterexample", "fig_thm31_symmetric_vs_shifted", "fig_thm31_horizon",
+           "fig_rates_section3",
            "fig_fixed_vs_current", "fig_linear_contrast", "fig_vertex_schedules", "fig_vertex_straight_lines",
            "fig_vertex_not_owning", "fig_duality_gap", "fig_remark46", "fig_ode_euler", "fig_ode_continuity"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 """matplotlib's default colour cycle, read once at import (never changed)."""
+
+
+def _supported(value, t, y, t_min):
+    """``value`` (a fitted log-log slope of ``y``) to the decimals that its local slopes on windows
+    ``[a, 4a]``, ``a >= t_min``, support (:func:`~attention_fw.experiments.convergence.supported_decimals`)."""
+    loc = C.local_loglog_slopes(t, y, t_min)
+    txt = f"{value:.{C.supported_decimals(loc.slope) if len(loc.slope) else 2}f}"
+    return txt.lstrip("-") if float(txt) == 0 else txt      # no "-0.000"
 
 
 def _band(ax, t, Y, color, label, lw=1.3, q=(10, 90)):
@@ -162,6 +171,53 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
     return saved(fig, name, data, outdir, formats)
 
 
+def fig_thm31_horizon(limit_over_diameter, first, first_extended, horizon: int, extended: int,
+                      outdir=None, formats=None, name: str = "fw-thm31-horizon"):
+    """When does a shifted cloud violate Theorem 3.1's bound? First violation against ``|x*| / d(K^0)``.
+
+    Once the tokens have merged at ``x*`` the ratio is ``(t+1) |x*|^2 / (2 d^2)`` (``B_* = I``), which
+    passes 2 at ``t + 1 = 4 / (|x*|/d)^2``: the line. ``first`` (R,): first violation within
+    ``horizon`` layers (-1: none); ``first_extended`` (R,): for those, the first violation when
+    followed for ``extended`` layers (-1: none; ignored where ``first >= 0``).
+    """
+    lim = np.asarray(limit_over_diameter, float)
+    first = np.asarray(first)
+    first_ext = np.asarray(first_extended)
+    fig, ax = plt.subplots(figsize=(ONE_COLUMN, 3.3))
+    pos = lim > 0
+    xs = np.geomspace(max(lim[pos].min() / 1.5, 1e-6), lim.max() * 1.5, 100) if pos.any() else np.array([1e-3, 1.0])
+    ax.plot(xs, 4 / xs ** 2, "k-", lw=0.9, label=r"$4/(|x^*|/\mathsf{d})^2$")
+    early = first >= 0
+    late = ~early & (first_ext >= 0)
+    never = ~early & ~late
+    def tex(k):                       # 10{,}000: no space after the comma in math mode
+        return f"{k:,}".replace(",", "{,}")
+
+    ax.plot(lim[early], first[early] + 1, "o", ms=2.5, color=COLORS[3], label=f"violated by $t={tex(horizon)}$")
+    if late.any():
+        ax.plot(lim[late], first_ext[late] + 1, "s", ms=3.5, mfc="none", mew=0.9, color=COLORS[0],
+                label=f"violated later (followed to $t={tex(extended)}$)")
+    if never.any():
+        shown = np.where(pos[never], lim[never], xs[0])
+        ax.plot(shown, np.full(never.sum(), max(extended, horizon) + 1), "^", ms=4, color="k",
+                label="not violated when last seen")
+    ax.axhline(horizon + 1, color="0.5", ls="--", lw=0.8)
+    ax.text(xs[-1], (horizon + 1) * 1.15, f"first horizon, $t={tex(horizon)}$", ha="right", va="bottom", fontsize=8,
+            color="0.4")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())       # labelled minor ticks ran into each other
+    ax.set_xlabel(r"$|x^*|/\mathsf{d}(\mathcal{K}^0)$ (limit's distance to the origin)")
+    ax.set_ylabel(r"first violation $t+1$")
+    # under the axes: inside, it covered the points of the clouds farthest from the origin
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False, ncol=1)
+    fig.tight_layout()
+    data = dict(limit_over_diameter=lim, first_violation=first, first_violation_extended=first_ext, horizon=horizon,
+                extended_horizon=extended,
+                predicted=[4 / v ** 2 if v > 0 else None for v in lim.tolist()])   # None: x* = 0, never
+    return saved(fig, name, data, outdir, formats)
+
+
 def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, formats=None, name: str = "fw-rates-section3"):
     """Energy, FW gap and primal gap on the current hull vs t (log-log), with fitted slopes and O(1/t)."""
     fig, axes = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), sharey=False)
@@ -192,7 +248,9 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
                               ("fw_gap", COLORS[1], r"FW gap on $\mathcal{K}^t$"),
                               ("primal_current", COLORS[2], r"primal gap on $\mathcal{K}^t$")):
             sl[key] = fitted[key]
-            lab = lab + (" (reaches 0)" if sl[key] is None else f" (slope {sl[key]:.2f})")
+            med = np.median(res[key], axis=1)
+            lab = lab + (" (reaches 0)" if sl[key] is None else
+                         f" (slope {_supported(sl[key], t, med, window[0] or 1)})")
             _band(ax, tt[keep], res[key][keep], col, lab)
         ref = 2 * res["lam"] * np.median(res["diam0"]) ** 2 / (t[keep] + 2)
         ax.plot(tt[keep], ref, "k--", lw=1, label=r"$O(1/t)$ bound on the gap: $2\lambda_{\max}\mathsf{d}^2/(t+2)$")
@@ -229,7 +287,9 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
            label=r"classical FW bound $2L\mathsf{d}^2/(t+2)$")
     fitted = C.fixed_vs_current_slopes(fixed, current)
     s_fixed, s_cur = fitted.fixed, fitted.current
-    a.text(0.98, 0.97, f"fitted slopes ($t\\geq 100$): fixed hull {s_fixed:.2f},\ncurrent hull {s_cur:.2f}"
+    txt_fixed = _supported(s_fixed, fixed["t"], np.median(fixed["primal"], axis=1), 100)
+    txt_cur = _supported(s_cur, t, np.median(current["primal_current"][:, alive], axis=1), 100)
+    a.text(0.98, 0.97, f"fitted slopes ($t\\geq 100$): fixed hull {txt_fixed},\ncurrent hull {txt_cur}"
            f" ({int((~alive).sum())} of {len(alive)} clouds that\ncollapse in finitely many steps not drawn)",
            transform=a.transAxes, fontsize=8, ha="right", va="top")
     a.set_xscale("log")
@@ -277,7 +337,8 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
         tb = tb[rho ** tb * h0 > 1e-17]
         ax.plot(tb, h0 * rho ** tb, "-", color=COLORS[0], lw=0.9,
                 label=r"bound $\rho^t h^0$, $\rho=1-(\mu/L)(r/D)^2$" + f" $={rho:.3f}$")
-        ax.plot(open_loop["t"], _pos(h_ol), "-", color=COLORS[1], label=f"$\\gamma^t=2/(t+2)$ (slope {s_ol:.2f})")
+        ax.plot(open_loop["t"], _pos(h_ol), "-", color=COLORS[1],
+                label=f"$\\gamma^t=2/(t+2)$ (slope {_supported(s_ol, open_loop['t'], h_ol, 10)})")
         tt = np.maximum(open_loop["t"], 1)
         ax.plot(tt, 2 * bound["L"] * bound["D"] ** 2 / (tt + 2), "k--", lw=1, label=r"$O(1/t)$: $2LD^2/(t+2)$")
         ax.set_yscale("log")

@@ -148,11 +148,12 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
 
 
 def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
-                   name: str = "metastability-histograms"):
+                   name: str = "metastability-histograms", drawn_from: dict | None = None):
     """Histograms of ``T2`` per decade, with the fitted geometric law and plain stepping.
 
     ``fits[beta] = (CensoredFit, ExitSample)`` of the engine; ``stepped[beta]``: the
-    :class:`~attention_fw.experiments.exit_times.ExitSample` of plain stepping where it was run.
+    :class:`~attention_fw.experiments.exit_times.ExitSample` of plain stepping where it was run;
+    ``drawn_from[beta]``: the seed of each sample's stream, recorded in the data (an entry ``seed`` per beta).
     """
     fig, ax = plt.subplots(figsize=(TWO_COLUMN, 2.6))
     hist_data = {}
@@ -175,6 +176,8 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
             ax.plot(mids, cs / (len(stepped[beta].times) * np.diff(np.log10(edges))), "o", ms=2.2,
                     mfc="none", mew=0.6, color=col, label=rf"plain stepping, $\beta={beta:g}$")
         hist_data[str(beta)] = dict(edges=edges, counts=cnt, p_hat=f.rate, n=f.n, censored=f.n_censored)
+        if drawn_from is not None:
+            hist_data[str(beta)]["seed"] = drawn_from[beta]
     ax.set_xscale("log")
     ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
     ax.set_ylabel("fraction per decade")
@@ -190,7 +193,9 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ``rate``: the dict of the chapter's rate analysis, keys ``kappas``, ``betas``, ``fits``
     (``(kappa, n, beta) -> CensoredFit``), ``rows`` (``(kappa, n) -> slope fit``), ``exact``,
     ``thm_betas``, ``thm_fits``, ``thm_slope``, ``win_starts``, ``win``, ``c0``, ``halves``,
-    ``half_fits``, ``half_exact``.
+    ``half_fits``, ``half_exact``; optional ``seeds`` (``(kappa, n, beta) -> seed``), ``thm_seeds``
+    (one per ``thm_betas``), recorded in the data, and ``thm_local`` (slope fits between
+    consecutive ``thm_betas``), drawn in (c).
     """
     r = rate
     kappas, fits, rate_rows, exact_slope = r["kappas"], r["fits"], r["rows"], r["exact"]
@@ -202,21 +207,37 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     rate_data = {}
     for c, kappa in enumerate(kappas):
         fl = [fits[kappa, 6, b] for b in r["betas"]]
-        y = np.array([math.log10(f.mean) for f in fl])
         mean = np.array([f.mean for f in fl])
         # the 95% interval of ln E[T_2], drawn on a logarithmic axis (one logarithm, ln, on every axis)
         lo, hi = np.exp([f.log_mean_ci[0] for f in fl]), np.exp([f.log_mean_ci[1] for f in fl])
         s = rate_rows[kappa, 6]
         ax.errorbar(bj, mean, yerr=[mean - lo, hi - mean], fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
         ax.plot(bj, np.exp(s["intercept"] + s["slope"] * bj), "-", lw=0.7, color=f"C{c}")
-        rate_data[f"kappa{kappa}_n6"] = dict(beta=bj, log10_mean=y, slope=s["slope"], slope_ci=s["slope_ci"],
-                                             c0=P.c0(P.regular_polygon(kappa)))
+    seeds = r.get("seeds")
+    for kappa, n in sorted(rate_rows):
+        s = rate_rows[kappa, n]
+        rate_data[f"kappa{kappa}_n{n}"] = dict(
+            beta=bj, log10_mean=np.array([math.log10(fits[kappa, n, b].mean) for b in r["betas"]]), slope=s["slope"],
+            slope_ci=s["slope_ci"], c0=P.c0(P.regular_polygon(kappa)))
+        if seeds is not None:
+            rate_data[f"kappa{kappa}_n{n}"]["seeds"] = [seeds[kappa, n, b] for b in r["betas"]]
     yt = np.array([math.log10(f.mean) for f in r["thm_fits"]])
     ax.plot(r["thm_betas"], [f.mean for f in r["thm_fits"]], "k^", ms=4, label=r"theorem regime, $n=3$")
     ax.set_yscale("log")
     rate_data["theorem_n3"] = dict(beta=r["thm_betas"], log10_mean=yt, slope=s_thm["slope"], slope_ci=s_thm["slope_ci"])
+    if r.get("thm_seeds") is not None:
+        rate_data["theorem_n3"]["seeds"] = list(r["thm_seeds"])
+    thm_local = r.get("thm_local") or []
+    if thm_local:
+        rate_data["theorem_n3"]["local_beta"] = [lo_hi for lo_hi, _ in thm_local]
+        rate_data["theorem_n3"]["local_slope"] = [f["slope"] for _, f in thm_local]
+        rate_data["theorem_n3"]["local_slope_ci"] = [f["slope_ci"] for _, f in thm_local]
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel(r"$\mathbb{E}[T_2]$ (censored MLE, log scale)")
+    # room above the curves for the legend: its upper left corner is empty once the top of the
+    # axis is raised (the theorem regime's grid may run past the single-jump one on the right)
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(lo_y, hi_y * (hi_y / lo_y) ** 0.8)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(r"(a) mean exit time")
     ax = axs[1]
@@ -233,12 +254,14 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel(r"$\kappa$, $n$")
     ax.set_ylabel(r"fitted slope of $\ln\mathbb{E}[T_2]$")
-    ax.legend(fontsize=8, loc="best")
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(lo_y, hi_y + 0.5 * (hi_y - lo_y))   # the legend above the largest slopes
+    ax.legend(fontsize=8, loc="upper right")
     ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
     ax = axs[2]
     for kappa in kappas:
         k, col = (kappa, 6), f"C{kappas.index(kappa)}"
-        ax.plot(win_starts + 4, win[k] / c0_of[k], "-", lw=0.9, color=col, label=rf"$\kappa={kappa}$")
+        ax.plot(win_starts + 4, win[k] / c0_of[k], "-", lw=0.9, color=col)
         for h, bs in enumerate(halves):
             f = half_fits[k, h]
             ax.errorbar([np.mean(bs)], [f["slope"] / c0_of[k]], fmt="o", ms=2.5, color=col,
@@ -246,8 +269,14 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
         rate_data[f"windows_kappa{kappa}_n6"] = dict(start=win_starts, width=8.0, exact_slope=win[k],
                                                      halves=halves, mc_half_slopes=[half_fits[k, h]["slope"] for h in range(2)],
                                                      exact_half_slopes=[half_exact[k, h] for h in range(2)])
+    c0_thm = c0_of.get((3, 6), P.c0(P.regular_polygon(3)))
+    for j, ((b_lo, b_hi), f) in enumerate(thm_local):      # theorem regime: slope between consecutive betas
+        ax.errorbar([(b_lo + b_hi) / 2], [f["slope"] / c0_thm], fmt="^", ms=3, color="k",
+                    yerr=[[(f["slope"] - f["slope_ci"][0]) / c0_thm], [(f["slope_ci"][1] - f["slope"]) / c0_thm]],
+                    label=r"theorem, $n=3$" if j == 0 else None)
+    ax.plot([], [], "-", lw=0.9, color="0.4", label="exact mean")   # one entry: colours as in (a)
     ax.axhline(1, color="k", lw=0.6)
-    ax.set_xlim(0, max(r["betas"]) + 6)
+    ax.set_xlim(0, max(max(r["betas"]), max(r["thm_betas"]) if thm_local else 0) + 6)
     ax.set_xlabel(r"$\beta$ (centre of the window)")
     ax.set_ylabel(r"slope $/\ c_0$")
     ax.legend(fontsize=8, loc="lower right")
