@@ -185,7 +185,7 @@ def test_version_is_the_installed_distribution_s():
 
 def test_a_plot_function_returns_its_figure_with_its_numbers_and_writes_nothing(tmp_path, monkeypatch):
     """attention_fw.plot draws and returns; the numbers travel with the figure; no file is written,
-    and the old outdir/formats arguments write nothing either (they warn)."""
+    and the old outdir/formats arguments are gone."""
     import warnings
 
     import matplotlib.pyplot as plt
@@ -204,8 +204,7 @@ def test_a_plot_function_returns_its_figure_with_its_numbers_and_writes_nothing(
         fig = MP.fig_admissible(tri, hyp, 0.15, 0.04)
     data = figure_data(fig)
     assert isinstance(data, dict) and data and json.dumps(data, default=lambda o: o.tolist())
-    with pytest.warns(DeprecationWarning, match="no longer write files"):
-        fig2 = MP.fig_admissible(tri, hyp, 0.15, 0.04, outdir=tmp_path / "out", formats=("png",))
-    assert figure_data(fig2).keys() == data.keys()
+    with pytest.raises(TypeError, match="outdir"):          # removed in 0.3.0 (ignored since 0.2.0)
+        MP.fig_admissible(tri, hyp, 0.15, 0.04, outdir=tmp_path / "out", formats=("png",))
     assert list(tmp_path.rglob("*")) == []
     plt.close("all")
