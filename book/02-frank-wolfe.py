@@ -82,6 +82,7 @@ from IPython.display import HTML, display
 
 from attention_fw.model import dynamics as dyn
 from attention_fw.model import frank_wolfe as fw
+from attention_fw.plot import figure_data
 from attention_fw.plot import frank_wolfe as fwp
 from afw_book import figures as plotting
 from attention_fw.plot.animate import trajectory_animation
@@ -136,7 +137,8 @@ page.glue(**{"ch2-oracle-configs": p.oracle_configs,
 pts = np.array([[0.9, 0.1], [0.4, 0.8], [-0.5, 0.7], [-0.8, -0.3],
                 [0.1, -0.9], [0.2, 0.1], [-0.1, 0.3]])
 B, i = np.diag([1.0, 2.0]), 5
-fig, s = fwp.fig_oracle(pts, B, i)
+fig = fwp.fig_oracle(pts, B, i, extent=(-1.1, 1.1, -1.1, 1.1))
+s = figure_data(fig)["lmo"]
 data = {"points": pts, "B": B, "i": i, "lmo": s, "residuals": residuals}
 page.figure(fig, "ch2-oracle", data,
             statement="Section 2: the Frank–Wolfe reading of (SA∞)",

@@ -11,6 +11,7 @@ from matplotlib.ticker import NullFormatter
 
 from . import style as plotting
 from ..results import Result
+from ._figure import saved
 
 __all__ = ["fig_beta_limit", "fig_sap_expectation", "draw_paths", "beta_limit_data", "sap_data"]
 
@@ -18,8 +19,11 @@ FLOOR = 1e-16
 """Errors below this are drawn on the floor (equal in double precision)."""
 
 
-def fig_beta_limit(res: Result):
-    """Left: median and worst error against beta; right: every error against beta * Delta."""
+def fig_beta_limit(res: Result, n: int | None = None, name: str = "ch1-beta-limit"):
+    """Left: median and worst error against beta; right: every error against beta * Delta.
+
+    Its :func:`~attention_fw.plot.figure_data`: :func:`beta_limit_data` (``n``: the tokens per
+    configuration, recorded as given)."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6))
     ax.loglog(res.betas, np.maximum(res.median, FLOOR), "o-", ms=3, label="median over configurations")
     ax.loglog(res.betas, np.maximum(res.worst, FLOOR), "s--", ms=3, color="C3", label="worst configuration")
@@ -38,7 +42,7 @@ def fig_beta_limit(res: Result):
     ax2.set_xlim(0, min(res.bD.max(), 60))
     ax2.set_ylim(FLOOR / 2, 10)
     ax2.set_xlabel(r"$\beta\Delta$ ($\Delta$: smallest score gap of the configuration)")
-    return fig
+    return saved(fig, name, beta_limit_data(res, n))
 
 
 def beta_limit_data(res: Result, n: int) -> dict:
@@ -50,8 +54,10 @@ def beta_limit_data(res: Result, n: int) -> dict:
                            if const is not None else "null: no point has beta Delta > 10, no line is fitted")}
 
 
-def fig_sap_expectation(res: Result, token: int = 0):
-    """Left: the (SAP) moves of one token; middle: MC mean minus (SA-beta) step; right: error against M."""
+def fig_sap_expectation(res: Result, token: int = 0, name: str = "ch1-sap-expectation"):
+    """Left: the (SAP) moves of one token; middle: MC mean minus (SA-beta) step; right: error against M.
+
+    Its :func:`~attention_fw.plot.figure_data`: :func:`sap_data`."""
     x, A, d = res.x, res.weights, res.x.shape[-1]
     fig, (ax, ax3, ax2) = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 3.1), layout="constrained",
                                        gridspec_kw={"width_ratios": [1.1, 0.9, 1]})
@@ -84,7 +90,7 @@ def fig_sap_expectation(res: Result, token: int = 0):
     ax2.xaxis.set_minor_formatter(NullFormatter())     # labelled minor ticks of a short log axis collide
     ax2.set_title("convergence of the mean", fontsize=8)
     ax2.legend(frameon=False, fontsize=8)
-    return fig
+    return saved(fig, name, sap_data(res, token))
 
 
 def sap_data(res: Result, token: int = 0) -> dict:
