@@ -132,7 +132,7 @@ def fig_rates(results, rates: list[dict], name: str = "sabeta-rates"):
                             fmt="s", ms=3.5, color="C3", capsize=1.5)
             lab.setdefault(r"SA$\beta$: exponent $c_\infty$ (interval of the model)", h)
         else:
-            ax.text(1.0, yi + 0.14, "  no exponent: " + str(q.get("c_inf_reason")), fontsize=6, va="center", color="C3")
+            ax.text(1.0, yi + 0.14, "  no exponent: " + str(q.get("c_inf_reason")), fontsize=8, va="center", color="C3")
         if q.get("chain_rate") is not None:
             lo, hi = q["chain_rate_ci"]
             h = ax.errorbar(q["chain_rate"] / c0, yi - 0.14, xerr=[[(q["chain_rate"] - lo) / c0],
@@ -147,7 +147,7 @@ def fig_rates(results, rates: list[dict], name: str = "sabeta-rates"):
     ax.set_yticks(y)
     ax.set_yticklabels([_label(r) for r in results], fontsize=8)
     ax.set_xlabel(r"exponent or slope of $\ln T_2$ in $\beta$, in units of $c_0$ (dashed: $c_0$)")
-    ax.legend(list(lab.values()), list(lab.keys()), fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+    ax.legend(list(lab.values()), list(lab.keys()), fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0),
               ncol=2, frameon=False)
     ax.set_ylim(-0.7, k - 0.3)
     fig.tight_layout()
@@ -179,7 +179,7 @@ def fig_local_slopes(results, rates: list[dict], name: str = "sabeta-local-slope
     ax.set_ylabel(r"local slope $d\ln T_2/d\beta$ / $c_0$")
     ax.plot([], [], "-", color="C3", label="coincident starts")
     ax.plot([], [], "-", color="C0", label="spread starts")
-    ax.legend(fontsize=7, loc="lower left", frameon=False)
+    ax.legend(fontsize=8, loc="lower left", frameon=False)
     bx.axhline(0.0, color="k", lw=0.6)
     bx.set_xlabel(r"$\beta$")
     bx.set_ylabel(r"residual of $\ln T_2$ (model of $c_\infty$)")
@@ -218,7 +218,7 @@ def fig_coupling(couplings: list[dict], name: str = "sabeta-coupling"):
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel(rf"fraction within $r={r:g}$")
     bx.set_ylabel(r"$\max_i |X_i^t - x_i^t|$")
-    ax.legend(fontsize=7, loc="lower left", frameon=False)
+    ax.legend(fontsize=8, loc="lower left", frameon=False)
     fig.tight_layout()
     data = dict(couplings=[{k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in c.items()}
                            for c in couplings])
