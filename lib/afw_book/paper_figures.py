@@ -299,13 +299,13 @@ def _clearance(P, corners):
     return dist.min(axis=(1, 2))
 
 
-def _place_cell_labels(ax, cells, texts, grid=41):
+def _place_cell_labels(ax, cells, texts, grid=41, min_pt=0.0):
     """Move each cell's label to the point of its (convex) cell where its box, as drawn, keeps
     the largest distance from the cell's edges, the hull's among them (the centroid, where they
     start, may put a label over an edge of a narrow cell). A cell where its label, even at 85%
     of the size, cannot sit without crossing an edge loses it (Figure 1's unequal norms give such slivers at column width):
     ``ax.afw_cell_labels`` keeps the labels drawn, ``ax.afw_dropped_labels`` the cells' vertices
-    whose label was dropped."""
+    whose label was dropped. ``min_pt``: no label is made smaller than this (points)."""
     renderer = ax.figure.canvas.get_renderer()
     margin = 1.5 * ax.figure.dpi / 72.0                     # 1.5 pt, in display units
     signs = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]])
@@ -316,7 +316,7 @@ def _place_cell_labels(ax, cells, texts, grid=41):
         gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], grid), np.linspace(lo[1], hi[1], grid))
         centres = np.stack([gx.ravel(), gy.ravel()], axis=1)
         size = text.get_fontsize()
-        for shrink in (1.0, 0.92, 0.85):                   # a cell too narrow: a slightly smaller label
+        for shrink in [f for f in (1.0, 0.92, 0.85) if f == 1.0 or size * f >= min_pt]:   # a narrow cell: smaller
             text.set_fontsize(size * shrink)
             b = text.get_window_extent(renderer)
             half = np.array([b.width, b.height]) / 2
@@ -420,8 +420,8 @@ def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", **panel_k
             _panel_title(ax, idx, rf"$\kappa = {panel['kappa']}$")
         if apart:
             ax.apply_aspect()
-            if ax.afw_cell_labels:
-                _place_cell_labels(ax, *zip(*ax.afw_cell_labels))
+            if ax.afw_cell_labels:      # the book's figures keep every text at 8 pt or more
+                _place_cell_labels(ax, *zip(*ax.afw_cell_labels), min_pt=0.0 if ready else 8.0)
             origin = [t for t in ax.texts if t.get_text() == "$0$"]
             for t in origin:   # the origin's label moves too (it may meet a cell's label)
                 t.remove()
