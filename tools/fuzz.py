@@ -46,7 +46,7 @@ from afw_book import presets as PR  # noqa: E402
 
 RUNNER = ROOT / "tools" / "run_notebook.py"
 PRESET = "quick"
-NAN_WORD = re.compile(r"(?<![\w.])-?(nan|inf|infinity)(?![\w])", re.I)
+NAN_WORD = re.compile(r"(?<![\w.-])-?(nan|inf|infinity)(?![\w])", re.I)   # not the "inf" of "SA-inf"
 
 
 def chapters() -> list[Path]:
