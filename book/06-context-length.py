@@ -63,8 +63,8 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
     "own_ns": ("list[int]", ">= 4", "numbers of tokens n of the ownership sweep (from 4 on, a dimension "
-               "where half the tokens own their cells exists)"),
-    "own_dims": ("list[int]", ">= 1", "dimensions d of the ownership sweep"),
+               "where half the tokens own their cells exists)", "distinct"),
+    "own_dims": ("list[int]", ">= 1", "dimensions d of the ownership sweep", "distinct"),
     "own_tokens": ("int", ">= 2", "tokens per (n, d): own_tokens // n systems of n"),
     "run_n": ("int", ">= 2", "tokens of the hardmax run"),
     "run_d": ("int", ">= 1", "dimension of the hardmax run"),
