@@ -54,7 +54,7 @@ PARAMETERS = {
     "cex_steps": ("int", "> 576", "steps of the exact (Fraction) counterexample (it breaks the bound at 575)"),
     "n_symmetric": ("int", ">= 1", "centrally symmetric clouds for the bound check"),
     "m_symmetric": ("int", ">= 1", "each symmetric cloud has 2 m tokens"),
-    "shifted_sizes": ("list[int]", ">= 3", "numbers of tokens of the shifted clouds"),
+    "shifted_sizes": ("list[int]", ">= 3", "numbers of tokens of the shifted clouds", "distinct"),
     "shifted_per_size": ("int", ">= 1", "shifted clouds per size"),
     "bound_steps": ("int", ">= 1", "layers followed for the bound check"),
     "horizon_cap": ("int", ">= 1", "most layers the shifted clouds not yet in violation are followed"),

@@ -50,7 +50,7 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 # Every parameter, once: (type, accepted values, meaning). Each takes the value of the preset unless
 # it is given: `make notebook NB=04-positive-definite ARGS="-p n_random 100"`, or here a line `n_random = 100`.
 PARAMETERS = {
-    "kappas": ("list[int]", ">= 3", "numbers of vertices of the cell figures (published: [5, 7, 9, 10])"),
+    "kappas": ("list[int]", ">= 3", "numbers of vertices of the cell figures (published: [5, 7, 9, 10])", "distinct"),
     "seed": ("int", ">= 0", "seed of numpy.random.default_rng (published: 42)"),
     "n_random": ("int", ">= 1", "random configurations for the checks of the cells lemma and the remarks"),
     "mc_reps": ("int", ">= 1", "Monte Carlo repetitions for the pointer to Remark 4.6"),
@@ -70,9 +70,9 @@ PARAMETERS = {
     "euler_levels": ("int", ">= 2", "Euler steps dt of 2^-1 down to 2^-euler_levels"),
     "cont_points": ("int", ">= 2", "perturbation sizes for the continuity check"),
     "conv_seed": ("int", ">= 0", "seed of every random draw in this part"),
-    "explore_kappas": ("list[int]", ">= 3", "κ of each frame of the κ explorer (identity B)"),
+    "explore_kappas": ("list[int]", ">= 3", "κ of each frame of the κ explorer (identity B)", "distinct"),
     "explore_kappa": ("int", ">= 3", "κ of the B explorer"),
-    "explore_bs": ("list[float]", "> 0", "anisotropies b of the B explorer: R diag(1, b) R^T"),
+    "explore_bs": ("list[float]", "> 0", "anisotropies b of the B explorer: R diag(1, b) R^T", "distinct"),
     "explore_angle": ("float", "", "rotation angle of B in the B explorer (degrees)"),
 }
 

@@ -59,15 +59,15 @@ preset = "paper"  # "paper": the whole corpus (minutes); "quick": seconds (tests
 # it is given: `make notebook NB=08-trained-transformer ARGS="-p verses 20"`, or here a line `verses = 20`.
 PARAMETERS = {
     "verses": ("int", "[1, 299]", "corpus verses analysed (of 299)"),
-    "passage_sizes": ("list[int]", ">= 1", "longer inputs: runs of this many consecutive verses"),
+    "passage_sizes": ("list[int]", ">= 1", "longer inputs: runs of this many consecutive verses", "distinct"),
     "passages_per_size": ("int", ">= 1", "how many runs of each size"),
     "hull_sentences": ("int", ">= 1", "inputs whose keys' hulls are computed at every head (exact LPs)"),
-    "shares": ("list[float]", "(0, 1]", "energy shares defining the tokens' subspace"),
+    "shares": ("list[float]", "(0, 1]", "energy shares defining the tokens' subspace", "distinct"),
     "dyn_steps": ("int", ">= 1", "layers of the attention-only dynamics"),
-    "dyn_betas": ("list[float]", "> 0", "multiples of the trained inverse temperature in the sweep"),
+    "dyn_betas": ("list[float]", "> 0", "multiples of the trained inverse temperature in the sweep", "distinct"),
     "seed": ("int", ">= 0", "seed of the token sample and of the bootstrap"),
     "scaling_inputs": ("int", "[1, 30]", "inputs per corpus for the exponents in n (lengths spread geometrically)"),
-    "scaling_range": ("list[int]", "[8, 256]", "lengths n of those inputs: from the smallest to the largest given"),
+    "scaling_range": ("list[int]", "[8, 256]", "lengths n of those inputs: from the smallest to the largest given", "distinct"),
     "qspan_share": ("float", "(0, 1]", "share of the queries' energy whose span the keys are projected on"),
     "boot": ("int", "[20, 100000]", "bootstrap resamples of the inputs for the intervals of the exponents"),
 }
