@@ -66,7 +66,8 @@ PARAMETERS = {
     "dyn_steps": ("int", ">= 1", "layers of the attention-only dynamics"),
     "dyn_betas": ("list[float]", "> 0", "multiples of the trained inverse temperature in the sweep", "distinct"),
     "seed": ("int", ">= 0", "seed of the token sample and of the bootstrap"),
-    "scaling_inputs": ("int", "[1, 30]", "inputs per corpus for the exponents in n (lengths spread geometrically)"),
+    "scaling_inputs": ("int", "[2, 30]", "inputs per corpus for the exponents in n (lengths spread geometrically; "
+                       "at least one in each half of the range)"),
     "scaling_range": ("list[int]", "[8, 256]", "lengths n of those inputs: from the smallest to the largest given", "distinct"),
     "qspan_share": ("float", "(0, 1]", "share of the queries' energy whose span the keys are projected on"),
     "boot": ("int", "[20, 100000]", "bootstrap resamples of the inputs for the intervals of the exponents"),
