@@ -422,11 +422,13 @@ page.figure(
 # (`executor="tcp://scheduler:8786"`), and cached on disk. For example:
 #
 # ```python
-# from attention_fw import context_length as CL, sweeps, tiled
+# from afw_book import sweeps
+# from attention_fw.experiments import context_length as CL
+# from attention_fw.model import tiled
 # tiled.set_memory_budget(2 * 2**30)    # allow 2 GiB of scores per step
-# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], rng=[0, 1],
-#                      systems=1)
-# results = sweeps.run(CL.ownership_task, params, executor="local-dask")
+# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], systems=2)
+# results = sweeps.run(CL.ownership_task, params, seed=0,  # one stream per (n, d)
+#                      executor="local-dask")
 # ```
 #
 # On a cluster, set `ATTENTION_FW_MEMORY_BUDGET` (bytes) in the environment of the workers. Any
