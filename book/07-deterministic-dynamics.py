@@ -68,7 +68,8 @@ preset = "paper"  # "paper": the whole family; "quick": seconds (tests)
 # it is given: `make notebook NB=07-deterministic-dynamics ARGS="-p cap 100000"`, or here a line `cap = 100000`.
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
-    "configs": ("list[str]", "", "names of the family's configurations"),
+    "configs": ("list[str]", "", "names of the family's configurations",
+                "each one of attention_fw.experiments.sabeta.FAMILY; distinct"),
     "t_lo": ("float", "> 0", "the β grid starts where the leading-order T2 is t_lo ..."),
     "t_hi": ("float", "> 0", "... its spacing: num_betas betas up to where the leading-order T2 is t_hi ..."),
     "num_betas": ("int", ">= 2", "betas per configuration before the extension (a fit needs 3 with T2 ≥ fit_t_min)"),
@@ -266,7 +267,7 @@ SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near",
                     "square, 1 per vertex, B rotated",
                     "tetrahedron, 1 per vertex, in the hypotheses",
                     "tetrahedron, 1+3 near",
-                    "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4]
+                    "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4] or list(p.configs[:4])
 shown = [r for r in fam if r["name"] in SHOW]
 if shown:
     fig = SP.fig_exit_times(shown)

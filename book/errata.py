@@ -54,7 +54,7 @@
 # | {ref}`E7 <e7>` | proof of Lemma 2.1 | piecewise-affine maps preserve positive measure | false; the lemma is still true | formalization |
 # | {ref}`E8 <e8>` | §5, (SAβ) | $V^t=\gamma I_d$ | gives the step $\gamma/(1+\gamma)$ through (1.3) | formalization, log |
 # | {ref}`E9 <e9>` | Theorem 5.2 | $C$ universal | $C$ depends on ratios of initial distances | review |
-# | {ref}`E10 <e10>` | A.3, Claim 3 | $p\ge\frac1{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$ | the chain is invalid | review |
+# | {ref}`E10 <e10>` | A.3, Claim 3 | $p\ge\frac1{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$ | the chain is invalid as transcribed; with $e^{-\beta\tau/4}$ in the middle it would hold | review |
 # | {ref}`E11 <e11>` | Theorem 5.4 | exponent as printed | omits $\mathsf d(\mathcal K)$ and a binomial factor | formalization, review |
 # | {ref}`E12 <e12>` | Prop 5.1 | proof "mutatis mutandis" | no proof given; a direct proof works for all $\beta$, $\gamma\in(0,1]$ | review, formalization |
 # | {ref}`E13 <e13>` | Prop 4.5 | $\mathrm{Vor}_B(v_i)$ compares with all $y\in\mathcal K$ | compare with the vertices only | formalization |
@@ -337,12 +337,23 @@ page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f")
 # term {glue:text}`e10-rhs`. From (A.11) one only gets
 # $p\ge1-n\exp(-\beta(\tau^2/2-o(1)))$. The review also notes a $\mathrm{Bin}(t,p)$ versus
 # $\mathrm{Bin}(t+1,p)$ mismatch between (A.13) and Claim 4, and typos (“$\beta¯1/4$”).
+#
+# *What this rests on:* the review alone. No other source transcribes Claim 3, and the printed
+# appendix could not be read, so the erratum is only as good as the review's transcription. One
+# sign decides it: with $e^{-\beta\tau/4}$ in the middle term, the chain
+# $\frac1{1+(n-1)e^{-\beta\tau/4}}\ge1-(n-1)e^{-\beta\tau/4}\ge1-ne^{-\beta\tau/4}$ holds for every
+# $\beta$ (since $\frac1{1+x}\ge1-x$ for $x\ge0$); at the values above its middle term is
+# {glue:text}`e10-mid-flipped`, above the right term. So either the paper has a wrong bound or the
+# review (or the paper) has a one-sign slip; which, only the printed appendix can say.
 
 # %%
 n_, tau_, beta_ = 6, 0.4, 100.0
 mid = 1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4))
 page.glue(**{"e10-mid": (mid, ".2e"),
-             "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f")})
+             "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f"),
+             # the same with the sign of the exponent flipped
+             "e10-mid-flipped": (1.0 / (1.0 + (n_ - 1) * np.exp(-beta_ * tau_ / 4)),
+                                 ".6f")})
 
 # %% [markdown]
 # (e11)=

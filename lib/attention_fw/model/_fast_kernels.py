@@ -1,0 +1,307 @@
+"""Compiled passes of :mod:`attention_fw.model.fast` (numba; ``None`` without it).
+
+Each pass reads the ``(n, d)`` tokens once. The hull leader scan repeats the arithmetic of
+``_kernels.hardmax_small`` operation for operation (the score ``b_0 x_0 + b_1 x_1 + ...`` in that
+order, the same threshold, the tied tokens summed in index order), so that on the same candidate
+set it produces the same bits.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from ._kernels import jit_decorators
+
+__all__ = ["impl"]
+
+_IMPL: types.SimpleNamespace | None = None
+_TRIED = False
+
+
+def impl() -> types.SimpleNamespace | None:
+    """The compiled passes, or None when numba is not importable."""
+    global _IMPL, _TRIED
+    if not _TRIED:
+        _TRIED = True
+        _IMPL = _compile()
+    return _IMPL
+
+
+def _compile():
+    decorators = jit_decorators()
+    if decorators is None:
+        return None
+    jit, _ = decorators
+
+    @jit
+    def extremes(x, U):
+        """Index of the first maximiser of ``<u, x_j>`` over ``j`` for each direction ``u`` (rows of U),
+        and ``max_j |x_j|^2``."""
+        n, d = x.shape
+        D = U.shape[0]
+        best = np.full(D, -np.inf)
+        arg = np.zeros(D, dtype=np.int64)
+        top_sq = 0.0
+        for j in range(n):
+            q = 0.0
+            for k in range(d):
+                q += x[j, k] * x[j, k]
+            top_sq = max(top_sq, q)
+            for a in range(D):
+                s = 0.0
+                for k in range(d):
+                    s += U[a, k] * x[j, k]
+                if s > best[a]:
+                    best[a] = s
+                    arg[a] = j
+        return arg, top_sq
+
+    @jit
+    def near_boundary(x, idx, E, margin):
+        """Of the tokens ``x[idx]`` (all tokens when ``idx`` is empty), the indices of those whose distance
+        ``min_f -(E_f . x + e_f)`` to the boundary of the polytope ``{E[:, :d] x + E[:, d] <= 0}`` (unit
+        normals) is at most ``margin``, in the order of ``idx``."""
+        d = x.shape[1]
+        F = E.shape[0]
+        every = idx.shape[0] == 0
+        m = x.shape[0] if every else idx.shape[0]
+        keep = np.empty(m, dtype=np.int64)
+        kept = 0
+        for t in range(m):
+            j = t if every else idx[t]
+            dmin = np.inf
+            for f in range(F):
+                s = E[f, d]
+                for k in range(d):
+                    s += E[f, k] * x[j, k]
+                if -s < dmin:
+                    dmin = -s
+            if dmin <= margin:
+                keep[kept] = j
+                kept += 1
+        return keep[:kept].copy()
+
+    @jit
+    def hull_leaders(bx, x, cand, group, U, R, gamma, tol, tiny, out):
+        """``out_i = x_i + gamma (mean of the tied leaders - x_i)`` with the leaders among ``cand``.
+
+        ``U[group[c]] == x[cand[c]]``: the distinct positions of the candidates (ascending indices
+        ``cand``); ``R = max_j |x_j|``. Rows with ``B x_i = 0`` tie every token (their mean, summed once);
+        rows with ``max_k |(B x_i)_k| R < tiny`` (products near underflow, rounding no longer relative)
+        scan all tokens as the dense pass does. Returns the number of rows scanned in full.
+        """
+        n, d = x.shape
+        m = cand.shape[0]
+        u = U.shape[0]
+        scores = np.empty(u)
+        acc = np.empty(d)
+        full_acc = np.zeros(d)
+        have_full = False
+        row = np.empty(n)
+        # the tied sums by tie pattern (u <= 64: a bit mask; 0 marks an empty slot), open addressing
+        cap = 4096
+        keys = np.zeros(cap, dtype=np.uint64)
+        sums = np.empty((cap, d))
+        counts = np.zeros(cap, dtype=np.int64)
+        used = 0
+        full_rows = 0
+        for i in range(n):
+            bmax = 0.0
+            for k in range(d):
+                bmax = max(bmax, abs(bx[i, k]))
+            if bmax == 0.0:
+                if not have_full:
+                    for k in range(d):
+                        full_acc[k] = 0.0
+                    for j in range(n):
+                        for k in range(d):
+                            full_acc[k] += x[j, k]
+                    have_full = True
+                for k in range(d):
+                    xi = x[i, k]
+                    out[i, k] = xi + gamma * (full_acc[k] / n - xi)
+                continue
+            if bmax * R < tiny:
+                full_rows += 1
+                b = bx[i, 0]
+                for j in range(n):
+                    row[j] = b * x[j, 0]
+                for k in range(1, d):
+                    b = bx[i, k]
+                    for j in range(n):
+                        row[j] += b * x[j, k]
+                top = row[0]
+                low = row[0]
+                for j in range(1, n):
+                    top = max(top, row[j])
+                    low = min(low, row[j])
+                threshold = top - tol * max(top, -low)
+                for k in range(d):
+                    acc[k] = 0.0
+                count = 0
+                for j in range(n):
+                    if row[j] >= threshold:
+                        count += 1
+                        for k in range(d):
+                            acc[k] += x[j, k]
+                for k in range(d):
+                    xi = x[i, k]
+                    out[i, k] = xi + gamma * (acc[k] / count - xi)
+                continue
+            for g in range(u):
+                s = bx[i, 0] * U[g, 0]
+                for k in range(1, d):
+                    s += bx[i, k] * U[g, k]
+                scores[g] = s
+            top = scores[0]
+            low = scores[0]
+            for g in range(1, u):
+                top = max(top, scores[g])
+                low = min(low, scores[g])
+            threshold = top - tol * max(top, -low)
+            slot = -1
+            key = np.uint64(0)
+            h = 0
+            if u <= 64:
+                for g in range(u):
+                    if scores[g] >= threshold:
+                        key |= np.uint64(1) << np.uint64(g)
+                h = np.int64((key * np.uint64(11400714819323198485)) >> np.uint64(52))  # 12 bits: cap = 4096
+                while keys[h] != 0:
+                    if keys[h] == key:
+                        slot = h
+                        break
+                    h = (h + np.int64(1)) & np.int64(cap - 1)
+            if slot < 0:
+                for k in range(d):
+                    acc[k] = 0.0
+                count = 0
+                for c in range(m):
+                    if scores[group[c]] >= threshold:
+                        count += 1
+                        j = cand[c]
+                        for k in range(d):
+                            acc[k] += x[j, k]
+                if u <= 64 and used < cap // 2:
+                    keys[h] = key
+                    counts[h] = count
+                    for k in range(d):
+                        sums[h, k] = acc[k]
+                    used += 1
+            else:
+                count = counts[slot]
+                for k in range(d):
+                    acc[k] = sums[slot, k]
+            for k in range(d):
+                xi = x[i, k]
+                out[i, k] = xi + gamma * (acc[k] / count - xi)
+        return full_rows
+
+    compiled = locals()
+    return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in ("extremes", "near_boundary",
+                                                                           "hull_leaders")})
+
+
+def _compile_softmax():
+    decorators = jit_decorators()
+    if decorators is None:
+        return None
+    jit, jit_sum = decorators
+
+    @jit_sum
+    def moments(y, p):
+        """``M[a, b] = sum_j y_j1^a y_j2^b`` for ``a + b <= p`` (a (p+1, p+1) array, zero above the anti-diagonal)."""
+        n = y.shape[0]
+        M = np.zeros((p + 1, p + 1))
+        pa = np.empty(p + 1)
+        pb = np.empty(p + 1)
+        for j in range(n):
+            pa[0] = 1.0
+            pb[0] = 1.0
+            for a in range(1, p + 1):
+                pa[a] = pa[a - 1] * y[j, 0]
+                pb[a] = pb[a - 1] * y[j, 1]
+            for a in range(p + 1):
+                for b in range(p + 1 - a):
+                    M[a, b] += pa[a] * pb[b]
+        return M
+
+    @jit_sum
+    def taylor_rows(qt, rows, M, p, out):
+        """For each row ``i`` of ``rows``: ``out[i] = (N1 / Z, N2 / Z)`` with ``Z = sum_{a+b<=p} qt^a/a! qt^b/b! M[a, b]``
+        and ``N_k`` the same sums of ``M`` shifted by one in coordinate ``k`` (``M`` of order ``p + 1``)."""
+        fa = np.empty(p + 1)
+        fb = np.empty(p + 1)
+        for t in range(rows.shape[0]):
+            i = rows[t]
+            fa[0] = 1.0
+            fb[0] = 1.0
+            for a in range(1, p + 1):
+                fa[a] = fa[a - 1] * qt[i, 0] / a
+                fb[a] = fb[a - 1] * qt[i, 1] / a
+            Z = 0.0
+            N1 = 0.0
+            N2 = 0.0
+            for a in range(p + 1):
+                for b in range(p + 1 - a):
+                    f = fa[a] * fb[b]
+                    Z += f * M[a, b]
+                    N1 += f * M[a + 1, b]
+                    N2 += f * M[a, b + 1]
+            out[i, 0] = N1 / Z
+            out[i, 1] = N2 / Z
+
+    @jit
+    def pruned_rows(q, x, rows, h, T, order, cell_start, cell_lo, cell_hi, block_cells, block_lo, block_hi, out):
+        """For each row ``i`` of ``rows``: ``out[i] = sum_j w_j (x_j - x_i) / sum_j w_j``, ``w_j = e^{<q_i, x_j> - h_i}``,
+        over the sources of the cells whose largest possible ``<q_i, x>`` is at least ``h_i - T``.
+
+        Sources are ``x[order]`` grouped by cell (``cell_start``), cells grouped by block
+        (``block_cells``), each with its bounding box. Returns the number of source terms summed.
+        """
+        d = x.shape[1]
+        terms = 0
+        for t in range(rows.shape[0]):
+            i = rows[t]
+            low = h[i] - T
+            Z = 0.0
+            N0 = 0.0
+            N1 = 0.0
+            for blk in range(block_lo.shape[0]):
+                ub = 0.0
+                for k in range(d):
+                    ub += max(q[i, k] * block_lo[blk, k], q[i, k] * block_hi[blk, k])
+                if ub < low:
+                    continue
+                for c in range(block_cells[blk], block_cells[blk + 1]):
+                    ub = 0.0
+                    for k in range(d):
+                        ub += max(q[i, k] * cell_lo[c, k], q[i, k] * cell_hi[c, k])
+                    if ub < low:
+                        continue
+                    for s in range(cell_start[c], cell_start[c + 1]):
+                        j = order[s]
+                        e = q[i, 0] * x[j, 0] + q[i, 1] * x[j, 1] - h[i]
+                        w = np.exp(e)
+                        Z += w
+                        N0 += w * (x[j, 0] - x[i, 0])
+                        N1 += w * (x[j, 1] - x[i, 1])
+                    terms += cell_start[c + 1] - cell_start[c]
+            out[i, 0] = N0 / Z
+            out[i, 1] = N1 / Z
+        return terms
+
+    compiled = locals()
+    return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows")})
+
+
+_SOFTMAX: types.SimpleNamespace | None = None
+
+
+def softmax_impl() -> types.SimpleNamespace | None:
+    """The compiled passes of the fast (SA-beta) step, or None without numba."""
+    global _SOFTMAX
+    if _SOFTMAX is None:
+        _SOFTMAX = _compile_softmax()
+    return _SOFTMAX

@@ -1,0 +1,182 @@
+"""The fast steps of attention_fw.model.fast against the dense steps of attention_fw.model.dynamics.
+
+(SA-inf) through the hull: bitwise the dense step (d <= 2, and d = 3 at n <= 256 where the dense
+step computes its scores in the same loop), over states that stress the tie rule: random clouds,
+grids (tokens on the hull's edges, exactly tied in exact arithmetic), duplicated vertices, tokens at
+the origin, a run until the tokens sit on their vertices, a wide tie tolerance, one B per system.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial import ConvexHull
+
+from attention_fw.model import dynamics as D
+from attention_fw.model import fast as F
+
+
+def _grid(k, lo=0.0, hi=1.0):
+    g = np.linspace(lo, hi, k)
+    return np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+
+
+def _states(rng):
+    yield "gaussian", rng.normal(size=(1500, 2))
+    yield "uniform", rng.uniform(-1, 1, size=(1500, 2))
+    yield "grid", _grid(25)
+    yield "centred grid", _grid(25, -1.0, 1.0)
+    x = rng.normal(size=(1200, 2))
+    x[:50] = x[60]                      # a duplicated token (a vertex with multiplicity, often)
+    x[100:160] = 0.0                    # tokens at the origin: B x_i = 0 ties every token
+    yield "duplicates and zeros", x
+    tri = np.array([[1.0, 0.0], [-0.5, 0.8], [-0.5, -0.8]])
+    w = rng.dirichlet(np.ones(3), size=900)
+    yield "triangle", np.vstack([tri, w @ tri])
+    yield "tiny", rng.normal(size=(500, 2)) * 1e-160
+    yield "huge", rng.normal(size=(500, 2)) * 1e160
+
+
+@pytest.mark.parametrize("B", [None, "diag", "general"])
+def test_hull_step_is_bitwise_the_dense_step(B):
+    rng = np.random.default_rng(7)
+    Bm = {None: None, "diag": np.diag([1.0, 2.5]), "general": np.array([[1.0, 0.4], [-0.3, 0.7]])}[B]
+    for name, x in _states(rng):
+        for gamma in (0.5, 1.0):
+            a = F.hardmax_step(x, gamma, Bm)
+            b = D.hardmax_step(x, gamma, Bm)
+            assert np.array_equal(a, b), (name, gamma)
+
+
+def test_hull_step_bitwise_along_a_run_to_the_vertices():
+    """Sixty steps from a uniform square: the tokens reach their vertices (ties within the tolerance
+    there), and every step is the dense step's bits."""
+    x = np.random.default_rng(3).uniform(-1, 1, size=(2500, 2))
+    for _ in range(60):
+        a, b = F.hardmax_step(x, 0.5), D.hardmax_step(x, 0.5)
+        assert np.array_equal(a, b)
+        x = b
+    # at the end the tokens sit within 1e-12 of hull vertices (the run did reach the tie regime)
+    v = x[ConvexHull(x).vertices]
+    assert np.min(np.linalg.norm(x[:, None] - v[None], axis=-1), axis=1).max() < 1e-12
+
+
+@pytest.mark.parametrize("tie_rtol", [0.0, 1e-9, 1e-3])
+def test_hull_step_tie_tolerances(tie_rtol):
+    rng = np.random.default_rng(11)
+    for x in (_grid(20), rng.normal(size=(800, 2))):
+        assert np.array_equal(F.hardmax_step(x, 0.3, tie_rtol=tie_rtol), D.hardmax_step(x, 0.3, tie_rtol=tie_rtol))
+
+
+def test_hull_step_batches_dimensions_and_flat_hulls():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(4, 300, 2))
+    Bs = rng.normal(size=(4, 2, 2))
+    assert np.array_equal(F.hardmax_step(x, 0.5, Bs), D.hardmax_step(x, 0.5, Bs))
+    x3 = rng.normal(size=(250, 3))            # n <= 256: the dense step's own score loop
+    assert np.array_equal(F.hardmax_step(x3, 0.5), D.hardmax_step(x3, 0.5))
+    x1 = rng.normal(size=(400, 1))
+    assert np.array_equal(F.hardmax_step(x1, 0.5), D.hardmax_step(x1, 0.5))
+    line = np.stack([np.linspace(0, 1, 50)] * 2, -1)     # a flat hull: Qhull refuses, the dense step runs
+    before = F.STATS["dense_fallbacks"]
+    assert np.array_equal(F.hardmax_step(line, 0.5), D.hardmax_step(line, 0.5))
+    assert F.STATS["dense_fallbacks"] == before + 1
+
+
+def test_candidates_hold_the_hull_vertices_and_the_edge_tokens():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3000, 2))
+    cand = F.hull_candidates(x)
+    assert set(ConvexHull(x).vertices) <= set(cand.tolist())
+    assert len(cand) < 50                                   # a Gaussian cloud: a few dozen vertices
+    assert len(F.hull_candidates(_grid(30))) == 4 * 29      # every token on the square's edges
+
+
+# ----------------------------------------------------------------------------- the circle model
+def test_circle_fourier_identity():
+    """e^{b cos p} sin p = (2/b) sum_k k I_k(b) sin(k p), checked pointwise with 200 modes."""
+    from scipy.special import iv
+    p = np.linspace(-np.pi, np.pi, 101)
+    for b in (0.3, 5.0, 30.0):
+        k = np.arange(1, 201)
+        series = 2 / b * (k * iv(k, b) * np.sin(np.outer(p, k))).sum(axis=1)
+        assert np.abs(series - np.exp(b * np.cos(p)) * np.sin(p)).max() <= 1e-13 * np.exp(b)
+
+
+@pytest.mark.parametrize("beta", [0.5, 5.0, 20.0, 60.0])
+def test_circle_truncation_error_below_its_bound(beta):
+    from attention_fw.model import sphere as S
+    rng = np.random.default_rng(int(beta * 10))
+    t = np.r_[rng.uniform(0, 2 * np.pi, 1500), rng.normal(1.0, 0.01, 500)]   # spread and clustered
+    dense = S.force_dense(t, beta)
+    rounding = 64 * np.finfo(float).eps * np.exp(beta)
+    for K in sorted({int(beta / 2) + 2, int(beta) + 5, S.modes(beta)}):
+        err = np.abs(S.force(t, beta, K) - dense).max()
+        assert err <= S.tail_bound(beta, K) + rounding, K
+    assert np.abs(S.force(t, beta) - dense).max() <= 1e-13 * np.exp(beta) + rounding
+
+
+def test_circle_run_is_forward_euler_of_the_dense_force():
+    from attention_fw.model import sphere as S
+    t0 = np.random.default_rng(4).uniform(0, 2 * np.pi, 400)
+    t = t0.copy()
+    for _ in range(100):
+        t = t + 2e-3 * S.force_dense(t, 5.0)
+    assert np.abs(S.simulate(t0, 5.0, 2e-3, 100, resync=16) - t).max() < 1e-11
+
+
+def test_circle_predicted_mode_maximises_the_growth_rate():
+    from attention_fw.model import sphere as S
+    for b in (0.5, 3.0, 5.0, 12.0, 40.0):
+        r = S.growth_rates(b)
+        assert S.predicted_clusters(b) == int(np.argmax(r)) + 1
+    # large beta: I_k(b) ~ e^b e^{-k^2/(2b)} / sqrt(2 pi b), so k^2 I_k peaks near sqrt(2 b)
+    assert abs(S.predicted_clusters(200.0) - np.sqrt(400.0)) <= 1
+
+
+# ----------------------------------------------------------------------------- (SA-beta)
+def _soft_states(rng, n=1500):
+    a, rr = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    yield "disk", np.stack([rr * np.cos(a), rr * np.sin(a)], 1)
+    yield "gaussian", rng.normal(size=(n, 2))
+    yield "clusters", np.concatenate([rng.normal(m, 0.01, (n // 3, 2)) for m in ([1, 0], [0, 1], [-1, -1])])
+    yield "coincident", np.tile([[0.3, 0.4]], (n, 1))
+    near = rng.normal(size=(n, 2)) * 1e-3
+    near[: n // 50] += [1.0, 0.0]                     # most tokens near the origin, a few far
+    yield "near the origin", near
+    yield "shifted", rng.normal(size=(n, 2)) + 5.0
+
+
+@pytest.mark.parametrize("beta", [0.1, 1.0, 10.0, 100.0, 1000.0])
+def test_fast_softmax_step_within_tolerance_of_the_dense_step(beta):
+    """|m_fast - m_dense| <= 1e-8 r + 64 eps max|x| for every token (r: the tokens' radius about their centroid;
+    the second term is the dense float64 step's own rounding)."""
+    rng = np.random.default_rng(int(beta * 10))
+    B = np.array([[1.0, 0.3], [0.1, 0.8]])
+    for name, x in _soft_states(rng):
+        for Bm in (None, B):
+            a, b = F.softmax_step(x, 1.0, beta, Bm), D.softmax_step(x, 1.0, beta, Bm)
+            r = np.sqrt(((x - x.mean(0)) ** 2).sum(1).max())
+            bound = F.STEP_TOL * r + 64 * np.finfo(float).eps * np.abs(x).max()
+            assert np.linalg.norm(a - b, axis=1).max() <= bound, (name, Bm is None)
+
+
+def test_fast_softmax_paths_all_taken_and_large_n():
+    """n = 4096 with each path (expansion, pruned sum, dense tiles) taken by some rows; gamma < 1; a batch."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4096, 2))
+    before = dict(F.SOFTMAX_STATS)
+    for beta in (1.0, 10.0, 300.0):
+        a, b = F.softmax_step(x, 0.3, beta), D.softmax_step(x, 0.3, beta)
+        assert np.abs(a - b).max() <= F.STEP_TOL * 5.0
+    for k in ("taylor_rows", "pruned_rows", "dense_rows"):
+        assert F.SOFTMAX_STATS[k] > before[k], k
+    xb = rng.uniform(-1, 1, size=(3, 500, 2))
+    assert np.abs(F.softmax_step(xb, 0.5, 20.0) - D.softmax_step(xb, 0.5, 20.0)).max() < 1e-9
+
+
+def test_taylor_order_meets_its_bound():
+    from math import exp, factorial
+    for rho in (0.5, 2.0, 6.0):
+        p = F.taylor_order(rho)
+        assert 2.01 * rho ** (p + 1) * exp(rho) / factorial(p + 1) <= F.TAYLOR_TOL
+        assert 2.01 * rho ** p * exp(rho) / factorial(p) > F.TAYLOR_TOL
