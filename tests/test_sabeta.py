@@ -337,7 +337,7 @@ def test_the_exit_time_figure_refuses_no_configurations():
     from attention_fw.plot import sabeta as SP
 
     with pytest.raises(ValueError, match="results must hold at least one configuration"):
-        SP.fig_exit_times([], formats=())
+        SP.fig_exit_times([])
 
 
 # ----------------------------------------------------------------------------------------

@@ -419,7 +419,8 @@ def rates_entry(r, *, t_min: float = 100.0) -> dict:
     both = np.isfinite(mean) & np.isfinite(se) & (T >= t_min)
     entry = dict(name=r["name"], c0=float(r["c0"]), gap_settled=float(np.asarray(r["gap"])[-1]),
                  local_slopes=local_slopes(b, T).tolist(),
-                 c_inf=_f(ex.c_inf), c_inf_ci=ex.ci, c_inf_model=MODEL_SENTENCE.format(t_min=t_min, b_lo="20, 40, 80", b_hi="40, 80, 160")
+                 c_inf=_f(ex.c_inf), c_inf_ci=ex.ci,
+                 c_inf_model=MODEL_SENTENCE.format(t_min=t_min, b_lo="20, 40, 80", b_hi="40, 80, 160")
                  if ex.c_inf is not None else None, c_inf_reason=ex.reason, c_inf_window=ex.window,
                  c_inf_residuals=ex.residuals, c_ode=_f(r["c_ode"]), delta=_f(ex.delta),
                  c_logbeta=_f(fe.c_inf), c_logbeta_ci=fe.ci, chain_rate=None, chain_rate_ci=None,
