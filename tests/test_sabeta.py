@@ -384,8 +384,8 @@ def test_exponent_procedure_recovers_the_triangle():
     betas = np.arange(4.0, 10.01, 0.75)
     T = np.array([X.triangle_exit_exact(gamma, b, eps) for b in betas], float)
     ode = np.array([X.drift_integral_exit(v, [1.0] * 3, reg, gamma, b, eps) for b in betas])
-    c, err = X.model_exponent(lambda b: math.log(X.drift_integral_exit(v, [1.0] * 3, reg, gamma, b, eps)))
-    assert abs(c - 1.5) < 2e-3 and err < 5e-3
+    c, err = X.model_exponent(lambda b: X.drift_integral_log_exit(v, [1.0] * 3, reg, gamma, b, eps))
+    assert abs(c - 1.5) < 1e-3 and err < 2e-3
     fit = X.exponent_from_model(betas, T, ode, c, err)
     assert fit.ci[0] <= 1.5 <= fit.ci[1] and fit.ci[1] - fit.ci[0] < 0.01
     line = np.polyfit(betas[T >= 100], np.log(T[T >= 100]), 1)[0]
