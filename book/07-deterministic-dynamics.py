@@ -646,7 +646,7 @@ gap_ratio = [c["gamma"] * math.sqrt(c["half"][0]) / c["half"][2] for c in coupli
 page.glue(cp_list="; ".join(cp_text(c) for c in couplings), cp_r=(radius, "g"), coupling_t2=(p.coupling_t2, ",.0f"),
           cp_runs=(p.coupling_runs, ","), cp_gamma=(g_c, "g"), cp_beta_hi=(beta_hi, "g"),
           cp_gap=(min(gap_ratio), ".0f") if gap_ratio else "-",
-          cp_verdict=(" ; ".join(cp_text(c) for c in couplings) + "." if couplings else
+          cp_verdict=("; ".join(cp_text(c) for c in couplings) + "." if couplings else
                       "no (SAβ) exit within the cap at the coupling's β."))
 
 # %% [markdown]
