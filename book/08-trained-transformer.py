@@ -598,6 +598,7 @@ def verdict_sentence(v):
 
 ex, inc = tables["excluded"], tables["included"]
 fit_made = entry(ex, "support")["exponent"] is not None
+no_fit = None if fit_made else entry(ex, "support")["reason"]
 hull_stats = [s for s in HC.HULL]
 probe_heads = [(0, 2), (2, 5), (4, 8), (5, 11)]
 picked = TH.spread(counts["n"], 3)
@@ -632,11 +633,16 @@ page.glue(
         "here): what its heads do there is an extrapolation of the model, not a test of the geometry."
         if (n_l > 128).any() else "All of them are within the model's training length of 128 tokens."),
     boot=p.boot,
-    verdict_text="; ".join(verdict_sentence(v) for v in verdict["excluded"]) + ".",
-    verdict_incl="; ".join(verdict_sentence(v) for v in verdict["included"]) + ".",
-    hull_text="; ".join(f"{LABEL[s]} {with_ci(entry(ex, s))}" for s in hull_stats),
-    support_layers="; ".join(f"layer {layer}: {with_ci(entry(ex, 'support', layer))}" for layer in range(enc.layers)),
-    leaders_layers="; ".join(f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}" for layer in range(enc.layers)),
+    verdict_text=("; ".join(verdict_sentence(v) for v in verdict["excluded"]) + "." if fit_made
+                  else f"no exponent can be fitted ({no_fit})."),
+    verdict_incl=("; ".join(verdict_sentence(v) for v in verdict["included"]) + "." if fit_made
+                  else "the same."),
+    hull_text=("; ".join(f"{LABEL[s]} {with_ci(entry(ex, s))}" for s in hull_stats) if fit_made
+               else f"(no exponent can be fitted: {no_fit})"),
+    support_layers=("; ".join(f"layer {layer}: {with_ci(entry(ex, 'support', layer))}" for layer in range(enc.layers))
+                    if fit_made else "(no fit)"),
+    leaders_layers=("; ".join(f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}" for layer in range(enc.layers))
+                    if fit_made else "(no fit)"),
     halves_text=halves_text,
     near_frac=(f"On the inputs of 100 tokens or more, a fraction {fmt(np.median(frac['near_top_1'][long_]), '.2f')} "
                f"of the keys are within 1 nat of some query's top, {fmt(np.median(frac['robust_0.1'][long_]), '.2f')} "
@@ -692,9 +698,10 @@ else:
     )
 page.glue(
     conclusion_text=conclusion,
-    box_text="; ".join(f"{LABEL[s_]} {with_ci(entry(ex, s_))}" for s_ in
-                       ("support", "mass90", "participation", "leaders", "near_top_1", "robust_0.1",
-                        "projected_2", "projected_3", "projected_4", "projected_8", "query_span")),
+    box_text=("; ".join(f"{LABEL[s_]} {with_ci(entry(ex, s_))}" for s_ in
+                        ("support", "mass90", "participation", "leaders", "near_top_1", "robust_0.1",
+                         "projected_2", "projected_3", "projected_4", "projected_8", "query_span"))
+              if fit_made else f"no exponent at all, as there are too few inputs ({no_fit})"),
 )
 scaling_rows = [dict(statistic=e["statistic"], variant=v, layer=e["layer"], exponent=e["exponent"],
                      ci=e["ci"], reason=e["reason"]) for v in tables for e in tables[v]["entries"]]
