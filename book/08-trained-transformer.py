@@ -242,7 +242,8 @@ corpus = json.loads((BOOK / "data" / "trained-corpus.json").read_text())["senten
 texts = [c["text"] for c in corpus[: p.verses]]
 inputs = texts + TH.passages(texts, p.passage_sizes, p.passages_per_size)
 lengths = enc.tokenize(inputs).lengths
-hull_for = TH.spread(lengths, p.hull_sentences)
+within = np.flatnonzero(lengths <= 128)              # the model's training length
+hull_for = within[TH.spread(lengths[within], p.hull_sentences)]
 study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares),
                         rng=p.seed)
 sub = study["subspace"]
@@ -361,7 +362,7 @@ page.figure(
 # For every input and every head: the **effective support** of each attention row,
 # $e^{H(A_{i\cdot})}$ with $H$ the entropy (1 for a one-hot row, $n$ for a uniform one), averaged over
 # the rows; the number of **distinct hardmax leaders** $\arg\max_jA_{ij}$; and, for
-# {glue:text}`hull_count` inputs spread over the range of lengths, the **vertices of the hull of the
+# {glue:text}`hull_count` inputs spread over the lengths up to 128 tokens, the **vertices of the hull of the
 # keys** $W_Kx_j+b_K$ in the head's 32-dimensional space, by an exact test: a key is a vertex iff
 # the linear program "write it as a convex combination of the other keys" is infeasible. Cheap
 # certificates (a key that is the unique maximiser of some linear functional is a vertex) spare most
