@@ -670,7 +670,7 @@ else:
     if full:
         parts.append("The hull counts " + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in full)
                      + (" grows" if len(full) == 1 else " grow") + " like n or faster (upper end of the interval at least 0.97): in the heads' space "
-                     "the geometry keeps almost every key, so it cannot separate the prediction from n")
+                     "these counts keep pace with n, so they cannot separate the prediction from n")
     if slow:
         parts.append("only " + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in slow)
                      + (" grows" if len(slow) == 1 else " grow") + " clearly slower than n")
