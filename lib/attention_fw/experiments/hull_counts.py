@@ -579,7 +579,8 @@ def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0
     S = Y.shape[1]
     if len(n) < min_inputs or len(np.unique(n)) < 3:
         return {"exponent": [None] * S, "ci": [None] * S, "samples": None,
-                "reason": f"{len(n)} inputs with {len(np.unique(n))} distinct lengths: too few for a fit "
+                "reason": f"{len(n)} input{'s' if len(n) != 1 else ''} with {len(np.unique(n))} distinct "
+                          f"length{'s' if len(np.unique(n)) != 1 else ''}: too few for a fit "
                           f"(at least {min_inputs} inputs and 3 lengths)"}
     good = np.asarray((Y > 0).all(axis=0), dtype=bool).reshape(-1)
     x = np.log(n)
