@@ -306,7 +306,8 @@ def test_chain_with_B_engine_matches_plain_stepping():
     """Spread clusters (triangle, two tokens at 0.05 from each vertex, B = diag(1.4, 0.6)), where the
     engine takes an event at almost every step: its exit times and plain step-by-step (SAP) with the same
     B (dynamics.MarkovChain) agree in law (two-sample KS p > 1e-3, means within 4.5 combined standard
-    errors); after 6 steps from tokens in general position, so do the laws of single coordinates."""
+    errors); after 6 steps from tokens in general position, so do the laws of single coordinates (a
+    symmetric B: the engine refuses any other)."""
     from scipy import stats as st
     cfg = S.family_configuration("triangle, 1+2 near, B diagonal")
     beta, runs = 4.0, 3000
@@ -323,13 +324,16 @@ def test_chain_with_B_engine_matches_plain_stepping():
     assert st.ks_2samp(a.times, c.times).pvalue < 1e-6
     g = np.random.default_rng(10)
     x0 = g.normal(size=(5, 2))
-    Bn = np.array([[1.0, 0.4], [-0.2, 0.7]])                  # not symmetric
-    e = exit_times.engine_state_at(x0, 0.2, 1.5, 6, 4000, rng=11, B=Bn)
+    Bs = np.array([[1.0, 0.3], [0.3, 0.7]])                   # symmetric positive definite, not isotropic
+    e = exit_times.engine_state_at(x0, 0.2, 1.5, 6, 4000, rng=11, B=Bs)
     s = np.broadcast_to(x0, (4000, 5, 2)).copy()
     for _ in range(6):
-        s = dynamics.sap_step(s, 0.2, 1.5, Bn, rng=g)
+        s = dynamics.sap_step(s, 0.2, 1.5, Bs, rng=g)
     for tok in (0, 3):
         assert st.ks_2samp(e[:, tok, 0], s[:, tok, 0]).pvalue > 1e-3
+    # the engine refuses a B that is not symmetric, naming it (library 0.3)
+    with pytest.raises(ValueError, match="B must be symmetric"):
+        exit_times.engine_state_at(x0, 0.2, 1.5, 6, 10, rng=11, B=np.array([[1.0, 0.4], [-0.2, 0.7]]))
 
 
 def test_the_exit_time_figure_refuses_no_configurations():
