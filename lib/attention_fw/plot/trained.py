@@ -95,7 +95,7 @@ def fig_support(study: dict, hull: list):
     a.set_ylabel("tokens")
     a.set_title("(a) attended tokens against $n$", loc="left")
     a.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(0, 1.0))
-    a.set_ylim(0.8, nn.max() * 6)
+    a.set_ylim(0.8, nn.max() * 25)                                   # the legend above the data
     cm = study["class_mass"].mean(axis=(0, 2))                        # (layers, 4)
     share = study["class_share"].mean(axis=0)
     L = cm.shape[0]
