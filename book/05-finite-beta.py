@@ -69,15 +69,19 @@ PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
     "phase1_betas": ("list[float]", "> 0", "inverse temperatures for Theorem 5.2"),
     "phase1_runs": ("int", ">= 1", "chains per β for Theorem 5.2"),
-    "jump_betas": ("list[float]", "> 0", "inverse temperatures of the single-jump sweep"),
+    "jump_betas": ("list[float]", "> 0", "inverse temperatures of the single-jump sweep",
+                   "at least 3 items; distinct"),
     "jump_runs": ("int", ">= 1", "exits per (β, n, κ)"),
     "seed": ("int", ">= 0", "seed of the run: every task draws from its own stream, derived from it and the task's parameters"),
-    "kappas": ("list[int]", ">= 3", "regular κ-gons of the rate sweep"),
-    "ns": ("list[int]", ">= 1", "numbers of tokens (triangle) of the rate sweep"),
-    "hist_betas": ("list[float]", "> 0", "inverse temperatures shown in the histograms (each one of jump_betas)"),
+    "kappas": ("list[int]", "[3, 6]", "regular κ-gons of the rate sweep (6 tokens: at most 6 vertices)",
+               "contains 3; distinct"),
+    "ns": ("list[int]", ">= 3", "numbers of tokens (triangle) of the rate sweep"),
+    "hist_betas": ("list[float]", "> 0", "inverse temperatures shown in the histograms",
+                   "each one of jump_betas; distinct"),
     "check_betas": ("list[float]", "> 0", "betas of the engine against plain stepping"),
     "check_runs": ("int", ">= 1", "runs per β of that comparison"),
-    "thm_betas": ("list[float]", "> 0", "theorem regime, one token per vertex (engine)"),
+    "thm_betas": ("list[float]", "> 0", "theorem regime, one token per vertex (engine)",
+                  "at least 2 items; distinct"),
     "thm_step_betas": ("list[float]", "> 0", "theorem regime, two tokens per vertex (stepping)"),
     "thm_step_runs": ("int", ">= 1", "runs per β for the latter"),
     "thm_cap": ("int", ">= 1", "censoring cap (steps) of the latter"),
@@ -901,7 +905,7 @@ beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
 start = (x0_e6, sig_e6, GAMMA, beta_path)
 paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6, rng=4)
-zoom_sabeta, zoom_sap = MP.zoom_paths(*start, T_det_path, rng=4)
+zoom_sabeta, zoom_sap = ET.zoom_paths(*start, T_det_path, rng=4)
 e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
           paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
 fig = MP.fig_sap_vs_sabeta(e6, TRI)

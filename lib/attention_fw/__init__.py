@@ -98,7 +98,7 @@ command line) is the separate package ``afw_book``.
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from . import _lazy, geometry, model
+from . import _lazy, model
 from .model.dynamics import (FirstTime, FunctionRecorder, Hardmax, Layer, MarkovChain, Recorder, Rule, SimulationResult,
                              Softmax, attention, hardmax_step, layer_step, leaders, sap_step, scores, simulate,
                              softmax_step, tie_counts)
@@ -114,8 +114,9 @@ __all__ = [
     "multihead_step", "MultiHead", "get_schedule", "Result",
 ]
 
-# ``experiments`` (SciPy's statistics among its imports) is imported when first used, so that
-# ``import attention_fw`` costs the dynamics only (half of the time it took with the experiments).
+# ``experiments`` (SciPy's statistics among its imports) and ``geometry`` (SciPy's spatial and
+# optimisation modules) are imported when first used, so that ``import attention_fw`` costs the
+# dynamics only (a new process then starts its first step in about a second of CPU).
 if TYPE_CHECKING:
-    from . import experiments
-__getattr__, __dir__ = _lazy.submodules(__name__, ("experiments",))
+    from . import experiments, geometry
+__getattr__, __dir__ = _lazy.submodules(__name__, ("experiments", "geometry"))

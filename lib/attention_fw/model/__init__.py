@@ -8,6 +8,14 @@ the step-size rules; ``frank_wolfe`` the energy, the gaps and the linear oracle.
 ``_checks``, ``_scaling`` and ``_sampling`` hold what the two backends share (one copy of each
 check, of the tie rule and of the score scaling); ``_kernels`` and ``_tile_kernels`` their passes.
 """
-from . import dynamics, frank_wolfe, general, multihead, schedules, tiled
+from typing import TYPE_CHECKING
+
+from .. import _lazy
+from . import dynamics, general, multihead, schedules, tiled
+
+# frank_wolfe (SciPy's optimisation and spatial modules) is imported when first used.
+if TYPE_CHECKING:
+    from . import frank_wolfe
+__getattr__, __dir__ = _lazy.submodules(__name__, ("frank_wolfe",))
 
 __all__ = ["dynamics", "general", "multihead", "tiled", "schedules", "frank_wolfe"]

@@ -7,8 +7,7 @@ Each ``fig_*`` function takes the result dicts of the experiments, draws one fig
 index) and returns it with the numbers behind it attached (:func:`attention_fw.plot.figure_data`);
 it writes no file. The fitted numbers come from :mod:`attention_fw.experiments.convergence`
 (:func:`~attention_fw.experiments.convergence.rate_slopes` and friends), so a chapter can quote them
-without the figure. ``name`` is the figure's file stem for whoever saves it; ``outdir`` and
-``formats`` are ignored (deprecated).
+without the figure. ``name`` is the figure's file stem for whoever saves it.
 """
 from __future__ import annotations
 
@@ -73,7 +72,7 @@ def _pos(y):
 
 
 # ============================================================================ Section 3
-def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "fw-thm31-counterexample"):
+def fig_thm31_counterexample(res: dict, name: str = "fw-thm31-counterexample"):
     """Theorem 3.1's printed bound against the exact counterexample x^0 = (3, -1) (E2)."""
     t = res["t"]
     J = np.array([[float(v) for v in row] for row in res["J"]])
@@ -111,10 +110,10 @@ def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "
                 first_violation=tv, first_violation_token=res["first_violation_token"],
                 equality_times=res["equality_times"], plateau=str(res["plateau"]), limit=str(res["limit"]),
                 x0=[3, -1], Bstar=1, schedule="2/(t+2)")
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=None, formats=None,
+def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict,
                                    name: str = "fw-thm31-symmetric-vs-shifted"):
     """Ratio (t+1) max_i J(x_i^{t+1}) / (lambda d^2) (printed: <= 2) for symmetric vs shifted clouds.
 
@@ -168,11 +167,11 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
                 origin_dist_shifted=shf["origin_dist"], origin_dist_symmetric=sym["origin_dist"],
                 limit_distance_over_diameter_shifted=dist_lim, example_positions=P[:, r],
                 example_times=example["t"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
 def fig_thm31_horizon(limit_over_diameter, first, first_extended, horizon: int, extended: int,
-                      outdir=None, formats=None, name: str = "fw-thm31-horizon"):
+                      name: str = "fw-thm31-horizon"):
     """When does a shifted cloud violate Theorem 3.1's bound? First violation against ``|x*| / d(K^0)``.
 
     Once the tokens have merged at ``x*`` the ratio is ``(t+1) |x*|^2 / (2 d^2)`` (``B_* = I``), which
@@ -215,10 +214,10 @@ def fig_thm31_horizon(limit_over_diameter, first, first_extended, horizon: int, 
     data = dict(limit_over_diameter=lim, first_violation=first, first_violation_extended=first_ext, horizon=horizon,
                 extended_horizon=extended,
                 predicted=[4 / v ** 2 if v > 0 else None for v in lim.tolist()])   # None: x* = 0, never
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, formats=None, name: str = "fw-rates-section3"):
+def fig_rates_section3(shf: dict, sym: dict, window=(100, None), name: str = "fw-rates-section3"):
     """Energy, FW gap and primal gap on the current hull vs t (log-log), with fitted slopes and O(1/t)."""
     fig, axes = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), sharey=False)
     slopes = {}
@@ -267,10 +266,10 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
                 exact_collapse_counts=counts,
                 **{f"{k}_shifted": shf[k] for k in ("J", "fw_gap", "primal_current", "primal_initial")},
                 **{f"{k}_symmetric": np.where(sym[k] > 0, sym[k], 0.0) for k in ("J", "fw_gap", "primal_current")})
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, name: str = "fw-fixed-vs-current-hull"):
+def fig_fixed_vs_current(fixed: dict, current: dict, name: str = "fw-fixed-vs-current-hull"):
     """Classical FW over the fixed hull K^0 vs the token dynamics over the shrinking K^t (same clouds)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), gridspec_kw=dict(width_ratios=[1.4, 1]))
     t = current["t"]
@@ -318,10 +317,10 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
                 primal_fixed_fw=fixed["primal"], slope_fixed=s_fixed, slope_current=s_cur, example_index=r,
                 collapsed_in_finite_time=~alive,
                 positions_tokens=current["positions"][:, r], positions_fixed=fixed["positions"][:, r])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, formats=None, name: str = "fw-linear-contrast"):
+def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, name: str = "fw-linear-contrast"):
     """Frank-Wolfe over a fixed polygon with 0 in its interior: exact line search (linear) vs 2/(t+2)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.6))
     t = line["t"]
@@ -354,7 +353,7 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     fig.tight_layout()
     data = dict(t=t, primal_line_search=h_ls, primal_open_loop=h_ol, t_open_loop=open_loop["t"], rho=rho,
                 measured_factor=rate, slope_open_loop=s_ol, r=bound["r"], D=bound["D"], mu=bound["mu"], L=bound["L"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
 # ============================================================================ Section 4
@@ -366,7 +365,7 @@ _SCHED_TEXT = {
 }
 
 
-def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "vertex-convergence-schedules"):
+def fig_vertex_schedules(results: dict, name: str = "vertex-convergence-schedules"):
     """Distance to the cell's vertex vs t, measured (markers) over the closed form of Theorem 4.2 (lines).
 
     ``results``: ``{kind: (schedule, vertex_convergence result)}`` with ``kind`` in
@@ -409,7 +408,7 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
                           labels_constant=res["labels_constant"],
                           vertex_displacement=res["vertices_fixed"])
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
 def _draw_cells(ax, verts, B, alpha=0.35):
@@ -421,7 +420,7 @@ def _draw_cells(ax, verts, B, alpha=0.35):
     return cells
 
 
-def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str = "vertex-straight-lines"):
+def fig_vertex_straight_lines(panels: list, name: str = "vertex-straight-lines"):
     """Trajectories of (SA-inf) drawn over the exact cells C_i(v): straight segments to the cell's vertex.
 
     ``panels``: list of ``(title, vertices (k,2), B, vertex_convergence result)``.
@@ -462,10 +461,10 @@ def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str
     axes[0].plot([], [], "kx", label="origin")
     axes[0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "vertex-not-owning-cell"):
+def fig_vertex_not_owning(run: dict, B, name: str = "vertex-not-owning-cell"):
     """A vertex that does not own its cell moves (towards its leader) and the hull shrinks."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.9), gridspec_kw=dict(width_ratios=[1, 1.2]))
     tr = run["trajectory"]
@@ -497,10 +496,10 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
     b.set_title("(b) the hull is not fixed", fontsize=8)
     fig.tight_layout()
     data = dict(trajectory=tr, owner=own, area=run["area"], vertex_shift=run["vertex_shift"], B=np.asarray(B))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duality-gap-prop"):
+def fig_duality_gap(results: dict, name: str = "duality-gap-prop"):
     """Both sides of the duality-gap proposition of Section 4.1 along trajectories, and their ratio.
 
     ``results``: ``{label: duality_gap_check result}``.
@@ -539,10 +538,10 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     b.set_title("(b) the proposition holds iff this stays $\\leq 1$", fontsize=8)
     b.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, formats=None, name: str = "remark46-owns-cell"):
+def fig_remark46(results: list, dims_theory=None, extra=None, name: str = "remark46-owns-cell"):
     """Monte-Carlo P(all kappa Gaussian vertices own their cells) vs d, Wilson 95% bands, union bound.
 
     ``results``: outputs of :func:`~attention_fw.experiments.vertex_limits.owns_cell_probability` (B = I) for several kappa;
@@ -573,10 +572,10 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, forma
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(r"Remark 4.6: $v_1,\dots,v_\kappa\sim\mathcal{N}(0,I_d)$, $B=I_d$", fontsize=8)
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str = "ode-euler-error"):
+def fig_ode_euler(err: dict, paths: dict, name: str = "ode-euler-error"):
     """Euler = (SA-inf) with gamma = dt against the exact solution of Theorem 4.8.
 
     ``err``: :func:`~attention_fw.experiments.vertex_limits.euler_error`;
@@ -604,10 +603,10 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str =
     data = dict(dt=dt, err_T=err["err_T"], err_sup=err["err_sup"], leading_T=err["leading_T"], T=err["T"],
                 slope=slope, path_t=paths["t"], path_exact=paths["exact"],
                 euler={str(h): dict(t=tt, x=vals) for h, (tt, vals) in paths["euler"].items()})
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, formats=None, name: str = "ode-continuity"):
+def fig_ode_continuity(generic: dict, boundary: dict, eta: float, name: str = "ode-continuity"):
     """sup-norm distance of ODE solutions vs the size of the perturbation of the initial data."""
     fig, ax = plt.subplots(figsize=(ONE_COLUMN * 1.45, 2.7))
     ax.loglog(generic["delta"], generic["sup_dist"], "o", ms=4, color=COLORS[0], label="generic data")
@@ -626,4 +625,4 @@ def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, f
     fig.tight_layout()
     data = dict(delta=generic["delta"], sup_dist_generic=generic["sup_dist"], sup_dist_boundary=boundary["sup_dist"],
                 same_cells_boundary=same, eta=eta, T=generic["T"], dt=generic["dt"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)

@@ -5,8 +5,7 @@ region, collapse), :mod:`attention_fw.experiments.exit_times` (exit times of the
 and :mod:`attention_fw.experiments.survival` (censored fits). Each ``fig_*`` function takes the
 experiment's results, draws one figure and returns it
 with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
-``name`` is the figure's file stem for whoever saves it (``phase1-event``, ...); ``outdir`` and
-``formats`` are ignored (deprecated, see ``saved``).
+``name`` is the figure's file stem for whoever saves it (``phase1-event``, ...).
 """
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..model import dynamics
-from ..experiments import exit_times as ET
 from ..geometry import planar as geo
 from ..experiments import metastability as M
 from ..geometry import polytope as P
@@ -24,7 +21,7 @@ from ._figure import saved
 from .style import ONE_COLUMN, TWO_COLUMN
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
-           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta", "survival_curves", "zoom_paths"]
+           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta", "survival_curves"]
 
 
 def fmt_beta(b):
@@ -42,7 +39,7 @@ def _closed(poly):
 
 
 def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: float, config_beta: float,
-               outdir=None, formats=None, name: str = "phase1-event"):
+               name: str = "phase1-event"):
     """Theorem 5.2 by Monte Carlo: the start, the event at ``T1`` against beta, and against time.
 
     ``ph1``, ``ph1_3d``: results of :func:`attention_fw.experiments.metastability.phase1_task` over the
@@ -119,10 +116,10 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     data = dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
                 C=k1["C"], beta_config=beta_cfg, x0=x0, sigma=sigma,
                 fraction_by_time=[r["fraction_by_time"] for r in ph1])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats=None,
+def fig_admissible(vertices, hyp, eps: float, gamma: float,
                    name: str = "metastability-admissible"):
     """The (eps, gamma) region where the proof of Theorem 5.4 applies (clusters at the vertices).
 
@@ -144,10 +141,10 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     data = dict(region=region, r_star=hyp["r_star"], d=diam, eps=eps, gamma=gamma, hypotheses=dict(hyp))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
+def fig_histograms(fits: dict, stepped: dict, betas,
                    name: str = "metastability-histograms", drawn_from: dict | None = None):
     """Histograms of ``T2`` per decade, with the fitted geometric law and plain stepping.
 
@@ -184,10 +181,10 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
     ax.legend(fontsize=8, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
               frameon=False, columnspacing=1.2, handlelength=1.5)
     fig.tight_layout()
-    return saved(fig, name, hist_data, outdir, formats)
+    return saved(fig, name, hist_data)
 
 
-def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
+def fig_rate(rate, name: str = "metastability-rate"):
     """Mean exit time against beta, fitted slopes against ``c0``, slopes on moving windows.
 
     ``rate``: the dict of the chapter's rate analysis, keys ``kappas``, ``betas``, ``fits``
@@ -282,7 +279,7 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("(c) slope on moving windows", fontsize=8)
     fig.tight_layout()
-    return saved(fig, name, rate_data, outdir, formats)
+    return saved(fig, name, rate_data)
 
 
 def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
@@ -304,7 +301,7 @@ def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
     return out
 
 
-def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str = "metastability-survival"):
+def fig_survival(surv_data: dict, titles, name: str = "metastability-survival"):
     """Survival of ``T2`` with the printed and the corrected bound of Theorem 5.4, one panel per n.
 
     ``surv_data``: :func:`survival_curves`; ``titles``: ``[(n, title), ...]`` for the panels.
@@ -328,25 +325,16 @@ def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str =
     styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
     fig.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=8, ncol=3,
                loc="lower center", bbox_to_anchor=(0.5, 0.98), frameon=False)
-    return saved(fig, name, surv_data, outdir, formats)
+    return saved(fig, name, surv_data)
 
 
-def zoom_paths(x0, sigma, gamma: float, beta: float, t_det: int, eps: float = 0.1, *, rng):
-    """Token paths for the zoom of :func:`fig_sap_vs_sabeta`: SA-beta for ``t_det`` steps and
-    one SAP run until its exit (at most ``1.3 t_det`` steps). Returns ``(sabeta, sap)``, arrays
-    of shape (steps + 1, n, d)."""
-    sabeta = dynamics.simulate(x0, dynamics.Softmax(gamma, beta), t_det, trajectory=True)
-    sap = dynamics.simulate(x0, dynamics.MarkovChain(gamma, beta, rng=rng), int(1.3 * t_det), trajectory=True,
-                            stop=lambda x, t: bool(ET.exit_mask(x, x0, sigma, eps)[0]))
-    return sabeta.trajectory, sap.trajectory
-
-
-def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str = "sap-vs-sabeta"):
+def fig_sap_vs_sabeta(e6: dict, vertices, name: str = "sap-vs-sabeta"):
     """(SAP) against (SA-beta) from the same start: exit times, excursions, paths near a vertex.
 
     ``e6``: dict with ``betas``, ``results`` (:func:`attention_fw.experiments.exit_times.e6_task`),
     ``fits`` (censored exponential fits), ``beta_path``, ``paths``
-    (:func:`~attention_fw.experiments.exit_times.excursion_paths`), ``sabeta``, ``sap`` (:func:`zoom_paths`).
+    (:func:`~attention_fw.experiments.exit_times.excursion_paths`), ``sabeta``, ``sap``
+    (:func:`attention_fw.experiments.exit_times.zoom_paths`). Draws only: the dynamics run before.
     """
     res_e6, e6_fit, paths_ = e6["results"], e6["fits"], e6["paths"]
     e6_det = [r["sabeta_T"] for r in res_e6]
@@ -409,10 +397,10 @@ def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str =
     data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
                 sabeta_T=[d if d is not None else -1 for d in e6_det],
                 path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "collapse-prop51"):
+def fig_collapse(x0, results, betas, name: str = "collapse-prop51"):
     """Proposition 5.1: limit points, diameter against time, collapse time against beta.
 
     ``results``: :func:`attention_fw.experiments.metastability.collapse_task` for each beta, from ``x0``.
@@ -459,4 +447,4 @@ def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "col
     fig.tight_layout()
     data = dict(x0=x0, beta=bc, limit=lim, steps=steps_col, converged=conv,
                 dist_to_initial_hull=P.distance_to_hull(lim, x0))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)

@@ -31,7 +31,8 @@ def runs_table(results) -> list[dict]:
     within ``cap``), ``T2_reduced`` and, where computed, ``T2_sap_mean`` with its 95% interval
     ``T2_sap_ci`` (else None; the chain with the same ``B``, ``sap_runs`` runs of which
     ``sap_censored`` reached their cap), plus the configuration's ``name`` and whether it meets
-    Theorem 5.4's hypotheses (``in_hypotheses``).
+    Theorem 5.4's hypotheses (``in_hypotheses``), the next-order model's ``T2_ode`` and the chain's seed
+    ``chain_seed`` at this configuration and beta.
 
     >>> from attention_fw.experiments.sabeta import family_task
     >>> r = family_task(
@@ -45,7 +46,7 @@ def runs_table(results) -> list[dict]:
     ...     rng=0,
     ... )
     >>> sorted(runs_table([r])[0])[:7]
-    ['B', 'T2_reduced', 'T2_sabeta', 'T2_sap_ci', 'T2_sap_mean', 'beta', 'cap']
+    ['B', 'T2_ode', 'T2_reduced', 'T2_sabeta', 'T2_sap_ci', 'T2_sap_mean', 'beta']
     """
     rows = []
     for r in results:
@@ -65,7 +66,7 @@ def runs_table(results) -> list[dict]:
     return rows
 
 
-def fig_exit_times(results, outdir=None, formats=None, name: str = "sabeta-exit-times"):
+def fig_exit_times(results, name: str = "sabeta-exit-times"):
     """``T2`` against beta on a few configurations: (SA-beta) measured, the reduced model, its
     leading order, the chain's mean with its 95% interval. ``results``: Results of
     :func:`attention_fw.experiments.sabeta.family_task`."""
@@ -105,14 +106,14 @@ def fig_exit_times(results, outdir=None, formats=None, name: str = "sabeta-exit-
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels), frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     data = dict(runs=runs_table(results))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
 def _label(r):
     return r["name"].replace(", in the hypotheses", "") + (" [H]" if r["hypotheses"]["all"] else "")
 
 
-def fig_rates(results, rates: list[dict], outdir=None, formats=None, name: str = "sabeta-rates"):
+def fig_rates(results, rates: list[dict], name: str = "sabeta-rates"):
     """Exponents per configuration, in units of ``c0``: the asymptotic exponent ``c_inf`` of (SA-beta)
     with its interval (``rates[k]["c_inf"]``, from the next-order model), the chain's rate on its window
     with its interval, the straight slope of (SA-beta) on that same window, and the smallest gap at the
@@ -128,7 +129,7 @@ def fig_rates(results, rates: list[dict], outdir=None, formats=None, name: str =
         c0 = q["c0"]
         if q.get("c_inf") is not None:
             lo, hi = q["c_inf_ci"]
-            h = ax.errorbar(q["c_inf"] / c0, yi + 0.14, xerr=[[(q["c_inf"] - lo) / c0], [(hi - q["c_inf"]) / c0]],
+            h: Any = ax.errorbar(q["c_inf"] / c0, yi + 0.14, xerr=[[(q["c_inf"] - lo) / c0], [(hi - q["c_inf"]) / c0]],
                             fmt="s", ms=3.5, color="C3", capsize=1.5)
             lab.setdefault(r"SA$\beta$: exponent $c_\infty$ (interval of the model)", h)
         else:
@@ -152,10 +153,10 @@ def fig_rates(results, rates: list[dict], outdir=None, formats=None, name: str =
     ax.set_ylim(-0.7, k - 0.3)
     fig.tight_layout()
     data = dict(runs=runs_table(results), rates=rates)
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_local_slopes(results, rates: list[dict], outdir=None, formats=None, name: str = "sabeta-local-slopes"):
+def fig_local_slopes(results, rates: list[dict], name: str = "sabeta-local-slopes"):
     """Left: the local slopes ``d ln T2 / d beta`` of (SA-beta) against ``1 / beta``, in units of ``c0``,
     one line per configuration (red: coincident starts, blue: spread), with ``c_inf / c0`` at
     ``1 / beta = 0`` (markers). Right: the residuals of the model of ``c_inf``
@@ -186,10 +187,10 @@ def fig_local_slopes(results, rates: list[dict], outdir=None, formats=None, name
     fig.tight_layout()
     data = dict(rates=[{k: q[k] for k in ("name", "c0", "local_slopes", "c_inf", "c_inf_ci", "c_inf_residuals")}
                        for q in rates])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "sabeta-coupling"):
+def fig_coupling(couplings: list[dict], name: str = "sabeta-coupling"):
     """(SAP) paths against the (SA-beta) path, one line per beta, against ``t / T2``: left, the fraction of
     paths whose largest token distance to the (SA-beta) path is at most ``r_star``; right, that distance
     (median over paths, band 10-90%) with ``gamma sqrt(t)`` and ``r_star``. ``couplings``: dicts with
@@ -222,4 +223,4 @@ def fig_coupling(couplings: list[dict], outdir=None, formats=None, name: str = "
     fig.tight_layout()
     data = dict(couplings=[{k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in c.items()}
                            for c in couplings])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
