@@ -801,7 +801,8 @@ def scaling_table(n, counts: dict, *, statistics=STATISTICS, boot: int = 2000, l
         cols = []
         for s in stats:
             c = counts[s][keep]
-            cols.append(np.nanmean(c.reshape(c.shape[0], int(np.prod(c.shape[1:]))), axis=1) if layer == "all" else np.nanmean(c[:, layer], axis=1))
+            flat = c.reshape(c.shape[0], int(np.prod(c.shape[1:])))         # (inputs, layers * heads)
+            cols.append(np.nanmean(flat, axis=1) if layer == "all" else np.nanmean(c[:, layer], axis=1))
         Y = np.stack(cols, axis=1) if len(stats) else np.zeros((int(keep.sum()), 0))
         fit = scaling_exponents(n[keep], Y, boot=boot, level=level, rng=np.random.default_rng(seed))
         samples[layer] = fit["samples"]
