@@ -691,7 +691,8 @@ else:
     conclusion = (
         "; ".join(parts) + ". Of the attention counts (exponents " + fmt(lo_a, ".2f") + " to "
         + fmt(hi_a, ".2f") + "), " + "; ".join(att_sent) + ". So, posed this way, the prediction does not hold: in the heads' "
-        "space the hull counts follow n, while the attention counts grow like a power of n below one; "
+        "space the hull counts follow n, while the attention counts grow more slowly than n (effective "
+        "exponents below one over these lengths); "
         "where an attention count shares the exponent of a low-dimensional projection's vertices, that is a "
         "match of rates, which by itself does not show that the attended tokens are those vertices."
         if not like_n and all(not v["tracks"] or set(v["tracks"]) <= set(slow) for v in att_v) and full else
