@@ -180,3 +180,36 @@ def test_taylor_order_meets_its_bound():
         p = F.taylor_order(rho)
         assert 2.01 * rho ** (p + 1) * exp(rho) / factorial(p + 1) <= F.TAYLOR_TOL
         assert 2.01 * rho ** p * exp(rho) / factorial(p) > F.TAYLOR_TOL
+
+
+# ----------------------------------------------------------------------------- method= of the public steps
+def test_method_keyword_routes_and_defaults_unchanged():
+    import attention_fw as afw
+    from attention_fw.model import tiled as T
+    rng = np.random.default_rng(21)
+    x = rng.uniform(-1, 1, size=(D.HULL_MIN_N + 100, 2))
+    ref = D.hardmax_step(x, 0.5, method="dense")
+    assert np.array_equal(afw.hardmax_step(x, 0.5), ref)                 # auto takes the hull: same bits
+    assert np.array_equal(afw.hardmax_step(x, 0.5, method="hull"), ref)
+    assert np.array_equal(afw.hardmax_step(x, 0.5, method="tiled"), T.hardmax_step(x, 0.5))
+    xs = x[:1500]
+    assert np.array_equal(afw.softmax_step(xs, 0.5, 3.0), D.softmax_step(xs, 0.5, 3.0, method="dense"))
+    assert np.array_equal(afw.softmax_step(xs, 0.5, 3.0, method="tiled"), T.softmax_step(xs, 0.5, 3.0))
+    assert np.abs(afw.softmax_step(xs, 0.5, 3.0, method="fast") - D.softmax_step(xs, 0.5, 3.0)).max() < 1e-9
+    a = afw.sap_step(xs, 0.5, 3.0, rng=4)
+    assert np.array_equal(a, afw.sap_step(xs, 0.5, 3.0, rng=4, method="dense"))
+    run = afw.simulate(x, afw.Hardmax(0.5), 5, method="hull")
+    assert np.array_equal(run.x, afw.simulate(x, afw.Hardmax(0.5, method="dense"), 5).x)
+
+
+def test_method_keyword_bad_values():
+    import attention_fw as afw
+    x = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="method"):
+        afw.hardmax_step(x, 0.5, method="fastest")
+    with pytest.raises(ValueError, match="SAP"):
+        afw.sap_step(x, 0.5, 1.0, rng=0, method="fast")
+    with pytest.raises(ValueError, match="hull"):
+        afw.softmax_step(x, 0.5, 1.0, method="hull")
+    with pytest.raises(TypeError, match="method"):
+        afw.simulate(x, afw.Layer(1.0, np.eye(2), np.eye(2)), 1, method="dense")

@@ -106,6 +106,13 @@ def _compile():
         counts = np.zeros(cap, dtype=np.int64)
         used = 0
         full_rows = 0
+        first = np.full(u, -1, dtype=np.int64)   # first and last candidate at each position
+        last = np.full(u, -1, dtype=np.int64)
+        for c in range(m):
+            g = group[c]
+            if first[g] < 0:
+                first[g] = c
+            last[g] = c
         for i in range(n):
             bmax = 0.0
             for k in range(d):
@@ -163,6 +170,17 @@ def _compile():
             slot = -1
             key = np.uint64(0)
             h = 0
+            lone = -1  # the one tied position when exactly one is tied, -2 when several
+            for g in range(u):
+                if scores[g] >= threshold:
+                    lone = g if lone == -1 else -2
+            if lone >= 0 and first[lone] == last[lone]:
+                # one tied token: the dense pass's acc = 0 + x_j, count = 1
+                j = cand[first[lone]]
+                for k in range(d):
+                    xi = x[i, k]
+                    out[i, k] = xi + gamma * ((0.0 + x[j, k]) / 1 - xi)
+                continue
             if u <= 64:
                 for g in range(u):
                     if scores[g] >= threshold:

@@ -73,6 +73,7 @@ array([[0., 1.],
 """
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from dataclasses import dataclass, field
@@ -118,6 +119,37 @@ def _tiled_for(x, *, hardmax=False):
     if len(shape) < 2 or (hardmax and shape[-1] <= 2):
         return None
     return None if tiled.fits(shape) else tiled
+
+
+METHODS = ("auto", "dense", "tiled", "hull", "fast")
+FAST_MIN_N = 2**17  # method="auto": the fast (SA-beta) step from this many tokens per system (no book run reaches it)
+HULL_MIN_N = 2048   # method="auto": the hull (SA-inf) step from this many tokens per system (d = 2, numba: same bits)
+
+
+def _route(method, x, kind):
+    """Which engine a step runs: "dense" (today's path: dense, tiles above the memory budget), "tiled" or "fast".
+
+    ``method="auto"`` picks the fast engine of :mod:`attention_fw.model.fast` only where it changes no
+    result of the dense path: the hull step (bitwise the dense one) for d = 2 from ``HULL_MIN_N``
+    tokens, and the fast (SA-beta) step (within 1e-8 of the diameter) from ``FAST_MIN_N`` tokens.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method in ("hull", "fast"):
+        if kind == "sap":
+            raise ValueError(f"method={method!r} has no (SAP) engine; use 'auto', 'dense' or 'tiled'")
+        if kind == "hardmax" and method == "fast" or kind == "softmax" and method == "hull":
+            raise ValueError(f"method={method!r} is not a {kind} engine: 'hull' steps (SA-inf), 'fast' (SA-beta)")
+        return "fast"
+    if method != "auto":
+        return method
+    shape = np.shape(x)
+    if kind == "hardmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= HULL_MIN_N \
+            and _kernels.impl().name == "numba":
+        return "fast"
+    if kind == "softmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= FAST_MIN_N:
+        return "fast"
+    return "dense"
 
 
 # ----------------------------------------------------------------------------- scores and weights
@@ -302,12 +334,14 @@ def layer_step(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None, V: npt.Ar
 
 
 def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
-                 tie_rtol: float | None = TIE_RTOL) -> np.ndarray:
+                 tie_rtol: float | None = TIE_RTOL, method: str = "auto") -> np.ndarray:
     """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
     at a token, so the oracle scans tokens; ties are averaged (module docstring).
-    ``B`` may hold one matrix per system, shape (R, d, d).
+    ``B`` may hold one matrix per system, shape (R, d, d). ``method``: "auto" (the hull step of
+    :mod:`.fast` for d = 2 from ``HULL_MIN_N`` tokens, bitwise this one; else dense), "dense",
+    "tiled" or "hull".
 
     Examples
     --------
@@ -321,8 +355,11 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     array([[0.1 , 0.65],
            [0.6 , 0.15]])
     """
-    if (T := _tiled_for(x, hardmax=True)) is not None:
-        return T.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
+    if (route := _route(method, x, "hardmax")) == "fast":
+        from . import fast
+        return fast.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
+    if route == "tiled" or _tiled_for(x, hardmax=True) is not None:
+        return tiled.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
     gamma = _gamma(gamma)
     x = chk.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
     d = x.shape[-1]
@@ -357,11 +394,14 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     return out.reshape(x.shape)
 
 
-def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None) -> np.ndarray:
+def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *,
+                 method: str = "auto") -> np.ndarray:
     """One step of (SA-beta): ``(1-gamma) x_i + gamma sum_j A_ij x_j``.
 
     ``gamma`` is the convex weight of the displayed formula of Section 5 (erratum E8 of the
-    book: the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)).
+    book: the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)). ``method``: "auto"
+    (the fast step of :mod:`.fast`, within 1e-8 of the tokens' radius, for d = 2 from
+    ``FAST_MIN_N`` tokens; else dense), "dense", "tiled" or "fast".
 
     Examples
     --------
@@ -370,8 +410,11 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     array([[ 0.5,  0. ],
            [-0.5,  0. ]])
     """
-    if (T := _tiled_for(x)) is not None:
-        return T.softmax_step(x, gamma, beta, B)
+    if (route := _route(method, x, "softmax")) == "fast":
+        from . import fast
+        return fast.softmax_step(x, gamma, beta, B)
+    if route == "tiled" or _tiled_for(x) is not None:
+        return tiled.softmax_step(x, gamma, beta, B)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     x = chk.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
@@ -462,12 +505,12 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
 
 @overload
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
-             return_choice: Literal[False] = False) -> np.ndarray: ...
+             return_choice: Literal[False] = False, method: str = "auto") -> np.ndarray: ...
 @overload
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
-             return_choice: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+             return_choice: Literal[True], method: str = "auto") -> tuple[np.ndarray, np.ndarray]: ...
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
-             return_choice: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+             return_choice: bool = False, method: str = "auto") -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """One step of the Markov chain (SAP).
 
     Each token ``i`` independently picks ``J_i = j`` with probability ``A_ij`` and
@@ -493,6 +536,8 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     rng : int, SeedSequence or Generator (keyword-only)
     return_choice : bool
         Also return the picks ``J`` of shape (..., n).
+    method : "auto", "dense" or "tiled"
+        "auto" and "dense": dense, tiles above the memory budget (no fast engine for the chain yet).
 
     Examples
     --------
@@ -501,8 +546,8 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     >>> bool(np.allclose(y, x + 0.5 * (x[J] - x)))
     True
     """
-    if (T := _tiled_for(x)) is not None:
-        return T.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
+    if _route(method, x, "sap") == "tiled" or _tiled_for(x) is not None:
+        return tiled.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     rng = chk.rng("rng", rng)
@@ -571,13 +616,14 @@ class Hardmax(Rule):
     """
 
     def __init__(self, schedule: Schedule | float | str = 0.5, B: npt.ArrayLike | None = None, *,
-                 tie_rtol: float | None = TIE_RTOL, **schedule_params: Any) -> None:
+                 tie_rtol: float | None = TIE_RTOL, method: str = "auto", **schedule_params: Any) -> None:
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
         self.B = _rule_key_query(B)
         self.tie_rtol = tie_rtol
+        self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol)
+        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, method=self.method)
 
 
 class Softmax(Rule):
@@ -591,14 +637,15 @@ class Softmax(Rule):
            [-0.5,  0. ]])
     """
 
-    def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None,
-                 **schedule_params: Any) -> None:
+    def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
+                 method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
         self.B = _rule_key_query(B)
+        self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return softmax_step(x, self.schedule(t), self.beta, self._B(systems))
+        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), method=self.method)
 
 
 class MarkovChain(Rule):
@@ -616,14 +663,15 @@ class MarkovChain(Rule):
     """
 
     def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
-                 rng: chk.SeedLike, **schedule_params: Any) -> None:
+                 rng: chk.SeedLike, method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
         self.B = _rule_key_query(B)
         self.rng = chk.rng("rng", rng)
+        self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng)
+        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, method=self.method)
 
 
 class Layer(Rule):
@@ -804,7 +852,7 @@ class SimulationResult:
 
 def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Recorder] = (), *,
              trajectory: bool = False, every: int = 1, stop: Callable[[np.ndarray, int], Any] | None = None,
-             t0: int = 0) -> SimulationResult:
+             t0: int = 0, method: str | None = None) -> SimulationResult:
     """Run ``rule`` for at most ``steps`` steps from the tokens ``x0`` at layer ``t0``.
 
     Memory stays ``O(R n d)`` unless ``trajectory=True`` (then the states at
@@ -817,6 +865,9 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
     stops keeps its tokens from then on and only the others are stepped, and the run ends
     when every system has stopped. The step at which each system stopped is
     ``result.stopped``; the stopping step counts as the last step for the recorders.
+
+    ``method`` (None: the rule's own, "auto" unless it was built with another) overrides the engine
+    of a :class:`Hardmax`, :class:`Softmax` or :class:`MarkovChain` rule for this run (``METHODS``).
 
     Raises
     ------
@@ -833,6 +884,12 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
     """
     if not isinstance(rule, Rule):
         raise TypeError(f"rule must be a dynamics Rule (Hardmax, Softmax, MarkovChain, Layer), got {type(rule).__name__}")
+    if method is not None:
+        if not hasattr(rule, "method"):
+            raise TypeError(f"method applies to Hardmax, Softmax and MarkovChain rules, not {type(rule).__name__}")
+        _route(method, np.zeros((1, 1)), "")     # checks the name
+        rule = copy.copy(rule)
+        rule.method = method
     x = _tokens(x0).copy()
     steps = chk.positive_int("steps", steps, minimum=0)
     every = chk.positive_int("every", every)

@@ -26,7 +26,7 @@ position share their score, and rows with the same tie pattern share their sum, 
 boundary band holds many tokens at few positions (late times, when tokens sit on their vertices)
 costs ``O(n u)`` with ``u`` the number of distinct candidate positions.
 
-Finding the band costs ``O(n)`` per step: the tokens extreme along 8 fixed directions (26 in
+Finding the band costs ``O(n)`` per step: the tokens extreme along 16 fixed directions (26 in
 3-D) span a polytope ``P`` inside ``K``; the tokens deeper than ``2 m`` inside ``P`` cannot be
 candidates; Qhull (``scipy.spatial.ConvexHull``) takes the few others. The hull is recomputed at
 every step: vertices are stationary only when they own their cells (Section 4 of the paper), and
@@ -51,6 +51,7 @@ from ._scaling import fit_scores as _fit_scores
 from ._scaling import max_sq_norm as _max_sq_norm
 
 __all__ = ["STATS", "SOFTMAX_STATS", "STEP_TOL", "available", "hull_candidates", "hardmax_step", "softmax_step",
+           "softmax_plan",
            "taylor_order"]
 
 EPS = float(np.finfo(float).eps)
@@ -76,7 +77,7 @@ def _kernels():
 
 def _directions(d: int) -> np.ndarray:
     if d == 2:
-        a = np.arange(8) * (2 * np.pi / 8)
+        a = np.arange(16) * (2 * np.pi / 16)
         return np.stack([np.cos(a), np.sin(a)], axis=1)
     v = np.array([p for p in itertools.product((-1.0, 0.0, 1.0), repeat=d) if any(p)])
     return v / np.linalg.norm(v, axis=1, keepdims=True)
@@ -148,7 +149,7 @@ def _hardmax_one(x, bx, gamma, tol):
 
 def _dense_hardmax(x, gamma, B, tie_rtol):
     from . import dynamics
-    return dynamics.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
+    return dynamics.hardmax_step(x, gamma, B, tie_rtol=tie_rtol, method="dense")
 
 
 def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
@@ -156,7 +157,7 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     """One step of (SA-inf) with the leaders found among the tokens near the hull's boundary (module docstring).
 
     The same arguments and, in ``d <= 2``, the same bits as :func:`attention_fw.model.dynamics.hardmax_step`;
-    ``O(n (D + u))`` per system with ``D`` = 8 directions (26 in 3-D) and ``u`` distinct candidate positions
+    ``O(n (D + u))`` per system with ``D`` = 16 directions (26 in 3-D) and ``u`` distinct candidate positions
     (about the number of hull vertices), memory ``O(n)``. A system whose hull is flat (or ``d > 3``)
     is stepped by the dense step.
 
@@ -170,22 +171,22 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     gamma = _gamma(gamma)
     x = chk.tokens("x", x)
     d = x.shape[-1]
-    B = key_query(B, x.shape)
+    Bk: np.ndarray | None = key_query(B, x.shape)
     tol = _tie_tol(tie_rtol, d)
     if d not in HULL_DIMS or not available():
         STATS["dense_fallbacks"] += 1
-        return _dense_hardmax(x, gamma, B, tie_rtol)
-    xs, _, c = _fit_scores(x, B, 0.0)
+        return _dense_hardmax(x, gamma, Bk, tie_rtol)
+    xs, _, c = _fit_scores(x, Bk, 0.0)
     if c != 1.0:  # leader sets are invariant under a common power-of-two scaling (as in the dense step)
-        return hardmax_step(xs, gamma, B, tie_rtol=tie_rtol) / c
+        return hardmax_step(xs, gamma, Bk, tie_rtol=tie_rtol) / c
     x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    bx3 = x3 if B is None else np.ascontiguousarray(x3 @ _t(B))  # the dense step's own product
+    bx3 = x3 if Bk is None else np.ascontiguousarray(x3 @ _t(Bk))  # the dense step's own product
     out = np.empty(x3.shape)
     for r in range(x3.shape[0]):  # a loop over systems (each of many tokens), not over tokens
         y = _hardmax_one(x3[r], np.ascontiguousarray(bx3[r]), gamma, tol)
         if y is None:
             STATS["dense_fallbacks"] += 1
-            Br = None if B is None else (B if B.ndim == 2 else B[r])
+            Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
             y = _dense_hardmax(x3[r], gamma, Br, tie_rtol)
         else:
             STATS["hull_steps"] += 1
@@ -383,20 +384,20 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     gamma = _gamma(gamma)
     beta = _beta_check(beta, allow_inf=False)
     x = chk.tokens("x", x)
-    B = key_query(B, x.shape)
+    Bk: np.ndarray | None = key_query(B, x.shape)
     d = x.shape[-1]
-    xs, b, c = _fit_scores(x, B, beta)
+    xs, b, c = _fit_scores(x, Bk, beta)
     if d != 2 or beta == 0.0 or c != 1.0 or b != beta or not available():
         SOFTMAX_STATS["dense_systems"] += 1
-        return _dense_softmax(x, gamma, beta, B)
+        return _dense_softmax(x, gamma, beta, Bk)
     x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    bx3 = x3 if B is None else np.ascontiguousarray(x3 @ _t(B))
+    bx3 = x3 if Bk is None else np.ascontiguousarray(x3 @ _t(Bk))
     out = np.empty(x3.shape)
     for r in range(x3.shape[0]):   # a loop over systems (each of many tokens)
         u = _softmax_one(x3[r], np.ascontiguousarray(bx3[r]), beta)
         if u is None:
             SOFTMAX_STATS["dense_systems"] += 1
-            Br = None if B is None else (B if B.ndim == 2 else B[r])
+            Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
             out[r] = _dense_softmax(x3[r], gamma, beta, Br)
         else:
             out[r] = x3[r] + gamma * u
@@ -405,4 +406,43 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
 
 def _dense_softmax(x, gamma, beta, B):
     from . import dynamics
-    return dynamics.softmax_step(x, gamma, beta, B)
+    return dynamics.softmax_step(x, gamma, beta, B, method="dense")
+
+
+def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) -> dict[str, float]:
+    """What :func:`softmax_step` would do for one system in the plane, without doing it: the rows by the
+    expansion, by the pruned sum and by dense tiles, and the source terms per pruned row (from the same
+    256-row probe). For benchmarks: a step whose rows go to dense tiles costs ``O(n)`` per row.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(-1, 1, size=(5000, 2))
+    >>> softmax_plan(x, 1.0)["taylor_rows"]
+    5000
+    """
+    from ._checks import beta as _beta_check
+    beta = _beta_check(beta, allow_inf=False)
+    x = np.ascontiguousarray(chk.tokens("x", x, batched_ok=False))
+    if x.shape[1] != 2:
+        raise ValueError(f"x must hold tokens in the plane (d = 2), got d = {x.shape[1]}")
+    Bk = key_query(B, x.shape)
+    n = x.shape[0]
+    q = beta * (x if Bk is None else x @ Bk.T)
+    y = x - x.mean(axis=0)
+    r = math.sqrt(float(np.einsum("ij,ij->i", y, y).max()))
+    smooth = np.sqrt(np.einsum("ij,ij->i", q, q)) * r <= RHO_TAYLOR
+    rows = np.flatnonzero(~smooth)
+    plan = {"n": n, "taylor_rows": int(smooth.sum()), "pruned_rows": 0, "dense_rows": 0, "terms_per_pruned_row": 0.0}
+    if rows.size:
+        cand, _ = _candidates(x, 0.0)
+        if cand is None:
+            plan["dense_rows"] = int(rows.size)
+            return plan
+        h = _row_max(q, x, cand)
+        probe = rows[np.random.default_rng(0).permutation(rows.size)[:PROBE_ROWS]] if rows.size > 2 * PROBE_ROWS else rows
+        terms = int(_softmax_kernels().pruned_rows(q, x, probe, h, math.log(n) + PRUNE_EXTRA, *_grid(x),
+                                                  np.empty_like(x)))
+        dense = terms > probe.size * n / 4
+        plan["terms_per_pruned_row"] = terms / probe.size
+        plan["dense_rows" if dense else "pruned_rows"] = int(rows.size)
+    return plan
