@@ -213,3 +213,37 @@ def test_method_keyword_bad_values():
         afw.softmax_step(x, 0.5, 1.0, method="hull")
     with pytest.raises(TypeError, match="method"):
         afw.simulate(x, afw.Layer(1.0, np.eye(2), np.eye(2)), 1, method="dense")
+
+
+# ----------------------------------------------------------------------------- experiments.many_tokens
+def test_cell_masses_exact():
+    from attention_fw.experiments import many_tokens as MT
+    from attention_fw.geometry import planar, polytope
+    for k in (3, 5, 8):
+        assert np.allclose(MT.cell_masses(polytope.regular_polygon(k)), 1 / k, atol=1e-12)   # symmetry
+    ang = np.array([0.3, 1.5, 2.4, 3.7, 5.0])
+    V = np.stack([np.cos(ang), np.sin(ang)], 1)
+    m = MT.cell_masses(V)
+    assert abs(m.sum() - 1) < 1e-12
+    x = MT.sample_polygon(V, 400_000, rng=3)                      # the law of large numbers, 5 sigma
+    f = np.bincount(planar.cell_labels(x, V), minlength=5) / len(x)
+    assert np.all(np.abs(f - m) <= 5 * np.sqrt(m * (1 - m) / len(x)))
+    r = MT.hardmax_limit(V, 3000, 30, rng=4)                     # straight to the vertex of the initial cell
+    assert r.straight and r.max_distance < 1e-6 and np.array_equal(r.fractions, r.start_fractions)
+
+
+def test_exact_distances():
+    from scipy.stats import wasserstein_distance
+    from attention_fw.experiments import many_tokens as MT
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(size=300), rng.normal(0.4, 2.0, size=170)
+    assert abs(MT.w1_line(a, b) - wasserstein_distance(a, b)) < 1e-12
+    ta, tb = rng.uniform(0, 2 * np.pi, 40), rng.vonmises(1.0, 3.0, 25) % (2 * np.pi)
+    # the circle: the smallest over cut points of the line distance of the unrolled samples
+    best = min(MT.w1_line((ta - c) % (2 * np.pi), (tb - c) % (2 * np.pi)) for c in np.r_[ta, tb])
+    assert abs(MT.w1_circle(ta, tb) - best) < 1e-12
+    x = rng.normal(size=(50, 2))
+    perm = rng.permutation(50)
+    assert MT.w1_equal(x, x[perm]) == 0.0
+    assert abs(MT.w1_equal(x, x + [3.0, 4.0]) - 5.0) < 1e-12
+    assert MT.sliced_w1(x, x + [3.0, 4.0], 256) <= 5.0

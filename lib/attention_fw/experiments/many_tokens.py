@@ -44,7 +44,8 @@ def sample_polygon(vertices: npt.ArrayLike, n: int, *, rng: chk.SeedLike) -> np.
     P = v[planar.convex_hull(v)]
     g = chk.rng("rng", rng)
     a, b, c = P[0], P[1:-1], P[2:]
-    areas = np.abs(np.cross(b - a, c - a)) / 2
+    e, f = b - a, c - a
+    areas = np.abs(e[:, 0] * f[:, 1] - e[:, 1] * f[:, 0]) / 2
     t = g.choice(len(areas), size=n, p=areas / areas.sum())
     u, w = g.random(n), g.random(n)
     flip = u + w > 1
