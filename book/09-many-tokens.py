@@ -14,7 +14,7 @@
 # %% [markdown]
 # # Many tokens
 #
-# :::{admonition} What is proved where, what is computed here
+# :::{admonition} What is proved where, what is true (computed here), where this page shows it
 # :class: important
 # * **Proved in the paper: $n$ fixed.** Every statement of the paper is about $n$ tokens, for any
 #   fixed $n$. It says nothing about $n\to\infty$; its review names the step it leaves open
@@ -60,17 +60,37 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 PARAMETERS = {
     "mass_ns": ("list[int]", ">= 10", "numbers of tokens of the hardmax limit"),
     "mass_reps": ("int", ">= 2", "independent samples per number of tokens"),
-    "mass_steps": ("int", ">= 1", "(SA-inf) steps of the hardmax limit, gamma 1/2"),
-    "circle_betas": ("list[float]", "(0, 200]", "inverse temperatures on the circle"),
+    "mass_steps": ("int", ">= 1", "(SA∞) steps of the hardmax limit, γ 1/2"),
+    "circle_betas": (
+        "list[float]",
+        "(0, 200]",
+        "inverse temperatures on the circle",
+    ),
     "circle_n": ("int", ">= 10", "tokens on the circle"),
-    "circle_steps": ("int", ">= 1", "Euler steps on the circle, dt 0.01 over the fastest growth rate"),
-    "chaos_ns": ("list[int]", ">= 10", "numbers of tokens of the propagation of chaos"),
+    "circle_steps": (
+        "int",
+        ">= 1",
+        "Euler steps on the circle, dt 0.01 over the fastest growth rate",
+    ),
+    "chaos_ns": (
+        "list[int]",
+        ">= 10",
+        "numbers of tokens of the propagation of chaos",
+    ),
     "chaos_reference": ("int", ">= 100", "tokens of the reference measure"),
     "chaos_reps": ("int", ">= 2", "independent runs per number of tokens"),
-    "chaos_beta": ("float", "(0, 1]", "inverse temperature of the propagation of chaos (expansion path)"),
-    "chaos_steps": ("int", ">= 1", "(SA-beta) steps before the distance, gamma 1/2"),
+    "chaos_beta": (
+        "float",
+        "(0, 1]",
+        "inverse temperature β of the propagation of chaos",
+    ),
+    "chaos_steps": ("int", ">= 1", "(SAβ) steps before the distance, γ 1/2"),
     "low_n": ("int", ">= 10", "tokens of the low-temperature comparison"),
-    "low_betas": ("list[float]", "> 0", "inverse temperatures of the low-temperature comparison"),
+    "low_betas": (
+        "list[float]",
+        "> 0",
+        "inverse temperatures of the low-temperature comparison",
+    ),
     "low_steps": ("list[int]", ">= 1", "depths t of the low-temperature comparison"),
     "seed": ("int", ">= 0", "seed of every random stream"),
 }
@@ -79,16 +99,40 @@ PARAMETERS = {
 from afw_book.presets import resolve_declared
 
 PRESETS = {
-    "paper": dict(mass_ns=[100, 1000, 10_000, 100_000, 1_000_000], mass_reps=3, mass_steps=30,
-                  circle_betas=[1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 16.0, 20.0], circle_n=100_000, circle_steps=1500,
-                  chaos_ns=[100, 1000, 10_000, 100_000], chaos_reference=1_000_000, chaos_reps=4,
-                  chaos_beta=1.0, chaos_steps=5,
-                  low_n=800, low_betas=[1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0], low_steps=[1, 3, 10, 30],
-                  seed=0),
-    "quick": dict(mass_ns=[100, 1000], mass_reps=2, mass_steps=20,
-                  circle_betas=[1.0, 5.0], circle_n=2000, circle_steps=400,
-                  chaos_ns=[100, 400], chaos_reference=4000, chaos_reps=2, chaos_beta=1.0, chaos_steps=2,
-                  low_n=100, low_betas=[1.0, 100.0], low_steps=[1, 3], seed=0),
+    "paper": dict(
+        mass_ns=[100, 1000, 10_000, 100_000, 1_000_000],
+        mass_reps=3,
+        mass_steps=30,
+        circle_betas=[1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 16.0, 20.0],
+        circle_n=100_000,
+        circle_steps=1500,
+        chaos_ns=[100, 1000, 10_000, 100_000],
+        chaos_reference=1_000_000,
+        chaos_reps=4,
+        chaos_beta=1.0,
+        chaos_steps=5,
+        low_n=800,
+        low_betas=[1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0],
+        low_steps=[1, 3, 10, 30],
+        seed=0,
+    ),
+    "quick": dict(
+        mass_ns=[100, 1000],
+        mass_reps=2,
+        mass_steps=20,
+        circle_betas=[1.0, 5.0],
+        circle_n=2000,
+        circle_steps=400,
+        chaos_ns=[100, 400],
+        chaos_reference=4000,
+        chaos_reps=2,
+        chaos_beta=1.0,
+        chaos_steps=2,
+        low_n=100,
+        low_betas=[1.0, 100.0],
+        low_steps=[1, 3],
+        seed=0,
+    ),
 }
 p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 
@@ -107,7 +151,7 @@ page.parameters()  # the table "Parameters of this run"
 
 
 def seed_of(*key):
-    """An integer seed of its own for one configuration (recorded in the figures' data)."""
+    """An integer seed of one configuration (recorded in the figures' data)."""
     return int(np.random.SeedSequence([p.seed, *key]).generate_state(1)[0])
 
 
@@ -129,15 +173,31 @@ def seed_of(*key):
 angles = np.array([0.3, 1.5, 2.4, 3.7, 5.0])
 V = np.stack([np.cos(angles), np.sin(angles)], 1)
 masses = MT.cell_masses(V)
-runs = {n: [MT.hardmax_limit(V, n, p.mass_steps, rng=seed_of(1, n, r)) for r in range(p.mass_reps)]
-        for n in p.mass_ns}
-tv = np.array([[0.5 * np.abs(r.fractions - masses).sum() for r in runs[n]] for n in p.mass_ns])
+runs = {
+    n: [
+        MT.hardmax_limit(V, n, p.mass_steps, rng=seed_of(1, n, r))
+        for r in range(p.mass_reps)
+    ]
+    for n in p.mass_ns
+}
+
+# %% tags=["hide-input"]
+tv = np.array(
+    [[0.5 * np.abs(r.fractions - masses).sum() for r in runs[n]] for n in p.mass_ns]
+)
 straight = all(r.straight for rs in runs.values() for r in rs)
 reach = max(r.max_distance for rs in runs.values() for r in rs)
 print("exact masses:", np.round(masses, 6))
 for n, row in zip(p.mass_ns, tv):
-    print(f"n = {n:>9,}: total variation to the exact masses {row.mean():.2e} (mean of {len(row)})")
-print("every token ended at the vertex of its initial cell:", straight, f"(farthest {reach:.1e})")
+    print(
+        f"n = {n:>9,}: total variation to the exact masses {row.mean():.2e}"
+        f" (mean of {len(row)})"
+    )
+print(
+    "every token ended at the vertex of its initial cell:",
+    straight,
+    f"(farthest {reach:.1e})",
+)
 
 # %% tags=["hide-input"]
 ns = np.array(p.mass_ns, float)
@@ -145,7 +205,9 @@ s_tv, e_tv = MT.slope(np.repeat(ns, p.mass_reps), tv.ravel())
 fig, ax = plt.subplots(1, 2, figsize=(9.0, 3.6))
 ax[0].plot(np.append(V[:, 0], V[0, 0]), np.append(V[:, 1], V[0, 1]), "k-", lw=1)
 for i, (v, m) in enumerate(zip(V, masses)):
-    ax[0].annotate(f"{m:.4f}", v, xytext=1.32 * v, fontsize=8, ha="center", va="center")
+    ax[0].annotate(
+        f"{m:.4f}", v, xytext=1.32 * v, fontsize=8, ha="center", va="center"
+    )
     ax[0].plot([0, v[0]], [0, v[1]], color="0.7", lw=0.6)
 last = runs[p.mass_ns[-1]][0]
 ax[0].scatter(V[:, 0], V[:, 1], s=18 + 400 * last.fractions, color="C0", zorder=3)
@@ -153,25 +215,52 @@ ax[0].set_aspect("equal")
 ax[0].set_xlim(-1.5, 1.5)
 ax[0].set_ylim(-1.45, 1.45)
 ax[0].set_title("(a) exact masses at the vertices", fontsize=9)
-ax[1].loglog(np.repeat(ns, p.mass_reps), tv.ravel(), "o", color="C0", ms=4, label="samples")
+ax[1].loglog(
+    np.repeat(ns, p.mass_reps), tv.ravel(), "o", color="C0", ms=4, label="samples"
+)
 ax[1].loglog(ns, tv.mean(axis=1), "-", color="C0", label="mean")
-ax[1].loglog(ns, tv.mean(axis=1)[0] * (ns / ns[0]) ** -0.5, "--", color="0.4", label="slope $-1/2$")
+ax[1].loglog(
+    ns,
+    tv.mean(axis=1)[0] * (ns / ns[0]) ** -0.5,
+    "--",
+    color="0.4",
+    label="slope $-1/2$",
+)
 ax[1].set_xlabel("tokens $n$")
 ax[1].set_ylabel("total variation to exact masses")
 ax[1].set_title("(b) particle fractions against the masses", fontsize=9)
 ax[1].legend(fontsize=8, loc="lower left")
 fig.tight_layout()
-page.glue(mass_steps=p.mass_steps, mass_slope=(s_tv, ".2f"), mass_slope_lo=(s_tv - 1.96 * e_tv, ".2f"),
-          mass_slope_hi=(s_tv + 1.96 * e_tv, ".2f"), mass_straight="every" if straight else "NOT every",
-          mass_reach=(reach, ".1e"), mass_nmax=p.mass_ns[-1])
-page.figure(fig, "many-hardmax-limit",
-            {"masses": {"vertices": V, "exact": masses,
-                        "fractions": {str(n): [r.fractions for r in runs[n]] for n in p.mass_ns},
-                        "seeds": {str(n): [seed_of(1, n, r) for r in range(p.mass_reps)] for n in p.mass_ns},
-                        "steps": p.mass_steps, "gamma": 0.5}},
-            statement="Theorem 4.2 for a density (the hardmax limit)",
-            caption="Uniform tokens on a pentagon carried to its vertices: exact masses of the cells "
-                    "and the particle fractions against n")
+page.glue(
+    mass_steps=p.mass_steps,
+    mass_slope=(s_tv, ".2f"),
+    mass_slope_lo=(s_tv - 1.96 * e_tv, ".2f"),
+    mass_slope_hi=(s_tv + 1.96 * e_tv, ".2f"),
+    mass_straight="every" if straight else "NOT every",
+    mass_reach=(reach, ".1e"),
+    mass_nmax=p.mass_ns[-1],
+)
+page.figure(
+    fig,
+    "many-hardmax-limit",
+    {
+        "masses": {
+            "vertices": V,
+            "exact": masses,
+            "fractions": {str(n): [r.fractions for r in runs[n]] for n in p.mass_ns},
+            "seeds": {
+                str(n): [seed_of(1, n, r) for r in range(p.mass_reps)]
+                for n in p.mass_ns
+            },
+            "steps": p.mass_steps,
+            "gamma": 0.5,
+        }
+    },
+    statement="Theorem 4.2 for a density (the hardmax limit)",
+    caption="Uniform tokens on a pentagon carried to its vertices: "
+    "exact masses of the cells "
+    "and the particle fractions against n",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-many-hardmax-limit
@@ -213,29 +302,47 @@ clusters = []
 for a, beta in enumerate(p.circle_betas):
     s = seed_of(2, a)
     c = MT.circle_clusters(beta, p.circle_n, p.circle_steps, rng=s)
-    clusters.append({"beta": beta, "N": p.circle_n, "dt": c.dt, "steps": p.circle_steps, "seed": s,
-                     "k_observed": c.k_observed, "k_predicted": c.k_predicted, "modes": sphere.modes(beta)})
-    print(f"beta = {beta:5g}: {c.k_observed} clusters, fastest mode k = {c.k_predicted} "
-          f"({sphere.modes(beta)} Fourier modes, dt = {c.dt:.2e})")
+    clusters.append(dict(beta=beta, N=p.circle_n, dt=c.dt, steps=p.circle_steps,
+                         seed=s, k_observed=c.k_observed, k_predicted=c.k_predicted,
+                         modes=sphere.modes(beta)))
+    print(f"beta = {beta:5g}: {c.k_observed} clusters, fastest mode "
+          f"k = {c.k_predicted} ({sphere.modes(beta)} Fourier modes)")
 
 # %% tags=["hide-input"]
 agree = sum(c["k_observed"] == c["k_predicted"] for c in clusters)
 bs = np.array(p.circle_betas)
 fig, ax = plt.subplots(figsize=(5.6, 3.4))
 fine = np.linspace(bs.min(), bs.max(), 400)
-ax.plot(fine, [sphere.predicted_clusters(b) for b in fine], "-", color="0.4", lw=1,
-        label=r"fastest mode $\arg\max_k k^2 I_k(\beta)$")
-ax.plot(bs, [c["k_observed"] for c in clusters], "o", color="C1", label="clusters formed")
+ax.plot(
+    fine,
+    [sphere.predicted_clusters(b) for b in fine],
+    "-",
+    color="0.4",
+    lw=1,
+    label=r"fastest mode $\arg\max_k k^2 I_k(\beta)$",
+)
+ax.plot(
+    bs, [c["k_observed"] for c in clusters], "o", color="C1", label="clusters formed"
+)
 ax.yaxis.set_major_locator(plt.matplotlib.ticker.MaxNLocator(integer=True))
 ax.set_xlabel(r"$\beta$")
 ax.set_ylabel("number of clusters")
 ax.legend(fontsize=8, loc="upper left")
 fig.tight_layout()
-page.glue(circle_n=p.circle_n, circle_steps=p.circle_steps, circle_agree=agree, circle_total=len(clusters))
-page.figure(fig, "many-circle-clusters", {"clusters": clusters},
-            statement="Sphere model of the cited works (Bruno–Pasqualotto–Agazzi 2025)",
-            caption="Number of clusters formed on the circle from uniform data against β, "
-                    "beside the fastest linear mode")
+page.glue(
+    circle_n=p.circle_n,
+    circle_steps=p.circle_steps,
+    circle_agree=agree,
+    circle_total=len(clusters),
+)
+page.figure(
+    fig,
+    "many-circle-clusters",
+    {"clusters": clusters},
+    statement="Sphere model of the cited works (Bruno–Pasqualotto–Agazzi 2025)",
+    caption="Number of clusters formed on the circle from uniform data against β, "
+    "beside the fastest linear mode",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-many-circle-clusters
@@ -261,16 +368,34 @@ page.figure(fig, "many-circle-clusters", {"clusters": clusters},
 # the reference's own sampling error is of the order of its value at $n$ = the reference size.
 
 # %%
-ch = MT.chaos(p.chaos_ns, p.chaos_reference, p.chaos_beta, 0.5, p.chaos_steps, p.chaos_reps, seed=seed_of(3),
-               directions=16)
+ch = MT.chaos(
+    p.chaos_ns,
+    p.chaos_reference,
+    p.chaos_beta,
+    0.5,
+    p.chaos_steps,
+    p.chaos_reps,
+    seed=seed_of(3),
+    directions=16,
+)
 for n, row in zip(p.chaos_ns, ch.distances):
-    print(f"n = {n:>7,}: sliced W1 to the reference {row.mean():.2e} (mean of {len(row)})")
+    print(
+        f"n = {n:>7,}: sliced W1 to the reference {row.mean():.2e}"
+        f" (mean of {len(row)})"
+    )
 
 # %% tags=["hide-input"]
 cn = np.array(p.chaos_ns, float)
 s_ch, e_ch = MT.slope(np.repeat(cn, p.chaos_reps), ch.distances.ravel())
 fig, ax = plt.subplots(figsize=(5.6, 3.4))
-ax.loglog(np.repeat(cn, p.chaos_reps), ch.distances.ravel(), "o", color="C0", ms=4, label="runs")
+ax.loglog(
+    np.repeat(cn, p.chaos_reps),
+    ch.distances.ravel(),
+    "o",
+    color="C0",
+    ms=4,
+    label="runs",
+)
 ax.loglog(cn, ch.distances.mean(axis=1), "-", color="C0", label="mean")
 m0 = ch.distances.mean(axis=1)[0]
 ax.loglog(cn, m0 * (cn / cn[0]) ** -0.5, "--", color="0.3", label="$n^{-1/2}$")
@@ -278,13 +403,33 @@ ax.set_xlabel("tokens $n$")
 ax.set_ylabel("sliced $W_1$ to the reference")
 ax.legend(fontsize=8, loc="lower left")
 fig.tight_layout()
-page.glue(chaos_beta=p.chaos_beta, chaos_steps=p.chaos_steps, chaos_reference=p.chaos_reference,
-          chaos_slope=(s_ch, ".2f"), chaos_lo=(s_ch - 1.96 * e_ch, ".2f"), chaos_hi=(s_ch + 1.96 * e_ch, ".2f"))
-page.figure(fig, "many-chaos", {"chaos": {"ns": cn, "distances": ch.distances, "reference": p.chaos_reference,
-                                          "beta": p.chaos_beta, "steps": p.chaos_steps, "gamma": 0.5,
-                                          "seed": seed_of(3), "directions": 16}},
-            statement="Propagation of chaos (Chen–Lin–Liu–Rigollet 2026), for (SAβ)",
-            caption="Sliced Wasserstein distance of the n-token (SAβ) measure to a large reference against n")
+page.glue(
+    chaos_beta=p.chaos_beta,
+    chaos_steps=p.chaos_steps,
+    chaos_reference=p.chaos_reference,
+    chaos_slope=(s_ch, ".2f"),
+    chaos_lo=(s_ch - 1.96 * e_ch, ".2f"),
+    chaos_hi=(s_ch + 1.96 * e_ch, ".2f"),
+)
+page.figure(
+    fig,
+    "many-chaos",
+    {
+        "chaos": {
+            "ns": cn,
+            "distances": ch.distances,
+            "reference": p.chaos_reference,
+            "beta": p.chaos_beta,
+            "steps": p.chaos_steps,
+            "gamma": 0.5,
+            "seed": seed_of(3),
+            "directions": 16,
+        }
+    },
+    statement="Propagation of chaos (Chen–Lin–Liu–Rigollet 2026), for (SAβ)",
+    caption="Sliced Wasserstein distance of the n-token (SAβ) measure "
+    "to a large reference against n",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-many-chaos
@@ -312,7 +457,10 @@ page.figure(fig, "many-chaos", {"chaos": {"ns": cn, "distances": ch.distances, "
 # %%
 low = MT.low_temperature(p.low_n, p.low_betas, p.low_steps, 0.5, rng=seed_of(4))
 for b, row in zip(p.low_betas, low.distances):
-    print(f"beta = {b:6g}: W1 at t = {list(low.steps)}: " + ", ".join(f"{w:.2e}" for w in row))
+    print(
+        f"beta = {b:6g}: W1 at t = {list(low.steps)}: "
+        + ", ".join(f"{w:.2e}" for w in row)
+    )
 
 # %% tags=["hide-input"]
 lb = np.array(p.low_betas)
@@ -326,17 +474,42 @@ for k, t in enumerate(low.steps):
 fig, ax = plt.subplots(figsize=(5.6, 3.4))
 for k, t in enumerate(low.steps):
     ax.loglog(lb, low.distances[:, k], "o-", ms=3, label=f"$t = {t}$")
-ax.loglog(lb, ref * low.distances[0, -1] / ref[0], "--", color="0.3", label=r"$\sqrt{\log(\beta+1)/\beta}$")
+ax.loglog(
+    lb,
+    ref * low.distances[0, -1] / ref[0],
+    "--",
+    color="0.3",
+    label=r"$\sqrt{\log(\beta+1)/\beta}$",
+)
 ax.set_xlabel(r"$\beta$")
 ax.set_ylabel(r"$W_1$(SA$\beta$, SA$\infty$)")
 ax.legend(fontsize=8, loc="lower left")
 fig.tight_layout()
-fit_text = "; ".join(f"t = {t}: {fmt(s, '.2f')} ± {fmt(1.96 * e, '.2f')}" for t, s, e in fits) or "no fit (fewer than two β ≥ 10)"
+fit_text = (
+    "; ".join(
+        f"t = {t}: {fmt(s, '.2f')} ± {fmt(1.96 * e, '.2f')}" for t, s, e in fits
+    )
+    or "no fit (fewer than two β ≥ 10)"
+)
 page.glue(low_n=p.low_n, low_fits=fit_text)
-page.figure(fig, "many-low-temperature", {"low": {"n": p.low_n, "betas": lb, "steps": low.steps,
-                                                  "distances": low.distances, "seed": seed_of(4), "gamma": 0.5}},
-            statement="Low temperature (Alcalde–Bungert–Riedl–Roith 2026), for the paper's steps",
-            caption="Wasserstein distance between SAβ and SA∞ from the same tokens against β at several depths")
+page.figure(
+    fig,
+    "many-low-temperature",
+    {
+        "low": {
+            "n": p.low_n,
+            "betas": lb,
+            "steps": low.steps,
+            "distances": low.distances,
+            "seed": seed_of(4),
+            "gamma": 0.5,
+        }
+    },
+    statement="Low temperature (Alcalde–Bungert–Riedl–Roith 2026), "
+    "for the paper's steps",
+    caption="Wasserstein distance between SAβ and SA∞ from the same tokens "
+    "against β at several depths",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-many-low-temperature

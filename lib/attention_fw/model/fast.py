@@ -222,49 +222,41 @@ def _softmax_kernels():
     return K
 
 
-def _grid(x, per_cell=16, block=8):
-    """Sources sorted into a grid of cells (about ``per_cell`` each), cells into blocks of ``block x block``."""
+def _grid(x, per_cell=16):
+    """Sources sorted into a quadtree over their bounding box: the leaves are the cells of a
+    ``2^L x 2^L`` grid with about ``per_cell`` sources each; every box holds its bounding box
+    (empty boxes ``lo > hi``). Returns the arguments of the kernel ``pruned_rows`` after ``T``."""
     n = x.shape[0]
     lo, hi = x.min(axis=0), x.max(axis=0)
-    g = max(1, int(math.sqrt(n / per_cell)))
-    g = block * max(1, -(-g // block))
+    L = max(1, math.ceil(math.log2(max(1.0, math.sqrt(n / per_cell)))))
+    g = 2**L
     span = np.where(hi > lo, hi - lo, 1.0)
     ij = np.minimum((((x - lo) / span) * g).astype(np.int64), g - 1)
-    nb = g // block
-    cid = ((ij[:, 0] // block) * nb + ij[:, 1] // block) * (block * block) + (ij[:, 0] % block) * block + ij[:, 1] % block
+    cid = np.zeros(n, dtype=np.int64)   # Morton order: the four children of a box are consecutive
+    for bit in range(L - 1, -1, -1):
+        cid = cid * 4 + ((ij[:, 0] >> bit) & 1) * 2 + ((ij[:, 1] >> bit) & 1)
     order = np.argsort(cid, kind="stable")
-    ncell = g * g
-    counts = np.bincount(cid, minlength=ncell)
-    start = np.zeros(ncell + 1, dtype=np.int64)
+    counts = np.bincount(cid, minlength=g * g)
+    start = np.zeros(g * g + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     xs = x[order]
-    cell_lo = np.zeros((ncell, 2))
-    cell_hi = np.zeros((ncell, 2))
     full = counts > 0
+    blo = np.full((g * g, 2), np.inf)
+    bhi = np.full((g * g, 2), -np.inf)
     for k in range(2):
-        cell_lo[full, k] = np.minimum.reduceat(xs[:, k], start[:-1][full])
-        cell_hi[full, k] = np.maximum.reduceat(xs[:, k], start[:-1][full])
-    nblock = nb * nb
-    bfull = counts.reshape(nblock, block * block).sum(axis=1) > 0
-    cl = np.where(full[:, None], cell_lo, np.inf).reshape(nblock, block * block, 2).min(axis=1)
-    ch = np.where(full[:, None], cell_hi, -np.inf).reshape(nblock, block * block, 2).max(axis=1)
-    block_lo = np.where(bfull[:, None], cl, 0.0)
-    block_hi = np.where(bfull[:, None], ch, 0.0)
-    keep = np.flatnonzero(bfull)   # only the blocks that hold sources
-    cells = (keep[:, None] * (block * block) + np.arange(block * block)).reshape(-1)
-    bc = np.arange(keep.size + 1, dtype=np.int64) * (block * block)
-    # the dropped blocks are empty, so the kept cells cover the sorted sources contiguously
-    return (order.astype(np.int64), _cell_starts(start, cells), np.ascontiguousarray(cell_lo[cells]),
-            np.ascontiguousarray(cell_hi[cells]), bc, np.ascontiguousarray(block_lo[keep]),
-            np.ascontiguousarray(block_hi[keep]))
-
-
-def _cell_starts(start, cells):
-    """Start offsets of the kept cells, with the end of the last one appended."""
-    out = np.empty(cells.size + 1, dtype=np.int64)
-    out[:-1] = start[cells]
-    out[-1] = start[cells[-1] + 1] if cells.size else 0
-    return out
+        blo[full, k] = np.minimum.reduceat(xs[:, k], start[:-1][full])
+        bhi[full, k] = np.maximum.reduceat(xs[:, k], start[:-1][full])
+    los, his = [blo], [bhi]
+    for _ in range(L):
+        los.append(los[-1].reshape(-1, 4, 2).min(axis=1))
+        his.append(his[-1].reshape(-1, 4, 2).max(axis=1))
+    levels = L + 1
+    LO = np.full((levels, g * g, 2), np.inf)
+    HI = np.full((levels, g * g, 2), -np.inf)
+    for lev, (a_, b_) in enumerate(zip(los[::-1], his[::-1])):
+        LO[lev, : len(a_)] = a_
+        HI[lev, : len(b_)] = b_
+    return order.astype(np.int64), start, LO, HI, 4, levels
 
 
 SOFTMAX_STATS: dict[str, int] = {"taylor_rows": 0, "pruned_rows": 0, "pruned_terms": 0, "dense_rows": 0,
@@ -360,7 +352,7 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       ``rho^{p+1} e^rho / (p+1)!`` while, by Jensen's inequality about the centroid, ``sum_j e^{<q, y_j>} >= n``:
       ``|m_fast - m| <= 2.01 rho^{p+1} e^rho / (p+1)! r <= 1e-10 r`` for the ``p`` of :func:`taylor_order`;
     * **pruned sum** elsewhere: ``w_ij = e^{<q_i, x_j> - h_i}`` with ``h_i = max_j <q_i, x_j>`` found among the
-      hull candidates, over the sources of the grid cells whose bounding box allows a term of at least
+      hull candidates, over the sources of the quadtree cells whose bounding box allows a term of at least
       ``e^{-T}``, ``T = log n + 25``. The terms dropped weigh at most ``n e^{-T} = e^{-25}`` of the row's
       total, so ``|m_fast - m| <= 2 e^{-25} diam <= 1.1e-10 r``. Its cost is the number of sources in the
       cells it keeps: small where the kernel is sharp (a thin cap of the cloud), up to ``n`` per row
