@@ -10,7 +10,7 @@ PY         := $(VENV)/bin/python
 unexport PYTHONDONTWRITEBYTECODE
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv model test bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
+.PHONY: all venv model test fuzz bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 # The pins are installed by uv (itself pinned, from the package index, into .venv): it downloads
@@ -19,22 +19,30 @@ all: book
 # uv leaves the byte-code to Python, which compiles a module when it is first imported and keeps
 # the .pyc: compiling all 9,500 modules of the environment at install took 21 s of both cores
 # here, most of them never imported by any command of this Makefile.
+# Every file is verified: requirements.txt and tools/installer-requirements.txt (uv and pip themselves)
+# carry the SHA-256 of every pin (tools/hash_requirements.py, run by make freeze), installed in
+# hash-checking mode, so a file whose bytes differ is refused. The repository's own two packages,
+# the library (lib/) and the book's layer afw_book (pyproject.toml), are then installed editable from
+# this checkout, without dependencies (all of them are pinned above).
 INSTALLER  ?= uv
-UV_PIN     := uv==0.13.9
-PIP_PIN    := pip==26.3
-$(STAMP): requirements.txt lib/pyproject.toml
-	@# the venv is made without pip and uv is put into it by the system's pip (pip >= 22.3: --python),
-	@# 4 s sooner than ensurepip's pip in the venv installing it; without a system pip, the latter
+INSTALLERS := tools/installer-requirements.txt
+HASHED     := --require-hashes
+LOCAL      := --no-deps -e ./lib -e .
+$(STAMP): requirements.txt $(INSTALLERS) lib/pyproject.toml pyproject.toml
+	@# the venv is made without pip and uv (and pip) are put into it by the system's pip (pip >= 22.3:
+	@# --python), 4 s sooner than ensurepip's pip in the venv installing them; without a system pip, the latter
 	@test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
-	@if [ "$(INSTALLER)" = uv ] && { $(PYTHON) -m pip --python $(PY) install --quiet --disable-pip-version-check $(UV_PIN) 2>/dev/null || \
-		{ $(PY) -m ensurepip --upgrade >/dev/null && $(PY) -m pip install --quiet --disable-pip-version-check $(UV_PIN); }; }; then \
-		echo "$(VENV)/bin/uv pip install -r requirements.txt $(PIP_PIN)"; \
-		$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.txt $(PIP_PIN); \
+	@if [ "$(INSTALLER)" = uv ] && { $(PYTHON) -m pip --python $(PY) install --quiet --disable-pip-version-check $(HASHED) -r $(INSTALLERS) 2>/dev/null || \
+		{ $(PY) -m ensurepip --upgrade >/dev/null && $(PY) -m pip install --quiet --disable-pip-version-check $(HASHED) -r $(INSTALLERS); }; }; then \
+		echo "$(VENV)/bin/uv pip install $(HASHED) -r requirements.txt && $(VENV)/bin/uv pip install $(LOCAL)"; \
+		$(VENV)/bin/uv pip install --quiet --python $(PY) $(HASHED) -r requirements.txt && \
+		$(VENV)/bin/uv pip install --quiet --python $(PY) $(LOCAL); \
 	else \
-		echo "$(PY) -m pip install -r requirements.txt"; \
+		echo "$(PY) -m pip install $(HASHED) -r requirements.txt && $(PY) -m pip install $(LOCAL)"; \
 		$(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip --upgrade >/dev/null; \
-		$(PY) -m pip install --quiet --disable-pip-version-check --upgrade $(PIP_PIN) && \
-		$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt; \
+		$(PY) -m pip install --quiet --disable-pip-version-check $(HASHED) -r $(INSTALLERS) && \
+		$(PY) -m pip install --quiet --disable-pip-version-check $(HASHED) -r requirements.txt && \
+		$(PY) -m pip install --quiet --disable-pip-version-check $(LOCAL); \
 	fi
 	@touch $@
 
@@ -68,6 +76,19 @@ test:
 	wait $$mypy; typed=$$?; echo "== mypy"; cat _build/mypy.log; \
 	[ $$status -eq 0 ] && [ $$typed -eq 0 ]
 
+# Reruns drawn from every chapter's declared parameters (tools/fuzz.py, Hypothesis): N per chapter,
+# each through tools/run_notebook.py in the quick preset, checked (finished with every figure written,
+# no NaN in its data, no "nan" printed, every figure legible; or refused in one line before a kernel
+# started) -> _build/fuzz/report.md, each failure with the command that reproduces it.
+# make fuzz [N=20] [SEED=...] [ONLY=01,05] [FUZZ_JOBS=1]
+N          ?= 20
+SEED       ?=
+FUZZ_JOBS  ?= 1
+fuzz: $(STAMP)
+	@$(PY) -m attention_fw.encoder
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/fuzz.py -n $(N) --jobs $(FUZZ_JOBS) $(if $(SEED),--seed $(SEED)) \
+	    $(if $(ONLY),--chapters $(ONLY)) --out _build/fuzz
+
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
 # stand-alone tables of the other tools/bench_*.py scripts.
 # BENCH_ARGS=--skip-build leaves out the book build and make test; --quick: fewer repetitions.
@@ -93,12 +114,14 @@ clean:
 	rm -rf _build book/*.ipynb book/.*.tmp*.ipynb .pytest_cache .hypothesis
 	if [ -d figures ]; then find figures -type f -name '.*.tmp*' -delete; fi
 
-# Re-resolve the exact pins from tools/requirements.in (needs the package index).
-freeze:
+# Re-resolve the exact pins from tools/requirements.in and record the SHA-256 of every file of
+# every pin (tools/hash_requirements.py; needs the package index).
+freeze: $(STAMP)
 	rm -rf _build/freeze-venv
 	$(PYTHON) -m venv _build/freeze-venv
 	_build/freeze-venv/bin/pip install --quiet -r tools/requirements.in
-	{ head -2 requirements.txt; _build/freeze-venv/bin/pip freeze --all --exclude-editable | grep -v "^pip=="; echo "-e ./lib"; } > requirements.txt.new
+	{ head -2 requirements.txt; _build/freeze-venv/bin/pip freeze --all --exclude-editable | grep -v "^pip=="; } > requirements.txt.new
+	$(PY) tools/hash_requirements.py requirements.txt.new $(INSTALLERS)
 	mv requirements.txt.new requirements.txt
 
 # ---------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ PARAMETERS = {
     "shifted_sizes": ("list[int]", ">= 3", "numbers of tokens of the shifted clouds"),
     "shifted_per_size": ("int", ">= 1", "shifted clouds per size"),
     "bound_steps": ("int", ">= 1", "layers followed for the bound check"),
+    "horizon_cap": ("int", ">= 1", "most layers the shifted clouds not yet in violation are followed"),
     "rate_clouds": ("int", ">= 1", "clouds for the rate plots"),
     "rate_steps": ("int", "> 100", "layers: rates of shifted clouds, fixed hull (fitted from layer 100)"),
     "sym_rate_steps": ("int", "> 100", "layers for the rates of symmetric clouds (fitted from layer 100)"),
@@ -70,11 +71,12 @@ from afw_book.presets import resolve_declared
 PRESETS = {
     "paper": dict(cex_steps=700, n_symmetric=100, m_symmetric=4,
                   shifted_sizes=[3, 4, 5, 6, 7], shifted_per_size=40,
-                  bound_steps=10_000, rate_clouds=20, rate_steps=10_000,
+                  bound_steps=10_000, horizon_cap=200_000, rate_clouds=20,
+                  rate_steps=10_000,
                   sym_rate_steps=3000, line_steps=400, seed=3),
     "quick": dict(cex_steps=600, n_symmetric=10, m_symmetric=4,
                   shifted_sizes=[4, 5], shifted_per_size=6,
-                  bound_steps=600, rate_clouds=5, rate_steps=600,
+                  bound_steps=600, horizon_cap=20_000, rate_clouds=5, rate_steps=600,
                   sym_rate_steps=200, line_steps=100, seed=3),
 }
 pc = resolve_declared(PRESETS, preset, PARAMETERS, globals())
@@ -184,13 +186,19 @@ page.figure(fig, "fw-thm31-counterexample",
 # * Symmetric clouds: {glue:text}`sym_viol` of {glue:text}`sym_total` violate the bound;
 #   the largest ratio seen is {glue:text}`sym_maxratio`, and the origin stays in every
 #   hull along these runs (largest distance to it {glue:text}`sym_dist`).
-# * Shifted clouds: {glue:text}`shift_viol` of {glue:text}`shift_total` violate it, the
-#   earliest at $t=${glue:text}`shift_first`, the median at $t=${glue:text}`shift_median`.
-#   Every cloud collapses to one point (largest final diameter relative to $\mathsf d(\mathcal K^0)$:
-#   {glue:text}`shift_diam`) at distance between {glue:text}`shift_lim_min` and
-#   {glue:text}`shift_lim_max` times $\mathsf d(\mathcal K^0)$ from the origin
-#   (median {glue:text}`shift_lim_med`). The limit is a point of $\mathcal K^0$, because
+# * Shifted clouds: {glue:text}`shift_viol` of {glue:text}`shift_total` violate it within
+#   {glue:text}`bound_steps` layers, the earliest at $t=${glue:text}`shift_first`, the median at
+#   $t=${glue:text}`shift_median`. Every cloud collapses to one point (largest final diameter
+#   relative to $\mathsf d(\mathcal K^0)$: {glue:text}`shift_diam`) at distance between
+#   {glue:text}`shift_lim_min` and {glue:text}`shift_lim_max` times $\mathsf d(\mathcal K^0)$ from the
+#   origin (median {glue:text}`shift_lim_med`). The limit is a point of $\mathcal K^0$, because
 #   the hulls are nested, but not the minimiser of $J$.
+#
+# That count depends on the horizon. Once the tokens have merged at $x^*$, the ratio is
+# $(t+1)|x^*|^2/(2\mathsf d^2)$ ($B_*=I_2$, $\lambda_{\max}=1$), which passes 2 at
+# $t+1=4/(|x^*|/\mathsf d)^2$: **every cloud whose limit is not the origin violates the bound
+# eventually**, the later the closer its limit is to the origin ({numref}`fig-fw-thm31-horizon`).
+# {glue:text}`horizon_law_fit` {glue:text}`horizon_rest`
 
 # %%
 Bs = np.eye(2)
@@ -204,6 +212,20 @@ viol = shf["first_violation"][shf["first_violation"] >= 0]
 lim = np.linalg.norm(shf["limit"], axis=-1) / shf["diam0"]
 
 # %% tags=["hide-input"]
+# the horizon law: the ratio (t+1)|x*|^2/(2 d^2) of merged tokens passes 2 at
+# t+1 = 4/(|x*|/d)^2; the clouds that have not violated yet are followed until
+# 1.5 times that (at most horizon_cap layers)
+law = np.where(lim > 0, 4 / np.where(lim > 0, lim, 1.0) ** 2, np.inf)
+late = np.flatnonzero(shf["first_violation"] < 0)
+first_ext = np.full(len(lim), -1)
+due = late[np.isfinite(law[late])]
+ext_steps = int(min(pc.horizon_cap, np.ceil(1.5 * law[due].max()))) if due.size else 0
+if ext_steps > pc.bound_steps:
+    for n_ in np.unique(shf["n"][late]):
+        idx = late[shf["n"][late] == n_]
+        x0_late = np.stack([shf["initial"][k] for k in idx])
+        more = cv.thm31_ratio(x0_late, Bs, ext_steps, times=[0, ext_steps - 1])
+        first_ext[idx] = more["first_violation"]
 page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           bound_steps=pc.bound_steps,
           shift_total=len(shf["first_violation"]),
@@ -218,6 +240,76 @@ page.glue(sym_total=pc.n_symmetric, sym_n=2 * pc.m_symmetric,
           shift_lim_min=(lim.min(), ".3f"),
           shift_lim_max=(lim.max(), ".3f"),
           shift_lim_med=(np.median(lim), ".3f"))
+hit = shf["first_violation"] >= 0
+fit_ratio = (shf["first_violation"][hit] + 1) / law[hit]
+page.glue(horizon_law_fit=(
+    "The clouds that violate within the horizon do so at "
+    f"{fit_ratio.min():.3f} to {fit_ratio.max():.3f} times this prediction."
+    if hit.any() else "No cloud violates within the horizon."))
+
+
+def span(a, b, form):
+    """``a to b``, or one number if they agree at this precision."""
+    same = format(a, form) == format(b, form)
+    return format(a, form) if same else f"{a:{form}} to {b:{form}}"
+
+
+if late.size == 0:
+    rest = "Here every cloud violated within the horizon."
+else:
+    one = late.size == 1
+    closest = bool(lim[late].max() < lim[hit].min()) if hit.any() else True
+    if not np.isfinite(law[late]).all():
+        rest = (f"The {late.size} that do not include a cloud whose limit is "
+                "the origin (to rounding), which never violates")
+    elif one:
+        rest = ("The one cloud that does not is "
+                + ("the one whose limit is closest" if closest else "close")
+                + f" to the origin (|x*|/d = {lim[late][0]:.4f}), for which the "
+                f"law predicts t ≈ {law[late][0]:,.0f}")
+    else:
+        rest = (f"The {late.size} that do not are "
+                + ("exactly those whose limits are closest" if closest
+                   else "among those closest")
+                + " to the origin (|x*|/d from "
+                f"{span(lim[late].min(), lim[late].max(), '.4f')}), for which the "
+                f"law predicts t ≈ {span(law[late].min(), law[late].max(), ',.0f')}")
+    late_hit = first_ext[late] >= 0
+    if ext_steps > pc.bound_steps:
+        at = (first_ext[late][late_hit] + 1) / law[late][late_hit]
+        rest += f". Followed for {ext_steps:,} layers, "
+        if late_hit.any():
+            who = "it violates" if one else f"{int(late_hit.sum())} of them violate"
+            rest += (f"{who}, at {span(at.min(), at.max(), '.3f')} times "
+                     "the prediction")
+        else:
+            rest += f"{'it does' if one else 'none of them does'} not violate"
+        rest += (", so every cloud of this sample violates the bound."
+                 if late_hit.all() else
+                 f"; {int((~late_hit).sum())} would need more than these "
+                 f"{ext_steps:,} layers (the cap horizon_cap = "
+                 f"{pc.horizon_cap:,}, or a limit at the origin).")
+    else:
+        rest += (f"; following them to {ext_steps:,} layers or fewer adds "
+                 f"nothing to the first {pc.bound_steps:,}.")
+page.glue(horizon_rest=rest)
+fig = cvp.fig_thm31_horizon(lim, shf["first_violation"], first_ext,
+                            pc.bound_steps, max(ext_steps, pc.bound_steps))
+page.figure(fig, "fw-thm31-horizon", statement="Theorem 3.1 (erratum E2)",
+            caption="The first violation of Theorem 3.1's bound by each shifted "
+                    "cloud, against the distance of its limit to the origin, "
+                    "with the law 4/(|x*|/d)^2")
+
+# %% [markdown]
+# ```{glue:figure} fig-fw-thm31-horizon
+# :name: fig-fw-thm31-horizon
+#
+# Each shifted cloud: the layer $t+1$ at which it first violates the printed bound, against the
+# distance of its limit $x^*$ to the origin relative to $\mathsf d(\mathcal K^0)$. Line: the
+# prediction $4/(|x^*|/\mathsf d)^2$ for merged tokens. Dots: violations within the first horizon
+# (dashed); open squares: clouds followed further, at their first violation; black triangles (if
+# any): clouds not in violation when last seen, drawn at the last layer followed.
+# ```
 
 # %%
 example_cloud = cv.shifted_cloud(pc.rate_clouds, 6, 2,
@@ -278,14 +370,16 @@ page.figure(fig, "fw-thm31-symmetric-vs-shifted",
 # * shifted clouds: the energy has slope {glue:text}`slope_J` (it **plateaus** at $J(x^*)>0$);
 #   the Frank–Wolfe gap and the primal gap on $\mathcal K^t$ decay with slopes
 #   {glue:text}`slope_gap` and {glue:text}`slope_primal`, i.e. like $t^{-2}$, faster
-#   than the guaranteed $O(1/t)$. Once the oracles freeze, one token is its own oracle and the others
+#   than the guaranteed $O(1/t)$. Each slope is quoted to the digits that its local slopes support:
+#   on windows $[a,4a]$, $a\ge100$, they are {glue:text}`slope_gap_local` for the gap and
+#   {glue:text}`slope_primal_local` for the primal gap. Once the oracles freeze, one token is its own oracle and the others
 #   move towards it along straight lines with factor $\prod_\tau(1-\gamma^\tau)\sim 2/t^2$ — the
 #   same mechanism as Theorem 4.2 in the next chapter. The largest value of the primal gap divided
 #   by the bound of the proposition is {glue:text}`prop_max` ($\le1$ as proved).
 # * symmetric clouds ($B_*=\mathrm{diag}(1,0.3)$, {glue:text}`sym_rate_n` tokens):
 #   {glue:text}`sym_zero` of {glue:text}`rate_clouds_sym` clouds reach the origin
 #   **exactly**, in finitely many layers; the others decay with slope {glue:text}`sym_slope`
-#   for the energy. Fast, but polynomial: nowhere a *linear* (geometric) contraction, contrary
+#   for the energy (local slopes {glue:text}`sym_slope_local`). Fast, but polynomial: nowhere a *linear* (geometric) contraction, contrary
 #   to the v1 abstract and text (E1).
 
 # %%
@@ -305,16 +399,37 @@ page.figure(fig, "fw-rates-section3",
                     "dynamics: polynomial rates, no linear convergence")
 
 # %% tags=["hide-input"]
+def quoted(key, value, t, y, t_min):
+    """Glue a fitted log-log slope to the decimals its local slopes (windows
+    [a, 4a], a >= t_min) support, and their range as ``<key>_local``."""
+    if value is None:
+        page.glue(**{key: "none (the curve reaches 0)", f"{key}_local": "none"})
+        return
+    loc = cv.local_loglog_slopes(t, y, t_min)
+    dec = cv.supported_decimals(loc.slope) if loc.slope.size else 2
+    lo, hi = f"{loc.slope.min():.2f}", f"{loc.slope.max():.2f}"
+    page.glue(**{key: (value, f".{dec}f"),
+                 f"{key}_local": "one window only" if loc.slope.size < 2
+                 else f"{lo} on every window" if lo == hi else f"{lo} to {hi}"})
+
+
+def median_alive(res, key):
+    return np.median(res[key][:, res["diameter"][-1] > 0], axis=1)
+
+
 bound = 2 * rs["lam"] * rs["diam0"] ** 2 / (rs["t"][1:, None] + 2)
 prop_ratio = rs["primal_current"][1:] / bound
 page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
           sym_rate_n=2 * m_sym_rate,
-          slope_J=(slopes["shifted"]["J"], ".2f"),
-          slope_gap=(slopes["shifted"]["fw_gap"], ".2f"),
-          slope_primal=(slopes["shifted"]["primal_current"], ".2f"),
-          sym_slope=(slopes["symmetric"]["J"], ".2f"),
           prop_max=(prop_ratio.max(), ".3f"),
           sym_zero=int((ry["diameter"][-1] == 0).sum()))
+for key, kind, res, name in (("slope_J", "shifted", rs, "J"),
+                             ("slope_gap", "shifted", rs, "fw_gap"),
+                             ("slope_primal", "shifted", rs, "primal_current"),
+                             ("sym_slope", "symmetric", ry, "J")):
+    value = slopes[kind][name]
+    curve = median_alive(res, name) if value is not None else None
+    quoted(key, value, res["t"], curve, 100)
 
 # %% [markdown]
 # ```{glue:figure} fig-fw-rates-section3
@@ -324,7 +439,7 @@ page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
 # slopes for $t\ge100$ in the legend). (a) Shifted clouds: the energy plateaus, while the
 # Frank–Wolfe gap and the primal gap on the current hull decay like $t^{-2}$, below the proved
 # $O(1/t)$ bound (dashed). (b) Symmetric clouds that do not reach $0$ exactly: everything decays
-# polynomially (slope about $-8$), again below the $O(1/t)$ bound.
+# polynomially (fitted slope of the energy {glue:text}`sym_slope`), again below the $O(1/t)$ bound.
 # ```
 #
 # ## Fixed hull versus shrinking hull
@@ -336,7 +451,9 @@ page.glue(rate_clouds=pc.rate_clouds, rate_clouds_sym=n_sym_rate,
 # it is {glue:text}`fixed_bound`. The measured slopes for $t\ge100$ are
 # {glue:text}`fixed_slope` for the fixed hull (the minimiser lies inside $\mathcal K^0$,
 # and here open-loop Frank–Wolfe is observed to be faster than its $1/t$ guarantee) and {glue:text}`current_slope`
-# for the token dynamics' gap on $\mathcal K^t$. Theorem 3.1 is, in substance, this classical
+# for the token dynamics' gap on $\mathcal K^t$, each to the digits that its local slopes support
+# (on windows $[a,4a]$, $a\ge100$: {glue:text}`fixed_slope_local` and
+# {glue:text}`current_slope_local`). Theorem 3.1 is, in substance, this classical
 # bound; it is the shrinking hull that breaks it, because the tokens take the hull away from
 # the minimiser.
 
@@ -352,9 +469,10 @@ page.figure(fig, "fw-fixed-vs-current-hull",
                     "the token dynamics over the shrinking hull")
 # the classical bound 2 L d^2 / (t + 2), with L = 1
 classical = 2 * 1.0 * rs["diam0"] ** 2 / (fx["t"][:, None] + 2)
-page.glue(fixed_bound=((fx["primal"] / classical).max(), ".3f"),
-          fixed_slope=(fslopes["fixed"], ".2f"),
-          current_slope=(fslopes["current"], ".2f"))
+page.glue(fixed_bound=((fx["primal"] / classical).max(), ".3f"))
+quoted("fixed_slope", fslopes["fixed"], fx["t"], np.median(fx["primal"], axis=1), 100)
+quoted("current_slope", fslopes["current"], rs["t"],
+       median_alive(rs, "primal_current"), 100)
 
 # %% [markdown]
 # ```{glue:figure} fig-fw-fixed-vs-current-hull
@@ -393,7 +511,8 @@ page.glue(fixed_bound=((fx["primal"] / classical).max(), ".3f"),
 # On a hexagon around the origin with $B_*=\begin{pmatrix}2&0.5\\0.5&1\end{pmatrix}$ the bound is
 # $\rho=${glue:text}`rho`; the measured contraction factor of exact line search is
 # {glue:text}`ls_factor` per step (far better than the guarantee), and the open-loop rule
-# has log–log slope {glue:text}`ol_slope`.
+# has log–log slope {glue:text}`ol_slope` (local slopes on windows $[a,4a]$, $a\ge10$:
+# {glue:text}`ol_slope_local`).
 
 # %%
 th = 2 * np.pi * np.arange(6) / 6 + 0.3
@@ -409,8 +528,8 @@ page.figure(fig, "fw-linear-contrast",
             statement="Section 3, the linear rate of the v1 abstract (E1)",
             caption="Frank–Wolfe over a fixed polygon: exact line search "
                     "converges linearly, the open-loop rule polynomially")
-page.glue(rho=(lb["rho"], ".4f"), ls_factor=(lin["rate"], ".3f"),
-          ol_slope=(lin["slope_open_loop"], ".2f"))
+page.glue(rho=(lb["rho"], ".4f"), ls_factor=(lin["rate"], ".3f"))
+quoted("ol_slope", lin["slope_open_loop"], ol["t"], ol["primal"][:, 0], 10)
 
 # %% [markdown]
 # ```{glue:figure} fig-fw-linear-contrast
@@ -442,8 +561,8 @@ page.glue(reflect=f"({2 * s0[0] - x0[0]:g}, {2 * s0[1] - x0[1]:g})")
 #
 # | claim of the paper (v1) | status | evidence on this page |
 # |---|---|---|
-# | Theorem 3.1: $J^t(x_i^{t+1})\le\frac{2}{t+1}\lambda_{\max}\mathsf d^2$ under $0\in\mathcal K^0$ | false (E2) | exact counterexample, first violation at $t=575$; most shifted clouds |
-# | tokens contract **linearly** | false (E1) | gaps decay polynomially ($t^{-2}$; symmetric data $t^{-8}$) |
+# | Theorem 3.1: $J^t(x_i^{t+1})\le\frac{2}{t+1}\lambda_{\max}\mathsf d^2$ under $0\in\mathcal K^0$ | false (E2) | exact counterexample, first violation at $t=575$; every shifted cloud whose limit is not $0$, at $t+1\approx4/(|x^*|/\mathsf d)^2$ |
+# | tokens contract **linearly** | false (E1) | gaps decay polynomially ($t^{-2}$; faster, still polynomially, for symmetric data) |
 # | the cluster is at the origin | false in general (E1) | shifted clouds merge at a point of $\mathcal K^0$ away from $0$ |
 # | $\gamma^t=2/(t+1)$ in the text | inconsistent (E3) | $\gamma^0=2$ leaves the hull |
 # | $O(1/t)$ on the gap to the current hull | true (proved here) | measured ratio to the bound $\le1$ |

@@ -62,7 +62,8 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 # it is given: `make notebook NB=06-context-length ARGS="-p run_n 16384"`, or here a line `run_n = 16384`.
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
-    "own_ns": ("list[int]", ">= 2", "numbers of tokens n of the ownership sweep"),
+    "own_ns": ("list[int]", ">= 4", "numbers of tokens n of the ownership sweep (from 4 on, a dimension "
+               "where half the tokens own their cells exists)"),
     "own_dims": ("list[int]", ">= 1", "dimensions d of the ownership sweep"),
     "own_tokens": ("int", ">= 2", "tokens per (n, d): own_tokens // n systems of n"),
     "run_n": ("int", ">= 2", "tokens of the hardmax run"),
@@ -170,10 +171,10 @@ page.glue(
 # the fraction of owners with the integral.
 
 # %%
-grid = sweeps.grid(n=p.own_ns, d=p.own_dims, rng=p.seed)
+grid = sweeps.grid(n=p.own_ns, d=p.own_dims)
 for g in grid:
     g["systems"] = max(1, p.own_tokens // g["n"])
-own = sweeps.run(CL.ownership_task, grid, **RUN)
+own = sweeps.run(CL.ownership_task, grid, seed=p.seed, **RUN)  # one stream per (n, d)
 for r in own:
     print(f"n = {r.n:6,d}, d = {r.d:2d}: {r.owners:6,d} of "
           f"{r.tokens:,} own their cells ({r.fraction:.4f}; "
@@ -257,11 +258,73 @@ page.figure(
 # In $d=$ {glue:text}`head_d`, {glue:text}`head_owned`. The expected number of tokens that do
 # not is {glue:text}`head_expected_non_owners`.
 #
-# So Remark 4.6 holds in a stronger form at the size of one head. With $\kappa$ fixed, its union
-# bound needs $\kappa(\kappa-1)$ ordered pairs to be in order. Here {glue:text}`head_pairs`
-# ordered pairs are at stake, and the expected number of tokens with one of their pairs out of
-# order is {glue:text}`head_expected_non_owners`: each token beats its $n-1$ rivals by a margin
-# of order $\sqrt d$ standard deviations.
+# ### Remark 4.6 at the size of one head, against $n$
+#
+# With $\kappa$ fixed, Remark 4.6's union bound needs $\kappa(\kappa-1)$ ordered pairs to be in
+# order. At $n=$ {glue:text}`n_hi` tokens, {glue:text}`head_pairs` ordered pairs are at stake. The
+# expected number of tokens that do not own their cells is $\mu=n\,(1-\mathbb E[\Phi(R)^{n-1}])$,
+# and all $n$ own their cells with probability at least $1-\mu$ (the union bound, exact), about
+# $e^{-\mu}$ if the non-owners are rare and nearly independent (Poisson). The table below computes
+# both in $d=$ {glue:text}`head_line_d` for growing $n$, with the margin $\sqrt d-\sqrt{2\ln n}$:
+# a token's own score $\|x_i\|^2$ is about $\sqrt d$ standard deviations of a rival's score
+# $\langle x_i,x_j\rangle$, and the largest of its $n-1$ rivals' scores about $\sqrt{2\ln n}$ of them.
+
+# %% tags=["hide-input"]
+ns_line = sorted({2 ** k for k in range(10, 25, 2)} | set(p.own_ns))
+mu_line = np.array(ns_line) * (1 - CL.own_cell_probability(ns_line, HEAD_D))
+margin_line = np.sqrt(HEAD_D) - np.sqrt(2 * np.log(ns_line))
+print(f"d = {HEAD_D}: {'n':>12s} {'E[non-owners]':>14s} {'P(all own) >=':>14s} "
+      f"{'~ exp(-mu)':>11s} {'margin':>7s}")
+for n_, mu_, m_ in zip(ns_line, mu_line, margin_line):
+    print(f"{'':7s}{n_:12,d} {mu_:14.3g} {max(0.0, 1 - mu_):14.3f} "
+          f"{np.exp(-mu_):11.3g} {m_:7.2f}")
+
+# %% tags=["hide-input"]
+at_hi = ns_line.index(n_hi)
+
+
+def non_owners(n):
+    return n * (1 - CL.own_cell_probability(n, HEAD_D))
+
+
+# where the expected number of non-owners passes 1 at d = 64 (it grows with n):
+# bisection in log n
+lo_n, hi_n = 2.0, 2.0 ** 40
+for _ in range(100):
+    mid = np.sqrt(lo_n * hi_n)
+    lo_n, hi_n = (mid, hi_n) if non_owners(mid) < 1 else (lo_n, mid)
+owned_hi = next((r for r in own if r.n == n_hi and r.d == HEAD_D), None)
+if owned_hi is None:
+    sample = f"the sweep above has no point at d = {HEAD_D}"
+else:
+    k_ = owned_hi.systems
+    sample = (f"the sweep above at n = {n_hi:,}, d = {HEAD_D} found "
+              f"{owned_hi.tokens - owned_hi.owners:,} non-owners in {k_:,} "
+              f"sequence{'s' if k_ != 1 else ''} of {n_hi:,} tokens, "
+              f"{'a draw' if k_ == 1 else 'draws'} of this law")
+mu_hi = mu_line[at_hi]
+page.glue(
+    head_line_d=HEAD_D, head_mu=(mu_hi, ".2g"),
+    head_all_lo=(max(0.0, 1 - mu_hi), ".2f"),
+    head_all_poisson=(np.exp(-mu_hi), ".2f"),
+    head_margin=(margin_line[at_hi], ".1f"), head_sqrt_d=(np.sqrt(HEAD_D), ".0f"),
+    head_n_one=(float(hi_n), ".1e"),
+    head_mu_20=(mu_line[ns_line.index(2 ** 20)], ".2g"),
+    head_mu_24=(mu_line[ns_line.index(2 ** 24)], ".2g"),
+    head_margin_24=(margin_line[ns_line.index(2 ** 24)], ".1f"),
+    head_sample=sample,
+)
+
+# %% [markdown]
+# At $n=$ {glue:text}`n_hi` and $d=$ {glue:text}`head_line_d`, $\mu=$ {glue:text}`head_mu`: all
+# tokens own their cells with probability at least {glue:text}`head_all_lo` (about
+# {glue:text}`head_all_poisson`); {glue:text}`head_sample`. This is Remark 4.6 with more
+# competitors, not a stronger form of it: at fixed $d$ the expected number of non-owners grows
+# with $n$, passes 1 near $n\approx$ {glue:text}`head_n_one`, and is {glue:text}`head_mu_20` at
+# $n=2^{20}$ and {glue:text}`head_mu_24` at $n=2^{24}$. The margin that keeps the tokens in order is
+# $\sqrt d-\sqrt{2\ln n}$, {glue:text}`head_margin` at $n=$ {glue:text}`n_hi` and
+# {glue:text}`head_margin_24` at $n=2^{24}$, not of order $\sqrt d=$ {glue:text}`head_sqrt_d`:
+# the context length eats into it like $\sqrt{2\ln n}$.
 #
 # ## Owners never move; the others run straight to an owner
 #
@@ -285,8 +348,8 @@ page.figure(
 
 # %%
 run_grid = sweeps.grid(n=p.run_n, d=p.run_d, gamma=p.run_gamma,
-                       steps=p.run_steps, rng=p.seed)
-run = sweeps.run(CL.hardmax_run_task, run_grid, **RUN)[0]
+                       steps=p.run_steps)
+run = sweeps.run(CL.hardmax_run_task, run_grid, seed=p.seed, **RUN)[0]
 print(f"owners: {run.owners:,}; led by an owner: "
       f"{run.led_by_owner:,}; others: {run.others:,}")
 print(f"moved at each layer: {run.moved}")
@@ -310,6 +373,10 @@ page.glue(
     run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
     run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
     run_cf_err=(max(run["closed_form_error"]), ".1e"),
+    run_cf_sentence=(f"They follow Theorem 4.2's closed form to a relative deviation of "
+                     f"{fmt(max(run['closed_form_error']), '.1e')}, i.e. to rounding." if run["led_by_owner"]
+                     else "So no token of this run can be compared with Theorem 4.2's closed form: "
+                          "panel (b) has no ratio to show."),
     run_expected_owners=(run["n"] * run["probability"], ",.0f"),
     run_p=(run["probability"], ".2f"),
 )
@@ -335,8 +402,7 @@ page.figure(
 # Of the {glue:text}`run_n` tokens, {glue:text}`run_owners` own their cells (the integral
 # predicts {glue:text}`run_expected_owners`), and {glue:text}`run_never_moved` never moved:
 # {glue:text}`run_exact` the owners. At each layer, {glue:text}`run_moved` tokens moved.
-# {glue:text}`run_led_by_owner` tokens are led by an owner. They follow Theorem 4.2's closed
-# form to a relative deviation of {glue:text}`run_cf_err`, i.e. to rounding. The other tokens
+# {glue:text}`run_led_by_owner` tokens are led by an owner. {glue:text}`run_cf_sentence` The other tokens
 # ({glue:text}`run_others` of them) are led by a token that moves itself, so they follow a
 # chain of moving leaders.
 #
@@ -356,11 +422,13 @@ page.figure(
 # (`executor="tcp://scheduler:8786"`), and cached on disk. For example:
 #
 # ```python
-# from attention_fw import context_length as CL, sweeps, tiled
+# from afw_book import sweeps
+# from attention_fw.experiments import context_length as CL
+# from attention_fw.model import tiled
 # tiled.set_memory_budget(2 * 2**30)    # allow 2 GiB of scores per step
-# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], rng=[0, 1],
-#                      systems=1)
-# results = sweeps.run(CL.ownership_task, params, executor="local-dask")
+# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], systems=2)
+# results = sweeps.run(CL.ownership_task, params, seed=0,  # one stream per (n, d)
+#                      executor="local-dask")
 # ```
 #
 # On a cluster, set `ATTENTION_FW_MEMORY_BUDGET` (bytes) in the environment of the workers. Any

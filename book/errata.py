@@ -54,7 +54,7 @@
 # | {ref}`E7 <e7>` | proof of Lemma 2.1 | piecewise-affine maps preserve positive measure | false; the lemma is still true | formalization |
 # | {ref}`E8 <e8>` | §5, (SAβ) | $V^t=\gamma I_d$ | gives the step $\gamma/(1+\gamma)$ through (1.3) | formalization, log |
 # | {ref}`E9 <e9>` | Theorem 5.2 | $C$ universal | $C$ depends on ratios of initial distances | review |
-# | {ref}`E10 <e10>` | A.3, Claim 3 | $p\ge\frac1{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$ | the chain is invalid | review |
+# | {ref}`E10 <e10>` | A.3, Claim 3 | $p\ge\frac1{1+(n-1)e^{\beta\tau/4}}\ge1-ne^{-\beta\tau/4}$ | the chain is invalid as transcribed; with $e^{-\beta\tau/4}$ in the middle it would hold | review |
 # | {ref}`E11 <e11>` | Theorem 5.4 | exponent as printed | omits $\mathsf d(\mathcal K)$ and a binomial factor | formalization, review |
 # | {ref}`E12 <e12>` | Prop 5.1 | proof "mutatis mutandis" | no proof given; a direct proof works for all $\beta$, $\gamma\in(0,1]$ | review, formalization |
 # | {ref}`E13 <e13>` | Prop 4.5 | $\mathrm{Vor}_B(v_i)$ compares with all $y\in\mathcal K$ | compare with the vertices only | formalization |
@@ -241,15 +241,15 @@ page.glue(**{"e5-diam": (np.ptp(out, axis=0).max(), ".1e"),
 # distance between the Monte Carlo mean of $x^t$ and the (SAβ) iterate, in units of its
 # standard error, is {glue:text}`e6-z1` at $t=1$ (agreement) and
 # {glue:text}`e6-z5` at $t=5$. Whether (SAβ) itself is metastable is computed, not proved, in
-# {doc}`07-deterministic-dynamics`. On a family of 26 configurations (polygons with 3 to 6 vertices,
-# polytopes in $\mathbb R^3$, $B=I$ and non-isotropic $B$; three of them inside Theorem 5.4's
-# hypotheses, which no step size $\gamma\ge0.05$ meets on these polytopes) its exit time grows like
-# $e^{c\beta}$ with a rate $c$ of its own: below $c_0$ on every configuration of the family, lowest
-# where the clusters start spread and settle inside the vertices, and on most configurations below the
-# rate of the chain (simulated with the same $B$; that chapter counts where, and where significantly);
-# which of the two dynamics leaves first depends on the configuration and on $\beta$; and a chain path stays within the radius of Theorem 5.4's proof around
-# the (SAβ) path only until the chain's first jump between clusters, at a time of the order of the exit
-# times themselves. That chapter gives the rates with their intervals, configuration by configuration.
+# {doc}`07-deterministic-dynamics`, by exact stepping on a family of configurations (polygons with 3 to 6
+# vertices, polytopes in $\mathbb R^3$, $B=I$ and non-isotropic $B$; a few inside Theorem 5.4's hypotheses,
+# which no step size $\gamma\ge0.05$ meets on these polytopes): its exit time grows exponentially in
+# $\beta$. Its exponent is a limit, and one case is solved exactly: with one token per vertex of the
+# equilateral triangle, $T_2\approx e^{3\beta/2}(1-e^{-3\beta\varepsilon})/(9\gamma\beta)$, exponent $c_0=3/2$,
+# while a straight line through $\log T_2$ over a range of $\beta$ reads less. That chapter gives, per
+# configuration, the local slopes, the exponent extrapolated with a stated model (tested on this case)
+# and whether it equals $c_0$ within its interval, the chain's slope on the same window, and the
+# fraction of chain paths that stay within $\varepsilon$ of the (SAβ) path, against $t$.
 
 # %%
 rng = page.stream("e6")
@@ -337,12 +337,23 @@ page.glue(**{f"e9-C{ratio}": (smallest_C(0.05, 0.05 * ratio), ".1f")
 # term {glue:text}`e10-rhs`. From (A.11) one only gets
 # $p\ge1-n\exp(-\beta(\tau^2/2-o(1)))$. The review also notes a $\mathrm{Bin}(t,p)$ versus
 # $\mathrm{Bin}(t+1,p)$ mismatch between (A.13) and Claim 4, and typos (“$\beta¯1/4$”).
+#
+# *What this rests on:* the review alone. No other source transcribes Claim 3, and the printed
+# appendix could not be read, so the erratum is only as good as the review's transcription. One
+# sign decides it: with $e^{-\beta\tau/4}$ in the middle term, the chain
+# $\frac1{1+(n-1)e^{-\beta\tau/4}}\ge1-(n-1)e^{-\beta\tau/4}\ge1-ne^{-\beta\tau/4}$ holds for every
+# $\beta$ (since $\frac1{1+x}\ge1-x$ for $x\ge0$); at the values above its middle term is
+# {glue:text}`e10-mid-flipped`, above the right term. So either the paper has a wrong bound or the
+# review (or the paper) has a one-sign slip; which, only the printed appendix can say.
 
 # %%
 n_, tau_, beta_ = 6, 0.4, 100.0
 mid = 1.0 / (1.0 + (n_ - 1) * np.exp(beta_ * tau_ / 4))
 page.glue(**{"e10-mid": (mid, ".2e"),
-             "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f")})
+             "e10-rhs": (1.0 - n_ * np.exp(-beta_ * tau_ / 4), ".6f"),
+             # the same with the sign of the exponent flipped
+             "e10-mid-flipped": (1.0 / (1.0 + (n_ - 1) * np.exp(-beta_ * tau_ / 4)),
+                                 ".6f")})
 
 # %% [markdown]
 # (e11)=

@@ -80,7 +80,7 @@ def make_copy(dest: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.ipynb", ".ipynb_checkpoints", "*.egg-info")
     for name in ("book", "tools", "lib"):
         shutil.copytree(ROOT / name, dest / name, ignore=ignore, dirs_exist_ok=True)
-    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt", "jupytext.toml"):
+    for name in ("_config.yml", "_toc.yml", "Makefile", "requirements.txt", "pyproject.toml", "jupytext.toml"):
         shutil.copy2(ROOT / name, dest / name)
     if not (dest / ".venv").exists():
         (dest / ".venv").symlink_to(VENV, target_is_directory=True)
@@ -91,7 +91,7 @@ def make_copy(dest: Path) -> Path:
 def _never_reinstall(copy: Path) -> None:
     """The copy shares the project's ``.venv`` (a symlink): its make must never reinstall it.
 
-    When ``.venv/.installed`` is older than requirements.txt or lib/pyproject.toml (pytest run by
+    When ``.venv/.installed`` is older than what the Makefile's stamp depends on (pytest run by
     hand after a merge, without ``make venv``), the copy's make would run ``pip install -r
     requirements.txt`` into the shared environment, and its ``-e ./lib`` would point the project's
     editable install at the scratch copy's lib/ (and several copies would do so at once). ``make
@@ -102,7 +102,7 @@ def _never_reinstall(copy: Path) -> None:
     if not STAMP.exists():
         return
     stamp = STAMP.stat().st_mtime_ns
-    for name in ("requirements.txt", "lib/pyproject.toml"):
+    for name in ("requirements.txt", "tools/installer-requirements.txt", "lib/pyproject.toml", "pyproject.toml"):
         f = copy / name
         if f.stat().st_mtime_ns > stamp:
             os.utime(f, ns=(stamp, stamp))

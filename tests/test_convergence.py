@@ -135,6 +135,45 @@ def test_thm31_shifted_pools_sizes():
     assert r["ratio"].shape[1] == 10 and r["limit"].shape == (10, 2) and list(r["n"]) == [3] * 5 + [4] * 5
 
 
+def test_shifted_clouds_violate_when_the_horizon_law_says():
+    """Merged at x*, the ratio of Theorem 3.1 is (t+1)|x*|^2/(2 d^2) (B_* = I), which passes 2 at
+    t+1 = 4/(|x*|/d)^2: every cloud with x* != 0 violates the printed bound, at that time. Checked on
+    the clouds whose violation comes late enough for the tokens to have merged (t >= 200): within
+    10% of the law. Followed from the clouds it returns, a cloud keeps its first violation."""
+    r = C.thm31_shifted([4, 5], 8, 3000, rng=2)
+    lim = np.linalg.norm(r["limit"], axis=-1) / r["diam0"]
+    late = r["first_violation"] >= 200
+    assert late.sum() >= 3
+    ratio = (r["first_violation"][late] + 1) / (4 / lim[late] ** 2)
+    assert np.all(np.abs(ratio - 1) < 0.1), ratio
+    # a cloud not in violation by 3000 layers is one whose law says later (a 20% margin)
+    never = r["first_violation"] < 0
+    assert np.all(4 / lim[never] ** 2 > 0.8 * 3000)
+    k = int(np.flatnonzero(late)[0])
+    again = C.thm31_ratio(r["initial"][k][None], np.eye(2), 3000)
+    assert again["first_violation"][0] == r["first_violation"][k]
+
+
+def test_local_slopes_of_a_power_law_and_its_correction():
+    """A pure power law has its exponent on every window; with a fading correction t^-3 the
+    local slopes climb monotonically to the exponent, so an average over the range lies below
+    it; the digits quoted are those the spread of the local slopes supports."""
+    t = np.arange(1.0, 20001.0)
+    pure = C.local_loglog_slopes(t, 5.0 * t ** -1.5, 10)
+    assert len(pure.slope) == 8 and np.allclose(pure.slope, -1.5, atol=1e-9)
+    assert np.allclose(pure.stop / pure.start, 4.0) and pure.start[0] == 10
+    loc = C.local_loglog_slopes(t, t ** -2.0 + 30 * t ** -3.0, 10)
+    assert np.all(np.diff(loc.slope) > 0) and -2.01 < loc.slope[-1] < -2
+    assert C.loglog_slope(t, t ** -2.0 + 30 * t ** -3.0, 10) < loc.slope[-1]
+    assert C.supported_decimals(pure.slope) == 3                        # no spread: three decimals
+    assert C.supported_decimals(loc.slope) == int(np.floor(-np.log10(np.ptp(loc.slope) / 2)))
+    assert C.supported_decimals([-1.0, -3.0]) == 0
+    one = C.local_loglog_slopes(t[:30], t[:30] ** -1.0, 10)             # shorter than one window
+    assert one.start.tolist() == [10.0] and one.stop.tolist() == [30.0]
+    with pytest.raises(ValueError, match="factor"):
+        C.local_loglog_slopes(t, t, 10, factor=1.0)
+
+
 def test_origin_in_hull_and_distance():
     sq = np.array([[1.0, 1], [-1, 1], [-1, -1], [1, -1]])
     assert P.origin_in_hull_2d(sq) and not P.origin_in_hull_2d(sq + 2)

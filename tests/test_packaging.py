@@ -11,6 +11,7 @@
 import ast
 import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,13 +175,17 @@ def test_version_is_the_installed_distribution_s():
     assert attention_fw.__version__ == importlib.metadata.version("attention-fw")
     written = [p for p in MODULES.values() if f'"{attention_fw.__version__}"' in p.read_text()]
     assert written == [MODULES["attention_fw._version"]]
-    assert "version = " not in (LIB / "pyproject.toml").read_text().split("[tool.setuptools.dynamic]")[0]
+    for project in (LIB / "pyproject.toml", LIB.parent / "pyproject.toml"):   # the library's and afw_book's
+        text = project.read_text()
+        assert not re.search(r"^version = ", text, re.M) and 'dynamic = ["version"]' in text
+        assert '[tool.hatch.version]\npath = "' in text and text.split('[tool.hatch.version]\npath = "')[1].startswith(
+            ("attention_fw/_version.py", "lib/attention_fw/_version.py"))
     assert afw_book.__doc__
 
 
 def test_a_plot_function_returns_its_figure_with_its_numbers_and_writes_nothing(tmp_path, monkeypatch):
     """attention_fw.plot draws and returns; the numbers travel with the figure; no file is written,
-    and the old outdir/formats arguments write nothing either (they warn)."""
+    and the old outdir/formats arguments are gone."""
     import warnings
 
     import matplotlib.pyplot as plt
@@ -199,8 +204,7 @@ def test_a_plot_function_returns_its_figure_with_its_numbers_and_writes_nothing(
         fig = MP.fig_admissible(tri, hyp, 0.15, 0.04)
     data = figure_data(fig)
     assert isinstance(data, dict) and data and json.dumps(data, default=lambda o: o.tolist())
-    with pytest.warns(DeprecationWarning, match="no longer write files"):
-        fig2 = MP.fig_admissible(tri, hyp, 0.15, 0.04, outdir=tmp_path / "out", formats=("png",))
-    assert figure_data(fig2).keys() == data.keys()
+    with pytest.raises(TypeError, match="outdir"):          # removed in 0.3.0 (ignored since 0.2.0)
+        MP.fig_admissible(tri, hyp, 0.15, 0.04, outdir=tmp_path / "out", formats=("png",))
     assert list(tmp_path.rglob("*")) == []
     plt.close("all")

@@ -4,11 +4,15 @@ only through ``rng``, and one argument order."""
 import dataclasses
 import importlib
 import inspect
+import os
 import pkgutil
+import subprocess
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from scipy import stats
 
 import afw_book
 import attention_fw
@@ -25,9 +29,11 @@ from attention_fw.experiments import sabeta as SB
 from afw_book import paper_figures as PF
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.experiments import trained_heads as TH
+from attention_fw.experiments import hull_counts as HCN
 from attention_fw.geometry.polytope import points_on_circle, regular_polygon
 
 TRI = points_on_circle()
+NS = np.array([8.0, 11, 16, 23, 32, 45, 64, 90, 128])      # lengths for the exponents' bootstrap
 X2 = np.array([[0.0, 0.0], [1.0, 0.0], [0.3, 0.8]])
 CL, SIG = ET.cluster_configuration(TRI, np.array([1, 1, 1]))
 P1, P1SIG = M.phase1_configuration(TRI, 1, 1e4, rng=0, min_dist=0.55)
@@ -49,6 +55,11 @@ CALLS = {
     "experiments.trained_heads.corpus_study": lambda rng: TH.corpus_study(
         _minilm(), ["And God saw the light.", "And the evening and the morning were the first day."],
         shares=(0.9,), token_sample=5, rng=rng)["states"],
+    "experiments.hull_counts.scaling_exponents": lambda rng: HCN.scaling_exponents(
+        NS, np.c_[NS ** 0.5 * (1 + 0.1 * np.sin(NS))], boot=30, rng=rng),
+    "experiments.hull_counts.scaling_table": lambda rng: HCN.scaling_table(
+        NS, {"support": (NS ** 0.5 * (1 + 0.1 * np.sin(NS)))[:, None, None]}, statistics=["support"], boot=30,
+        rng=rng)["samples"]["all"],
     "experiments.convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
     "experiments.convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "experiments.convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),
@@ -136,11 +147,13 @@ def test_every_function_with_rng_is_covered():
 
 
 def test_no_function_takes_a_seed_instead():
-    """One vocabulary: randomness comes in as ``rng``. The one exception is the stream factory
+    """One vocabulary: randomness comes in as ``rng``. The exceptions are the stream factories
     ``notebook.stream(name, seed)`` (and ``Page.stream``), which turns a chapter's seed into the
-    Generators that are then passed as ``rng``."""
+    Generators that are then passed as ``rng``, and the sweeps' ``run(..., seed=)``, ``seeded`` and
+    ``task_seed``, which turn a run's seed into each task's ``rng``."""
     found = {key for key, params in _public_signatures() if any("seed" in p for p in params)}
-    assert found == {"afw_book.notebook.stream"}
+    assert found == {"afw_book.notebook.stream", "afw_book.sweeps.run", "afw_book.sweeps.task_seed",
+                     "afw_book.sweeps.seeded"}
 
 
 def test_one_argument_order():
@@ -182,3 +195,92 @@ def test_thm31_shifted_reproducible_from_a_generator():
     c = C.thm31_shifted([3, 5], 3, 30, rng=np.random.default_rng(3))
     assert _same(a, b)
     assert not np.array_equal(a.diam0, c.diam0)
+
+
+# ---- independent streams for the tasks of a sweep (afw_book.sweeps: seed=, seeded, task_seed) ----
+
+def _square_with_rng(*, x, rng, counter):
+    """A task that draws: leaves one line in ``counter`` per actual computation."""
+    with open(counter, "a") as fh:
+        fh.write(f"{x}\n")
+    return np.random.default_rng(rng).standard_normal(4) * x
+
+
+def test_every_task_of_a_seeded_sweep_draws_its_own_numbers():
+    """The bug of issue 39: every (beta, kappa, n) of chapter 5 drew the same exponentials, so the
+    exit times at two beta were one sample rescaled (rank correlation 1). With seed=, the tasks'
+    seeds are distinct, their first draws differ, and the exit times of two tasks are
+    independent: in the single-jump regime T = 1 + floor(E / lambda), a monotone function of one
+    exponential E per run, so shared draws give Spearman's rho = 1 between the two samples in run
+    order, and independent ones rho ~ N(0, 1/(runs - 1)): |rho| < 0.25 is 5 standard errors at 400 runs."""
+    from afw_book import sweeps
+    params = sweeps.grid(beta=[4.0, 8.0, 16.0], kappa=[3, 4], n=6, runs=400)
+    params += sweeps.grid(beta=[4.0, 8.0, 16.0], kappa=3, n=[3, 12], runs=400)
+    out = sweeps.run(ET.exit_time_task, params, seed=0, executor="serial", cache=False, progress=False)
+    seeds = [r.rng for r in out]
+    assert len(set(seeds)) == len(params)
+    first = np.array([np.random.default_rng(s).standard_normal(8) for s in seeds])
+    assert len({tuple(row) for row in first}) == len(params)        # no two streams start alike
+    for a in range(len(out)):
+        for b in range(a + 1, len(out)):
+            rho = stats.spearmanr(out[a].times, out[b].times).statistic
+            assert abs(rho) < 0.25, (params[a], params[b], rho)
+    # the design this replaces: one rng for every task gives one sample, rescaled
+    shared = sweeps.run(ET.exit_time_task, sweeps.grid(beta=[4.0, 8.0], rng=0, runs=400), executor="serial",
+                        cache=False, progress=False)
+    assert stats.spearmanr(shared[0].times, shared[1].times).statistic > 0.99
+
+
+def test_task_seed_is_a_function_of_the_parameters_only():
+    """Not of the order of the keys, of the spelling of a number (12 or 12.0, numpy or Python), of the
+    task's place in the grid, nor of the process: Python's hash() of a string changes with
+    PYTHONHASHSEED, the seeds must not."""
+    from afw_book import sweeps
+    p = {"beta": 12.0, "n": 6, "kappa": 3, "eps": 0.05, "x0": ((0.0, 1.0), (1.0, 0.0))}
+    s = sweeps.task_seed(7, p)
+    assert s == sweeps.task_seed(7, {"x0": np.array([[0, 1], [1, 0]]), "eps": 0.05, "kappa": np.int64(3),
+                                     "n": 6.0, "beta": 12})
+    assert s == sweeps.task_seed(7, {**p, "rng": 99})                 # the rng of a task is not an input
+    for key, other in (("beta", 12.5), ("n", 7), ("kappa", 4), ("eps", 0.050000001), ("x0", ((0.0, 1.0),))):
+        assert sweeps.task_seed(7, {**p, key: other}) != s, key       # every parameter moves it
+    assert sweeps.task_seed(8, p) != s and sweeps.task_seed(7, {**p, "extra": None}) != s
+    # the same in fresh interpreters with different string hashing
+    code = ("from afw_book.sweeps import task_seed; "
+            "print(task_seed(7, {'beta': 12.0, 'n': 6, 'kappa': 3, 'eps': 0.05, 'x0': ((0.0, 1.0), (1.0, 0.0))}))")
+    other = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"     # not this process's string hashing
+    env = {**os.environ, "PYTHONHASHSEED": other}
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert int(got.stdout) == s
+    # a seeded grid's tasks are those of the grid plus their rng, in order
+    grid = sweeps.grid(beta=[1.0, 2.0], n=[3, 6])
+    assert [{k: v for k, v in t.items() if k != "rng"} for t in sweeps.seeded(grid, 5)] == grid
+    assert [t["rng"] for t in sweeps.seeded(grid[::-1], 5)] == [t["rng"] for t in sweeps.seeded(grid, 5)][::-1]
+
+
+def test_seeded_refuses_what_would_share_or_double_a_stream():
+    from afw_book import sweeps
+    with pytest.raises(ValueError, match=r"params\[1\] already has rng"):
+        sweeps.seeded([{"beta": 1.0}, {"beta": 2.0, "rng": 3}], 0)
+    with pytest.raises(ValueError, match=r"params\[0\] and params\[2\] are the same task"):
+        sweeps.seeded([{"beta": 1.0}, {"beta": 2.0}, {"beta": 1}], 0)
+    for bad in (-1, 1.5, True, "0"):
+        with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+            sweeps.task_seed(bad, {"beta": 1.0})
+    with pytest.raises(TypeError, match=r"params\['f'\]: cannot encode a function"):
+        sweeps.task_seed(0, {"f": lambda: 0})
+
+
+def test_seeded_sweep_is_cached_under_its_task_seeds(tmp_path):
+    """The cache is keyed by each task's parameters with its derived rng: the same seed loads
+    everything, another seed recomputes everything, and the loaded results are the computed ones."""
+    from afw_book import sweeps
+    counter = tmp_path / "calls.txt"
+    params = sweeps.grid(x=[1.0, 2.0, 3.0], counter=str(counter))
+    kw = dict(cache_dir=tmp_path / "cache", progress=False, executor="serial")
+    a = sweeps.run(_square_with_rng, params, seed=0, **kw)
+    b = sweeps.run(_square_with_rng, params, seed=0, **kw)
+    assert len(counter.read_text().split()) == 3
+    assert all(np.array_equal(u, v) for u, v in zip(a, b))
+    c = sweeps.run(_square_with_rng, params, seed=1, **kw)
+    assert len(counter.read_text().split()) == 6
+    assert not any(np.array_equal(u, v) for u, v in zip(a, c))

@@ -11,13 +11,23 @@ cost per step of one system, and of two systems at once (one per core: the kerne
 system per thread), and the wall time of 10^7 steps (10^6 with --quick) at n = 48, each with the CPU
 time per system (what an unloaded core takes; on a shared machine the wall time also counts the
 waiting for a core).
+
+The bound beside it, measured in the same run: a step of the symmetric path evaluates n (n + 1) / 2
+exponentials, so it cannot cost less than that many exponentials at the machine's exp rate. Two
+rates are measured on one core (CPU time): numpy's ``exp`` on float64 arrays (on CPUs without
+AVX-512 a library call per entry) and the kernel's own vectorised exponential
+(``sabeta._exp_row``) on arrays of one step's length. The report gives the cost of a step in
+units of each bound (a ratio, not a timed test).
 """
 from __future__ import annotations
 
 import sys
 import time
 
+import numpy as np
+
 from attention_fw.experiments.exit_times import near_vertex_configuration
+from attention_fw.experiments import sabeta as _sb
 from attention_fw.experiments.sabeta import sabeta_exit_times
 from attention_fw.geometry.polytope import regular_polygon
 
@@ -38,16 +48,63 @@ def per_step(m: int, steps: int, systems: int) -> tuple[float, float]:
     return dt / steps / systems, dc / steps / systems
 
 
+def exp_rates(n: int, reps: int) -> tuple[float, float]:
+    """CPU seconds per exponential on one core: numpy's ``exp`` (float64, arrays of 2^16 entries) and the
+    kernel's ``_exp_row`` (one step's n (n + 1) / 2 entries, in a compiled loop), arguments in [-40, 0]."""
+    g = np.random.default_rng(0)
+    big = g.uniform(-40.0, 0.0, 1 << 16)
+    out = np.empty_like(big)
+    np.exp(big, out=out)
+    c0 = time.process_time()
+    for _ in range(reps):
+        np.exp(big, out=out)
+    numpy_rate = (time.process_time() - c0) / reps / big.size
+    P = n * (n + 1) // 2
+    a = g.uniform(-40.0, 0.0, P)
+    e, bits = np.empty(P), np.empty(P, np.int64)
+    loops = max(1, reps * big.size // P)
+    _exp_loop(a, e, bits, 1)
+    c0 = time.process_time()
+    _exp_loop(a, e, bits, loops)
+    own_rate = (time.process_time() - c0) / loops / P
+    return numpy_rate, own_rate
+
+
+def _exp_loop(a, e, bits, loops):
+    return _exp_loop_compiled(a, e, bits, bits.view(np.float64), loops)
+
+
+try:
+    import numba as _numba
+
+    @_numba.njit(cache=True)
+    def _exp_loop_compiled(a, e, bits, scale, loops):
+        for _ in range(loops):
+            _sb._exp_row(a, e, bits, scale, a.size)
+except ImportError:                                   # pragma: no cover - numba is pinned
+    def _exp_loop_compiled(a, e, bits, scale, loops):
+        for _ in range(loops):
+            _sb._exp_row(a, e, bits, scale, a.size)
+
+
 def main(argv=None) -> int:
     quick = "--quick" in (argv if argv is not None else sys.argv[1:])
     steps = 20_000 if quick else 200_000
     horizon = 10**6 if quick else 10**7
     print("(SA-beta) exit-time kernel: microseconds per step and system (triangle, gamma 0.1, beta 40)")
-    print(f"{'n':>4s} {'1 system: wall':>15s} {'cpu':>7s} {'2 systems: wall':>16s} {'cpu':>7s}")
+    print(f"{'n':>4s} {'1 system: wall':>15s} {'cpu':>7s} {'2 systems: wall':>16s} {'cpu':>7s}"
+          f" {'bound (numpy exp)':>18s} {'bound (own exp)':>16s} {'cpu / own bound':>16s}")
     for m in (0, 2, 7, 15):
+        n = 3 * (1 + m)
         one = per_step(m, steps, 1)
         two = per_step(m, steps, 2)
-        print(f"{3 * (1 + m):4d} {one[0] * 1e6:15.2f} {one[1] * 1e6:7.2f} {two[0] * 1e6:16.2f} {two[1] * 1e6:7.2f}")
+        np_rate, own_rate = exp_rates(n, 20 if quick else 100)
+        P = n * (n + 1) // 2
+        print(f"{n:4d} {one[0] * 1e6:15.2f} {one[1] * 1e6:7.2f} {two[0] * 1e6:16.2f} {two[1] * 1e6:7.2f}"
+              f" {P * np_rate * 1e6:18.2f} {P * own_rate * 1e6:16.2f} {one[1] / (P * own_rate):16.2f}")
+        if n == 48:
+            print(f"     (exp rates measured in this run, one core: numpy {np_rate * 1e9:.2f} ns, the kernel's own "
+                  f"{own_rate * 1e9:.2f} ns per exponential; target of issue 35: 2 us per step at n = 48)")
     x0, sigma = _config(15)
     for systems in (1, 2):
         t0, c0 = time.perf_counter(), time.process_time()

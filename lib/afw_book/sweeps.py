@@ -19,6 +19,14 @@ parameter dicts (a grid over beta, seed, n, kappa, ...). Three ingredients, all 
 * **progress**: a :mod:`tqdm.auto` bar over the cache misses; switch it off with
   ``progress=False`` or the environment variable ``ATTENTION_FW_PROGRESS=0`` (the book's
   notebooks do, so the static pages stay clean).
+* **streams**: ``run(fn, params, seed=s)`` gives every task its own random stream: its ``rng``
+  is :func:`task_seed` ``(s, p)``, drawn from a :class:`numpy.random.SeedSequence` over the run's
+  seed and a SHA-256 of the task's other parameters (:func:`encode`, a canonical encoding, not
+  Python's ``hash``, so it is the same in every process and on every machine). Two tasks of a
+  sweep therefore never share draws; the seed each task ran with is the ``rng`` it received, so
+  its result can record it and the cache is keyed by it. Common random numbers across tasks
+  (the same draws on purpose) are asked for by putting one ``rng`` value in the grid itself
+  and saying so where the results are used.
 """
 from __future__ import annotations
 
@@ -27,6 +35,9 @@ import concurrent.futures as cf
 import contextlib
 import hashlib
 import itertools
+import json
+import math
+import numbers
 import os
 from pathlib import Path
 
@@ -38,7 +49,7 @@ import attention_fw
 from attention_fw import _validate as V
 from . import paths
 
-__all__ = ["grid", "memory", "code_version", "library_imports", "run"]
+__all__ = ["grid", "memory", "code_version", "library_imports", "run", "encode", "task_seed", "seeded"]
 
 
 def grid(**axes) -> list[dict]:
@@ -68,6 +79,108 @@ def grid(**axes) -> list[dict]:
             raise ValueError(f"{key} must hold at least one value, got an empty {type(v).__name__}")
     return [dict(zip(keys, (x.item() if isinstance(x, np.generic) else x for x in combo)))
             for combo in itertools.product(*vals)]
+
+
+def _canonical(value, where: str):
+    """``value`` as plain JSON types, the same for equal parameters however they are spelled."""
+    if isinstance(value, np.ndarray):
+        return [_canonical(v, where) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        x = float(value)
+        if not math.isfinite(x):
+            return repr(x)                                # "inf", "nan": JSON has no such numbers
+        return int(x) if x.is_integer() else x            # 12 and 12.0 are the same parameter
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v, f"{where}[{k!r}]") for k, v in value.items()}
+    raise TypeError(f"{where}: cannot encode a {type(value).__name__} into a task's seed "
+                    "(use numbers, strings, booleans, None, lists, tuples, dicts or arrays)")
+
+
+def encode(params: dict, *, skip: tuple[str, ...] = ("rng",)) -> bytes:
+    """A canonical byte encoding of a task's parameters (all but ``skip``): the input of :func:`task_seed`.
+
+    JSON with sorted keys, tuples and arrays as lists, numpy scalars as Python numbers and an
+    integral float as the integer (``beta=12`` and ``beta=12.0`` are one parameter). Unlike
+    Python's ``hash()``, it does not change between processes or machines.
+
+    Examples
+    --------
+    >>> encode({"n": np.int64(6), "beta": 12.0, "rng": 3})
+    b'{"beta":12,"n":6}'
+    >>> encode({"beta": 12, "n": 6}) == encode({"n": 6, "beta": 12.0})
+    True
+    """
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of keyword arguments, got {type(params).__name__}")
+    plain = {str(k): _canonical(v, f"params[{k!r}]") for k, v in params.items() if k not in skip}
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def task_seed(seed: int, params: dict) -> int:
+    """The seed of the task ``params`` in a run seeded with ``seed``: a 63-bit integer.
+
+    Drawn from ``SeedSequence([seed, *words])``, ``words`` the eight 32-bit words of the SHA-256
+    of :func:`encode` ``(params)`` (its ``rng`` excluded), so a task's stream depends on the
+    run's seed and on the task's parameters, on nothing else (not on its place in the grid nor
+    on the other tasks). Two tasks with different parameters get different seeds (equal ones
+    would need a SHA-256 collision, or two 63-bit draws to coincide: about ``N^2 / 2^64`` for
+    ``N`` tasks).
+
+    Examples
+    --------
+    >>> a = task_seed(0, {"beta": 4.0, "n": 6})
+    >>> a == task_seed(0, {"n": 6, "beta": 4}), a == task_seed(1, {"beta": 4.0, "n": 6})
+    (True, False)
+    >>> 0 <= a < 2**63
+    True
+    """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    words = np.frombuffer(hashlib.sha256(encode(params)).digest(), dtype="<u4")
+    state = np.random.SeedSequence([int(seed), *map(int, words)]).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) | (int(state[1]) >> 1)
+
+
+def seeded(params: list[dict] | tuple[dict, ...], seed: int) -> list[dict]:
+    """``params`` with each task's ``rng`` set to its :func:`task_seed`: the tasks that :func:`run` computes
+    when given ``seed``.
+
+    Raises
+    ------
+    ValueError
+        A task already has an ``rng`` (the grid would hold two seeds for it), or two tasks have
+        the same parameters (they would draw the same numbers; a repeated experiment is a task
+        with more runs, or an axis such as ``replicate=[0, 1]`` of a task that accepts one).
+
+    Examples
+    --------
+    >>> tasks = seeded(grid(beta=[4.0, 8.0], n=6), seed=0)
+    >>> [sorted(t) for t in tasks], len({t["rng"] for t in tasks})
+    ([['beta', 'n', 'rng'], ['beta', 'n', 'rng']], 2)
+    """
+    if not isinstance(params, (list, tuple)) or not all(isinstance(p, dict) for p in params):
+        raise TypeError("params must be a list of dicts of keyword arguments")
+    first: dict[bytes, int] = {}
+    out = []
+    for k, p in enumerate(params):
+        if "rng" in p:
+            raise ValueError(f"params[{k}] already has rng={p['rng']!r}: pass either seed= to run (one stream "
+                             "per task, derived) or an rng in every task (chosen by hand), not both")
+        key = encode(p)
+        if key in first:
+            raise ValueError(f"params[{first[key]}] and params[{k}] are the same task ({key.decode()}): "
+                             "they would draw the same numbers")
+        first[key] = k
+        out.append({**p, "rng": task_seed(seed, p)})
+    return out
 
 
 _PACKAGE = Path(attention_fw.__file__).resolve().parent
@@ -219,14 +332,17 @@ def _progress_enabled(progress):
     return bool(progress)
 
 
-def run(fn, params, *, executor=None, max_workers: int | None = None, cache: bool = True,
-        cache_dir: str | Path | None = None, progress: bool | None = None, desc: str | None = None) -> list:
+def run(fn, params, *, seed: int | None = None, executor=None, max_workers: int | None = None,
+        cache: bool = True, cache_dir: str | Path | None = None, progress: bool | None = None,
+        desc: str | None = None) -> list:
     """Evaluate ``fn(**p)`` for every ``p`` in ``params`` and return the results in order.
 
     Parameters
     ----------
     fn : module-level callable (picklable), deterministic in its parameters (seeds included)
     params : list of dicts (see :func:`grid`)
+    seed : the run's seed: every task gets its own ``rng``, :func:`task_seed` ``(seed, p)``
+        (:func:`seeded`); None: the tasks' ``rng``, if any, are those of ``params``
     executor : None | "processes" | "serial" | "local-dask" | scheduler address | Executor
     max_workers : workers of the process pool or of the local Dask cluster
     cache : read and write the joblib cache (False: always recompute, nothing stored)
@@ -238,7 +354,8 @@ def run(fn, params, *, executor=None, max_workers: int | None = None, cache: boo
     TypeError
         ``fn`` not callable, ``params`` not a list of dicts, unknown executor kind.
     ValueError
-        Malformed executor string.
+        Malformed executor string; with ``seed``, a task that already has an ``rng`` or two
+        equal tasks (:func:`seeded`).
 
     Examples
     --------
@@ -247,6 +364,15 @@ def run(fn, params, *, executor=None, max_workers: int | None = None, cache: boo
     >>> out = run(c0, params, cache=False, executor="serial", progress=False)
     >>> [round(c, 12) for c in out]                      # in order: c0 of the regular k-gon is 1 - cos(2 pi / k)
     [1.5, 1.0, 0.5]
+
+    With ``seed``, each task draws from its own stream (here two exit-time samples at different
+    ``beta``, which share no draw):
+
+    >>> from attention_fw.experiments.exit_times import exit_time_task
+    >>> a, b = run(exit_time_task, grid(beta=[1.0, 2.0], runs=5), seed=0, cache=False, executor="serial",
+    ...            progress=False)
+    >>> a.rng != b.rng, a.rng == task_seed(0, {"beta": 1.0, "runs": 5})
+    (True, True)
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -254,6 +380,8 @@ def run(fn, params, *, executor=None, max_workers: int | None = None, cache: boo
         raise TypeError("params must be a list of dicts of keyword arguments")
     if max_workers is not None:
         max_workers = V.positive_int("max_workers", max_workers)
+    if seed is not None:
+        params = seeded(params, seed)
     target = memory(cache_dir, fn).cache(fn) if cache else fn
     results: list = [None] * len(params)
     todo = []

@@ -24,6 +24,10 @@ The modules::
                           simulate with recorders
     model._kernels        the fused passes of the batched steps (numba, numpy
                           fallback)
+    model.general         the general model: W_Q and W_K, a value matrix, masks,
+                          LayerNorm and the sphere (the paper's model its default)
+    model.multihead       multi-head attention with an output projection
+                          (multihead_step, the rule MultiHead)
     model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
                           memory (real context lengths)
     model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
@@ -94,10 +98,11 @@ command line) is the separate package ``afw_book``.
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from . import _lazy, geometry, model
+from . import _lazy, model
 from .model.dynamics import (FirstTime, FunctionRecorder, Hardmax, Layer, MarkovChain, Recorder, Rule, SimulationResult,
                              Softmax, attention, hardmax_step, layer_step, leaders, sap_step, scores, simulate,
                              softmax_step, tie_counts)
+from .model.multihead import MultiHead, multihead_step
 from .model.schedules import get_schedule
 from .results import Result
 
@@ -106,11 +111,12 @@ __all__ = [
     "simulate", "Rule", "Hardmax", "Softmax", "MarkovChain", "Layer", "SimulationResult",
     "Recorder", "FunctionRecorder", "FirstTime",
     "attention", "scores", "leaders", "tie_counts", "hardmax_step", "softmax_step", "sap_step", "layer_step",
-    "get_schedule", "Result",
+    "multihead_step", "MultiHead", "get_schedule", "Result",
 ]
 
-# ``experiments`` (SciPy's statistics among its imports) is imported when first used, so that
-# ``import attention_fw`` costs the dynamics only (half of the time it took with the experiments).
+# ``experiments`` (SciPy's statistics among its imports) and ``geometry`` (SciPy's spatial and
+# optimisation modules) are imported when first used, so that ``import attention_fw`` costs the
+# dynamics only (a new process then starts its first step in about a second of CPU).
 if TYPE_CHECKING:
-    from . import experiments
-__getattr__, __dir__ = _lazy.submodules(__name__, ("experiments",))
+    from . import experiments, geometry
+__getattr__, __dir__ = _lazy.submodules(__name__, ("experiments", "geometry"))

@@ -41,7 +41,7 @@ __all__ = [
     "exact_hardmax_trajectory", "thm31_counterexample", "symmetric_cloud", "shifted_cloud",
     "thm31_ratio", "thm31_shifted", "section3_rates", "rate_slopes", "fixed_vs_current_slopes",
     "linear_contrast_rates", "FixedHullFrankWolfe", "fixed_hull_fw", "linear_rate_bound",
-    "loglog_slope", "log_times",
+    "loglog_slope", "local_loglog_slopes", "supported_decimals", "log_times",
 ]
 
 # ============================================================================ small helpers
@@ -103,6 +103,67 @@ def loglog_slope(t: npt.ArrayLike, y: npt.ArrayLike, t_min: float | None = None,
     if keep.sum() < 2:
         raise ValueError("loglog_slope needs at least two points with t > 0 and y > 0 in the window")
     return float(np.polyfit(np.log(t[keep]), np.log(y[keep]), 1)[0])
+
+
+def local_loglog_slopes(t: npt.ArrayLike, y: npt.ArrayLike, t_min: float, factor: float = 4.0,
+                        num: int = 8) -> Result:
+    """Log-log slopes of ``y`` against ``t`` on moving windows ``[a, factor a]``, ``a`` from ``t_min``
+    to ``t_max / factor`` (``num`` log-spaced starts; one window ``[t_min, t_max]`` if the range is
+    shorter than ``factor``).
+
+    A power law has one slope on every window; a slope fitted over a whole range is only an
+    average of these, and their spread says how many digits of it the data support
+    (:func:`supported_decimals`). Returns a Result with ``start``, ``stop`` and ``slope`` (arrays,
+    one entry per window; a window with fewer than two positive points is left out).
+
+    Examples
+    --------
+    >>> t = np.arange(1.0, 10001.0)
+    >>> loc = local_loglog_slopes(t, 3.0 / t**2 + 1.0 / t**3, 10)     # a correction fading with t
+    >>> np.round(loc.slope[[0, -1]], 3).tolist(), bool(np.all(np.diff(loc.slope) > 0))   # rising to -2
+    ([-2.016, -2.0], True)
+    """
+    t = V.as_float_array("t", t, ndim=1)
+    y = V.as_float_array("y", y, ndim=1)
+    factor = V.real_scalar("factor", factor)
+    if not factor > 1:
+        raise ValueError(f"factor must be > 1, got {factor}")
+    num = V.positive_int("num", num)
+    t_min = V.real_scalar("t_min", t_min)
+    t_max = float(t[(t > 0) & (y > 0)].max()) if np.any((t > 0) & (y > 0)) else t_min
+    if t_max / factor <= t_min:
+        starts = np.array([t_min])
+        stops = np.array([t_max])
+    else:
+        starts = np.geomspace(t_min, t_max / factor, num)
+        stops = starts * factor
+    out_a, out_b, out_s = [], [], []
+    for a, b in zip(starts, stops):
+        try:
+            out_s.append(loglog_slope(t, y, a, b))
+        except ValueError:
+            continue
+        out_a.append(float(a))
+        out_b.append(float(b))
+    return Result(start=np.array(out_a), stop=np.array(out_b), slope=np.array(out_s))
+
+
+def supported_decimals(values: npt.ArrayLike, most: int = 3) -> int:
+    """Decimals to quote a quantity whose estimates (local slopes, say) spread over ``values``:
+    the unit of the last digit is at least half their range (at most ``most`` decimals).
+
+    Examples
+    --------
+    >>> supported_decimals([-1.99, -2.19]), supported_decimals([-1.62, -2.07]), supported_decimals([1.5, 1.5])
+    (1, 0, 3)
+    """
+    v = V.as_float_array("values", values, ndim=1)
+    if v.size == 0:
+        raise ValueError("values must hold at least one number")
+    half = (v.max() - v.min()) / 2
+    if half <= 10.0 ** -most:
+        return most
+    return int(min(most, max(0, np.floor(-np.log10(half)))))
 
 
 # ============================================================================ Theorem 3.1, exact
@@ -415,7 +476,8 @@ def thm31_shifted(ns: Iterable[int], R: int, steps: int, Bstar: npt.ArrayLike | 
     The clouds of size ``ns[k]`` are drawn from the ``k``-th stream spawned from ``rng``, so the
     same seed gives the same clouds whether passed as an int, a SeedSequence or a Generator.
     Returns the entries of :func:`thm31_ratio` with the systems of all sizes concatenated
-    (``final`` is dropped, its shape depends on ``n``), plus ``n`` (per system).
+    (``final`` is dropped, its shape depends on ``n``), plus ``n`` (per system) and ``initial``
+    (a list of the clouds, one ``(n, 2)`` array per system, to follow some of them further).
 
     Examples
     --------
@@ -429,8 +491,9 @@ def thm31_shifted(ns: Iterable[int], R: int, steps: int, Bstar: npt.ArrayLike | 
         raise ValueError("ns must list at least one cloud size")
     Bs = np.eye(2) if Bstar is None else Bstar
     streams = V.rng("rng", rng).spawn(len(ns))
-    parts = [thm31_ratio(shifted_cloud(R, n, 2, rng=g), Bs, steps, times=times) for n, g in zip(ns, streams)]
-    out = Result(t=parts[0].t, lam=parts[0].lam, n=np.repeat(ns, R))
+    clouds = [shifted_cloud(R, n, 2, rng=g) for n, g in zip(ns, streams)]
+    parts = [thm31_ratio(x, Bs, steps, times=times) for x in clouds]
+    out = Result(t=parts[0].t, lam=parts[0].lam, n=np.repeat(ns, R), initial=[c for x in clouds for c in x])
     for k in ("ratio", "origin_dist"):
         out[k] = np.concatenate([q[k] for q in parts], axis=1)
     for k in ("first_violation", "final_diameter", "limit", "diam0"):

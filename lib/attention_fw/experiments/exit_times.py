@@ -57,7 +57,7 @@ __all__ = [
     "cluster_configuration", "near_vertex_configuration", "tokens_per_vertex", "exit_mask",
     "ExitSample", "move_log_odds", "frozen_escape_rate", "frozen_log_mean_exit", "frozen_mean_slope",
     "frozen_slope_windows", "engine_exit_times", "engine_state_at",
-    "stepping_exit_times", "sabeta_exit_time", "excursion_paths", "exit_time_task", "e6_task",
+    "stepping_exit_times", "sabeta_exit_time", "excursion_paths", "zoom_paths", "exit_time_task", "e6_task",
 ]
 
 
@@ -217,10 +217,19 @@ def _check_common(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: f
 
 
 def _key_query(B, d):
-    """``None`` for the identity (the standing choice of Section 5), else the checked (d, d) matrix."""
+    """``None`` for the identity (the standing choice of Section 5), else the checked (d, d) matrix.
+
+    Theorem 5.4's setting, which the exit time ``T2`` and its regions belong to: ``B`` symmetric
+    positive definite (and ``V = gamma I``, built into the steps); anything else is refused.
+    """
     if B is None:
         return None
-    return V.square_matrix("B", B, d)
+    Bm = V.square_matrix("B", B, d, symmetric=True)
+    w = np.linalg.eigvalsh(Bm)
+    if not w.min() > 1e-12 * max(1.0, abs(w).max()):
+        raise ValueError(f"B must be positive definite (B > 0, the hypothesis of Theorem 5.4's exit times), "
+                         f"got smallest eigenvalue {w.min():.3g}")
+    return Bm
 
 
 def _masked_lse(L, mask):
@@ -555,6 +564,27 @@ def excursion_paths(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta:
                                    steps, [dynamics.FunctionRecorder("dist", dist, times=at)])
         out.sap = chains.records["dist"].T
     return out
+
+
+def zoom_paths(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, t_det: int, eps: float = 0.1, *,
+               rng: SeedLike) -> tuple[np.ndarray, np.ndarray]:
+    """Token paths from the same start: (SA-beta) for ``t_det`` steps and one (SAP) run until its exit
+    (``T2`` with radius ``eps``, at most ``1.3 t_det`` steps); for the zoom of
+    :func:`attention_fw.plot.metastability.fig_sap_vs_sabeta` (moved here from the plot module in
+    0.3.0: plots run no dynamics). Returns ``(sabeta, sap)``, arrays of shape (steps + 1, n, d).
+
+    Examples
+    --------
+    >>> x0, sigma = near_vertex_configuration(regular_polygon(3), 2, 0.05, rng=7)
+    >>> det, sap = zoom_paths(x0, sigma, 0.1, 3.0, 10, rng=0)
+    >>> det.shape, bool(np.array_equal(det[0], sap[0]))
+    ((11, 9, 2), True)
+    """
+    x0 = V.tokens("x0", x0, batched_ok=False)
+    sabeta = dynamics.simulate(x0, dynamics.Softmax(gamma, beta), t_det, trajectory=True)
+    sap = dynamics.simulate(x0, dynamics.MarkovChain(gamma, beta, rng=rng), int(1.3 * t_det), trajectory=True,
+                            stop=lambda x, t: bool(exit_mask(x, x0, sigma, eps)[0]))
+    return sabeta.trajectory, sap.trajectory
 
 
 # ----------------------------------------------------------------------------------------

@@ -415,9 +415,11 @@ def _vertices_2d(vertices):
 
 
 def _matrix(B: npt.ArrayLike | None, d: int, *, spd: bool = False) -> np.ndarray:
+    """``B`` checked: symmetric always (the cells C_i(v) are the Frank-Wolfe oracle's, which needs
+    ``B = B^T``), positive definite where ``spd`` (the B-Voronoi reading)."""
     if B is None:
         return np.eye(d)
-    B = V.square_matrix("B", B, d, symmetric=spd)
+    B = V.square_matrix("B", B, d, symmetric=True)
     if spd and np.linalg.eigvalsh(0.5 * (B + B.T)).min() <= 0:
         raise ValueError("B must be positive definite")
     return B
@@ -506,8 +508,9 @@ def cells(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> list[np.nd
         The vertices v_1..v_k (usually the hull vertices in counter-clockwise order; cells[i]
         belongs to vertices[i]). Points that are not hull vertices are allowed.
     B : array (2, 2), optional
-        Key-query matrix; identity by default. The paper takes B symmetric positive definite;
-        the formula uses B^T so any real B is accepted.
+        Key-query matrix; identity by default. Symmetric (the Frank-Wolfe reading; a
+        non-symmetric ``B`` is refused); the paper takes it positive definite, where the cells
+        have disjoint interiors.
 
     Returns
     -------

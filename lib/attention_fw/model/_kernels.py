@@ -11,21 +11,56 @@ Both implementations have the same contract and are tested against each other an
 against the unfused formulas (``tests/test_kernels.py``). Numba is chosen at the first
 call; ``ATTENTION_FW_KERNELS=numpy`` forces the numpy versions (for machines without
 numba wheels, and for the tests). The compiled code is cached next to this file
-(``__pycache__``), so only the first run on a fresh checkout compiles (about a second).
+(``__pycache__``), so only the first run on a fresh checkout compiles (about a second), and
+says so once (:func:`announce_compile`, a line on the ``attention_fw`` logger).
 
 Shapes: every kernel takes 3-d arrays ``(R, n, d)`` (a single system is ``(1, n, d)``),
 C-contiguous where it writes.
 """
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import types
 
 import numpy as np
 
 from ._checks import leader_mask
 
-__all__ = ["backend", "impl", "EXP_FLOOR", "KERNELS", "NUMPY", "jit_decorators"]
+__all__ = ["backend", "impl", "EXP_FLOOR", "KERNELS", "NUMPY", "jit_decorators", "announce_compile", "LOGGER"]
+
+LOGGER = logging.getLogger("attention_fw")
+"""The library's logger: one line when compiled kernels are first compiled (``announce_compile``)."""
+
+_ANNOUNCED: set[str] = set()
+
+
+def _cached(dispatcher) -> bool:
+    """True when numba's on-disk cache holds compiled code of ``dispatcher`` (its index file exists)."""
+    try:
+        return os.path.exists(dispatcher._cache._cache_file._index_path)
+    except AttributeError:  # another numba layout: say nothing rather than guess
+        return True
+
+
+def announce_compile(what: str, dispatchers) -> None:
+    """Say once per process, in one log line, that the kernels of ``what`` are compiled now (no cache yet).
+
+    Numba compiles a kernel at its first call and keeps it in its cache (``__pycache__`` beside
+    the module, or numba's user-wide cache when that folder is read-only), so later processes
+    load it in milliseconds. The line goes to the ``attention_fw`` logger, at WARNING level when
+    standard error is a terminal (shown without any logging set-up) and INFO otherwise (so that
+    notebooks and logs stay clean unless one asks: ``logging.getLogger("attention_fw")``).
+    """
+    if what in _ANNOUNCED:
+        return
+    _ANNOUNCED.add(what)
+    if any(_cached(d) for d in dispatchers):   # a cache from an earlier run (kernels never called stay uncached)
+        return
+    level = logging.WARNING if getattr(sys.stderr, "isatty", lambda: False)() else logging.INFO
+    LOGGER.log(level, "attention_fw: compiling the %s kernels once (seconds); later runs load them from "
+               "numba's cache", what)
 
 _IMPL = None
 
@@ -329,4 +364,5 @@ def _numba_kernels():
                 J[r, i] = pick
 
     compiled = locals()
+    announce_compile("batched-step", [compiled[k] for k in KERNELS])
     return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in KERNELS})

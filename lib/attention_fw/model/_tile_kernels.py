@@ -464,4 +464,5 @@ def _numba_kernels():
         return c
 
     compiled = locals()
+    _kernels.announce_compile("tiled-step", [compiled[k] for k in KERNELS])
     return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in KERNELS})

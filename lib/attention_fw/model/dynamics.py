@@ -83,7 +83,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _validate as chk
-from . import _kernels, tiled
+from . import _kernels, general, tiled
 from ._checks import TIE_RTOL, key_query, leader_mask
 from ._checks import beta as _beta
 from ._checks import gamma as _gamma
@@ -127,11 +127,12 @@ HULL_MIN_N = 2048   # method="auto": the hull (SA-inf) step from this many token
 
 
 def _route(method, x, kind):
-    """Which engine a step runs: "dense" (today's path: dense, tiles above the memory budget), "tiled" or "fast".
+    """Which engine a step of the paper's model runs: "dense" (dense, tiles above the memory budget),
+    "tiled" or "fast" (:mod:`attention_fw.model.fast`).
 
-    ``method="auto"`` picks the fast engine of :mod:`attention_fw.model.fast` only where it changes no
-    result of the dense path: the hull step (bitwise the dense one) for d = 2 from ``HULL_MIN_N``
-    tokens, and the fast (SA-beta) step (within 1e-8 of the diameter) from ``FAST_MIN_N`` tokens.
+    ``method="auto"`` picks the fast engine only where it changes no result of the dense path: the
+    hull step (bitwise the dense one) for d = 2 from ``HULL_MIN_N`` tokens with the numba passes, and
+    the fast (SA-beta) step (within 1e-8 of the tokens' radius) from ``FAST_MIN_N`` tokens.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -150,6 +151,51 @@ def _route(method, x, kind):
     if kind == "softmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= FAST_MIN_N:
         return "fast"
     return "dense"
+
+
+def _dispatch(kind, x, gamma, beta, B, *, tie_rtol=TIE_RTOL, rng=None, return_choice=False, W_Q=None, W_K=None,
+              V=None, mask=None, norm=None, method="auto"):
+    """The one dispatch point of the public steps ``hardmax_step``, ``softmax_step`` and ``sap_step``.
+
+    The paper's model (no ``V``, ``mask`` or ``norm``; ``W_Q``, ``W_K`` become ``B = W_K W_Q^T``)
+    runs the fast paths (the fused batched passes, the tiled ones beyond the memory budget);
+    anything else runs the general model of :mod:`attention_fw.model.general`. Tokens of a
+    narrower floating type (float32, float16) are stepped in float64 and the result is rounded
+    back to their type once; everything else comes back as float64.
+    """
+    small = general.small_float(x)
+    B = general.key_query_from(B, W_Q, W_K)
+    route = _route(method, x, kind)
+    if V is None and mask is None and norm is None and route != "dense":
+        from . import fast
+        if kind == "hardmax":
+            out = (fast.hardmax_step if route == "fast" else tiled.hardmax_step)(x, gamma, B, tie_rtol=tie_rtol)
+        elif kind == "softmax":
+            out = (fast.softmax_step if route == "fast" else tiled.softmax_step)(x, gamma, beta, B)
+        else:
+            out = tiled.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
+    elif V is None and mask is None and norm is None:
+        if kind == "hardmax":
+            out = _hardmax_plain(x, gamma, B, tie_rtol=tie_rtol)
+        elif kind == "softmax":
+            out = _softmax_plain(x, gamma, beta, B)
+        else:
+            out = _sap_plain(x, gamma, beta, B, rng=rng, return_choice=return_choice)
+    else:
+        if method not in ("auto", "dense"):
+            raise ValueError(f"method={method!r} applies to the paper's model only (no V, mask or norm)")
+        gamma = _gamma(gamma)
+        beta = _beta(beta, allow_inf=kind == "hardmax")
+        if kind == "sap":
+            rng = chk.rng("rng", rng)
+        x = _tokens(x)
+        B = _key_query(B, x)
+        out = general._step(kind, x, gamma, beta, B, V=general.check_values(V, x.shape),
+                           mask=general.check_mask(mask, x.shape[-2]), norm=general.check_norm(norm),
+                           tie_rtol=_tie_tol(tie_rtol, x.shape[-1]), rng=rng, return_choice=return_choice)
+    if small is not None:
+        out = (out[0].astype(small), out[1]) if isinstance(out, tuple) else out.astype(small)
+    return out
 
 
 # ----------------------------------------------------------------------------- scores and weights
@@ -309,7 +355,9 @@ def layer_step(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None, V: npt.Ar
 
     ``x_i <- x_i + P (sum_j A_ij x_j - x_i)`` with ``P = (I+V)^{-1} V``, equivalently
     ``x_i <- (I+V)^{-1} (x_i + V sum_j A_ij x_j)``. ``beta = inf`` gives the hardmax
-    limit of Section 1.5 (ties averaged).
+    limit of Section 1.5 (ties averaged). ``V`` is (d, d) or one matrix per system (R, d, d);
+    the proxy ``I + V`` of LayerNorm is the paper's normalisation (the steps' ``norm`` offers
+    LayerNorm itself and the sphere).
 
     Examples
     --------
@@ -324,24 +372,40 @@ def layer_step(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None, V: npt.Ar
     ... )
     True
     """
+    small = general.small_float(x)
     x = _tokens(x)
-    P = preconditioner(V)
-    if P.shape[0] != x.shape[-1]:
-        raise ValueError(f"V must be {x.shape[-1]} x {x.shape[-1]} to match x, got {P.shape}")
+    Vm = general.check_values(V, x.shape)
+    P = preconditioner(Vm) if Vm is not None and Vm.ndim == 2 else _preconditioners(Vm)
     T = _tiled_for(x)
     Ax = attention(x, beta, B) @ x if T is None else T.attention_apply(x, x, beta, B)
-    return x + (Ax - x) @ P.T
+    out = x + (Ax - x) @ _t(P)
+    return out if small is None else out.astype(small)
+
+
+def _preconditioners(V):
+    """``P = (I + V)^{-1} V`` of each matrix of a stack (R, d, d) (one value matrix per system)."""
+    M = np.eye(V.shape[-1]) + V
+    if np.max(np.linalg.cond(M)) > 1e12:
+        raise ValueError("V must make I + V invertible for every system (equation (1.3) divides by it)")
+    return np.linalg.solve(M, V)
 
 
 def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
-                 tie_rtol: float | None = TIE_RTOL, method: str = "auto") -> np.ndarray:
+                 tie_rtol: float | None = TIE_RTOL, W_Q: npt.ArrayLike | None = None,
+                 W_K: npt.ArrayLike | None = None, V: npt.ArrayLike | None = None, mask: Any = None,
+                 norm: str | None = None, method: str = "auto") -> np.ndarray:
     """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
     at a token, so the oracle scans tokens; ties are averaged (module docstring).
-    ``B`` may hold one matrix per system, shape (R, d, d). ``method``: "auto" (the hull step of
-    :mod:`.fast` for d = 2 from ``HULL_MIN_N`` tokens, bitwise this one; else dense), "dense",
-    "tiled" or "hull".
+    ``B`` may hold one matrix per system, shape (R, d, d).
+
+    The general model (:mod:`attention_fw.model.general`): ``W_Q``, ``W_K`` instead of ``B``
+    (scores ``(x W_Q)(x W_K)^T``, i.e. ``B = W_K W_Q^T``), a value matrix ``V`` (the step moves
+    towards ``V`` times the leaders' mean), ``mask`` (``"causal"`` or a boolean (n, n) array of
+    allowed pairs: leaders among the allowed keys) and ``norm`` (``"layernorm"``, ``"sphere"``).
+    The defaults give the paper's (SA-inf). ``method``: "auto" (the hull step of :mod:`.fast` for
+    d = 2 from ``HULL_MIN_N`` tokens, bitwise this one; else dense), "dense", "tiled" or "hull".
 
     Examples
     --------
@@ -355,11 +419,14 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     array([[0.1 , 0.65],
            [0.6 , 0.15]])
     """
-    if (route := _route(method, x, "hardmax")) == "fast":
-        from . import fast
-        return fast.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
-    if route == "tiled" or _tiled_for(x, hardmax=True) is not None:
-        return tiled.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
+    return _dispatch("hardmax", x, gamma, np.inf, B, tie_rtol=tie_rtol, W_Q=W_Q, W_K=W_K, V=V, mask=mask,
+                     norm=norm, method=method)
+
+
+def _hardmax_plain(x, gamma, B=None, *, tie_rtol=TIE_RTOL):
+    """(SA-inf) of the paper's model: the batched pass (or the tiled one beyond the memory budget)."""
+    if (T := _tiled_for(x, hardmax=True)) is not None:
+        return T.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
     gamma = _gamma(gamma)
     x = chk.tokens("x", x, finite=False)  # checked below, by the pass that reads it anyway
     d = x.shape[-1]
@@ -385,7 +452,7 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     if c != 1.0:
         # Scores would overflow or underflow: the leader sets do not change when every token is
         # scaled by the same power of two c, and the step commutes with the scaling exactly.
-        return hardmax_step(xs, gamma, B, tie_rtol=tie_rtol) / c
+        return _hardmax_plain(xs, gamma, B, tie_rtol=tie_rtol) / c
     if not small:
         # A contiguous transposed copy keeps the batched product in BLAS (numpy multiplies a
         # transposed view of a stack without it, several times slower).
@@ -395,13 +462,20 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
 
 
 def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *,
-                 method: str = "auto") -> np.ndarray:
+                 W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None, V: npt.ArrayLike | None = None,
+                 mask: Any = None, norm: str | None = None, method: str = "auto") -> np.ndarray:
     """One step of (SA-beta): ``(1-gamma) x_i + gamma sum_j A_ij x_j``.
 
     ``gamma`` is the convex weight of the displayed formula of Section 5 (erratum E8 of the
-    book: the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)). ``method``: "auto"
-    (the fast step of :mod:`.fast`, within 1e-8 of the tokens' radius, for d = 2 from
-    ``FAST_MIN_N`` tokens; else dense), "dense", "tiled" or "fast".
+    book: the paper's "V = gamma I" would give gamma/(1+gamma) through (1.3)).
+
+    The general model (:mod:`attention_fw.model.general`): ``W_Q``, ``W_K`` instead of ``B``
+    (scores ``(x W_Q)(x W_K)^T``, i.e. ``B = W_K W_Q^T``), a value matrix ``V`` (d, d) or (R, d, d)
+    (``(1-gamma) x_i + gamma sum_j A_ij V x_j``), ``mask`` (``"causal"`` or a boolean (n, n)
+    array of allowed pairs) and ``norm`` (``"layernorm"``, ``"sphere"``, applied after the
+    step). The defaults give the paper's (SA-beta), by its fast path. ``method``: "auto" (the
+    fast step of :mod:`.fast`, within 1e-8 of the tokens' radius, for d = 2 from ``FAST_MIN_N``
+    tokens; else dense), "dense", "tiled" or "fast".
 
     Examples
     --------
@@ -410,11 +484,13 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     array([[ 0.5,  0. ],
            [-0.5,  0. ]])
     """
-    if (route := _route(method, x, "softmax")) == "fast":
-        from . import fast
-        return fast.softmax_step(x, gamma, beta, B)
-    if route == "tiled" or _tiled_for(x) is not None:
-        return tiled.softmax_step(x, gamma, beta, B)
+    return _dispatch("softmax", x, gamma, beta, B, W_Q=W_Q, W_K=W_K, V=V, mask=mask, norm=norm, method=method)
+
+
+def _softmax_plain(x, gamma, beta, B=None):
+    """(SA-beta) of the paper's model: the fused passes (or the tiled ones beyond the memory budget)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.softmax_step(x, gamma, beta, B)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     x = chk.tokens("x", x, finite=False)  # checked by the first pass of _softmax_mean
@@ -505,12 +581,18 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
 
 @overload
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
-             return_choice: Literal[False] = False, method: str = "auto") -> np.ndarray: ...
+             return_choice: Literal[False] = False, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
+             V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
+             method: str = "auto") -> np.ndarray: ...
 @overload
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
-             return_choice: Literal[True], method: str = "auto") -> tuple[np.ndarray, np.ndarray]: ...
+             return_choice: Literal[True], W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
+             V: npt.ArrayLike | None = None, mask: Any = None,
+             norm: str | None = None, method: str = "auto") -> tuple[np.ndarray, np.ndarray]: ...
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
-             return_choice: bool = False, method: str = "auto") -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+             return_choice: bool = False, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
+             V: npt.ArrayLike | None = None, mask: Any = None,
+             norm: str | None = None, method: str = "auto") -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """One step of the Markov chain (SAP).
 
     Each token ``i`` independently picks ``J_i = j`` with probability ``A_ij`` and
@@ -536,8 +618,16 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     rng : int, SeedSequence or Generator (keyword-only)
     return_choice : bool
         Also return the picks ``J`` of shape (..., n).
-    method : "auto", "dense" or "tiled"
-        "auto" and "dense": dense, tiles above the memory budget (no fast engine for the chain yet).
+    W_Q, W_K : arrays (d, d_k) or (R, d, d_k), keyword-only
+        Query and key matrices instead of ``B``: scores ``(x W_Q)(x W_K)^T`` (``B = W_K W_Q^T``).
+    V : array (d, d) or (R, d, d), keyword-only
+        Value matrix: the token moves towards ``V x_J`` (default the identity).
+    mask : None, "causal" or boolean array (n, n), keyword-only
+        Allowed (query, key) pairs; a forbidden key is never picked.
+    norm : None, "layernorm" or "sphere", keyword-only
+        Normalisation of every token after the step.
+    method : "auto", "dense" or "tiled", keyword-only
+        "auto" and "dense": dense, tiles above the memory budget (no fast engine for the chain).
 
     Examples
     --------
@@ -546,8 +636,14 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     >>> bool(np.allclose(y, x + 0.5 * (x[J] - x)))
     True
     """
-    if _route(method, x, "sap") == "tiled" or _tiled_for(x) is not None:
-        return tiled.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
+    return _dispatch("sap", x, gamma, beta, B, rng=rng, return_choice=return_choice, W_Q=W_Q, W_K=W_K, V=V,
+                     mask=mask, norm=norm, method=method)
+
+
+def _sap_plain(x, gamma, beta, B=None, *, rng, return_choice=False):
+    """(SAP) of the paper's model: the exact sampler (or the tiled streaming one beyond the memory budget)."""
+    if (T := _tiled_for(x)) is not None:
+        return T.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
     gamma = _gamma(gamma)
     beta = _beta(beta, allow_inf=False)
     rng = chk.rng("rng", rng)
@@ -556,17 +652,7 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     xs, b, _ = _fit_scores(x, B, beta)
     L = _scores(xs, B)
     L *= b
-    K = _kernels.impl()
-    W = np.ascontiguousarray(L.reshape((-1,) + L.shape[-2:]))
-    K.shift_rows(W)
-    np.exp(W, out=W)  # A_ij / max_k A_ik, in (0, 1]
-    s_small, s_big = np.empty(W.shape[:-1]), np.empty(W.shape[:-1])  # s_big >= 1 (the largest weight)
-    K.weight_split(W, SMALL_WEIGHT, s_small, s_big)
-    with np.errstate(divide="ignore", over="ignore"):  # no small weights: -log P = inf, never
-        pick_small = bernoulli_from_neg_log(np.log1p(s_big / s_small), rng=rng)
-    J = np.empty(W.shape[:-1], dtype=np.intp)
-    K.group_pick(W, SMALL_WEIGHT, pick_small, 1.0 - rng.random(J.shape), J)  # uniforms in (0, 1]
-    J = J.reshape(L.shape[:-1])
+    J = general._exact_pick(L, rng)
     target = np.take_along_axis(x, J[..., None], axis=-2)
     out = x + gamma * (target - x)
     return (out, J) if return_choice else out
@@ -598,14 +684,38 @@ class Rule:
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def start(self) -> None:
+        """Called by :func:`simulate` before its first step: a rule that draws restarts its stream here."""
+
     def _B(self, systems):
-        if systems is None or self.B is None or self.B.ndim == 2:
-            return self.B
-        return self.B[systems]
+        return _per_system(self.B, systems)
 
 
-class Hardmax(Rule):
+def _per_system(M, systems):
+    """The matrices of the systems ``systems`` of a per-system stack (R, ., .); a shared matrix as itself."""
+    if systems is None or M is None or M.ndim == 2:
+        return M
+    return M[systems]
+
+
+class _General:
+    """The keywords of the general model a rule passes to its step (``W_Q``, ``W_K`` folded into ``B``)."""
+
+    def _general(self, B, W_Q, W_K, V, mask, norm):
+        self.B = _rule_key_query(general.key_query_from(B, W_Q, W_K))
+        self.V = None if V is None else chk.as_float_array("V", V, min_ndim=2, max_ndim=3)
+        self.mask = mask if mask is None or isinstance(mask, str) else np.asarray(mask)
+        self.norm = general.check_norm(norm)
+
+    def _options(self, systems):
+        return dict(V=_per_system(self.V, systems), mask=self.mask, norm=self.norm,
+                    method=getattr(self, "method", "auto"))
+
+
+class Hardmax(Rule, _General):
     """(SA-inf) with step-size schedule (``Schedule``, number or name) and key-query ``B``.
+
+    ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as in :func:`hardmax_step`.
 
     Examples
     --------
@@ -616,18 +726,22 @@ class Hardmax(Rule):
     """
 
     def __init__(self, schedule: Schedule | float | str = 0.5, B: npt.ArrayLike | None = None, *,
-                 tie_rtol: float | None = TIE_RTOL, method: str = "auto", **schedule_params: Any) -> None:
+                 tie_rtol: float | None = TIE_RTOL, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
+                 V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
+                 method: str = "auto", **schedule_params: Any) -> None:
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
-        self.B = _rule_key_query(B)
+        self._general(B, W_Q, W_K, V, mask, norm)
         self.tie_rtol = tie_rtol
         self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, method=self.method)
+        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, **self._options(systems))
 
 
-class Softmax(Rule):
+class Softmax(Rule, _General):
     """(SA-beta) with step-size schedule ``schedule`` at inverse temperature ``beta``.
+
+    ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as in :func:`softmax_step`.
 
     Examples
     --------
@@ -638,40 +752,53 @@ class Softmax(Rule):
     """
 
     def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
-                 method: str = "auto", **schedule_params: Any) -> None:
+                 W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None, V: npt.ArrayLike | None = None,
+                 mask: Any = None, norm: str | None = None, method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
-        self.B = _rule_key_query(B)
+        self._general(B, W_Q, W_K, V, mask, norm)
         self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), method=self.method)
+        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), **self._options(systems))
 
 
-class MarkovChain(Rule):
+class MarkovChain(Rule, _General):
     """(SAP) with step-size schedule ``schedule`` at inverse temperature ``beta``, random stream ``rng``.
+
+    The rule keeps the stream it was given as it was at construction (a Generator is copied,
+    not advanced), and every :func:`simulate` starts again from there: the same rule gives the
+    same path on every run. ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as
+    in :func:`sap_step`.
 
     Examples
     --------
     >>> x = np.array([[0.0, 0.0], [1.0, 0.0]])
-    >>> a = simulate(np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=3), 5).x
+    >>> rule = MarkovChain(0.5, 1.0, rng=3)
+    >>> a = simulate(np.stack([x] * 4), rule, 5).x
     >>> b = simulate(
     ...     np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=np.random.default_rng(3)), 5
     ... ).x
-    >>> bool(np.array_equal(a, b))
-    True
+    >>> bool(np.array_equal(a, b)), bool(np.array_equal(a, simulate(np.stack([x] * 4), rule, 5).x))
+    (True, True)
     """
 
     def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
-                 rng: chk.SeedLike, method: str = "auto", **schedule_params: Any) -> None:
+                 rng: chk.SeedLike, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
+                 V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
+                 method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
-        self.B = _rule_key_query(B)
-        self.rng = chk.rng("rng", rng)
+        self._general(B, W_Q, W_K, V, mask, norm)
         self.method = method
+        self._origin = copy.deepcopy(chk.rng("rng", rng))
+        self.rng = copy.deepcopy(self._origin)
+
+    def start(self) -> None:
+        self.rng = copy.deepcopy(self._origin)
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, method=self.method)
+        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, **self._options(systems))
 
 
 class Layer(Rule):
@@ -890,7 +1017,10 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
         _route(method, np.zeros((1, 1)), "")     # checks the name
         rule = copy.copy(rule)
         rule.method = method
+    small = general.small_float(x0)
     x = _tokens(x0).copy()
+    if small is not None:                       # float32 in, float32 out: kept in its type between steps
+        x = x.astype(small)
     steps = chk.positive_int("steps", steps, minimum=0)
     every = chk.positive_int("every", every)
     t0 = chk.positive_int("t0", t0, minimum=0)
@@ -900,6 +1030,7 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
     for r in recorders:
         if not isinstance(r, Recorder):
             raise TypeError("recorders must be Recorder objects (FunctionRecorder, FirstTime)")
+    rule.start()
     batched = x.ndim == 3
     stopped = np.full(x.shape[0] if batched else (), -1)
     act = np.arange(x.shape[0]) if batched else None

@@ -1,8 +1,6 @@
 """How a plot function of this package hands back its figure: the numbers travel with it, no file is written."""
 from __future__ import annotations
 
-import warnings
-
 __all__ = ["figure_data", "saved"]
 
 _DATA = "_attention_fw_data"
@@ -21,15 +19,11 @@ def figure_data(fig) -> dict | None:
     return getattr(fig, _DATA, None)
 
 
-def saved(fig, name: str, data: dict | None = None, outdir=None, formats=None):
+def saved(fig, name: str, data: dict | None = None):
     """Attach ``data`` (the numbers behind ``fig``) to ``fig`` and return it: the last line of a plot function.
 
-    ``outdir`` and ``formats`` are accepted for one release only and ignored: the plot functions
-    no longer write files (save the figure with its :func:`figure_data` yourself, as the book's
-    ``afw_book.figures.save`` does).
+    The plot functions write no files (save the figure with its :func:`figure_data` yourself, as
+    the book's ``afw_book.figures.save`` does); ``name`` is the file stem they suggest.
     """
-    if outdir is not None or formats is not None:
-        warnings.warn(f"{name}: plot functions no longer write files; outdir and formats are ignored "
-                      "(save the returned figure and figure_data(fig) yourself)", DeprecationWarning, stacklevel=3)
     setattr(fig, _DATA, data)
     return fig

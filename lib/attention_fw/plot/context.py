@@ -2,7 +2,6 @@
 
 Each ``fig_*`` function takes the result dicts of the sweep tasks and draws one figure and returns it
 with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
-``outdir`` and ``formats`` are ignored (deprecated).
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ def _count(k: int) -> str:
     return f"{k:,}".replace(",", "{,}")
 
 
-def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, name: str = "ctx-ownership"):
+def fig_ownership(results: list, head_d: int = 64, name: str = "ctx-ownership"):
     """Fraction of tokens that own their cells against ``d``, one colour per ``n``: Monte Carlo
     (``ownership_task`` results; bars: two binomial standard errors) and the exact
     ``E[Phi(R)^(n-1)]`` (lines), the dimension where it is 1/2 (dotted) and ``d = head_d``."""
@@ -58,10 +57,10 @@ def fig_ownership(results: list, head_d: int = 64, outdir=None, formats=None, na
     ax.legend(frameon=False, loc="center", bbox_to_anchor=(0.68, 0.35), title="exact (lines), sampled (dots)",
               title_fontsize=8)
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put"):
+def fig_stay_put(run: dict, name: str = "ctx-stay-put"):
     """One (SA-inf) run (``hardmax_run_task``): (a) the tokens that moved at each layer against the
     number of tokens that do not own their cells; (b) for the tokens led by an owner, the distance
     to their leader relative to the start (median and largest) against ``(1 - gamma)^t``, and the
@@ -78,10 +77,15 @@ def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put
     a.set_title(f"(a) $n={_count(n)}$, $d={run['d']}$: the owners never move", loc="left")
     a.legend(frameon=False, loc="upper right", fontsize=8)
     b.semilogy(t, (1 - run["gamma"]) ** t, "k-", lw=0.9, label=r"$(1-\gamma)^t$")
-    b.semilogy(t, run["ratio_median"], "o", color=COLORS[1], ms=4, mfc="none", label="median ratio")
-    b.semilogy(t, run["ratio_max"], "x", color=COLORS[2], ms=4, label="largest ratio")
-    err = np.maximum(np.asarray(run["closed_form_error"], float), 1e-17)
-    b.semilogy(t, err, "s", color=COLORS[3], ms=3, label="deviation from the closed form")
+    led = run["led_by_owner"] > 0
+    if led:
+        b.semilogy(t, run["ratio_median"], "o", color=COLORS[1], ms=4, mfc="none", label="median ratio")
+        b.semilogy(t, run["ratio_max"], "x", color=COLORS[2], ms=4, label="largest ratio")
+        err = np.maximum(np.asarray(run["closed_form_error"], float), 1e-17)
+        b.semilogy(t, err, "s", color=COLORS[3], ms=3, label="deviation from the closed form")
+    else:      # every token owns its cell or follows a non-owner: nothing to compare with the closed form
+        b.text(0.5, 0.3, "no token is led by an owner:\nno ratio to show", transform=b.transAxes,
+               ha="center", va="center", fontsize=8)
     b.set_xlabel("layer $t$")
     b.xaxis.set_major_locator(MaxNLocator(integer=True))
     b.set_ylim(1e-18, 10.0)
@@ -92,4 +96,7 @@ def fig_stay_put(run: dict, outdir=None, formats=None, name: str = "ctx-stay-put
     data = {k: run[k] for k in ("n", "d", "gamma", "steps", "seed", "owners", "led_by_owner", "others", "moved",
                                 "never_moved", "never_moved_are_owners", "closed_form_error", "ratio_median",
                                 "ratio_max", "probability")}
-    return saved(fig, name, data, outdir, formats)
+    if not led:     # null where a number does not exist, with the reason
+        data.update(closed_form_error=None, ratio_median=None, ratio_max=None,
+                    ratio_note="null: no token is led by an owner of its cell, so there is no ratio to measure")
+    return saved(fig, name, data)

@@ -7,8 +7,7 @@ Each ``fig_*`` function takes the result dicts of the experiments, draws one fig
 index) and returns it with the numbers behind it attached (:func:`attention_fw.plot.figure_data`);
 it writes no file. The fitted numbers come from :mod:`attention_fw.experiments.convergence`
 (:func:`~attention_fw.experiments.convergence.rate_slopes` and friends), so a chapter can quote them
-without the figure. ``name`` is the figure's file stem for whoever saves it; ``outdir`` and
-``formats`` are ignored (deprecated).
+without the figure. ``name`` is the figure's file stem for whoever saves it.
 """
 from __future__ import annotations
 
@@ -23,12 +22,21 @@ from ..experiments import vertex_limits as VL
 from ._figure import saved
 from .style import ONE_COLUMN, TWO_COLUMN
 
-__all__ = ["COLORS", "fig_thm31_counterexample", "fig_thm31_symmetric_vs_shifted", "fig_rates_section3",
+__all__ = ["COLORS", "fig_thm31_counterexample", "fig_thm31_symmetric_vs_shifted", "fig_thm31_horizon",
+           "fig_rates_section3",
            "fig_fixed_vs_current", "fig_linear_contrast", "fig_vertex_schedules", "fig_vertex_straight_lines",
            "fig_vertex_not_owning", "fig_duality_gap", "fig_remark46", "fig_ode_euler", "fig_ode_continuity"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 """matplotlib's default colour cycle, read once at import (never changed)."""
+
+
+def _supported(value, t, y, t_min):
+    """``value`` (a fitted log-log slope of ``y``) to the decimals that its local slopes on windows
+    ``[a, 4a]``, ``a >= t_min``, support (:func:`~attention_fw.experiments.convergence.supported_decimals`)."""
+    loc = C.local_loglog_slopes(t, y, t_min)
+    txt = f"{value:.{C.supported_decimals(loc.slope) if len(loc.slope) else 2}f}"
+    return txt.lstrip("-") if float(txt) == 0 else txt      # no "-0.000"
 
 
 def _band(ax, t, Y, color, label, lw=1.3, q=(10, 90)):
@@ -64,7 +72,7 @@ def _pos(y):
 
 
 # ============================================================================ Section 3
-def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "fw-thm31-counterexample"):
+def fig_thm31_counterexample(res: dict, name: str = "fw-thm31-counterexample"):
     """Theorem 3.1's printed bound against the exact counterexample x^0 = (3, -1) (E2)."""
     t = res["t"]
     J = np.array([[float(v) for v in row] for row in res["J"]])
@@ -102,10 +110,10 @@ def fig_thm31_counterexample(res: dict, outdir=None, formats=None, name: str = "
                 first_violation=tv, first_violation_token=res["first_violation_token"],
                 equality_times=res["equality_times"], plateau=str(res["plateau"]), limit=str(res["limit"]),
                 x0=[3, -1], Bstar=1, schedule="2/(t+2)")
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=None, formats=None,
+def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict,
                                    name: str = "fw-thm31-symmetric-vs-shifted"):
     """Ratio (t+1) max_i J(x_i^{t+1}) / (lambda d^2) (printed: <= 2) for symmetric vs shifted clouds.
 
@@ -159,10 +167,57 @@ def fig_thm31_symmetric_vs_shifted(sym: dict, shf: dict, example: dict, outdir=N
                 origin_dist_shifted=shf["origin_dist"], origin_dist_symmetric=sym["origin_dist"],
                 limit_distance_over_diameter_shifted=dist_lim, example_positions=P[:, r],
                 example_times=example["t"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, formats=None, name: str = "fw-rates-section3"):
+def fig_thm31_horizon(limit_over_diameter, first, first_extended, horizon: int, extended: int,
+                      name: str = "fw-thm31-horizon"):
+    """When does a shifted cloud violate Theorem 3.1's bound? First violation against ``|x*| / d(K^0)``.
+
+    Once the tokens have merged at ``x*`` the ratio is ``(t+1) |x*|^2 / (2 d^2)`` (``B_* = I``), which
+    passes 2 at ``t + 1 = 4 / (|x*|/d)^2``: the line. ``first`` (R,): first violation within
+    ``horizon`` layers (-1: none); ``first_extended`` (R,): for those, the first violation when
+    followed for ``extended`` layers (-1: none; ignored where ``first >= 0``).
+    """
+    lim = np.asarray(limit_over_diameter, float)
+    first = np.asarray(first)
+    first_ext = np.asarray(first_extended)
+    fig, ax = plt.subplots(figsize=(ONE_COLUMN, 3.3))
+    pos = lim > 0
+    xs = np.geomspace(max(lim[pos].min() / 1.5, 1e-6), lim.max() * 1.5, 100) if pos.any() else np.array([1e-3, 1.0])
+    ax.plot(xs, 4 / xs ** 2, "k-", lw=0.9, label=r"$4/(|x^*|/\mathsf{d})^2$")
+    early = first >= 0
+    late = ~early & (first_ext >= 0)
+    never = ~early & ~late
+    def tex(k):                       # 10{,}000: no space after the comma in math mode
+        return f"{k:,}".replace(",", "{,}")
+
+    ax.plot(lim[early], first[early] + 1, "o", ms=2.5, color=COLORS[3], label=f"violated by $t={tex(horizon)}$")
+    if late.any():
+        ax.plot(lim[late], first_ext[late] + 1, "s", ms=3.5, mfc="none", mew=0.9, color=COLORS[0],
+                label=f"violated later (followed to $t={tex(extended)}$)")
+    if never.any():
+        shown = np.where(pos[never], lim[never], xs[0])
+        ax.plot(shown, np.full(never.sum(), max(extended, horizon) + 1), "^", ms=4, color="k",
+                label="not violated when last seen")
+    ax.axhline(horizon + 1, color="0.5", ls="--", lw=0.8)
+    ax.text(xs[-1], (horizon + 1) * 1.15, f"first horizon, $t={tex(horizon)}$", ha="right", va="bottom", fontsize=8,
+            color="0.4")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())       # labelled minor ticks ran into each other
+    ax.set_xlabel(r"$|x^*|/\mathsf{d}(\mathcal{K}^0)$ (limit's distance to the origin)")
+    ax.set_ylabel(r"first violation $t+1$")
+    # under the axes: inside, it covered the points of the clouds farthest from the origin
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False, ncol=1)
+    fig.tight_layout()
+    data = dict(limit_over_diameter=lim, first_violation=first, first_violation_extended=first_ext, horizon=horizon,
+                extended_horizon=extended,
+                predicted=[4 / v ** 2 if v > 0 else None for v in lim.tolist()])   # None: x* = 0, never
+    return saved(fig, name, data)
+
+
+def fig_rates_section3(shf: dict, sym: dict, window=(100, None), name: str = "fw-rates-section3"):
     """Energy, FW gap and primal gap on the current hull vs t (log-log), with fitted slopes and O(1/t)."""
     fig, axes = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), sharey=False)
     slopes = {}
@@ -192,7 +247,9 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
                               ("fw_gap", COLORS[1], r"FW gap on $\mathcal{K}^t$"),
                               ("primal_current", COLORS[2], r"primal gap on $\mathcal{K}^t$")):
             sl[key] = fitted[key]
-            lab = lab + (" (reaches 0)" if sl[key] is None else f" (slope {sl[key]:.2f})")
+            med = np.median(res[key], axis=1)
+            lab = lab + (" (reaches 0)" if sl[key] is None else
+                         f" (slope {_supported(sl[key], t, med, window[0] or 1)})")
             _band(ax, tt[keep], res[key][keep], col, lab)
         ref = 2 * res["lam"] * np.median(res["diam0"]) ** 2 / (t[keep] + 2)
         ax.plot(tt[keep], ref, "k--", lw=1, label=r"$O(1/t)$ bound on the gap: $2\lambda_{\max}\mathsf{d}^2/(t+2)$")
@@ -209,10 +266,10 @@ def fig_rates_section3(shf: dict, sym: dict, window=(100, None), outdir=None, fo
                 exact_collapse_counts=counts,
                 **{f"{k}_shifted": shf[k] for k in ("J", "fw_gap", "primal_current", "primal_initial")},
                 **{f"{k}_symmetric": np.where(sym[k] > 0, sym[k], 0.0) for k in ("J", "fw_gap", "primal_current")})
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, name: str = "fw-fixed-vs-current-hull"):
+def fig_fixed_vs_current(fixed: dict, current: dict, name: str = "fw-fixed-vs-current-hull"):
     """Classical FW over the fixed hull K^0 vs the token dynamics over the shrinking K^t (same clouds)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.7), gridspec_kw=dict(width_ratios=[1.4, 1]))
     t = current["t"]
@@ -229,7 +286,9 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
            label=r"classical FW bound $2L\mathsf{d}^2/(t+2)$")
     fitted = C.fixed_vs_current_slopes(fixed, current)
     s_fixed, s_cur = fitted.fixed, fitted.current
-    a.text(0.98, 0.97, f"fitted slopes ($t\\geq 100$): fixed hull {s_fixed:.2f},\ncurrent hull {s_cur:.2f}"
+    txt_fixed = _supported(s_fixed, fixed["t"], np.median(fixed["primal"], axis=1), 100)
+    txt_cur = _supported(s_cur, t, np.median(current["primal_current"][:, alive], axis=1), 100)
+    a.text(0.98, 0.97, f"fitted slopes ($t\\geq 100$): fixed hull {txt_fixed},\ncurrent hull {txt_cur}"
            f" ({int((~alive).sum())} of {len(alive)} clouds that\ncollapse in finitely many steps not drawn)",
            transform=a.transAxes, fontsize=8, ha="right", va="top")
     a.set_xscale("log")
@@ -258,10 +317,10 @@ def fig_fixed_vs_current(fixed: dict, current: dict, outdir=None, formats=None, 
                 primal_fixed_fw=fixed["primal"], slope_fixed=s_fixed, slope_current=s_cur, example_index=r,
                 collapsed_in_finite_time=~alive,
                 positions_tokens=current["positions"][:, r], positions_fixed=fixed["positions"][:, r])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, formats=None, name: str = "fw-linear-contrast"):
+def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, name: str = "fw-linear-contrast"):
     """Frank-Wolfe over a fixed polygon with 0 in its interior: exact line search (linear) vs 2/(t+2)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.6))
     t = line["t"]
@@ -277,7 +336,8 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
         tb = tb[rho ** tb * h0 > 1e-17]
         ax.plot(tb, h0 * rho ** tb, "-", color=COLORS[0], lw=0.9,
                 label=r"bound $\rho^t h^0$, $\rho=1-(\mu/L)(r/D)^2$" + f" $={rho:.3f}$")
-        ax.plot(open_loop["t"], _pos(h_ol), "-", color=COLORS[1], label=f"$\\gamma^t=2/(t+2)$ (slope {s_ol:.2f})")
+        ax.plot(open_loop["t"], _pos(h_ol), "-", color=COLORS[1],
+                label=f"$\\gamma^t=2/(t+2)$ (slope {_supported(s_ol, open_loop['t'], h_ol, 10)})")
         tt = np.maximum(open_loop["t"], 1)
         ax.plot(tt, 2 * bound["L"] * bound["D"] ** 2 / (tt + 2), "k--", lw=1, label=r"$O(1/t)$: $2LD^2/(t+2)$")
         ax.set_yscale("log")
@@ -293,7 +353,7 @@ def fig_linear_contrast(open_loop: dict, line: dict, bound: dict, outdir=None, f
     fig.tight_layout()
     data = dict(t=t, primal_line_search=h_ls, primal_open_loop=h_ol, t_open_loop=open_loop["t"], rho=rho,
                 measured_factor=rate, slope_open_loop=s_ol, r=bound["r"], D=bound["D"], mu=bound["mu"], L=bound["L"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
 # ============================================================================ Section 4
@@ -305,7 +365,7 @@ _SCHED_TEXT = {
 }
 
 
-def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "vertex-convergence-schedules"):
+def fig_vertex_schedules(results: dict, name: str = "vertex-convergence-schedules"):
     """Distance to the cell's vertex vs t, measured (markers) over the closed form of Theorem 4.2 (lines).
 
     ``results``: ``{kind: (schedule, vertex_convergence result)}`` with ``kind`` in
@@ -348,7 +408,7 @@ def fig_vertex_schedules(results: dict, outdir=None, formats=None, name: str = "
                           labels_constant=res["labels_constant"],
                           vertex_displacement=res["vertices_fixed"])
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
 def _draw_cells(ax, verts, B, alpha=0.35):
@@ -360,7 +420,7 @@ def _draw_cells(ax, verts, B, alpha=0.35):
     return cells
 
 
-def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str = "vertex-straight-lines"):
+def fig_vertex_straight_lines(panels: list, name: str = "vertex-straight-lines"):
     """Trajectories of (SA-inf) drawn over the exact cells C_i(v): straight segments to the cell's vertex.
 
     ``panels``: list of ``(title, vertices (k,2), B, vertex_convergence result)``.
@@ -401,10 +461,10 @@ def fig_vertex_straight_lines(panels: list, outdir=None, formats=None, name: str
     axes[0].plot([], [], "kx", label="origin")
     axes[0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "vertex-not-owning-cell"):
+def fig_vertex_not_owning(run: dict, B, name: str = "vertex-not-owning-cell"):
     """A vertex that does not own its cell moves (towards its leader) and the hull shrinks."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 2.9), gridspec_kw=dict(width_ratios=[1, 1.2]))
     tr = run["trajectory"]
@@ -436,10 +496,10 @@ def fig_vertex_not_owning(run: dict, B, outdir=None, formats=None, name: str = "
     b.set_title("(b) the hull is not fixed", fontsize=8)
     fig.tight_layout()
     data = dict(trajectory=tr, owner=own, area=run["area"], vertex_shift=run["vertex_shift"], B=np.asarray(B))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duality-gap-prop"):
+def fig_duality_gap(results: dict, name: str = "duality-gap-prop"):
     """Both sides of the duality-gap proposition of Section 4.1 along trajectories, and their ratio.
 
     ``results``: ``{label: duality_gap_check result}``.
@@ -478,10 +538,10 @@ def fig_duality_gap(results: dict, outdir=None, formats=None, name: str = "duali
     b.set_title("(b) the proposition holds iff this stays $\\leq 1$", fontsize=8)
     b.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, formats=None, name: str = "remark46-owns-cell"):
+def fig_remark46(results: list, dims_theory=None, extra=None, name: str = "remark46-owns-cell"):
     """Monte-Carlo P(all kappa Gaussian vertices own their cells) vs d, Wilson 95% bands, union bound.
 
     ``results``: outputs of :func:`~attention_fw.experiments.vertex_limits.owns_cell_probability` (B = I) for several kappa;
@@ -512,10 +572,10 @@ def fig_remark46(results: list, dims_theory=None, extra=None, outdir=None, forma
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(r"Remark 4.6: $v_1,\dots,v_\kappa\sim\mathcal{N}(0,I_d)$, $B=I_d$", fontsize=8)
     fig.tight_layout()
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str = "ode-euler-error"):
+def fig_ode_euler(err: dict, paths: dict, name: str = "ode-euler-error"):
     """Euler = (SA-inf) with gamma = dt against the exact solution of Theorem 4.8.
 
     ``err``: :func:`~attention_fw.experiments.vertex_limits.euler_error`;
@@ -543,10 +603,10 @@ def fig_ode_euler(err: dict, paths: dict, outdir=None, formats=None, name: str =
     data = dict(dt=dt, err_T=err["err_T"], err_sup=err["err_sup"], leading_T=err["leading_T"], T=err["T"],
                 slope=slope, path_t=paths["t"], path_exact=paths["exact"],
                 euler={str(h): dict(t=tt, x=vals) for h, (tt, vals) in paths["euler"].items()})
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, formats=None, name: str = "ode-continuity"):
+def fig_ode_continuity(generic: dict, boundary: dict, eta: float, name: str = "ode-continuity"):
     """sup-norm distance of ODE solutions vs the size of the perturbation of the initial data."""
     fig, ax = plt.subplots(figsize=(ONE_COLUMN * 1.45, 2.7))
     ax.loglog(generic["delta"], generic["sup_dist"], "o", ms=4, color=COLORS[0], label="generic data")
@@ -565,4 +625,4 @@ def fig_ode_continuity(generic: dict, boundary: dict, eta: float, outdir=None, f
     fig.tight_layout()
     data = dict(delta=generic["delta"], sup_dist_generic=generic["sup_dist"], sup_dist_boundary=boundary["sup_dist"],
                 same_cells_boundary=same, eta=eta, T=generic["T"], dt=generic["dt"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)

@@ -1,7 +1,8 @@
 """How do the figures of the Frank-Wolfe chapter look? Each function takes the numbers and returns the figure.
 
 The numbers come from :mod:`attention_fw.model.frank_wolfe` and :mod:`attention_fw.model.dynamics`; the
-chapter saves and glues the figures (``afw_book.notebook.Page.figure``).
+chapter saves and glues the figures (``afw_book.notebook.Page.figure``). Every function returns a
+Figure with the numbers it drew attached (:func:`attention_fw.plot.figure_data`).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from scipy.spatial import ConvexHull
 
 from ..model import frank_wolfe as fw
 from . import style as plotting
+from ._figure import saved
 
 __all__ = ["fig_oracle", "fig_ties", "fig_hull_area", "fig_diagonal_V"]
 
@@ -21,14 +23,26 @@ def _bare(ax):
     ax.set_yticks([])
 
 
-def fig_oracle(pts, B, i: int):
-    """One Frank-Wolfe step of token ``i``: level sets of <B x_i, .>, the oracle's vertex, the step (gamma = 1/2)."""
+def fig_oracle(pts, B, i: int, *, extent=None, name: str = "ch2-oracle"):
+    """One Frank-Wolfe step of token ``i``: level sets of <B x_i, .>, the oracle's vertex, the step (gamma = 1/2).
+
+    ``pts`` (n, 2) planar tokens, ``B`` (2, 2), ``extent`` ``(xmin, xmax, ymin, ymax)`` of the
+    level-set grid (default: the tokens' bounding box widened by a tenth of its size on each side).
+    Returns the Figure; its :func:`~attention_fw.plot.figure_data` holds ``points``, ``B``, ``i``,
+    ``lmo`` (the oracle's vertex ``s_i``) and ``extent``.
+    """
+    pts, B = np.asarray(pts, dtype=float), np.asarray(B, dtype=float)
     g = B @ pts[i]
     s = fw.lmo(pts, -g[None, :])[0]
     hull = ConvexHull(pts)
+    if extent is None:
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        pad = 0.1 * (hi - lo).max()
+        extent = (lo[0] - pad, hi[0] + pad, lo[1] - pad, hi[1] + pad)
+    x0, x1, y0, y1 = (float(e) for e in extent)
     fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
     poly = pts[np.r_[hull.vertices, hull.vertices[0]]]
-    gx, gy = np.meshgrid(np.linspace(-1.1, 1.1, 200), np.linspace(-1.1, 1.1, 200))
+    gx, gy = np.meshgrid(np.linspace(x0, x1, 200), np.linspace(y0, y1, 200))
     ax.contour(gx, gy, g[0] * gx + g[1] * gy, levels=12, colors="0.75", linewidths=0.5)
     ax.fill(poly[:, 0], poly[:, 1], color="C0", alpha=0.12)
     ax.plot(poly[:, 0], poly[:, 1], color="C0", lw=1)
@@ -42,10 +56,10 @@ def fig_oracle(pts, B, i: int):
     ax.text(s[0] + 0.05, s[1] + 0.06, "$s_i$", color="C3")
     _bare(ax)
     ax.set_title(r"$s_i=\arg\max_{y\in\mathcal{K}}\langle Bx_i,y\rangle$", fontsize=9)
-    return fig, s
+    return saved(fig, name, {"points": pts, "B": B, "i": i, "lmo": s, "extent": [x0, x1, y0, y1]})
 
 
-def fig_ties(corners, run_a, run_b, count_centre: int, count_edge: int):
+def fig_ties(corners, run_a, run_b, count_centre: int, count_edge: int, name: str = "ch2-ties"):
     """Engineered ties in a square: (a) the centre token stays, (b) a token on a cell boundary walks."""
     fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN))
     ax.plot(*np.r_[corners, corners[:1]].T, color="0.5", lw=0.8)
@@ -59,22 +73,30 @@ def fig_ties(corners, run_a, run_b, count_centre: int, count_edge: int):
     _bare(ax)
     ax.set_xlim(-1.2, 1.3)
     ax.set_ylim(-1.2, 1.2)
-    return fig
+    return saved(fig, name, {"corners": corners, "trajectory_edge": run_b[:, 4], "centre_final": run_a[-1, 4],
+                             "count_centre": count_centre, "count_edge": count_edge})
 
 
-def fig_hull_area(areas, curves: int = 40):
+def fig_hull_area(areas, curves: int = 40, name: str = "ch2-hull-area"):
     """Hull area relative to the initial one: up to ``curves`` systems and the median over all."""
     fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.3))
     norm = areas / areas[0]
-    ax.semilogy(norm[:, :curves], color="C0", lw=0.6, alpha=0.5)
-    ax.semilogy(np.median(norm, axis=1), color="k", lw=1.5, label="median")
+    positive = norm[norm > 0]
+    # a hull that became flat (area 0: a segment or a point) is drawn on a floor below the rest
+    floor = 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-16
+    flat = (norm == 0).any()
+    shown = np.where(norm > 0, norm, floor)
+    ax.semilogy(shown[:, :curves], color="C0", lw=0.6, alpha=0.5)
+    ax.semilogy(np.maximum(np.median(norm, axis=1), floor), color="k", lw=1.5, label="median")
+    if flat:
+        ax.axhline(floor, color="0.5", lw=0.8, ls=":", label="area 0 (flat hull)")
     ax.set_xlabel("layer $t$")
     ax.set_ylabel(r"area$(\mathcal{K}^t)\,/\,$area$(\mathcal{K}^0)$")
     ax.legend(frameon=False)
-    return fig
+    return saved(fig, name, {"relative_area": norm, "median": np.median(norm, axis=1)})
 
 
-def fig_diagonal_V(tri, new):
+def fig_diagonal_V(tri, new, name: str = "ch2-diagonal-V"):
     """One layer with a diagonal value matrix: the old triangle, the moves, and the larger new hull."""
     fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, plotting.ONE_COLUMN * 0.95))
     ax.fill(*tri[[0, 1, 2, 0]].T, color="C0", alpha=0.15, label=r"$\mathcal{K}$")
@@ -90,4 +112,4 @@ def fig_diagonal_V(tri, new):
     ax.set_xlim(-0.1, 1.15)
     ax.set_ylim(-0.1, 1.1)
     ax.legend(frameon=False, loc="upper right")
-    return fig
+    return saved(fig, name, {"triangle": tri, "new": new})

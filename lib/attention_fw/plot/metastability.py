@@ -5,8 +5,7 @@ region, collapse), :mod:`attention_fw.experiments.exit_times` (exit times of the
 and :mod:`attention_fw.experiments.survival` (censored fits). Each ``fig_*`` function takes the
 experiment's results, draws one figure and returns it
 with the numbers behind it attached (:func:`attention_fw.plot.figure_data`); it writes no file.
-``name`` is the figure's file stem for whoever saves it (``phase1-event``, ...); ``outdir`` and
-``formats`` are ignored (deprecated, see ``saved``).
+``name`` is the figure's file stem for whoever saves it (``phase1-event``, ...).
 """
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..model import dynamics
-from ..experiments import exit_times as ET
 from ..geometry import planar as geo
 from ..experiments import metastability as M
 from ..geometry import polytope as P
@@ -24,7 +21,7 @@ from ._figure import saved
 from .style import ONE_COLUMN, TWO_COLUMN
 
 __all__ = ["fig_phase1", "fig_admissible", "fig_histograms", "fig_rate", "fig_survival",
-           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta", "survival_curves", "zoom_paths"]
+           "fig_sap_vs_sabeta", "fig_collapse", "fmt_beta", "survival_curves"]
 
 
 def fmt_beta(b):
@@ -42,7 +39,7 @@ def _closed(poly):
 
 
 def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: float, config_beta: float,
-               outdir=None, formats=None, name: str = "phase1-event"):
+               name: str = "phase1-event"):
     """Theorem 5.2 by Monte Carlo: the start, the event at ``T1`` against beta, and against time.
 
     ``ph1``, ``ph1_3d``: results of :func:`attention_fw.experiments.metastability.phase1_task` over the
@@ -119,10 +116,10 @@ def fig_phase1(ph1, ph1_3d, x0, sigma, vertices, constants: dict, beta_cfg: floa
     data = dict(beta=b1, fraction=frac, fraction_simplex3=frac3, bound=bound1, T1=k1["T1"], tau=k1["tau"], m=k1["m"],
                 C=k1["C"], beta_config=beta_cfg, x0=x0, sigma=sigma,
                 fraction_by_time=[r["fraction_by_time"] for r in ph1])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats=None,
+def fig_admissible(vertices, hyp, eps: float, gamma: float,
                    name: str = "metastability-admissible"):
     """The (eps, gamma) region where the proof of Theorem 5.4 applies (clusters at the vertices).
 
@@ -144,15 +141,16 @@ def fig_admissible(vertices, hyp, eps: float, gamma: float, outdir=None, formats
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     data = dict(region=region, r_star=hyp["r_star"], d=diam, eps=eps, gamma=gamma, hypotheses=dict(hyp))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
-                   name: str = "metastability-histograms"):
+def fig_histograms(fits: dict, stepped: dict, betas,
+                   name: str = "metastability-histograms", drawn_from: dict | None = None):
     """Histograms of ``T2`` per decade, with the fitted geometric law and plain stepping.
 
     ``fits[beta] = (CensoredFit, ExitSample)`` of the engine; ``stepped[beta]``: the
-    :class:`~attention_fw.experiments.exit_times.ExitSample` of plain stepping where it was run.
+    :class:`~attention_fw.experiments.exit_times.ExitSample` of plain stepping where it was run;
+    ``drawn_from[beta]``: the seed of each sample's stream, recorded in the data (an entry ``seed`` per beta).
     """
     fig, ax = plt.subplots(figsize=(TWO_COLUMN, 2.6))
     hist_data = {}
@@ -175,22 +173,26 @@ def fig_histograms(fits: dict, stepped: dict, betas, outdir=None, formats=None,
             ax.plot(mids, cs / (len(stepped[beta].times) * np.diff(np.log10(edges))), "o", ms=2.2,
                     mfc="none", mew=0.6, color=col, label=rf"plain stepping, $\beta={beta:g}$")
         hist_data[str(beta)] = dict(edges=edges, counts=cnt, p_hat=f.rate, n=f.n, censored=f.n_censored)
+        if drawn_from is not None:
+            hist_data[str(beta)]["seed"] = drawn_from[beta]
     ax.set_xscale("log")
     ax.set_xlabel(r"exit time $T_2$ (steps, log scale)")
     ax.set_ylabel("fraction per decade")
     ax.legend(fontsize=8, ncol=len(ax.get_legend_handles_labels()[1]), loc="upper center", bbox_to_anchor=(0.5, 1.18),
               frameon=False, columnspacing=1.2, handlelength=1.5)
     fig.tight_layout()
-    return saved(fig, name, hist_data, outdir, formats)
+    return saved(fig, name, hist_data)
 
 
-def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
+def fig_rate(rate, name: str = "metastability-rate"):
     """Mean exit time against beta, fitted slopes against ``c0``, slopes on moving windows.
 
     ``rate``: the dict of the chapter's rate analysis, keys ``kappas``, ``betas``, ``fits``
     (``(kappa, n, beta) -> CensoredFit``), ``rows`` (``(kappa, n) -> slope fit``), ``exact``,
     ``thm_betas``, ``thm_fits``, ``thm_slope``, ``win_starts``, ``win``, ``c0``, ``halves``,
-    ``half_fits``, ``half_exact``.
+    ``half_fits``, ``half_exact``; optional ``seeds`` (``(kappa, n, beta) -> seed``), ``thm_seeds``
+    (one per ``thm_betas``), recorded in the data, and ``thm_local`` (slope fits between
+    consecutive ``thm_betas``), drawn in (c).
     """
     r = rate
     kappas, fits, rate_rows, exact_slope = r["kappas"], r["fits"], r["rows"], r["exact"]
@@ -202,21 +204,37 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     rate_data = {}
     for c, kappa in enumerate(kappas):
         fl = [fits[kappa, 6, b] for b in r["betas"]]
-        y = np.array([math.log10(f.mean) for f in fl])
         mean = np.array([f.mean for f in fl])
         # the 95% interval of ln E[T_2], drawn on a logarithmic axis (one logarithm, ln, on every axis)
         lo, hi = np.exp([f.log_mean_ci[0] for f in fl]), np.exp([f.log_mean_ci[1] for f in fl])
         s = rate_rows[kappa, 6]
         ax.errorbar(bj, mean, yerr=[mean - lo, hi - mean], fmt="o", ms=3, color=f"C{c}", label=rf"$\kappa={kappa}$, $n=6$")
         ax.plot(bj, np.exp(s["intercept"] + s["slope"] * bj), "-", lw=0.7, color=f"C{c}")
-        rate_data[f"kappa{kappa}_n6"] = dict(beta=bj, log10_mean=y, slope=s["slope"], slope_ci=s["slope_ci"],
-                                             c0=P.c0(P.regular_polygon(kappa)))
+    seeds = r.get("seeds")
+    for kappa, n in sorted(rate_rows):
+        s = rate_rows[kappa, n]
+        rate_data[f"kappa{kappa}_n{n}"] = dict(
+            beta=bj, log10_mean=np.array([math.log10(fits[kappa, n, b].mean) for b in r["betas"]]), slope=s["slope"],
+            slope_ci=s["slope_ci"], c0=P.c0(P.regular_polygon(kappa)))
+        if seeds is not None:
+            rate_data[f"kappa{kappa}_n{n}"]["seeds"] = [seeds[kappa, n, b] for b in r["betas"]]
     yt = np.array([math.log10(f.mean) for f in r["thm_fits"]])
     ax.plot(r["thm_betas"], [f.mean for f in r["thm_fits"]], "k^", ms=4, label=r"theorem regime, $n=3$")
     ax.set_yscale("log")
     rate_data["theorem_n3"] = dict(beta=r["thm_betas"], log10_mean=yt, slope=s_thm["slope"], slope_ci=s_thm["slope_ci"])
+    if r.get("thm_seeds") is not None:
+        rate_data["theorem_n3"]["seeds"] = list(r["thm_seeds"])
+    thm_local = r.get("thm_local") or []
+    if thm_local:
+        rate_data["theorem_n3"]["local_beta"] = [lo_hi for lo_hi, _ in thm_local]
+        rate_data["theorem_n3"]["local_slope"] = [f["slope"] for _, f in thm_local]
+        rate_data["theorem_n3"]["local_slope_ci"] = [f["slope_ci"] for _, f in thm_local]
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel(r"$\mathbb{E}[T_2]$ (censored MLE, log scale)")
+    # room above the curves for the legend: its upper left corner is empty once the top of the
+    # axis is raised (the theorem regime's grid may run past the single-jump one on the right)
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(lo_y, hi_y * (hi_y / lo_y) ** 0.8)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(r"(a) mean exit time")
     ax = axs[1]
@@ -233,12 +251,14 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel(r"$\kappa$, $n$")
     ax.set_ylabel(r"fitted slope of $\ln\mathbb{E}[T_2]$")
-    ax.legend(fontsize=8, loc="best")
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(lo_y, hi_y + 0.5 * (hi_y - lo_y))   # the legend above the largest slopes
+    ax.legend(fontsize=8, loc="upper right")
     ax.set_title(r"(b) slope vs $c_0$ (bars)", fontsize=8)
     ax = axs[2]
     for kappa in kappas:
         k, col = (kappa, 6), f"C{kappas.index(kappa)}"
-        ax.plot(win_starts + 4, win[k] / c0_of[k], "-", lw=0.9, color=col, label=rf"$\kappa={kappa}$")
+        ax.plot(win_starts + 4, win[k] / c0_of[k], "-", lw=0.9, color=col)
         for h, bs in enumerate(halves):
             f = half_fits[k, h]
             ax.errorbar([np.mean(bs)], [f["slope"] / c0_of[k]], fmt="o", ms=2.5, color=col,
@@ -246,14 +266,20 @@ def fig_rate(rate, outdir=None, formats=None, name: str = "metastability-rate"):
         rate_data[f"windows_kappa{kappa}_n6"] = dict(start=win_starts, width=8.0, exact_slope=win[k],
                                                      halves=halves, mc_half_slopes=[half_fits[k, h]["slope"] for h in range(2)],
                                                      exact_half_slopes=[half_exact[k, h] for h in range(2)])
+    c0_thm = c0_of.get((3, 6), P.c0(P.regular_polygon(3)))
+    for j, ((b_lo, b_hi), f) in enumerate(thm_local):      # theorem regime: slope between consecutive betas
+        ax.errorbar([(b_lo + b_hi) / 2], [f["slope"] / c0_thm], fmt="^", ms=3, color="k",
+                    yerr=[[(f["slope"] - f["slope_ci"][0]) / c0_thm], [(f["slope_ci"][1] - f["slope"]) / c0_thm]],
+                    label=r"theorem, $n=3$" if j == 0 else None)
+    ax.plot([], [], "-", lw=0.9, color="0.4", label="exact mean")   # one entry: colours as in (a)
     ax.axhline(1, color="k", lw=0.6)
-    ax.set_xlim(0, max(r["betas"]) + 6)
+    ax.set_xlim(0, max(max(r["betas"]), max(r["thm_betas"]) if thm_local else 0) + 6)
     ax.set_xlabel(r"$\beta$ (centre of the window)")
     ax.set_ylabel(r"slope $/\ c_0$")
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("(c) slope on moving windows", fontsize=8)
     fig.tight_layout()
-    return saved(fig, name, rate_data, outdir, formats)
+    return saved(fig, name, rate_data)
 
 
 def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
@@ -275,7 +301,7 @@ def survival_curves(panels, vertices, gamma: float, eps: float) -> dict:
     return out
 
 
-def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str = "metastability-survival"):
+def fig_survival(surv_data: dict, titles, name: str = "metastability-survival"):
     """Survival of ``T2`` with the printed and the corrected bound of Theorem 5.4, one panel per n.
 
     ``surv_data``: :func:`survival_curves`; ``titles``: ``[(n, title), ...]`` for the panels.
@@ -299,25 +325,16 @@ def fig_survival(surv_data: dict, titles, outdir=None, formats=None, name: str =
     styles = [plt.Line2D([], [], color="k", ls=ls, lw=lw) for ls, lw in (("-", 1.1), ("--", 0.8), (":", 1.0))]
     fig.legend(styles, ["simulated", "bound as printed", "corrected bound (E11)"], fontsize=8, ncol=3,
                loc="lower center", bbox_to_anchor=(0.5, 0.98), frameon=False)
-    return saved(fig, name, surv_data, outdir, formats)
+    return saved(fig, name, surv_data)
 
 
-def zoom_paths(x0, sigma, gamma: float, beta: float, t_det: int, eps: float = 0.1, *, rng):
-    """Token paths for the zoom of :func:`fig_sap_vs_sabeta`: SA-beta for ``t_det`` steps and
-    one SAP run until its exit (at most ``1.3 t_det`` steps). Returns ``(sabeta, sap)``, arrays
-    of shape (steps + 1, n, d)."""
-    sabeta = dynamics.simulate(x0, dynamics.Softmax(gamma, beta), t_det, trajectory=True)
-    sap = dynamics.simulate(x0, dynamics.MarkovChain(gamma, beta, rng=rng), int(1.3 * t_det), trajectory=True,
-                            stop=lambda x, t: bool(ET.exit_mask(x, x0, sigma, eps)[0]))
-    return sabeta.trajectory, sap.trajectory
-
-
-def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str = "sap-vs-sabeta"):
+def fig_sap_vs_sabeta(e6: dict, vertices, name: str = "sap-vs-sabeta"):
     """(SAP) against (SA-beta) from the same start: exit times, excursions, paths near a vertex.
 
     ``e6``: dict with ``betas``, ``results`` (:func:`attention_fw.experiments.exit_times.e6_task`),
     ``fits`` (censored exponential fits), ``beta_path``, ``paths``
-    (:func:`~attention_fw.experiments.exit_times.excursion_paths`), ``sabeta``, ``sap`` (:func:`zoom_paths`).
+    (:func:`~attention_fw.experiments.exit_times.excursion_paths`), ``sabeta``, ``sap``
+    (:func:`attention_fw.experiments.exit_times.zoom_paths`). Draws only: the dynamics run before.
     """
     res_e6, e6_fit, paths_ = e6["results"], e6["fits"], e6["paths"]
     e6_det = [r["sabeta_T"] for r in res_e6]
@@ -380,10 +397,10 @@ def fig_sap_vs_sabeta(e6: dict, vertices, outdir=None, formats=None, name: str =
     data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
                 sabeta_T=[d if d is not None else -1 for d in e6_det],
                 path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"])
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)
 
 
-def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "collapse-prop51"):
+def fig_collapse(x0, results, betas, name: str = "collapse-prop51"):
     """Proposition 5.1: limit points, diameter against time, collapse time against beta.
 
     ``results``: :func:`attention_fw.experiments.metastability.collapse_task` for each beta, from ``x0``.
@@ -430,4 +447,4 @@ def fig_collapse(x0, results, betas, outdir=None, formats=None, name: str = "col
     fig.tight_layout()
     data = dict(x0=x0, beta=bc, limit=lim, steps=steps_col, converged=conv,
                 dist_to_initial_hull=P.distance_to_hull(lim, x0))
-    return saved(fig, name, data, outdir, formats)
+    return saved(fig, name, data)

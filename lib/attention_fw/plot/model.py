@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from . import style as plotting
 from ..results import Result
+from ._figure import saved
 
 __all__ = ["fig_beta_limit", "fig_sap_expectation", "draw_paths", "beta_limit_data", "sap_data"]
 
@@ -17,12 +19,16 @@ FLOOR = 1e-16
 """Errors below this are drawn on the floor (equal in double precision)."""
 
 
-def fig_beta_limit(res: Result):
-    """Left: median and worst error against beta; right: every error against beta * Delta."""
+def fig_beta_limit(res: Result, n: int | None = None, name: str = "ch1-beta-limit"):
+    """Left: median and worst error against beta; right: every error against beta * Delta.
+
+    Its :func:`~attention_fw.plot.figure_data`: :func:`beta_limit_data` (``n``: the tokens per
+    configuration, recorded as given)."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(plotting.TWO_COLUMN, 2.6))
     ax.loglog(res.betas, np.maximum(res.median, FLOOR), "o-", ms=3, label="median over configurations")
     ax.loglog(res.betas, np.maximum(res.worst, FLOOR), "s--", ms=3, color="C3", label="worst configuration")
     ax.axhline(FLOOR, color="0.6", lw=0.8, ls=":")
+    ax.xaxis.set_minor_formatter(NullFormatter())      # a short range of beta: labelled minor ticks collide
     ax.set_xlabel(r"inverse temperature $\beta$")
     ax.set_ylabel(r"$\max_i\|x_i^t(\beta)-x_i^t(\infty)\|$")
     ax.set_title(f"(1.3) against (SA$\\infty$) after t = {res.steps} layers", fontsize=8)
@@ -36,17 +42,22 @@ def fig_beta_limit(res: Result):
     ax2.set_xlim(0, min(res.bD.max(), 60))
     ax2.set_ylim(FLOOR / 2, 10)
     ax2.set_xlabel(r"$\beta\Delta$ ($\Delta$: smallest score gap of the configuration)")
-    return fig
+    return saved(fig, name, beta_limit_data(res, n))
 
 
 def beta_limit_data(res: Result, n: int) -> dict:
     """The numbers saved beside the beta-limit figure."""
+    const = res.const if np.isfinite(res.const) else None
     return {"betas": res.betas, "median": res.median, "worst": res.worst, "Delta": res.Delta,
-            "errors": res.errors, "steps": res.steps, "n": n, "h": res.h}
+            "errors": res.errors, "steps": res.steps, "n": n, "h": res.h, "const": const,
+            "const_note": ("the largest error * exp(beta Delta) over the points with beta Delta > 10 (the dashed line)"
+                           if const is not None else "null: no point has beta Delta > 10, no line is fitted")}
 
 
-def fig_sap_expectation(res: Result, token: int = 0):
-    """Left: the (SAP) moves of one token; middle: MC mean minus (SA-beta) step; right: error against M."""
+def fig_sap_expectation(res: Result, token: int = 0, name: str = "ch1-sap-expectation"):
+    """Left: the (SAP) moves of one token; middle: MC mean minus (SA-beta) step; right: error against M.
+
+    Its :func:`~attention_fw.plot.figure_data`: :func:`sap_data`."""
     x, A, d = res.x, res.weights, res.x.shape[-1]
     fig, (ax, ax3, ax2) = plt.subplots(1, 3, figsize=(plotting.TWO_COLUMN, 3.1), layout="constrained",
                                        gridspec_kw={"width_ratios": [1.1, 0.9, 1]})
@@ -76,9 +87,10 @@ def fig_sap_expectation(res: Result, token: int = 0):
     ref = res.errs[0] * np.sqrt(res.checkpoints[0] / np.array(res.checkpoints, dtype=float))
     ax2.loglog(res.checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
     ax2.set_xlabel("Monte Carlo samples $M$")
+    ax2.xaxis.set_minor_formatter(NullFormatter())     # labelled minor ticks of a short log axis collide
     ax2.set_title("convergence of the mean", fontsize=8)
     ax2.legend(frameon=False, fontsize=8)
-    return fig
+    return saved(fig, name, sap_data(res, token))
 
 
 def sap_data(res: Result, token: int = 0) -> dict:
