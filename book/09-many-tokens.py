@@ -404,6 +404,7 @@ ax.set_ylabel("sliced $W_1$ to the reference")
 ax.legend(fontsize=8, loc="lower left")
 fig.tight_layout()
 page.glue(
+    chaos_reps=p.chaos_reps,
     chaos_beta=p.chaos_beta,
     chaos_steps=p.chaos_steps,
     chaos_reference=p.chaos_reference,
@@ -441,9 +442,10 @@ page.figure(
 #
 # The fitted slope is {glue:text}`chaos_slope` (95% interval {glue:text}`chaos_lo` to
 # {glue:text}`chaos_hi`). In the plane $n^{-1/d}$ and $n^{-1/2}$ coincide, so this range cannot tell
-# the two rates of Chen–Lin–Liu–Rigollet apart; the sliced distance of two samples of the same law
-# already decays like $n^{-1/2}$, so the figure shows that the dynamics adds no slower error, over
-# these $n$ and this horizon. Their theorem is for a continuous-time flow and $W$ distances; these
+# the two rates of Chen–Lin–Liu–Rigollet apart. The sliced distance between two independent samples
+# of one law already decays like $n^{-1/2}$ (the sampling error of the initial tokens), so the
+# fitted slope is consistent with the dynamics adding no slower error over these $n$ and this
+# horizon; with {glue:text}`chaos_reps` runs per $n$ the scatter is large and the interval wide. Their theorem is for a continuous-time flow and $W$ distances; these
 # are discrete steps and a lower bound of $W_1$.
 #
 # ## Low temperature
@@ -521,9 +523,12 @@ page.figure(
 # ```
 #
 # Fitted slopes of $\log W_1$ against $\log\beta$ over $\beta\ge10$ (95% intervals):
-# {glue:text}`low_fits`. The rate $\sqrt{\log(\beta+1)/\beta}$ has local slope $-1/2$ up to a
-# logarithm. Here, with finitely many tokens, the (SA$\beta$) weights differ from the hardmax ones
-# by $e^{-\beta\,\Delta}$ for a score gap $\Delta$ that is positive for almost every token, so the
-# distance falls faster than any power once $\beta\Delta\gg1$; the mean-field rate, where gaps
-# near cell boundaries are arbitrarily small, is a statement about $n=\infty$ first. The slopes
-# above describe this range only; they are not the exponent of the limit.
+# {glue:text}`low_fits`. Over this range the distance falls like a power of $\beta$, more
+# steeply than $\sqrt{\log(\beta+1)/\beta}$ (local slope $-1/2$ up to a logarithm), and it grows
+# with the depth $t$, as the factor $e^{Ct}$ of their bound would allow. With finitely many tokens the
+# (SA$\beta$) weights differ from the hardmax ones by about $e^{-\beta\Delta}$ for the score gap
+# $\Delta$ of each token, positive for almost every token, so at some larger $\beta$ the decay must
+# become faster than any power; with {glue:text}`low_n` tokens many gaps are small and this range
+# does not reach that regime. The mean-field rate, where gaps near cell boundaries are arbitrarily
+# small, is a statement about $n=\infty$ first. The slopes above describe this range only; they are
+# not the exponent of a limit.
