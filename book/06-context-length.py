@@ -373,10 +373,12 @@ page.glue(
     run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
     run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
     run_cf_err=(max(run["closed_form_error"]), ".1e"),
-    run_cf_sentence=(f"They follow Theorem 4.2's closed form to a relative deviation of "
-                     f"{fmt(max(run['closed_form_error']), '.1e')}, i.e. to rounding." if run["led_by_owner"]
-                     else "So no token of this run can be compared with Theorem 4.2's closed form: "
-                          "panel (b) has no ratio to show."),
+    run_cf_sentence=(
+        "They follow Theorem 4.2's closed form to a relative deviation of "
+        f"{fmt(max(run['closed_form_error']), '.1e')}, i.e. to rounding."
+        if run["led_by_owner"]
+        else "So no token of this run can be compared with Theorem 4.2's "
+             "closed form: panel (b) has no ratio to show."),
     run_expected_owners=(run["n"] * run["probability"], ",.0f"),
     run_p=(run["probability"], ".2f"),
 )
