@@ -95,7 +95,7 @@ def fig_support(study: dict, hull: list):
     a.set_ylabel("tokens")
     a.set_title("(a) attended tokens against $n$", loc="left")
     a.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(0, 1.0))
-    a.set_ylim(0.8, nn.max() * 6)
+    a.set_ylim(0.8, nn.max() * 25)                                   # the legend above the data
     cm = study["class_mass"].mean(axis=(0, 2))                        # (layers, 4)
     share = study["class_share"].mean(axis=0)
     L = cm.shape[0]
@@ -247,14 +247,18 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     cmap = plt.get_cmap(LAYER_CMAP)
     L = int(data["layers"])
     for k, s in enumerate(stats):
+        missing = []
         for kind, dx, face in (("excluded", -0.08, "k"), ("included", 0.18, "white")):
             e = by.get((s, kind, "all"))
             if e is None or e["exponent"] is None:
-                a.annotate("no fit", (k + dx, 0.05), rotation=90, fontsize=8, ha="center", color="0.4")
+                missing.append(dx)
                 continue
             lo, hi = e["ci"]
             a.plot([k + dx, k + dx], [lo, hi], color="k", lw=1.2)
             a.plot(k + dx, e["exponent"], "o", mfc=face, mec="k", ms=4.5, mew=0.9, zorder=3)
+        if missing:
+            a.annotate("no fit", (k if len(missing) == 2 else k + missing[0], 0.05), rotation=90, fontsize=8,
+                       ha="center", va="bottom", color="0.4")
         for layer in range(L):
             e = by.get((s, "excluded", layer))
             if e is not None and e["exponent"] is not None:
