@@ -23,7 +23,6 @@ from attention_fw.model import tiled as T
 from attention_fw.experiments import exit_times as ET
 from attention_fw.geometry import planar as G
 from attention_fw.experiments import metastability as M
-from attention_fw.plot import metastability as MP
 from attention_fw.experiments import model_checks as MC
 from attention_fw.experiments import sabeta as SB
 from afw_book import paper_figures as PF
@@ -77,7 +76,7 @@ CALLS = {
     "experiments.metastability.run_phase1": lambda rng: M.run_phase1(P1, TRI, P1SIG, 0.5, 3.0, 20, rng=rng, horizon=4),
     "experiments.metastability.phase1_task": lambda rng: M.phase1_task(beta=3.0, rng=rng, gamma=0.5, runs=10, config_beta=1e4,
                                                            per_vertex=1, min_dist=0.5, config_rng=1, horizon=3),
-    "plot.metastability.zoom_paths": lambda rng: MP.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
+    "experiments.exit_times.zoom_paths": lambda rng: ET.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
     "experiments.model_checks.sap_mean": lambda rng: MC.sap_mean(X2, 0.5, 2.0, 3000, rng=rng),
     "afw_book.paper_figures.cell_panel": lambda rng: PF.cell_panel(6, rng=rng),
     "afw_book.paper_figures.figure1": lambda rng: _drawn(PF.figure1, kappas=(5, 6), rng=rng),

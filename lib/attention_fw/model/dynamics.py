@@ -649,20 +649,20 @@ def _per_system(M, systems):
     return M[systems]
 
 
-class _General:
-    """The keywords of the general model a rule passes to its step (``W_Q``, ``W_K`` folded into ``B``)."""
-
-    def _general(self, B, W_Q, W_K, V, mask, norm):
-        self.B = _rule_key_query(general.key_query_from(B, W_Q, W_K))
-        self.V = None if V is None else chk.as_float_array("V", V, min_ndim=2, max_ndim=3)
-        self.mask = mask if mask is None or isinstance(mask, str) else np.asarray(mask)
-        self.norm = general.check_norm(norm)
-
-    def _options(self, systems):
-        return dict(V=_per_system(self.V, systems), mask=self.mask, norm=self.norm)
+def _general(rule, B, W_Q, W_K, V, mask, norm):
+    """Store on ``rule`` the keywords of the general model it passes to its step (``W_Q``, ``W_K`` folded into ``B``)."""
+    rule.B = _rule_key_query(general.key_query_from(B, W_Q, W_K))
+    rule.V = None if V is None else chk.as_float_array("V", V, min_ndim=2, max_ndim=3)
+    rule.mask = mask if mask is None or isinstance(mask, str) else np.asarray(mask)
+    rule.norm = general.check_norm(norm)
 
 
-class Hardmax(Rule, _General):
+def _options(rule, systems):
+    """The general model's keywords of ``rule`` for the systems ``systems``."""
+    return dict(V=_per_system(rule.V, systems), mask=rule.mask, norm=rule.norm)
+
+
+class Hardmax(Rule):
     """(SA-inf) with step-size schedule (``Schedule``, number or name) and key-query ``B``.
 
     ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as in :func:`hardmax_step`.
@@ -680,14 +680,14 @@ class Hardmax(Rule, _General):
                  V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
                  **schedule_params: Any) -> None:
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
-        self._general(B, W_Q, W_K, V, mask, norm)
+        _general(self, B, W_Q, W_K, V, mask, norm)
         self.tie_rtol = tie_rtol
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, **self._options(systems))
+        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, **_options(self, systems))
 
 
-class Softmax(Rule, _General):
+class Softmax(Rule):
     """(SA-beta) with step-size schedule ``schedule`` at inverse temperature ``beta``.
 
     ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as in :func:`softmax_step`.
@@ -705,13 +705,13 @@ class Softmax(Rule, _General):
                  mask: Any = None, norm: str | None = None, **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
-        self._general(B, W_Q, W_K, V, mask, norm)
+        _general(self, B, W_Q, W_K, V, mask, norm)
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), **self._options(systems))
+        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), **_options(self, systems))
 
 
-class MarkovChain(Rule, _General):
+class MarkovChain(Rule):
     """(SAP) with step-size schedule ``schedule`` at inverse temperature ``beta``, random stream ``rng``.
 
     The rule keeps the stream it was given as it was at construction (a Generator is copied,
@@ -737,7 +737,7 @@ class MarkovChain(Rule, _General):
                  **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
-        self._general(B, W_Q, W_K, V, mask, norm)
+        _general(self, B, W_Q, W_K, V, mask, norm)
         self._origin = copy.deepcopy(chk.rng("rng", rng))
         self.rng = copy.deepcopy(self._origin)
 
@@ -745,7 +745,7 @@ class MarkovChain(Rule, _General):
         self.rng = copy.deepcopy(self._origin)
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, **self._options(systems))
+        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, **_options(self, systems))
 
 
 class Layer(Rule):
