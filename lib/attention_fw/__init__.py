@@ -22,6 +22,8 @@ The modules::
   model
     model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP,
                           simulate with recorders
+    model.recorders       what a run records: Recorder, FunctionRecorder, FirstTime
+                          (re-exported by model.dynamics)
     model._kernels        the fused passes of the batched steps (numba, numpy
                           fallback)
     model.general         the general model: W_Q and W_K, a value matrix, masks,

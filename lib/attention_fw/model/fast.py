@@ -10,7 +10,7 @@ vertices of their convex hull ``K``, so the leader of every token is a vertex. T
 rule (``S_ij >= top_i - tol max_j |S_ij|``, ``_checks``) also counts the tokens whose score is
 within ``tol`` times the row's scale of the top; such a token lies within ``tol max_j |x_j|`` of the
 boundary of ``K`` (its distance to the supporting line of ``B x_i`` bounds its distance to the
-boundary). So the candidates of a step are the tokens within a margin
+boundary). So the candidates of a step are the tokens within a margin ::
 
     m = 4 (tol + 2 d eps) max_j |x_j|
 
