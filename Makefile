@@ -10,7 +10,7 @@ PY         := $(VENV)/bin/python
 unexport PYTHONDONTWRITEBYTECODE
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv model test bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
+.PHONY: all venv model test fuzz bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 # The pins are installed by uv (itself pinned, from the package index, into .venv): it downloads
@@ -75,6 +75,19 @@ test:
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS); status=$$?; \
 	wait $$mypy; typed=$$?; echo "== mypy"; cat _build/mypy.log; \
 	[ $$status -eq 0 ] && [ $$typed -eq 0 ]
+
+# Reruns drawn from every chapter's declared parameters (tools/fuzz.py, Hypothesis): N per chapter,
+# each through tools/run_notebook.py in the quick preset, checked (finished with every figure written,
+# no NaN in its data, no "nan" printed, every figure legible; or refused in one line before a kernel
+# started) -> _build/fuzz/report.md, each failure with the command that reproduces it.
+# make fuzz [N=20] [SEED=...] [ONLY=01,05] [FUZZ_JOBS=1]
+N          ?= 20
+SEED       ?=
+FUZZ_JOBS  ?= 1
+fuzz: $(STAMP)
+	@$(PY) -m attention_fw.encoder
+	OPENBLAS_NUM_THREADS=1 $(PY) tools/fuzz.py -n $(N) --jobs $(FUZZ_JOBS) $(if $(SEED),--seed $(SEED)) \
+	    $(if $(ONLY),--chapters $(ONLY)) --out _build/fuzz
 
 # Speed against references and limits -> _build/bench/report.{md,json} (not a test), then the
 # stand-alone tables of the other tools/bench_*.py scripts.

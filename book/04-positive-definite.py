@@ -902,7 +902,8 @@ def crossing(res, level):
     se = np.sqrt(level * (1 - level) / res["samples"]) / slope
     gap = ("" if d[k] - d[k - 1] == 1
            else f", between sampled d = {d[k - 1]:g} and {d[k]:g}")
-    return f"{at:.1f} ± {se:.1f}{gap}"
+    dec = max(1, int(-np.floor(np.log10(se)))) if se > 0 else 1   # se: one digit
+    return f"{at:.{dec}f} ± {se:.{dec}f}{gap}"
 
 
 # %%
@@ -927,7 +928,7 @@ j = int(np.argmax(np.abs(diff))) if common.size else 0
 z_gap = abs(diff[j]) / max(se_diff[j], 1e-12) if common.size else 0.0
 glue("ch4c-diag-shape",
      (f"shifted to {'larger' if diff[j] > 0 else 'smaller'} d" if z_gap >= 3
-      else "the same within the Monte Carlo's resolution (no difference of "
+      else "within the Monte Carlo's resolution (no difference reaches "
            "3 standard errors)"),
      display=False)
 glue("ch4c-diag-gap",

@@ -62,7 +62,8 @@ preset = "paper"  # "paper": the book; "quick": seconds (tests)
 # it is given: `make notebook NB=06-context-length ARGS="-p run_n 16384"`, or here a line `run_n = 16384`.
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
-    "own_ns": ("list[int]", ">= 2", "numbers of tokens n of the ownership sweep"),
+    "own_ns": ("list[int]", ">= 4", "numbers of tokens n of the ownership sweep (from 4 on, a dimension "
+               "where half the tokens own their cells exists)"),
     "own_dims": ("list[int]", ">= 1", "dimensions d of the ownership sweep"),
     "own_tokens": ("int", ">= 2", "tokens per (n, d): own_tokens // n systems of n"),
     "run_n": ("int", ">= 2", "tokens of the hardmax run"),
@@ -372,6 +373,10 @@ page.glue(
     run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
     run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
     run_cf_err=(max(run["closed_form_error"]), ".1e"),
+    run_cf_sentence=(f"They follow Theorem 4.2's closed form to a relative deviation of "
+                     f"{fmt(max(run['closed_form_error']), '.1e')}, i.e. to rounding." if run["led_by_owner"]
+                     else "So no token of this run can be compared with Theorem 4.2's closed form: "
+                          "panel (b) has no ratio to show."),
     run_expected_owners=(run["n"] * run["probability"], ",.0f"),
     run_p=(run["probability"], ".2f"),
 )
@@ -397,8 +402,7 @@ page.figure(
 # Of the {glue:text}`run_n` tokens, {glue:text}`run_owners` own their cells (the integral
 # predicts {glue:text}`run_expected_owners`), and {glue:text}`run_never_moved` never moved:
 # {glue:text}`run_exact` the owners. At each layer, {glue:text}`run_moved` tokens moved.
-# {glue:text}`run_led_by_owner` tokens are led by an owner. They follow Theorem 4.2's closed
-# form to a relative deviation of {glue:text}`run_cf_err`, i.e. to rounding. The other tokens
+# {glue:text}`run_led_by_owner` tokens are led by an owner. {glue:text}`run_cf_sentence` The other tokens
 # ({glue:text}`run_others` of them) are led by a token that moves itself, so they follow a
 # chain of moving leaders.
 #

@@ -330,6 +330,18 @@ def test_no_page_cites_the_specification_or_shows_a_placeholder(build):
     assert all(re.fullmatch(r"[a-z]+(19|20)\d\d[a-z]+", k) for k in keys), keys
 
 
+def test_every_figure_of_the_quick_book_is_legible(build):
+    """Issue 36: every figure the quick build wrote records, when saved, that it is legible
+    (``meta.legibility`` empty: no text under 8 pt, no two texts overlapping, no legend, colour bar
+    or boxed text over drawn data; see ``afw_book.legibility``)."""
+    assert build.returncode == 0, build.log[-6000:]
+    metas = {f.relative_to(build.repo / "figures").as_posix(): json.loads(f.read_text()).get("meta", {})
+             for f in (build.repo / "figures").rglob("data/*.json")}
+    checked = {rel: m["legibility"] for rel, m in metas.items() if "legibility" in m}
+    assert len(checked) >= 20
+    assert {rel: found for rel, found in checked.items() if found} == {}
+
+
 def test_no_figure_text_is_smaller_than_four_fifths_of_the_axis_labels(build):
     """Consistent font sizes (issue 24), from the sizes every figure records when saved
     (``meta.font_pt``: smallest and largest text drawn): no legend, annotation or tick label below

@@ -15,7 +15,10 @@ DOCUMENTED = ["attention_fw.model.dynamics", "attention_fw.model.tiled", "attent
               "attention_fw.experiments.exit_times", "attention_fw.experiments.convergence",
               "attention_fw.experiments.vertex_limits", "attention_fw.experiments.metastability",
               "attention_fw.experiments.survival", "attention_fw.experiments.sabeta", "attention_fw.experiments.model_checks",
+              "attention_fw.experiments.sabeta_kernel", "attention_fw.experiments.sabeta_reduced",
+              "attention_fw.experiments.sabeta_family", "attention_fw.experiments.sabeta_exponent",
               "attention_fw.experiments.context_length", "attention_fw.experiments.trained_heads",
+              "attention_fw.experiments.hull_counts",
               "attention_fw.encoder.files", "attention_fw.encoder.bert", "attention_fw.results",
               "afw_book.sweeps", "afw_book.presets"]
 

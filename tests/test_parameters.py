@@ -45,8 +45,8 @@ def test_every_chapter_declares_each_preset_parameter_once(source):
     assert decl["preset"] == "paper" and decl["presets"] == ["paper", "quick"]
     declared = decl["parameters"]
     assert declared, f"{source.stem}: no PARAMETERS in its parameters cell"
-    for name, (kind, rng, meaning) in declared.items():
-        assert kind in PR.TYPES and meaning.strip(), name
+    for name, (kind, rng, meaning, *requires) in declared.items():
+        assert kind in PR.TYPES and meaning.strip() and len(requires) <= 1, name
     keywords = _preset_keywords(text)
     assert set(keywords) == {"paper", "quick"}
     for preset, names in keywords.items():

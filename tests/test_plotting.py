@@ -24,7 +24,8 @@ def test_save_writes_all_formats_and_data(tmp_path):
     assert (tmp_path / "demo.png").read_bytes().startswith(b"\x89PNG")
     assert b"<svg" in (tmp_path / "demo.svg").read_bytes()
     record = json.loads((tmp_path / "data" / "demo.json").read_text())
-    assert set(record.pop("meta")) == {"size_in", "font_pt", "panels", "panel_widths_in", "pieces_in"}  # the layout
+    assert set(record.pop("meta")) == {"size_in", "font_pt", "panels", "panel_widths_in", "pieces_in",
+                                       "legibility"}  # the layout, and what makes it hard to read
     assert record == {"x": [0, 1, 2], "y": 0.5}
     assert not [p for p in tmp_path.rglob(".*tmp*")], "temporary files left behind"
 

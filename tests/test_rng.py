@@ -28,9 +28,11 @@ from attention_fw.experiments import sabeta as SB
 from afw_book import paper_figures as PF
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.experiments import trained_heads as TH
+from attention_fw.experiments import hull_counts as HCN
 from attention_fw.geometry.polytope import points_on_circle, regular_polygon
 
 TRI = points_on_circle()
+NS = np.array([8.0, 11, 16, 23, 32, 45, 64, 90, 128])      # lengths for the exponents' bootstrap
 X2 = np.array([[0.0, 0.0], [1.0, 0.0], [0.3, 0.8]])
 CL, SIG = ET.cluster_configuration(TRI, np.array([1, 1, 1]))
 P1, P1SIG = M.phase1_configuration(TRI, 1, 1e4, rng=0, min_dist=0.55)
@@ -52,6 +54,11 @@ CALLS = {
     "experiments.trained_heads.corpus_study": lambda rng: TH.corpus_study(
         _minilm(), ["And God saw the light.", "And the evening and the morning were the first day."],
         shares=(0.9,), token_sample=5, rng=rng)["states"],
+    "experiments.hull_counts.scaling_exponents": lambda rng: HCN.scaling_exponents(
+        NS, np.c_[NS ** 0.5 * (1 + 0.1 * np.sin(NS))], boot=30, rng=rng),
+    "experiments.hull_counts.scaling_table": lambda rng: HCN.scaling_table(
+        NS, {"support": (NS ** 0.5 * (1 + 0.1 * np.sin(NS)))[:, None, None]}, statistics=["support"], boot=30,
+        rng=rng)["samples"]["all"],
     "experiments.convergence.symmetric_cloud": lambda rng: C.symmetric_cloud(3, 2, rng=rng),
     "experiments.convergence.shifted_cloud": lambda rng: C.shifted_cloud(3, 4, rng=rng),
     "experiments.convergence.thm31_shifted": lambda rng: C.thm31_shifted([3, 4], 2, 10, rng=rng),

@@ -53,7 +53,9 @@ def check_parameters(source: str, preset, overrides: dict) -> dict:
 
     With a ``PARAMETERS`` declaration (see ``afw_book.presets.read_declaration``): the preset
     must be one of the chapter's presets, every name declared, every value of its declared type
-    and range (values come back as declared, e.g. ``-p gamma 1`` as the float 1.0). Without one:
+    and range (values come back as declared, e.g. ``-p gamma 1`` as the float 1.0), and what each
+    parameter requires of the others (``afw_book.presets.check_requires``) holds for the run's values
+    (the overrides over the preset's values written as literals in the source). Without one:
     the names must be assigned in the cell tagged ``parameters``.
 
     Raises
@@ -61,11 +63,13 @@ def check_parameters(source: str, preset, overrides: dict) -> dict:
     ValueError
         One line naming the parameter, the value given and what is accepted.
     """
-    from afw_book.presets import check_run, read_declaration
+    from afw_book.presets import check_run, preset_values, read_declaration
 
     decl = read_declaration(source)
     if decl["parameters"]:
-        return check_run(decl, preset, overrides)
+        names = decl["presets"]
+        known = preset if isinstance(preset, str) and (names is None or preset in names) else None
+        return check_run(decl, preset, overrides, preset_values(source, known))
     cell = source[_PARAMETERS_CELL.search(source).end():]
     cell = cell[cell.find("\n") + 1:]
     nxt = re.search(r"^# %%", cell, re.M)

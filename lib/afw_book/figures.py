@@ -44,7 +44,7 @@ from matplotlib.text import Text
 from attention_fw.plot.style import (ONE_COLUMN, STYLE, TEX_PROGRAMS, TWO_COLUMN, VENUES, style, tex_missing,
                                      venue_rc)
 
-from . import paths
+from . import legibility, paths
 
 __all__ = ["FORMATS", "PNG_DPI", "ONE_COLUMN", "TWO_COLUMN", "STYLE", "VENUES", "TEX_PROGRAMS", "style", "venue_rc",
            "tex_missing", "use_style", "output_dir", "write_bytes_atomic", "layout", "pieces", "figure_bytes",
@@ -217,7 +217,7 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict:
+def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None, illegible: list[str] | None = None) -> dict:
     """How ``fig`` is laid out once saved; call it after the figure has been drawn (saved).
 
     ``bbox``: the region saved (inches), when it is not the tight crop (see :func:`figure_bytes`).
@@ -228,13 +228,17 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
     the PNG when ``png`` is given, else from the tight bounding box), ``font_pt`` ([smallest,
     largest] font size in points of the text artists drawn), ``panels`` (number of visible
     axes, colour bars excepted), ``panel_widths_in`` (their widths in inches, in
-    ``fig.axes`` order) and ``pieces_in`` (:func:`pieces`: the saved figure cut into its
-    columns of panels, for a narrow screen). Displayed at ``w`` CSS px, a text of ``s`` pt is
+    ``fig.axes`` order), ``pieces_in`` (:func:`pieces`: the saved figure cut into its
+    columns of panels, for a narrow screen) and ``legibility`` (:func:`afw_book.legibility.problems`:
+    texts under 8 pt, overlapping texts, legends or boxes over data; empty when legible).
+    Displayed at ``w`` CSS px, a text of ``s`` pt is
     ``s / 72 * w / size_in[0]`` px high and a panel ``width * w / size_in[0]`` px wide.
     """
     with _renderer_at(fig, dpi) as renderer:    # the PNG's own, after a PNG save at dpi
         box = bbox if bbox is not None else fig.get_tightbbox(renderer).padded(_PAD)
         cut = pieces(fig, renderer, box)
+        if illegible is None:       # measured on this renderer (save measures before it renders)
+            illegible = legibility.problems(fig, renderer)
     if png is not None:
         w, h = _png_size(png)
         size = [w / dpi, h / dpi]
@@ -247,7 +251,8 @@ def layout(fig, png: bytes | None = None, dpi: int = PNG_DPI, bbox=None) -> dict
             "font_pt": [round(min(sizes), 3), round(max(sizes), 3)] if sizes else [],
             "panels": len(panels),
             "panel_widths_in": [round(float(ax.get_position().width * width), 4) for ax in panels],
-            "pieces_in": cut}
+            "pieces_in": cut,
+            "legibility": illegible}
 
 
 @contextlib.contextmanager
@@ -595,6 +600,12 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
             raise ValueError(f"formats must be drawn from {FORMATS}, got {fmt!r}")
     out = Path(outdir) if outdir is not None else paths.figures_dir()
     written: dict[str, Path] = {}
+    # Colliding minor tick labels go, a legend over data moves to a free place of its panel or
+    # outside it (afw_book.legibility.repair).
+    illegible = None
+    if formats:
+        with matplotlib.rc_context(cast(Any, _SAVE_RC)), _shared_mathtext():
+            illegible = legibility.repair(fig)[1]
     # Render everything first, so a failure in one format writes nothing at all.
     payloads, box = render_formats(fig, formats, dpi, bbox)
     if data is not None or meta is not None:
@@ -602,7 +613,7 @@ def save(fig, name: str, data: dict | None = None, *, formats=FORMATS, dpi: int 
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
         if payloads:  # described once drawn, so that the image bytes are those of a plain save
-            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi, box)}
+            record["meta"] = {**(meta or {}), **layout(fig, payloads.get("png"), dpi, box, illegible)}
         elif meta is not None:
             record["meta"] = dict(meta)
         text = json.dumps(_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"

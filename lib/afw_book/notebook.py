@@ -448,8 +448,9 @@ class Page:
         for p in self.params:
             for name, decl in getattr(p, "declared", {}).items():
                 value, book = getattr(p, name), p.book_values.get(name)
+                accepted = "; ".join(w for w in (decl[1], decl[3] if len(decl) > 3 else "") if w.strip())
                 rows.append({"name": name, "value": value, "book": book, "type": decl[0],
-                             "accepted": decl[1], "meaning": decl[2], "differs": value != book})
+                             "accepted": accepted, "meaning": decl[2], "differs": value != book})
         return _ParameterTable(self.preset, rows)
 
     def glue(self, **values) -> None:

@@ -350,12 +350,18 @@ def _draw_hull_and_vertices(ax, K, labels=None, origin_label=True):
     anns = []
     if labels is not None:
         c = K.mean(axis=0)
+        near = 0.12 * float(np.ptp(K, axis=0).max())      # corners closer than this share their room
+        placed: list[np.ndarray] = []
         for v, j in zip(K, labels):
             d = v - c
             # published: 0.05 data units outward from the mean of the corners (about 14 pt at
-            # 8 inches and 13 pt text); here a fixed 9 pt, so any figure width reads the same
+            # 8 inches and 13 pt text); here a fixed 9 pt, so any figure width reads the same;
+            # a corner close to one already labelled gets its label one step further out, so
+            # that the two labels do not overlap
             u = d / np.linalg.norm(d)
-            anns.append(ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=9 * u, textcoords="offset points",
+            crowd = sum(np.linalg.norm(v - w) < near for w in placed)
+            placed.append(v)
+            anns.append(ax.annotate(f"$v_{{{j}}}$", xy=v, xytext=(9 + 11 * crowd) * u, textcoords="offset points",
                                     ha="center", va="center", zorder=5))
     ax.scatter([0], [0], marker="x", color="k", s=80 * _S**2, linewidths=2 * _S * 1.4, zorder=5)
     if origin_label:

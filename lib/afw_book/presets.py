@@ -20,6 +20,19 @@ outside its declaration (:func:`check_run`, :func:`check_value`) before a kernel
 line naming the parameter, the value and what is accepted. :func:`resolve_declared` applies the
 same checks in the kernel (the lab, papermill started by hand) and also checks every preset's own
 values. :func:`resolve` is the plain form, for presets without a declaration.
+
+A declaration may carry a fourth string, what the value needs **given the other parameters of the
+run** (:func:`check_requires`): phrases separated by ``;`` among ``at least K items``, ``at most K
+items``, ``as many items as NAME``, ``each one of NAME`` (every item is an item of the list
+``NAME``; ``each one of package.module.NAME``: of the library's collection, e.g. the names of a
+family of configurations), ``contains V`` (the list holds the value ``V``), ``distinct`` (no
+item twice), ``< NAME``, ``<= NAME``, ``> NAME``, ``>= NAME`` (against
+the scalar ``NAME``; for a list, each item). These are checked on the run's full set of values (the
+preset's, read from the literal ``PRESETS`` by :func:`preset_values`, with the overrides), before a
+kernel starts where the values can be read from the source, and again in the kernel::
+
+    "hist_betas": ("list[float]", "> 0", "betas of the histograms", "each one of jump_betas"),
+    "fit_betas": ("list[float]", "> 0", "betas of the fit", "at least 2 items; distinct"),
 """
 from __future__ import annotations
 
@@ -194,6 +207,11 @@ def expected_text(decl) -> str:
     return f"{kind} {rng}".strip()
 
 
+def _check_decl(name: str, decl) -> None:
+    if not (isinstance(decl, tuple) and len(decl) in (3, 4) and all(isinstance(x, str) for x in decl)):
+        raise ValueError(f"the declaration of {name} must be (type, range, meaning[, requires]) strings, got {decl!r}")
+
+
 def check_value(name: str, value, decl):
     """``value`` as the declared type, or ``ValueError`` with one line naming ``name``, the value
     given and what is accepted.
@@ -216,9 +234,8 @@ def check_value(name: str, value, decl):
     """
     if value is None:
         return None
-    if not (isinstance(decl, tuple) and len(decl) == 3 and all(isinstance(x, str) for x in decl)):
-        raise ValueError(f"the declaration of {name} must be (type, range, meaning) strings, got {decl!r}")
-    kind, rng, meaning = decl
+    _check_decl(name, decl)
+    kind, rng, meaning = decl[:3]
     if kind not in TYPES:
         raise ValueError(f"the declaration of {name}: unknown type {kind!r}; declare one of {', '.join(TYPES)}")
     test = _range_test(rng, f"the declaration of {name}")
@@ -283,12 +300,15 @@ def read_declaration(source: str) -> dict:
                 if not isinstance(decl, dict):
                     raise ValueError("PARAMETERS must be a dict literal")
                 for name, item in decl.items():
-                    if not (isinstance(name, str) and isinstance(item, tuple) and len(item) == 3
+                    if not (isinstance(name, str) and isinstance(item, tuple) and len(item) in (3, 4)
                             and all(isinstance(x, str) for x in item)):
-                        raise ValueError(f"PARAMETERS[{name!r}] must be (type, range, meaning) strings, got {item!r}")
+                        raise ValueError(f"PARAMETERS[{name!r}] must be (type, range, meaning[, requires]) "
+                                         f"strings, got {item!r}")
                     if item[0] not in TYPES:
                         raise ValueError(f"PARAMETERS[{name!r}]: unknown type {item[0]!r}; one of {', '.join(TYPES)}")
                     _range_test(item[1], f"PARAMETERS[{name!r}]")
+                for name, item in decl.items():
+                    _requirements(name, item, decl)
                 out["parameters"] = decl
             elif target == "preset" and isinstance(node.value, ast.Constant):
                 out["preset"] = node.value.value
@@ -302,11 +322,15 @@ def read_declaration(source: str) -> dict:
     return out
 
 
-def check_run(declaration: dict, preset, overrides: dict) -> dict:
+def check_run(declaration: dict, preset, overrides: dict, values: dict | None = None) -> dict:
     """The overrides checked against a :func:`read_declaration` result (values as declared).
 
-    Raises ``ValueError`` with one line for an unknown preset, an unknown name or a value
-    outside its declaration.
+    ``values``: the preset's values that could be read without a kernel (:func:`preset_values`);
+    with them, what each parameter requires of the others (:func:`check_requires`) is checked on
+    the run's values too (a requirement that names a value not known here waits for the kernel).
+
+    Raises ``ValueError`` with one line for an unknown preset, an unknown name, a value
+    outside its declaration or a requirement between parameters that the run's values break.
 
     Examples
     --------
@@ -328,6 +352,8 @@ def check_run(declaration: dict, preset, overrides: dict) -> dict:
             raise ValueError(f"{name} is not a parameter of this notebook: accepted parameters are "
                              f"{', '.join(sorted(decl)) or '(none)'} and preset")
         out[name] = check_value(name, value, decl[name])
+    if values is not None:
+        check_requires(decl, {**values, **{k: v for k, v in out.items() if v is not None}})
     return out
 
 
@@ -362,6 +388,181 @@ def resolve_declared(presets: dict, preset, declared: dict, namespace: dict) -> 
             check_value(f"{key} (preset {pname!r})", value, declared[key])
     given = {k: check_value(k, namespace.get(k), declared[k]) for k in presets[preset]}
     p = resolve(presets, preset, **given)
+    # what a parameter requires of the others declared in the same part (PRESETS dict)
+    check_requires(declared, {k: getattr(p, k) for k in presets[preset]})
     p.declared = {k: declared[k] for k in presets[preset]}
     p.book_values = dict(presets.get("paper", {}))
     return p
+
+
+# ------------------------------------------------------------------------------ requirements
+_REQ_COUNT = re.compile(r"^at (least|most) (\d+) items?$")
+_REQ_SAME_LEN = re.compile(r"^as many items as (\w+)$")
+_REQ_MEMBER = re.compile(r"^each one of (\w+)$")
+_REQ_NAMED = re.compile(r"^each one of ((?:\w+\.)+\w+)$")
+_REQ_CONTAINS = re.compile(r"^contains (\S+)$")
+
+
+def named_values(dotted: str) -> list:
+    """The values a dotted library name accepts (``attention_fw.experiments.sabeta.FAMILY``: its
+    keys, for a dict), for the phrase ``each one of <module>.<name>``."""
+    import importlib
+
+    module, _, attr = dotted.rpartition(".")
+    return list(getattr(importlib.import_module(module), attr))
+_REQ_COMPARE = re.compile(r"^(>=|>|<=|<) ([A-Za-z_]\w*)$")
+
+
+def _requirements(name: str, decl, declared: dict) -> list[tuple[str, str | None, Any]]:
+    """The phrases of the fourth element of ``decl``: ``(phrase, other parameter or None, test)``
+    where ``test(value, other)`` says whether the value meets the phrase."""
+    if len(decl) < 4 or not decl[3].strip():
+        return []
+    where = f"PARAMETERS[{name!r}]"
+    is_list = decl[0].startswith("list[")
+    out: list[tuple[str, str | None, Any]] = []
+    for phrase in (w.strip() for w in decl[3].split(";")):
+        other = None
+        test: Any
+        if (m := _REQ_COUNT.match(phrase)):
+            k, least = int(m.group(2)), m.group(1) == "least"
+            test = (lambda v, o, k=k: len(v) >= k) if least else (lambda v, o, k=k: len(v) <= k)
+        elif phrase == "distinct":
+            test = lambda v, o: len(set(v)) == len(v)          # noqa: E731
+        elif (m := _REQ_SAME_LEN.match(phrase)):
+            other = m.group(1)
+            test = lambda v, o: len(v) == len(o)                # noqa: E731
+        elif (m := _REQ_MEMBER.match(phrase)):
+            other = m.group(1)
+            test = lambda v, o: all(item in list(o) for item in v)   # noqa: E731
+        elif (m := _REQ_NAMED.match(phrase)):
+            test = _named_test(m.group(1))
+        elif (m := _REQ_CONTAINS.match(phrase)):
+            test = _contains_test(m.group(1))
+        elif (m := _REQ_COMPARE.match(phrase)):
+            other, op = m.group(2), m.group(1)
+            cmp = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
+                   "<=": lambda a, b: a <= b, "<": lambda a, b: a < b}[op]
+            test = ((lambda v, o, cmp=cmp: all(cmp(x, o) for x in v)) if is_list
+                    else (lambda v, o, cmp=cmp: cmp(v, o)))
+        else:
+            raise ValueError(f"{where}: requirement {phrase!r} must be 'at least K items', 'at most K items', "
+                             "'as many items as NAME', 'each one of NAME' (a parameter, or a library's "
+                             "module.NAME), 'contains VALUE', 'distinct', or '<, <=, >, >= NAME'")
+        if phrase != "distinct" and not phrase.startswith(("<", ">")) and not is_list:
+            raise ValueError(f"{where}: requirement {phrase!r} is about items, but {name} is a {decl[0]}")
+        if other is not None and other not in declared:
+            raise ValueError(f"{where}: requirement {phrase!r} names {other!r}, which PARAMETERS does not declare")
+        out.append((phrase, other, test))
+    return out
+
+
+def _named_test(dotted: str):
+    def test(v, o):
+        return all(item in named_values(dotted) for item in v)
+    return test
+
+
+def _contains_test(want: str):
+    def same(item) -> bool:
+        if isinstance(item, numbers.Real) and not isinstance(item, bool):
+            try:
+                return item == float(want)
+            except ValueError:
+                return False
+        return str(item) == want
+
+    def test(v, o):
+        return any(same(item) for item in v)
+    return test
+
+
+def requires_text(decl) -> str:
+    """The fourth element of a declaration (what it requires of the others), or ``""``."""
+    return decl[3].strip() if len(decl) > 3 else ""
+
+
+def check_requires(declared: dict, values: dict) -> None:
+    """Check what each declared parameter requires of the others (the fourth element of its
+    declaration) on one run's ``values`` (name -> value; a parameter missing there is not checked).
+
+    Raises
+    ------
+    ValueError
+        One line naming the parameter, its value, the phrase it breaks and the other parameter's value.
+
+    Examples
+    --------
+    >>> declared = {"betas": ("list[float]", "> 0", "all betas"),
+    ...             "shown": ("list[float]", "> 0", "betas shown", "each one of betas; at most 3 items")}
+    >>> check_requires(declared, {"betas": [1.0, 2.0], "shown": [2.0]})
+    >>> check_requires(declared, {"betas": [1.0, 2.0], "shown": [3.0]})
+    Traceback (most recent call last):
+    ...
+    ValueError: shown = [3.0] is not accepted: expected each one of betas (here [1.0, 2.0]) (betas shown)
+    """
+    for name, decl in declared.items():
+        if name not in values or values[name] is None:
+            continue
+        for phrase, other, test in _requirements(name, decl, declared):
+            if other is not None and values.get(other) is None:
+                continue                                   # not known here: the kernel checks it
+            if not test(values[name], values.get(other)):
+                said = (f"a list that {phrase}" if phrase.startswith("contains") else phrase) \
+                    + (f" (here {values[other]!r})" if other is not None else "")
+                if (m := _REQ_NAMED.match(phrase)):
+                    said = f"each one of {', '.join(map(repr, named_values(m.group(1))))}"
+                raise ValueError(f"{name} = {values[name]!r} is not accepted: expected {said} ({decl[2]})")
+
+
+def _number_expr(node):
+    """The value of a literal, or of a number expression (``10**7``, ``-1e3``, ``2 * 1024``)."""
+    import ast
+
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+        a, b = _number_expr(node.left), _number_expr(node.right)
+        if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in (a, b)):
+            raise ValueError("not a number expression")
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        return a / b if isinstance(node.op, ast.Div) else a ** b
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_number_expr(e) for e in node.elts]
+    return ast.literal_eval(node)
+
+
+def preset_values(source: str, preset: str | None = None) -> dict:
+    """The values of ``preset`` (default: the chapter's default preset) that the chapter source
+    gives as literals in its ``PRESETS*`` dicts (``dict(name=literal, ...)``), read without running
+    it; a value written as an expression of the code (``list(FAMILY)``) is left out.
+
+    Examples
+    --------
+    >>> src = ('# %% tags=["parameters"]\\npreset = "paper"\\nPARAMETERS = {}\\n# %%\\n'
+    ...        'PRESETS = {"paper": dict(steps=10**3, betas=[1.0, 2.0], names=list(X)), "quick": dict(steps=5)}\\n')
+    >>> preset_values(src), preset_values(src, "quick")
+    ({'steps': 1000, 'betas': [1.0, 2.0]}, {'steps': 5})
+    """
+    import ast
+
+    if preset is None:
+        preset = read_declaration(source)["preset"]
+    out: dict = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.startswith("PRESETS") and isinstance(node.value, ast.Dict)):
+            continue
+        for key, value in zip(node.value.keys, node.value.values):
+            if not (isinstance(key, ast.Constant) and key.value == preset and isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name) and value.func.id == "dict"):
+                continue
+            for kw in value.keywords:
+                try:
+                    out[kw.arg] = _number_expr(kw.value)
+                except (ValueError, TypeError, SyntaxError, ZeroDivisionError, OverflowError):
+                    pass
+    return out

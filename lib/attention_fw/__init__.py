@@ -69,6 +69,14 @@ The modules::
                                 reduced model, family, coupling
     experiments.sabeta_exponent the exponent of the SA-beta exit time, and a
                                 like-for-like comparison with the chain
+    experiments.sabeta_kernel   the exit time of SA-beta by exact stepping: the
+                                compiled kernel
+    experiments.sabeta_reduced  the reduced model of clustered configurations of
+                                SA-beta
+    experiments.sabeta_family   the family of configurations of chapter 7 and its
+                                sweep task
+    experiments.hull_counts     the keys a head could attend to (geometry) and
+                                those it does attend to
     experiments.context_length  Chapter 6: which of n tokens own their cells, at real
                                 context lengths
     experiments.trained_heads   Chapter 8: the heads of a trained encoder against the

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 from .._lazy import submodules
 
 __all__ = ["model_checks", "convergence", "vertex_limits", "metastability", "exit_times", "survival",
-           "sabeta", "sabeta_exponent", "context_length", "trained_heads"]
+           "sabeta", "sabeta_kernel", "sabeta_reduced", "sabeta_family", "sabeta_exponent", "context_length",
+           "trained_heads", "hull_counts"]
 
 if TYPE_CHECKING:
-    from . import (context_length, convergence, exit_times, metastability, model_checks, sabeta, sabeta_exponent,
-                   survival,
+    from . import (context_length, convergence, exit_times, hull_counts, metastability, model_checks, sabeta,
+                   sabeta_exponent, sabeta_family, sabeta_kernel, sabeta_reduced, survival,
                    trained_heads, vertex_limits)
 __getattr__, __dir__ = submodules(__name__, __all__)

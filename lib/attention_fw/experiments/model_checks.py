@@ -56,10 +56,24 @@ def beta_limit(x0: npt.ArrayLike, betas: Iterable[float], h: float, steps: int) 
     errors = np.array([np.linalg.norm(dyn.simulate(x0, dyn.Layer(b, eye, h * eye), steps).x - hard,
                                       axis=-1).max(axis=-1) for b in betas])
     bD = np.array(betas)[:, None] * Delta[None, :]
-    far = bD > 10
-    const = float((errors[far] * np.exp(bD[far])).max()) if far.any() else float("nan")
+    const = _envelope(errors, bD, bD > 10)
     return Result(betas=betas, steps=steps, h=h, errors=errors, median=np.median(errors, axis=1),
                   worst=errors.max(axis=1), Delta=Delta, bD=bD, const=const)
+
+
+def _envelope(errors: np.ndarray, bD: np.ndarray, where: np.ndarray) -> float:
+    """The largest ``error * exp(beta Delta)`` over the points ``where`` (NaN when there is none).
+
+    Computed as ``exp(log(error) + beta Delta)``: at large ``beta Delta`` the product of an error
+    that rounds to 0 and an exponential that overflows would be NaN; an error of exactly 0 lies
+    under every line and counts as 0.
+    """
+    if not where.any():
+        return float("nan")
+    e, b = errors[where], bD[where]
+    with np.errstate(divide="ignore"):
+        logs = np.where(e > 0, np.log(np.where(e > 0, e, 1.0)) + b, -np.inf)
+    return float(np.exp(logs.max()))
 
 
 def held_out_constant(res: Result) -> tuple[float, int, int]:
@@ -81,7 +95,7 @@ def held_out_constant(res: Result) -> tuple[float, int, int]:
     far = res.bD > 10
     fit = far & (np.arange(res.errors.shape[1]) % 2 == 0)[None, :]
     held = far & ~fit
-    const = float((res.errors[fit] * np.exp(res.bD[fit])).max()) if fit.any() else float("nan")
+    const = _envelope(res.errors, res.bD, fit)
     return const, int((res.errors[held] <= const * np.exp(-res.bD[held])).sum()), int(held.sum())
 
 

@@ -311,7 +311,7 @@ MODEL_SENTENCE = ("log T2 = log T_ode(β) + a + δβ, T_ode the exit time of the
                   "c_ode from β = {b_lo} to β = {b_hi}")
 
 
-def model_exponent(log_T_at) -> tuple[float, float]:
+def model_exponent(log_T_at) -> tuple[float | None, float | None]:
     """The exponent of a model time from ``log T`` at large beta: ``log T = a + c beta + k log beta``
     solved exactly at ``beta = 40, 80, 160`` and at ``20, 40, 80``; returns ``(c, |change|)``, the
     latter the error bar of the extrapolation (None, None if a value is not finite).
@@ -364,7 +364,8 @@ def exponent_from_model(betas, T, T_model, c_model, c_err, *, t_min: float = 100
     bb, y = b[ok], np.log(t[ok] / tm[ok])
     order = np.argsort(bb)
     bb, y = bb[order], y[order]
-    deltas, resid = [], None
+    deltas: list[float] = []
+    resid = np.zeros_like(y)
     for lo in sorted({0, n // 2 if n - n // 2 >= 3 else 0, n - 3}):
         coef = np.polyfit(bb[lo:], y[lo:], 1)
         deltas.append(float(coef[0]))
@@ -390,6 +391,15 @@ def rates_entry(r, *, t_min: float = 100.0) -> dict:
     are both known; :func:`fit_chain_rate_window`, with ``chain_chi2``, ``chain_dof``, ``chain_p``),
     ``sabeta_window_slope`` (the straight slope of SA-beta's ``log T2`` over that same window) and
     ``ratio`` ([[beta, T2 / chain mean, low, high], ...], the interval from the chain mean's).
+
+    Examples
+    --------
+    >>> from attention_fw.experiments.sabeta import family_task
+    >>> r = family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=1e3, num=6, cap=10**5, chain_runs=20,
+    ...                 chain_budget=100, rng=0)
+    >>> q = rates_entry(r)
+    >>> q["c_inf_ci"][0] <= 1.5 <= q["c_inf_ci"][1], len(q["local_slopes"]), q["chain_window"] is not None
+    (True, 5, True)
     """
     b = np.asarray(r["betas"], float)
     T = np.asarray(r["T2_sabeta"], float)

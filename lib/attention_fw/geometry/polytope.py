@@ -186,12 +186,16 @@ def outside_hull(points: npt.ArrayLike, q: npt.ArrayLike, tol: float = 1e-12) ->
     """Whether each query point lies outside ``conv(points)`` by more than ``tol`` (facet offsets).
 
     One point set (m, d) with queries (k, d) gives (k,); a batch (R, m, d) with (R, k, d)
-    gives (R, k). The hull must span ``R^d`` (raises otherwise).
+    gives (R, k). A degenerate hull (the points on a line, or all equal: a segment or a point) is
+    handled in its own affine span: a query is outside when its distance to that span, or to the
+    hull inside the span, exceeds ``tol``.
 
     Examples
     --------
     >>> outside_hull([[0, 0], [1, 0], [0, 1]], [[0.2, 0.2], [1.0, 0.0], [0.6, 0.6]])
     array([False, False,  True])
+    >>> outside_hull([[0, 0], [1, 1], [2, 2]], [[1.5, 1.5], [3, 3], [1, 0]])   # a segment
+    array([False,  True,  True])
     """
     P = V.tokens("points", points)
     Q = V.as_float_array("q", q, min_ndim=P.ndim, max_ndim=P.ndim, last_dim=P.shape[-1])
@@ -200,12 +204,32 @@ def outside_hull(points: npt.ArrayLike, q: npt.ArrayLike, tol: float = 1e-12) ->
     Pb, Qb = (P[None], Q[None]) if P.ndim == 2 else (P, Q)
     out = np.empty(Qb.shape[:2], dtype=bool)
     for r in range(Pb.shape[0]):            # qhull takes one point set at a time
-        try:
-            eq = spatial.ConvexHull(Pb[r]).equations       # a.x + b <= 0 inside
-        except spatial.QhullError as exc:
-            raise ValueError(f"points must span R^d (their hull is degenerate): {exc}".splitlines()[0]) from None
-        out[r] = ((Qb[r] @ eq[:, :-1].T + eq[:, -1]) > tol).any(axis=1)
+        out[r] = _outside_one(Pb[r], Qb[r], tol)
     return out[0] if P.ndim == 2 else out
+
+
+def _outside_one(P: np.ndarray, Q: np.ndarray, tol: float) -> np.ndarray:
+    """:func:`outside_hull` for one point set (m, d) and its queries (k, d), any dimension of hull."""
+    c = P.mean(axis=0)
+    _, s, vt = np.linalg.svd(P - c, full_matrices=False)
+    scale = max(1.0, float(np.abs(P).max()))
+    rank = int((s > 1e-12 * scale).sum())
+    if rank == P.shape[1] and P.shape[1] > 1:
+        try:
+            eq = spatial.ConvexHull(P).equations        # a.x + b <= 0 inside
+            return ((Q @ eq[:, :-1].T + eq[:, -1]) > tol).any(axis=1)
+        except spatial.QhullError:
+            rank = P.shape[1] - 1                         # flat to within qhull's precision
+    U = vt[:rank]                                         # the affine span of the points
+    rel = Q - c
+    inside = rel @ U.T
+    off = np.linalg.norm(rel - inside @ U, axis=1) > tol
+    if rank == 0:
+        return off
+    if rank == 1:
+        t = (P - c) @ U[0]
+        return off | (inside[:, 0] < t.min() - tol) | (inside[:, 0] > t.max() + tol)
+    return off | _outside_one((P - c) @ U.T, inside, tol)
 
 
 # ----------------------------------------------------------------------------- hypotheses of Section 5

@@ -77,10 +77,15 @@ def fig_stay_put(run: dict, name: str = "ctx-stay-put"):
     a.set_title(f"(a) $n={_count(n)}$, $d={run['d']}$: the owners never move", loc="left")
     a.legend(frameon=False, loc="upper right", fontsize=8)
     b.semilogy(t, (1 - run["gamma"]) ** t, "k-", lw=0.9, label=r"$(1-\gamma)^t$")
-    b.semilogy(t, run["ratio_median"], "o", color=COLORS[1], ms=4, mfc="none", label="median ratio")
-    b.semilogy(t, run["ratio_max"], "x", color=COLORS[2], ms=4, label="largest ratio")
-    err = np.maximum(np.asarray(run["closed_form_error"], float), 1e-17)
-    b.semilogy(t, err, "s", color=COLORS[3], ms=3, label="deviation from the closed form")
+    led = run["led_by_owner"] > 0
+    if led:
+        b.semilogy(t, run["ratio_median"], "o", color=COLORS[1], ms=4, mfc="none", label="median ratio")
+        b.semilogy(t, run["ratio_max"], "x", color=COLORS[2], ms=4, label="largest ratio")
+        err = np.maximum(np.asarray(run["closed_form_error"], float), 1e-17)
+        b.semilogy(t, err, "s", color=COLORS[3], ms=3, label="deviation from the closed form")
+    else:      # every token owns its cell or follows a non-owner: nothing to compare with the closed form
+        b.text(0.5, 0.3, "no token is led by an owner:\nno ratio to show", transform=b.transAxes,
+               ha="center", va="center", fontsize=8)
     b.set_xlabel("layer $t$")
     b.xaxis.set_major_locator(MaxNLocator(integer=True))
     b.set_ylim(1e-18, 10.0)
@@ -91,4 +96,7 @@ def fig_stay_put(run: dict, name: str = "ctx-stay-put"):
     data = {k: run[k] for k in ("n", "d", "gamma", "steps", "seed", "owners", "led_by_owner", "others", "moved",
                                 "never_moved", "never_moved_are_owners", "closed_form_error", "ratio_median",
                                 "ratio_max", "probability")}
+    if not led:     # null where a number does not exist, with the reason
+        data.update(closed_form_error=None, ratio_median=None, ratio_max=None,
+                    ratio_note="null: no token is led by an owner of its cell, so there is no ratio to measure")
     return saved(fig, name, data)

@@ -81,8 +81,15 @@ def fig_hull_area(areas, curves: int = 40, name: str = "ch2-hull-area"):
     """Hull area relative to the initial one: up to ``curves`` systems and the median over all."""
     fig, ax = plt.subplots(figsize=(plotting.ONE_COLUMN, 2.3))
     norm = areas / areas[0]
-    ax.semilogy(norm[:, :curves], color="C0", lw=0.6, alpha=0.5)
-    ax.semilogy(np.median(norm, axis=1), color="k", lw=1.5, label="median")
+    positive = norm[norm > 0]
+    # a hull that became flat (area 0: a segment or a point) is drawn on a floor below the rest
+    floor = 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-16
+    flat = (norm == 0).any()
+    shown = np.where(norm > 0, norm, floor)
+    ax.semilogy(shown[:, :curves], color="C0", lw=0.6, alpha=0.5)
+    ax.semilogy(np.maximum(np.median(norm, axis=1), floor), color="k", lw=1.5, label="median")
+    if flat:
+        ax.axhline(floor, color="0.5", lw=0.8, ls=":", label="area 0 (flat hull)")
     ax.set_xlabel("layer $t$")
     ax.set_ylabel(r"area$(\mathcal{K}^t)\,/\,$area$(\mathcal{K}^0)$")
     ax.legend(frameon=False)

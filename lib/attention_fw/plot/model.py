@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from . import style as plotting
 from ..results import Result
@@ -27,6 +28,7 @@ def fig_beta_limit(res: Result, n: int | None = None, name: str = "ch1-beta-limi
     ax.loglog(res.betas, np.maximum(res.median, FLOOR), "o-", ms=3, label="median over configurations")
     ax.loglog(res.betas, np.maximum(res.worst, FLOOR), "s--", ms=3, color="C3", label="worst configuration")
     ax.axhline(FLOOR, color="0.6", lw=0.8, ls=":")
+    ax.xaxis.set_minor_formatter(NullFormatter())      # a short range of beta: labelled minor ticks collide
     ax.set_xlabel(r"inverse temperature $\beta$")
     ax.set_ylabel(r"$\max_i\|x_i^t(\beta)-x_i^t(\infty)\|$")
     ax.set_title(f"(1.3) against (SA$\\infty$) after t = {res.steps} layers", fontsize=8)
@@ -45,8 +47,11 @@ def fig_beta_limit(res: Result, n: int | None = None, name: str = "ch1-beta-limi
 
 def beta_limit_data(res: Result, n: int | None) -> dict:
     """The numbers saved beside the beta-limit figure."""
+    const = res.const if np.isfinite(res.const) else None
     return {"betas": res.betas, "median": res.median, "worst": res.worst, "Delta": res.Delta,
-            "errors": res.errors, "steps": res.steps, "n": n, "h": res.h}
+            "errors": res.errors, "steps": res.steps, "n": n, "h": res.h, "const": const,
+            "const_note": ("the largest error * exp(beta Delta) over the points with beta Delta > 10 (the dashed line)"
+                           if const is not None else "null: no point has beta Delta > 10, no line is fitted")}
 
 
 def fig_sap_expectation(res: Result, token: int = 0, name: str = "ch1-sap-expectation"):
@@ -82,6 +87,7 @@ def fig_sap_expectation(res: Result, token: int = 0, name: str = "ch1-sap-expect
     ref = res.errs[0] * np.sqrt(res.checkpoints[0] / np.array(res.checkpoints, dtype=float))
     ax2.loglog(res.checkpoints, ref, "k:", lw=0.8, label=r"slope $-1/2$")
     ax2.set_xlabel("Monte Carlo samples $M$")
+    ax2.xaxis.set_minor_formatter(NullFormatter())     # labelled minor ticks of a short log axis collide
     ax2.set_title("convergence of the mean", fontsize=8)
     ax2.legend(frameon=False, fontsize=8)
     return saved(fig, name, sap_data(res, token))

@@ -128,7 +128,7 @@ def fig_rates(results, rates: list[dict], name: str = "sabeta-rates"):
         c0 = q["c0"]
         if q.get("c_inf") is not None:
             lo, hi = q["c_inf_ci"]
-            h = ax.errorbar(q["c_inf"] / c0, yi + 0.14, xerr=[[(q["c_inf"] - lo) / c0], [(hi - q["c_inf"]) / c0]],
+            h: Any = ax.errorbar(q["c_inf"] / c0, yi + 0.14, xerr=[[(q["c_inf"] - lo) / c0], [(hi - q["c_inf"]) / c0]],
                             fmt="s", ms=3.5, color="C3", capsize=1.5)
             lab.setdefault(r"SA$\beta$: exponent $c_\infty$ (interval of the model)", h)
         else:

@@ -14,7 +14,8 @@ from ..experiments import trained_heads as T
 from ._figure import saved
 from .style import TWO_COLUMN
 
-__all__ = ["COLORS", "HEAD_KEYS", "fig_heads_map", "fig_support", "fig_sentence", "fig_dynamics"]
+__all__ = ["COLORS", "HEAD_KEYS", "LABELS", "fig_heads_map", "fig_support", "fig_sentence", "fig_dynamics",
+           "fig_hull_test"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 """matplotlib's default colour cycle, read once at import (never changed)."""
@@ -214,3 +215,81 @@ def fig_dynamics(runs: list, sweep: list):
                columnspacing=1.2)
     fig.tight_layout(rect=(0.0, legend_in / height, 1.0, 1.0))
     return saved(fig, "trained-dynamics", data)
+
+
+LABELS = {
+    "near_top_0.5": r"near top $\Delta{=}0.5$", "near_top_1": r"near top $\Delta{=}1$",
+    "near_top_2": r"near top $\Delta{=}2$", "near_top_4": r"near top $\Delta{=}4$",
+    "robust_0.01": r"robust $\varepsilon{=}0.01$", "robust_0.03": r"robust $\varepsilon{=}0.03$",
+    "robust_0.1": r"robust $\varepsilon{=}0.1$", "projected_2": "vertices, 2 PCs", "projected_3": "vertices, 3 PCs",
+    "projected_4": "vertices, 4 PCs", "projected_8": "vertices, 8 PCs", "query_span": "vertices, query span",
+    "support": r"support $e^{H}$", "mass90": "90% of the mass", "participation": r"$1/\sum a^2$",
+    "leaders": "distinct leaders",
+}
+"""How :func:`fig_hull_test` names each statistic of :mod:`attention_fw.experiments.hull_counts`."""
+
+
+def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "leaders", "near_top_1", "robust_0.1",
+                                                                    "projected_2", "projected_4")):
+    """The hull prediction against the computation. (a) The exponent ``b`` of ``count ~ n^b`` of every
+    statistic (:mod:`attention_fw.experiments.hull_counts`), pooled over the 72 heads with its
+    bootstrap interval ([CLS] and [SEP] excluded: filled; included: open) and per layer (small
+    dots, coloured by layer); the statistics without a fit are marked "no fit". (b) The mean count
+    over the 72 heads against ``n`` for a few statistics, with ``n`` itself dashed.
+
+    ``data`` holds ``scaling`` (entries ``statistic``, ``variant``, ``layer``, ``exponent``,
+    ``ci``), ``statistics``, ``layers``, ``n`` and ``pooled`` ({variant: {statistic: mean count
+    per input}}); it is saved with the figure as ``trained-hull-test``."""
+    stats = list(data["statistics"])
+    by = {(e["statistic"], e["variant"], e["layer"]): e for e in data["scaling"]}
+    fig, (a, b) = plt.subplots(1, 2, figsize=(TWO_COLUMN, 3.6), gridspec_kw={"width_ratios": [1.6, 1]})
+    x = np.arange(len(stats))
+    cmap = plt.get_cmap(LAYER_CMAP)
+    L = int(data["layers"])
+    for k, s in enumerate(stats):
+        for kind, dx, face in (("excluded", -0.08, "k"), ("included", 0.18, "white")):
+            e = by.get((s, kind, "all"))
+            if e is None or e["exponent"] is None:
+                a.annotate("no fit", (k + dx, 0.05), rotation=90, fontsize=7, ha="center", color="0.4")
+                continue
+            lo, hi = e["ci"]
+            a.plot([k + dx, k + dx], [lo, hi], color="k", lw=1.2)
+            a.plot(k + dx, e["exponent"], "o", mfc=face, mec="k", ms=4.5, mew=0.9, zorder=3)
+        for layer in range(L):
+            e = by.get((s, "excluded", layer))
+            if e is not None and e["exponent"] is not None:
+                a.plot(k - 0.45 + 0.05 * layer, e["exponent"], ".", color=cmap(layer / max(L - 1, 1)), ms=3.5)
+    a.axhline(1.0, color="0.5", lw=0.8, ls="--")
+    a.axhline(0.0, color="0.8", lw=0.6)
+    a.axvline(len([s for s in stats if s not in ("support", "mass90", "participation", "leaders")]) - 0.5,
+              color="0.6", lw=0.8, ls=":")
+    a.set_xticks(x)
+    a.set_xticklabels([LABELS.get(s, s) for s in stats], rotation=90, fontsize=7)
+    a.set_xlim(-0.6, len(stats) - 0.4)
+    a.set_ylim(-0.1, 1.35)
+    a.set_ylabel(r"exponent $b$ of count $\sim n^{b}$")
+    a.set_title("(a) growth with $n$: hull counts | attention counts", loc="left")
+    handles = [plt.Line2D([], [], marker="o", ls="", mfc="k", mec="k", ms=4.5, label="[CLS], [SEP] excluded"),
+               plt.Line2D([], [], marker="o", ls="", mfc="white", mec="k", ms=4.5, label="included"),
+               plt.Line2D([], [], marker=".", ls="", color=cmap(0.5), ms=5, label="per layer (0 to 5)")]
+    a.legend(handles=handles, frameon=False, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=3)
+    n = np.asarray(data["n"], float)
+    order = np.argsort(n, kind="stable")
+    b.plot(n[order], n[order], color="0.6", lw=0.8, ls="--", label="$n$")
+    pooled = data["pooled"][variant]
+    for k, s in enumerate(shown):
+        b.plot(n[order], np.asarray(pooled[s], float)[order], ".", color=COLORS[k % len(COLORS)], ms=3.5,
+               label=LABELS.get(s, s))
+    b.set_xscale("log")
+    b.set_yscale("log")
+    for axis, top in ((b.xaxis, n.max()), (b.yaxis, n.max())):
+        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200) if t <= top * 1.5]
+        axis.set_major_locator(plt.FixedLocator(ticks))
+        axis.set_major_formatter(plt.FixedFormatter([str(t) for t in ticks]))
+        axis.set_minor_formatter(plt.NullFormatter())
+    b.set_xlabel("tokens $n$ of the input")
+    b.set_ylabel("mean count over the 72 heads")
+    b.set_title(f"(b) counts against $n$ ({variant})", loc="left")
+    b.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return saved(fig, "trained-hull-test", data)

@@ -1,0 +1,701 @@
+"""The exit time of (SA-beta) by exact stepping: the compiled kernel and :func:`sabeta_exit_times`.
+
+Part of :mod:`attention_fw.experiments.sabeta` (which re-exports its public names); see there for the
+dynamics and the exit event.
+
+Exact hull test. For each group the hull of its initial tokens is stored as half-spaces
+(when it is full-dimensional) and as boundary primitives (points, segments, triangles whose
+union is the boundary, or the whole hull when it is lower-dimensional). For a token ``x``:
+if some half-space ``<a, x> <= b`` (``|a| = 1``) is violated by more than ``eps``, the distance
+exceeds ``eps`` (a lower bound: exit); if none is violated, ``x`` is inside (distance 0);
+otherwise the distance is the minimum of the exact distances to the primitives (for a point
+outside a convex polytope the nearest point lies on its boundary). Dimensions 1, 2 and 3.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+from scipy import spatial
+
+from .. import _validate as V
+from ..geometry.polytope import regular_polygon  # noqa: F401  (the Examples use it)
+from ..model import dynamics  # noqa: F401  (the Examples use it)
+from ..results import Result
+
+__all__ = ["hull_primitives", "sabeta_exit_times"]
+
+_KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
+
+
+# ----------------------------------------------------------------------------------------
+# the hull of one group: half-spaces and boundary primitives
+# ----------------------------------------------------------------------------------------
+
+def hull_primitives(points) -> Result:
+    """Exact description of ``conv(points)`` ((m, d), d <= 3) for distance tests.
+
+    Returns a Result with ``halfspaces`` (h, d + 1) rows ``(a, b)`` with ``|a| = 1`` and
+    ``conv = {<a, x> <= b}`` (h = 0 when the hull is not full-dimensional), ``kinds`` (p,)
+    (1 point, 2 segment, 3 triangle) and ``corners`` (p, 3, d) (unused corners repeat the
+    first), such that ``dist(x, conv) = 0`` inside and ``min_p dist(x, primitive_p)``
+    outside, and ``dim`` (the affine dimension).
+
+    Examples
+    --------
+    A square in the plane: 4 half-spaces and its 4 edges; three collinear points: one segment;
+    a triangle in R^3 (lower-dimensional): the triangle itself, no half-space.
+
+    >>> sq = hull_primitives([[0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5]])
+    >>> sq.dim, sq.halfspaces.shape, sq.kinds.tolist()
+    (2, (4, 3), [2, 2, 2, 2])
+    >>> (
+    ...     hull_primitives([[0, 0], [1, 1], [2, 2]]).kinds.tolist(),
+    ...     hull_primitives([[1, 2]]).kinds.tolist(),
+    ... )
+    ([2], [1])
+    >>> t3 = hull_primitives([[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    >>> t3.dim, t3.halfspaces.shape[0], t3.kinds.tolist()
+    (2, 0, [3])
+    """
+    P = np.unique(V.as_float_array("points", points, ndim=2), axis=0)
+    m, d = P.shape
+    if d > 3:
+        raise ValueError(f"points must be in dimension 1, 2 or 3, got {d}")
+    scale = max(float(np.abs(P).max()), 1e-300)
+    Q = P - P[0]
+    sv = np.linalg.svd(Q, compute_uv=False) if m > 1 else np.zeros(1)
+    dim = int(np.sum(sv > 1e-10 * scale))
+    hs = np.zeros((0, d + 1))
+    corners, kinds = [], []
+    if dim == 0:
+        kinds, corners = [_KIND_POINT], [[P[0]] * 3]
+    elif dim == 1:
+        u = np.linalg.svd(Q)[2][0]
+        s = Q @ u
+        a, b = P[np.argmin(s)], P[np.argmax(s)]
+        kinds, corners = [_KIND_SEGMENT], [[a, b, a]]
+    elif dim == d:                                   # full-dimensional: half-spaces and the boundary
+        hull = spatial.ConvexHull(P)
+        eq = hull.equations
+        hs = np.c_[eq[:, :-1], -eq[:, -1]]
+        if d == 2:
+            for i, j in hull.simplices:
+                kinds.append(_KIND_SEGMENT)
+                corners.append([P[i], P[j], P[i]])
+        else:
+            for tri in hull.simplices:
+                kinds.append(_KIND_TRIANGLE)
+                corners.append(list(P[tri]))
+    else:                                            # a planar group in R^3: fan of triangles
+        basis = np.linalg.svd(Q)[2][:2]
+        hull = spatial.ConvexHull(Q @ basis.T)
+        ring = P[hull.vertices]
+        for k in range(1, len(ring) - 1):
+            kinds.append(_KIND_TRIANGLE)
+            corners.append([ring[0], ring[k], ring[k + 1]])
+    return Result(halfspaces=np.asarray(hs, float), kinds=np.asarray(kinds, np.int64),
+                  corners=np.asarray(corners, float).reshape(len(kinds), 3, d), dim=dim)
+
+
+# ----------------------------------------------------------------------------------------
+# the compiled kernel
+# ----------------------------------------------------------------------------------------
+
+_numba: Any
+try:                                     # compiled lazily, at the first call, and cached on disk
+    import numba as _numba
+except ImportError:                      # pragma: no cover - numba is pinned in requirements.txt
+    _numba = None
+prange: Any
+if _numba is not None and os.environ.get("ATTENTION_FW_KERNELS", "numba").strip().lower() != "numpy":
+    jit = _numba.njit(cache=True, nogil=True, error_model="numpy")
+    jit_sum = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
+    pjit = _numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+    jit_exp = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+    prange = _numba.prange
+else:                                    # plain Python: same numbers, for small cases only
+    def jit(f):
+        return f
+    pjit = jit_sum = jit_exp = jit
+    prange = range
+
+
+def _kernel():
+    """The kernel (compiled with numba, one system per thread, unless ``ATTENTION_FW_KERNELS=numpy``)."""
+    return _run
+
+
+@jit
+def _seg_d2(p, a, b, D):
+    """Squared distance from p to the segment [a, b] (D coordinates)."""
+    ab2 = 0.0
+    t = 0.0
+    for k in range(D):
+        e = b[k] - a[k]
+        ab2 += e * e
+        t += (p[k] - a[k]) * e
+    if ab2 > 0.0:
+        t = min(max(t / ab2, 0.0), 1.0)
+    else:
+        t = 0.0
+    s = 0.0
+    for k in range(D):
+        w = p[k] - a[k] - t * (b[k] - a[k])
+        s += w * w
+    return s
+
+
+@jit
+def _tri_d2(p, a, b, c, D):
+    """Squared distance from p to the (non-degenerate) triangle abc."""
+    d11 = 0.0
+    d12 = 0.0
+    d22 = 0.0
+    w1 = 0.0
+    w2 = 0.0
+    for k in range(D):
+        e1 = b[k] - a[k]
+        e2 = c[k] - a[k]
+        w = p[k] - a[k]
+        d11 += e1 * e1
+        d12 += e1 * e2
+        d22 += e2 * e2
+        w1 += w * e1
+        w2 += w * e2
+    den = d11 * d22 - d12 * d12
+    u = (d22 * w1 - d12 * w2) / den
+    v = (d11 * w2 - d12 * w1) / den
+    if u >= 0.0 and v >= 0.0 and u + v <= 1.0:
+        s = 0.0
+        for k in range(D):
+            w = p[k] - a[k] - u * (b[k] - a[k]) - v * (c[k] - a[k])
+            s += w * w
+        return s
+    return min(_seg_d2(p, a, b, D), min(_seg_d2(p, b, c, D), _seg_d2(p, a, c, D)))
+
+
+@jit
+def _dist2(p, g, eps, hs_lo, hs_hi, HS, pr_lo, pr_hi, PK, PC, D):
+    """Squared distance from p to the hull of group g, exact when it is at most ``eps^2``; a number
+    above ``eps^2`` (a lower bound of it) otherwise."""
+    if hs_hi[g] > hs_lo[g]:
+        worst = -np.inf
+        for f in range(hs_lo[g], hs_hi[g]):
+            s = -HS[f, D]
+            for k in range(D):
+                s += HS[f, k] * p[k]
+            if s > worst:
+                worst = s
+        if worst <= 0.0:
+            return 0.0
+        if worst > eps:
+            return worst * worst
+    best = np.inf
+    for q in range(pr_lo[g], pr_hi[g]):
+        kind = PK[q]
+        if kind == 1:
+            s = 0.0
+            for k in range(D):
+                w = p[k] - PC[q, 0, k]
+                s += w * w
+        elif kind == 2:
+            s = _seg_d2(p, PC[q, 0], PC[q, 1], D)
+        else:
+            s = _tri_d2(p, PC[q, 0], PC[q, 1], PC[q, 2], D)
+        if s < best:
+            best = s
+    return best
+
+
+# exp(r) = sum_k r^k / k! on |r| <= log(2) / 2: the degree-13 Taylor remainder is below 4e-18
+_EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.6931471803691238           # Cody-Waite split of log(2): k * _LN2_HI is exact for |k| < 2^20
+_LN2_LO = 1.9082149292705877e-10
+_ROUND = 6755399441055744.0            # 1.5 * 2^52: t + _ROUND - _ROUND rounds t to an integer (|t| < 2^51)
+_ROUND_BITS = int(np.float64(_ROUND).view(np.int64))
+
+
+@jit_exp
+def _exp_row(a, out, bits, scale, n):
+    """``out[:n] = exp(a[:n])`` for ``a <= 709``, in loops LLVM vectorises (numba's scalar ``exp``
+    is a library call per entry, and numpy's ``exp`` on float64 is one too on CPUs without AVX-512).
+
+    ``exp(a) = 2^k exp(r)``, ``k = round(a / log 2)``, ``r = a - k log 2`` (Cody-Waite), ``exp(r)``
+    by its Taylor polynomial of degree 13 (Horner, fused multiply-adds where the CPU has them).
+    ``k`` is rounded by adding and subtracting ``1.5 * 2^52`` (no float-to-integer conversion, which
+    AVX2 cannot vectorise), and ``2^k`` is written into the exponent bits from the integer bits of
+    that sum (``scale`` is a float64 view of the int64 scratch ``bits``). Accurate to about 1 ulp
+    (tested against numpy's ``exp``); arguments below -708 (where ``2^k`` would be subnormal) go
+    through ``math.exp``.
+    """
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _EXP_C
+    for j in range(n):
+        x = max(a[j], -708.0)
+        t = x * _LOG2E + _ROUND
+        k = t - _ROUND
+        r = (x - k * _LN2_HI) - k * _LN2_LO
+        p = c13
+        p = p * r + c12
+        p = p * r + c11
+        p = p * r + c10
+        p = p * r + c9
+        p = p * r + c8
+        p = p * r + c7
+        p = p * r + c6
+        p = p * r + c5
+        p = p * r + c4
+        p = p * r + c3
+        p = p * r + c2
+        p = p * r + c1
+        p = p * r + c0
+        out[j] = p
+        scale[j] = t
+    for j in range(n):
+        bits[j] = (bits[j] - _ROUND_BITS + 1023) << 52
+    for j in range(n):
+        out[j] *= scale[j]
+    for j in range(n):
+        if a[j] < -708.0:
+            out[j] = math.exp(a[j])
+
+
+@jit_sum
+def _sum(e, n):
+    s = 0.0
+    for j in range(n):
+        s += e[j]
+    return s
+
+
+@jit_sum
+def _dot(e, v, n):
+    s = 0.0
+    for j in range(n):
+        s += e[j] * v[j]
+    return s
+
+
+@jit_sum
+def _wsum(e, w, m):
+    s = 0.0
+    for q in range(m):
+        s += e[q] * w[q]
+    return s
+
+
+@jit_sum
+def _wdot(e, w, x, m):
+    s = 0.0
+    for q in range(m):
+        s += e[q] * w[q] * x[q]
+    return s
+
+
+@jit
+def _sym_scores(xt, Br, hb, a, bxi, b, n, D):
+    """The packed upper triangle ``a[o_i + j - i] = beta <B x_i, x_j> - hb_i - hb_j`` (j >= i); returns its length."""
+    o = 0
+    for i in range(n):
+        for k in range(D):
+            bk = 0.0
+            for m in range(D):
+                bk += Br[k, m] * xt[m, i]
+            bxi[k] = b * bk
+        h = hb[i]
+        m_ = n - i
+        ar = a[o:o + m_]
+        hr = hb[i:]
+        for q in range(m_):
+            ar[q] = -h - hr[q]
+        for k in range(D):
+            c = bxi[k]
+            xr = xt[k, i:]
+            for q in range(m_):
+                ar[q] += c * xr[q]
+        o += m_
+    return o
+
+
+@jit
+def _sym_sums(xt, w, e, tot, acc, n, D):
+    """``tot_i = sum_j E_ij w_j`` and ``acc_ki = sum_j E_ij w_j x_kj`` from the packed upper triangle ``e`` of E."""
+    for j in range(n):
+        tot[j] = 0.0
+        for k in range(D):
+            acc[k, j] = 0.0
+    o = 0
+    for i in range(n):
+        m_ = n - i
+        er = e[o:o + m_]
+        wr = w[i:]
+        tot[i] += _wsum(er, wr, m_)               # row i, j >= i: weights w_j
+        for k in range(D):
+            acc[k, i] += _wdot(er, wr, xt[k, i:], m_)
+        wi = w[i]                                  # rows j > i: the same E_ij with the weight w_i
+        tr = tot[i:]
+        for q in range(1, m_):
+            tr[q] += er[q] * wi
+        for k in range(D):
+            c = wi * xt[k, i]
+            ak = acc[k, i:]
+            for q in range(1, m_):
+                ak[q] += er[q] * c
+        o += m_
+
+
+@jit
+def _sym_step(xt, yt, Br, hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D):
+    """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Br``, D x D).
+
+    With ``hb_j = beta <B x_j, x_j> / 2`` the shifted scores ``E_ij = exp(beta <B x_i, x_j> - hb_i - hb_j)``
+    are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only ``j >= i`` is
+    evaluated: ``n (n + 1) / 2`` exponentials instead of ``n^2``, in one vectorised call over the
+    packed upper triangle (``a``, ``e``, ``bits`` hold ``n (n + 1) / 2`` entries).
+    ``E_ij`` enters row i with the weight ``w_j = m_j e^{hb_j}`` and row j with ``w_i``, and
+    ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of ``beta <B x_i, x_j> + log m_j``
+    (the score of a pair is computed once, from ``B x_i`` with ``i <= j``; the difference to a
+    row-by-row evaluation is rounding). The loops run over row views (``a[o:o + m]``), whose
+    indices numba knows to be non-negative, so that LLVM vectorises them.
+    """
+    o = _sym_scores(xt, Br, hb, a, bxi, b, n, D)
+    _exp_row(a, e, bits, scale, o)
+    _sym_sums(xt, w, e, tot, acc, n, D)
+    for i in range(n):
+        for k in range(D):
+            yt[k, i] = xt[k, i] + gm * (acc[k, i] / tot[i] - xt[k, i])
+
+
+@pjit
+def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, pr_lo, pr_hi, PK, PC,
+         cap, rec_t, T_out, X_out, X_rec):
+    """Step every system r until its exit or ``cap[r]`` steps; one system per thread.
+
+    The exit test runs only when it can matter: the distance of a token to its group's hull is
+    1-Lipschitz, so after an exact test that leaves every token at least ``slack`` inside its
+    ``eps``-neighbourhood, no exit is possible until the largest displacements of the tokens,
+    summed over the steps since, reach ``slack`` (less a margin of ``1e-6 eps``, far above the
+    rounding of that running sum, at most about ``1e-16 eps`` per step, over 10^10 steps).
+    """
+    R, N, D = X0.shape
+    K = rec_t.shape[0]
+    for r in prange(R):
+        n = nact[r]
+        xt = np.empty((D, n))                  # the tokens, transposed: the inner loops run over j
+        yt = np.empty((D, n))
+        for i in range(n):
+            for k in range(D):
+                xt[k, i] = X0[r, i, k]
+        P = n * (n + 1) // 2                   # the packed upper triangle of the symmetric path
+        a = np.empty(P)
+        e = np.empty(P)
+        bits = np.empty(P, np.int64)
+        scale = bits.view(np.float64)
+        w = np.empty(n)
+        hb = np.empty(n)
+        logm = np.empty(n)
+        bxi = np.empty(D)
+        p = np.empty(D)
+        tot = np.empty(n)
+        acc = np.empty((D, n))
+        for j in range(n):
+            logm[j] = math.log(W[r, j])
+        b = beta[r]
+        gm = gamma[r]
+        ep = eps[r]
+        margin = 1e-6 * ep
+        slack = -1.0
+        T_out[r] = -1
+        kr = 0
+        while kr < K and rec_t[kr] == 0:
+            for i in range(n):
+                for k in range(D):
+                    X_rec[r, kr, i, k] = xt[k, i]
+            kr += 1
+        t = 0
+        while t < cap[r]:
+            t += 1
+            top = 0.0
+            low = np.inf
+            for j in range(n):                 # half the scaled self-scores, beta <B x_j, x_j> / 2
+                s = 0.0
+                for k in range(D):
+                    bk = 0.0
+                    for m in range(D):
+                        bk += Bm[r, k, m] * xt[m, j]
+                    s += bk * xt[k, j]
+                hb[j] = 0.5 * b * s
+                top = max(top, hb[j])
+                low = min(low, hb[j])
+            if sym[r] and low >= 0.0 and top <= 600.0:
+                # B symmetric positive semi-definite: beta S_ij <= hb_i + hb_j, so with the shift
+                # hb_i + hb_j every exponential is <= 1 and A_ij ∝ exp(beta S_ij - hb_i - hb_j) w_j.
+                for j in range(n):
+                    a[j] = hb[j] + logm[j]
+                _exp_row(a, w, bits, scale, n)
+                _sym_step(xt, yt, Bm[r], hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D)
+            else:
+                for i in range(n):             # any B: the row maximum as the shift
+                    for k in range(D):
+                        bk = 0.0
+                        for m in range(D):
+                            bk += Bm[r, k, m] * xt[m, i]
+                        bxi[k] = b * bk
+                    for j in range(n):
+                        a[j] = logm[j]
+                    for k in range(D):
+                        c = bxi[k]
+                        for j in range(n):
+                            a[j] += c * xt[k, j]
+                    mx = a[0]
+                    for j in range(1, n):
+                        mx = max(mx, a[j])
+                    for j in range(n):
+                        a[j] -= mx
+                    _exp_row(a, e, bits, scale, n)
+                    tot_i = _sum(e, n)
+                    for k in range(D):
+                        acc_k = _dot(e, xt[k], n)
+                        yt[k, i] = xt[k, i] + gm * (acc_k / tot_i - xt[k, i])
+            move = 0.0
+            for i in range(n):
+                s = 0.0
+                for k in range(D):
+                    dlt = yt[k, i] - xt[k, i]
+                    s += dlt * dlt
+                move = max(move, s)
+            xt, yt = yt, xt
+            while kr < K and rec_t[kr] == t:
+                for i in range(n):
+                    for k in range(D):
+                        X_rec[r, kr, i, k] = xt[k, i]
+                kr += 1
+            if check[r]:
+                slack -= math.sqrt(move)
+                if slack <= margin:            # an exact test
+                    hit = False
+                    slack = np.inf
+                    for i in range(n):
+                        for k in range(D):
+                            p[k] = xt[k, i]
+                        v = _dist2(p, gid[r, i], ep, hs_lo, hs_hi, HS, pr_lo, pr_hi, PK, PC, D)
+                        if v > ep * ep:
+                            hit = True
+                            break
+                        slack = min(slack, ep - math.sqrt(v))
+                    if hit:
+                        T_out[r] = t
+                        break
+        for i in range(n):
+            for k in range(D):
+                X_out[r, i, k] = xt[k, i]
+
+
+# ----------------------------------------------------------------------------------------
+# the public function
+# ----------------------------------------------------------------------------------------
+
+def _as_list(name, value, conv):
+    if isinstance(value, (list, tuple)):
+        return [conv(name, v) for v in value]
+    return None
+
+
+def _systems(x0, sigma):
+    """Lists of (n_r, d_r) starts and (n_r,) labels from one system, a batch or lists."""
+    if isinstance(x0, (list, tuple)):
+        xs = [V.tokens("x0", np.asarray(a, float), batched_ok=False) for a in x0]
+    else:
+        a = V.tokens("x0", x0)
+        xs = list(a) if a.ndim == 3 else [a]
+    if isinstance(sigma, (list, tuple)) and len(sigma) and np.ndim(sigma[0]) == 1:
+        sg = [np.asarray(s) for s in sigma]
+    else:
+        s = np.asarray(sigma)
+        sg = list(s) if s.ndim == 2 else [s]
+    return xs, sg
+
+
+def _broadcast(name, value, R, *, low=None, high=None, low_open=False, high_open=False):
+    a = np.asarray(value, float)
+    if a.ndim > 1 or (a.ndim == 1 and a.size not in (1, R)):
+        raise ValueError(f"{name} must be a number or one value per system ({R}), got shape {a.shape}")
+    a = np.broadcast_to(a.reshape(-1) if a.ndim else a, (R,)).astype(float)
+    for v in a:
+        V.real_scalar(name, float(v), low=low, high=high, low_open=low_open, high_open=high_open)
+    return a
+
+
+def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=None, record_times=None,
+                      region=None) -> Result:
+    """Exit time ``T2`` of (SA-beta) from a clustered configuration, exact stepping, batched.
+
+    ``T2`` is the first ``t >= 1`` at which some token ``x_i^t`` lies farther than ``eps``
+    from ``conv{x_k^0 : sigma_k = sigma_i}`` (the exit time of Theorem 5.4, for the
+    deterministic dynamics), with ``x_i^{t+1} = x_i^t + gamma (sum_j A_ij x_j^t - x_i^t)`` and
+    ``A_ij ∝ m_j exp(beta <B x_i^t, x_j^t>)``, self-interaction included.
+
+    Parameters
+    ----------
+    x0 : (n, d), (R, n, d), or a list of R arrays (n_r, d_r)
+        A list holds configurations of different sizes and dimensions in one call; d <= 3.
+    sigma : (n,) group labels, or one per system
+    gamma, beta, eps : numbers or one per system (R)
+        gamma in (0, 1], beta >= 0, eps > 0 or ``inf`` (never exits: just step ``cap``
+        times). A single configuration with a vector of betas is R systems.
+    B : None (identity), (d, d), or one per system
+        Any real matrix (symmetric positive semi-definite ones take the faster symmetric
+        path, with identical mathematics).
+    cap : number or one per system
+        Steps simulated at most.
+    mass : array, optional
+        Positive weights ``m_j``, (n,) (one per token, same for every system), or one per
+        system.
+    record_times : sequence of int, optional
+        Increasing step numbers at which to keep the configuration.
+    region : (points, labels) or one pair per system, optional
+        The group hulls ``conv{points_k : labels_k = g}`` define the exit region of the tokens
+        with ``sigma = g`` (default: ``(x0, sigma)``); the reduced model starts from other
+        points than the region's.
+
+    Returns
+    -------
+    Result
+        Entries ``T`` (R,) int64 (``-1`` when not exited within ``cap``), ``exited`` (R,)
+        bool, ``cap`` (R,) int64, ``x`` (list of final configurations) and, with
+        ``record_times``, ``records`` (list of (len(record_times), n_r, d_r)) holding NaN
+        after the exit.
+
+    Examples
+    --------
+    Three tokens at the vertices of the equilateral triangle: the hull of each group is a point,
+    and the three tokens drift inwards together; a larger beta holds them longer:
+
+    >>> v = regular_polygon(3)
+    >>> res = sabeta_exit_times(v, [0, 1, 2], 0.1, [2.0, 4.0, 6.0], 0.05, cap=10**5)
+    >>> res.T.tolist()
+    [4, 53, 917]
+
+    The same T as plain stepping of (SA-beta) (:func:`attention_fw.model.dynamics.softmax_step`):
+
+    >>> x, t = v.copy(), 0
+    >>> while np.linalg.norm(x - v, axis=1).max() <= 0.05:
+    ...     x, t = dynamics.softmax_step(x, 0.1, 4.0), t + 1
+    >>> t
+    53
+    """
+    xs, sg = _systems(x0, sigma)
+    if len(sg) == 1 and len(xs) > 1:
+        sg = sg * len(xs)
+    if region is None:
+        regions = list(zip(xs, sg))
+    elif isinstance(region, tuple) and len(region) == 2 and np.ndim(region[1]) == 1:
+        regions = [(np.asarray(region[0], float), np.asarray(region[1]))]
+    else:
+        regions = [(np.asarray(a, float), np.asarray(b)) for a, b in region]
+    # broadcast one configuration over vectors of parameters
+    sizes = {np.size(gamma), np.size(beta), np.size(eps), np.size(cap), len(xs)}
+    R = max(sizes)
+    if len(xs) == 1 and R > 1:
+        xs, sg, regions = xs * R, sg * R, regions * R
+    if len(sg) != R or len(regions) != R:
+        raise ValueError(f"sigma and region must hold one entry per system ({R})")
+    gamma = _broadcast("gamma", gamma, R, low=0, high=1, low_open=True)
+    beta = _broadcast("beta", beta, R, low=0)
+    eps_a = np.asarray(eps, float)
+    if np.any(eps_a <= 0) or np.any(np.isnan(eps_a)):
+        raise ValueError(f"eps must be > 0 (or inf), got {eps!r}")
+    eps = np.broadcast_to(eps_a.reshape(-1) if eps_a.ndim else eps_a, (R,)).astype(float)
+    caps = np.asarray(cap)
+    if caps.dtype.kind not in "iuf" or np.any(caps < 1) or np.any(caps != np.floor(caps)):
+        raise ValueError(f"cap must be a positive integer or one per system, got {cap!r}")
+    caps = np.broadcast_to(caps.reshape(-1) if caps.ndim else caps, (R,)).astype(np.int64)
+    N = max(len(a) for a in xs)
+    D = max(a.shape[1] for a in xs)
+    if D > 3:
+        raise ValueError(f"x0 must be in dimension 1, 2 or 3, got {D}")
+    Bs = _as_list("B", B, lambda n, b: V.as_float_array(n, b, ndim=2)) if isinstance(B, (list, tuple)) else None
+    if Bs is None:
+        if B is None:
+            Bs = [np.eye(a.shape[1]) for a in xs]
+        else:
+            Ba = V.as_float_array("B", B, min_ndim=2)
+            Bs = list(Ba) if Ba.ndim == 3 else [Ba] * R
+    if len(Bs) != R:
+        raise ValueError(f"B must be one matrix or one per system ({R})")
+    X0 = np.zeros((R, N, D))
+    Wm = np.ones((R, N))
+    nact = np.zeros(R, np.int64)
+    Bm = np.zeros((R, D, D))
+    sym = np.zeros(R, bool)
+    gid = np.zeros((R, N), np.int64)
+    HS: list[Any] = []
+    PK: list[Any] = []
+    PC: list[Any] = []
+    hs_lo: list[int] = []
+    hs_hi: list[int] = []
+    pr_lo: list[int] = []
+    pr_hi: list[int] = []
+    nh = npr = 0
+    for r in range(R):
+        a, s = xs[r], np.asarray(sg[r])
+        reg, rlab = regions[r]
+        n, d = a.shape
+        if s.shape != (n,) or s.dtype.kind not in "iu" or (n and s.min() < 0):
+            raise ValueError(f"sigma must be non-negative integer labels, one per token ({n}), in system {r}")
+        if reg.ndim != 2 or reg.shape[1] != d or rlab.shape != (len(reg),):
+            raise ValueError(f"region must be (points (m, {d}), labels (m,)) in system {r}")
+        if not set(np.unique(s).tolist()) <= set(np.unique(rlab).tolist()):
+            raise ValueError(f"region has no points for some label of sigma in system {r}")
+        b = Bs[r]
+        if b.shape != (d, d) or not np.all(np.isfinite(b)):
+            raise ValueError(f"B must be a finite ({d}, {d}) matrix, got shape {b.shape} in system {r}")
+        X0[r, :n, :d] = a
+        nact[r] = n
+        Bm[r, :d, :d] = b
+        Bm[r, d:, d:] = np.eye(D - d)
+        sym[r] = bool(np.allclose(b, b.T, rtol=0, atol=0) and np.linalg.eigvalsh(b).min() >= 0)
+        if mass is not None:
+            ms = mass[r] if isinstance(mass, (list, tuple)) else mass
+            ms = V.as_float_array("mass", ms, ndim=1)
+            if ms.shape != (n,) or np.any(ms <= 0):
+                raise ValueError(f"mass must hold {n} positive weights in system {r}")
+            Wm[r, :n] = ms
+        for g in np.unique(s):
+            hp = hull_primitives(reg[rlab == g])
+            gid[r, np.flatnonzero(s == g)] = len(hs_lo)
+            h = hp.halfspaces
+            hpad = np.zeros((len(h), D + 1))
+            hpad[:, :d] = h[:, :d]
+            hpad[:, D] = h[:, d]
+            HS.append(hpad)
+            c = np.zeros((len(hp.kinds), 3, D))
+            c[:, :, :d] = hp.corners
+            PC.append(c)
+            PK.append(hp.kinds)
+            hs_lo.append(nh)
+            nh += len(h)
+            hs_hi.append(nh)
+            pr_lo.append(npr)
+            npr += len(hp.kinds)
+            pr_hi.append(npr)
+    rec = np.zeros(0, np.int64) if record_times is None else np.asarray(record_times, np.int64)
+    if rec.ndim != 1 or np.any(rec < 0) or np.any(np.diff(rec) <= 0):
+        raise ValueError("record_times must be increasing non-negative step numbers")
+    T = np.zeros(R, np.int64)
+    X_out = np.zeros((R, N, D))
+    X_rec = np.full((R, len(rec), N, D), np.nan)
+    check = np.isfinite(eps)
+    _kernel()(X0, Wm, nact, Bm, sym, beta, gamma, np.where(check, eps, 1.0), check, gid,
+              np.array(hs_lo, np.int64), np.array(hs_hi, np.int64), np.concatenate(HS),
+              np.array(pr_lo, np.int64), np.array(pr_hi, np.int64), np.concatenate(PK).astype(np.int64),
+              np.concatenate(PC), caps, rec, T, X_out, X_rec)
+    shapes = [a.shape for a in xs]
+    out = Result(T=T, exited=T > 0, cap=caps,
+                 x=[X_out[r, :n, :d].copy() for r, (n, d) in enumerate(shapes)])
+    if record_times is not None:
+        out["records"] = [X_rec[r, :, :n, :d].copy() for r, (n, d) in enumerate(shapes)]
+    return out
