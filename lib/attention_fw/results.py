@@ -39,7 +39,9 @@ class ExitTimes:
 
     Examples
     --------
-    >>> es = ExitTimes(times=np.array([3.0, 10.0]), censored=np.array([False, True]), cap=10.0)
+    >>> es = ExitTimes(
+    ...     times=np.array([3.0, 10.0]), censored=np.array([False, True]), cap=10.0
+    ... )
     >>> es.n_censored, es.exited.tolist()
     (1, [True, False])
     """
