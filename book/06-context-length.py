@@ -373,10 +373,12 @@ page.glue(
     run_moved=fmt(lo) if lo == hi else f"between {fmt(lo)} and {fmt(hi)}",
     run_exact="exactly" if run["never_moved_are_owners"] else "NOT exactly",
     run_cf_err=(max(run["closed_form_error"]), ".1e"),
-    run_cf_sentence=(f"They follow Theorem 4.2's closed form to a relative deviation of "
-                     f"{fmt(max(run['closed_form_error']), '.1e')}, i.e. to rounding." if run["led_by_owner"]
-                     else "So no token of this run can be compared with Theorem 4.2's closed form: "
-                          "panel (b) has no ratio to show."),
+    run_cf_sentence=(
+        "They follow Theorem 4.2's closed form to a relative deviation of "
+        f"{fmt(max(run['closed_form_error']), '.1e')}, i.e. to rounding."
+        if run["led_by_owner"]
+        else "So no token of this run can be compared with Theorem 4.2's "
+             "closed form: panel (b) has no ratio to show."),
     run_expected_owners=(run["n"] * run["probability"], ",.0f"),
     run_p=(run["probability"], ".2f"),
 )
@@ -422,11 +424,13 @@ page.figure(
 # (`executor="tcp://scheduler:8786"`), and cached on disk. For example:
 #
 # ```python
-# from attention_fw import context_length as CL, sweeps, tiled
+# from afw_book import sweeps
+# from attention_fw.experiments import context_length as CL
+# from attention_fw.model import tiled
 # tiled.set_memory_budget(2 * 2**30)    # allow 2 GiB of scores per step
-# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], rng=[0, 1],
-#                      systems=1)
-# results = sweeps.run(CL.ownership_task, params, executor="local-dask")
+# params = sweeps.grid(n=[65536, 131072], d=[16, 24, 32, 64], systems=2)
+# results = sweeps.run(CL.ownership_task, params, seed=0,  # one stream per (n, d)
+#                      executor="local-dask")
 # ```
 #
 # On a cluster, set `ATTENTION_FW_MEMORY_BUDGET` (bytes) in the environment of the workers. Any

@@ -242,7 +242,8 @@ corpus = json.loads((BOOK / "data" / "trained-corpus.json").read_text())["senten
 texts = [c["text"] for c in corpus[: p.verses]]
 inputs = texts + TH.passages(texts, p.passage_sizes, p.passages_per_size)
 lengths = enc.tokenize(inputs).lengths
-hull_for = TH.spread(lengths, p.hull_sentences)
+within = np.flatnonzero(lengths <= 128)              # the model's training length
+hull_for = within[TH.spread(lengths[within], p.hull_sentences)]
 study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares),
                         rng=p.seed)
 sub = study["subspace"]
@@ -361,7 +362,7 @@ page.figure(
 # For every input and every head: the **effective support** of each attention row,
 # $e^{H(A_{i\cdot})}$ with $H$ the entropy (1 for a one-hot row, $n$ for a uniform one), averaged over
 # the rows; the number of **distinct hardmax leaders** $\arg\max_jA_{ij}$; and, for
-# {glue:text}`hull_count` inputs spread over the range of lengths, the **vertices of the hull of the
+# {glue:text}`hull_count` inputs spread over the lengths up to 128 tokens, the **vertices of the hull of the
 # keys** $W_Kx_j+b_K$ in the head's 32-dimensional space, by an exact test: a key is a vertex iff
 # the linear program "write it as a convex combination of the other keys" is infeasible. Cheap
 # certificates (a key that is the unique maximiser of some linear functional is a vertex) spare most
@@ -598,6 +599,7 @@ def verdict_sentence(v):
 
 ex, inc = tables["excluded"], tables["included"]
 fit_made = entry(ex, "support")["exponent"] is not None
+no_fit = None if fit_made else entry(ex, "support")["reason"]
 hull_stats = [s for s in HC.HULL]
 probe_heads = [(0, 2), (2, 5), (4, 8), (5, 11)]
 picked = TH.spread(counts["n"], 3)
@@ -632,11 +634,16 @@ page.glue(
         "here): what its heads do there is an extrapolation of the model, not a test of the geometry."
         if (n_l > 128).any() else "All of them are within the model's training length of 128 tokens."),
     boot=p.boot,
-    verdict_text="; ".join(verdict_sentence(v) for v in verdict["excluded"]) + ".",
-    verdict_incl="; ".join(verdict_sentence(v) for v in verdict["included"]) + ".",
-    hull_text="; ".join(f"{LABEL[s]} {with_ci(entry(ex, s))}" for s in hull_stats),
-    support_layers="; ".join(f"layer {layer}: {with_ci(entry(ex, 'support', layer))}" for layer in range(enc.layers)),
-    leaders_layers="; ".join(f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}" for layer in range(enc.layers)),
+    verdict_text=("; ".join(verdict_sentence(v) for v in verdict["excluded"]) + "." if fit_made
+                  else f"no exponent can be fitted ({no_fit})."),
+    verdict_incl=("; ".join(verdict_sentence(v) for v in verdict["included"]) + "." if fit_made
+                  else "the same."),
+    hull_text=("; ".join(f"{LABEL[s]} {with_ci(entry(ex, s))}" for s in hull_stats) if fit_made
+               else f"(no exponent can be fitted: {no_fit})"),
+    support_layers=("; ".join(f"layer {layer}: {with_ci(entry(ex, 'support', layer))}" for layer in range(enc.layers))
+                    if fit_made else "(no fit)"),
+    leaders_layers=("; ".join(f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}" for layer in range(enc.layers))
+                    if fit_made else "(no fit)"),
     halves_text=halves_text,
     near_frac=(f"On the inputs of 100 tokens or more, a fraction {fmt(np.median(frac['near_top_1'][long_]), '.2f')} "
                f"of the keys are within 1 nat of some query's top, {fmt(np.median(frac['robust_0.1'][long_]), '.2f')} "
@@ -663,7 +670,7 @@ else:
     if full:
         parts.append("The hull counts " + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in full)
                      + (" grows" if len(full) == 1 else " grow") + " like n or faster (upper end of the interval at least 0.97): in the heads' space "
-                     "the geometry keeps almost every key, so it cannot separate the prediction from n")
+                     "these counts keep pace with n, so they cannot separate the prediction from n")
     if slow:
         parts.append("only " + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in slow)
                      + (" grows" if len(slow) == 1 else " grow") + " clearly slower than n")
@@ -684,7 +691,8 @@ else:
     conclusion = (
         "; ".join(parts) + ". Of the attention counts (exponents " + fmt(lo_a, ".2f") + " to "
         + fmt(hi_a, ".2f") + "), " + "; ".join(att_sent) + ". So, posed this way, the prediction does not hold: in the heads' "
-        "space the hull counts follow n, while the attention counts grow like a power of n below one; "
+        "space the hull counts follow n, while the attention counts grow more slowly than n (effective "
+        "exponents below one over these lengths); "
         "where an attention count shares the exponent of a low-dimensional projection's vertices, that is a "
         "match of rates, which by itself does not show that the attended tokens are those vertices."
         if not like_n and all(not v["tracks"] or set(v["tracks"]) <= set(slow) for v in att_v) and full else
@@ -692,9 +700,10 @@ else:
     )
 page.glue(
     conclusion_text=conclusion,
-    box_text="; ".join(f"{LABEL[s_]} {with_ci(entry(ex, s_))}" for s_ in
-                       ("support", "mass90", "participation", "leaders", "near_top_1", "robust_0.1",
-                        "projected_2", "projected_3", "projected_4", "projected_8", "query_span")),
+    box_text=("; ".join(f"{LABEL[s_]} {with_ci(entry(ex, s_))}" for s_ in
+                        ("support", "mass90", "participation", "leaders", "near_top_1", "robust_0.1",
+                         "projected_2", "projected_3", "projected_4", "projected_8", "query_span"))
+              if fit_made else f"no exponent at all, as there are too few inputs ({no_fit})"),
 )
 scaling_rows = [dict(statistic=e["statistic"], variant=v, layer=e["layer"], exponent=e["exponent"],
                      ci=e["ci"], reason=e["reason"]) for v in tables for e in tables[v]["entries"]]

@@ -180,3 +180,70 @@ def test_taylor_order_meets_its_bound():
         p = F.taylor_order(rho)
         assert 2.01 * rho ** (p + 1) * exp(rho) / factorial(p + 1) <= F.TAYLOR_TOL
         assert 2.01 * rho ** p * exp(rho) / factorial(p) > F.TAYLOR_TOL
+
+
+# ----------------------------------------------------------------------------- method= of the public steps
+def test_method_keyword_routes_and_defaults_unchanged():
+    import attention_fw as afw
+    from attention_fw.model import tiled as T
+    rng = np.random.default_rng(21)
+    x = rng.uniform(-1, 1, size=(D.HULL_MIN_N + 100, 2))
+    ref = D.hardmax_step(x, 0.5, method="dense")
+    assert np.array_equal(afw.hardmax_step(x, 0.5), ref)                 # auto takes the hull: same bits
+    assert np.array_equal(afw.hardmax_step(x, 0.5, method="hull"), ref)
+    assert np.array_equal(afw.hardmax_step(x, 0.5, method="tiled"), T.hardmax_step(x, 0.5))
+    xs = x[:1500]
+    assert np.array_equal(afw.softmax_step(xs, 0.5, 3.0), D.softmax_step(xs, 0.5, 3.0, method="dense"))
+    assert np.array_equal(afw.softmax_step(xs, 0.5, 3.0, method="tiled"), T.softmax_step(xs, 0.5, 3.0))
+    assert np.abs(afw.softmax_step(xs, 0.5, 3.0, method="fast") - D.softmax_step(xs, 0.5, 3.0)).max() < 1e-9
+    a = afw.sap_step(xs, 0.5, 3.0, rng=4)
+    assert np.array_equal(a, afw.sap_step(xs, 0.5, 3.0, rng=4, method="dense"))
+    run = afw.simulate(x, afw.Hardmax(0.5), 5, method="hull")
+    assert np.array_equal(run.x, afw.simulate(x, afw.Hardmax(0.5, method="dense"), 5).x)
+
+
+def test_method_keyword_bad_values():
+    import attention_fw as afw
+    x = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="method"):
+        afw.hardmax_step(x, 0.5, method="fastest")
+    with pytest.raises(ValueError, match="SAP"):
+        afw.sap_step(x, 0.5, 1.0, rng=0, method="fast")
+    with pytest.raises(ValueError, match="hull"):
+        afw.softmax_step(x, 0.5, 1.0, method="hull")
+    with pytest.raises(TypeError, match="method"):
+        afw.simulate(x, afw.Layer(1.0, np.eye(2), np.eye(2)), 1, method="dense")
+
+
+# ----------------------------------------------------------------------------- experiments.many_tokens
+def test_cell_masses_exact():
+    from attention_fw.experiments import many_tokens as MT
+    from attention_fw.geometry import planar, polytope
+    for k in (3, 5, 8):
+        assert np.allclose(MT.cell_masses(polytope.regular_polygon(k)), 1 / k, atol=1e-12)   # symmetry
+    ang = np.array([0.3, 1.5, 2.4, 3.7, 5.0])
+    V = np.stack([np.cos(ang), np.sin(ang)], 1)
+    m = MT.cell_masses(V)
+    assert abs(m.sum() - 1) < 1e-12
+    x = MT.sample_polygon(V, 400_000, rng=3)                      # the law of large numbers, 5 sigma
+    f = np.bincount(planar.cell_labels(x, V), minlength=5) / len(x)
+    assert np.all(np.abs(f - m) <= 5 * np.sqrt(m * (1 - m) / len(x)))
+    r = MT.hardmax_limit(V, 3000, 30, rng=4)                     # straight to the vertex of the initial cell
+    assert r.straight and r.max_distance < 1e-6 and np.array_equal(r.fractions, r.start_fractions)
+
+
+def test_exact_distances():
+    from scipy.stats import wasserstein_distance
+    from attention_fw.experiments import many_tokens as MT
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(size=300), rng.normal(0.4, 2.0, size=170)
+    assert abs(MT.w1_line(a, b) - wasserstein_distance(a, b)) < 1e-12
+    ta, tb = rng.uniform(0, 2 * np.pi, 40), rng.vonmises(1.0, 3.0, 25) % (2 * np.pi)
+    # the circle: the smallest over cut points of the line distance of the unrolled samples
+    best = min(MT.w1_line((ta - c) % (2 * np.pi), (tb - c) % (2 * np.pi)) for c in np.r_[ta, tb])
+    assert abs(MT.w1_circle(ta, tb) - best) < 1e-12
+    x = rng.normal(size=(50, 2))
+    perm = rng.permutation(50)
+    assert MT.w1_equal(x, x[perm]) == 0.0
+    assert abs(MT.w1_equal(x, x + [3.0, 4.0]) - 5.0) < 1e-12
+    assert MT.sliced_w1(x, x + [3.0, 4.0], 256) <= 5.0

@@ -232,18 +232,45 @@ def test_the_probes_of_the_data_file_are_recomputed_from_their_arrays(tmp_path):
     data = json.loads((tmp_path / "data" / "trained-hull-test.json").read_text())
     assert len(data["probes"]) == 4
     for pr in data["probes"]:
-        Q, K = np.array(pr["queries"]), np.array(pr["keys"])
-        assert K.shape[1] == 32 and len(K) == counts["n"][pr["input"]] - 2
+        assert len(pr["keys"]) == counts["n"][pr["input"]] - 2
         assert counts["excluded"]["near_top_1"][pr["input"], pr["layer"], pr["head"]] == pr["near_top"]["1"]
-        L = Q @ K.T / math.sqrt(32)
-        gap = (L.max(axis=1, keepdims=True) - L).min(axis=0)
-        assert {d: int((gap <= float(d)).sum()) for d in pr["near_top"]} == pr["near_top"]
-        dist = HC.hull_distances(K)
-        diam = max(np.linalg.norm(a - b) for a in K for b in K)
-        assert {e: int((dist > float(e) * diam).sum()) for e in pr["robust_vertices"]} == pr["robust_vertices"]
-        C = K - K.mean(axis=0)
-        _, _, vt = np.linalg.svd(C, full_matrices=False)
-        for k, count in pr["projected_vertices"].items():
-            P = C @ vt[: int(k)].T
-            ref = len(ConvexHull(P).vertices) if int(k) <= 4 and len(P) > int(k) + 1 else int(T.hull_vertices(P).sum())
-            assert ref == count, (pr["input"], pr["layer"], pr["head"], k)
+        _recompute(pr)
+
+
+def _recompute(pr):
+    """Each count of one probe from its "queries" and "keys" alone, by routes independent of the
+    library's (brute-force logits, the exact NNLS distances, Qhull or the LP of trained_heads)."""
+    Q, K = np.array(pr["queries"]), np.array(pr["keys"])
+    assert K.shape[1] == 32 and Q.shape == K.shape
+    L = Q @ K.T / math.sqrt(32)
+    gap = (L.max(axis=1, keepdims=True) - L).min(axis=0)
+    assert {d: int((gap <= float(d)).sum()) for d in pr["near_top"]} == pr["near_top"]
+    dist = HC.hull_distances(K)
+    diam = max(np.linalg.norm(a - b) for a in K for b in K)
+    assert {e: int((dist > float(e) * diam).sum()) for e in pr["robust_vertices"]} == pr["robust_vertices"]
+    C = K - K.mean(axis=0)
+    _, _, vt = np.linalg.svd(C, full_matrices=False)
+    for k, count in pr["projected_vertices"].items():
+        P = C @ vt[: int(k)].T
+        ref = len(ConvexHull(P).vertices) if int(k) <= 4 and len(P) > int(k) + 1 else int(T.hull_vertices(P).sum())
+        assert ref == count, (pr["input"], pr["layer"], pr["head"], k)
+
+
+def test_the_quick_books_probes_are_recomputed_from_the_arrays_of_its_data_file(quick_figures):
+    """figures/presets/quick/data/trained-hull-test.json as chapter 8 writes it: 3 inputs x 4 heads,
+    every count recomputed from the arrays; the inputs and the exponents with the keys the issue asks."""
+    assert quick_figures.returncode == 0, f"the quick book did not build:\n{quick_figures.log[-4000:]}"
+    path = quick_figures.repo / "figures" / "presets" / "quick" / "data" / "trained-hull-test.json"
+    data = json.loads(path.read_text())
+    assert len(data["probes"]) == 12 and len({p["input"] for p in data["probes"]}) == 3
+    for pr in data["probes"]:
+        _recompute(pr)
+    ids = {e["id"] for e in data["inputs"]}
+    assert {p["input"] for p in data["probes"]} <= ids
+    assert all({"id", "source", "text", "token_ids", "n"} <= set(e) and len(e["token_ids"]) == e["n"]
+               for e in data["inputs"])
+    assert {e["layer"] for e in data["scaling"]} == {0, 1, 2, 3, 4, 5, "all"}
+    for e in data["scaling"]:
+        assert (e["exponent"] is None) == (e["ci"] is None) == (e["reason"] is not None)
+        if e["exponent"] is not None:
+            assert e["ci"][0] <= e["exponent"] <= e["ci"][1]

@@ -25,6 +25,7 @@ from attention_fw.geometry import planar as G
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import model_checks as MC
 from attention_fw.experiments import sabeta as SB
+from attention_fw.experiments import sabeta_family as SBF
 from afw_book import paper_figures as PF
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.experiments import trained_heads as TH
@@ -51,6 +52,8 @@ CALLS = {
     "experiments.sabeta.family_task": lambda rng: SB.family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=100,
                                                                  num=2, cap=10**4, chain_runs=5, chain_budget=100,
                                                                  rng=rng),
+    "experiments.sabeta_family.family_task": lambda rng: SBF.family_task(
+        name="triangle, 1 per vertex", t_lo=10, t_hi=100, num=2, cap=10**4, chain_runs=5, chain_budget=100, rng=rng),
     "experiments.trained_heads.corpus_study": lambda rng: TH.corpus_study(
         _minilm(), ["And God saw the light.", "And the evening and the morning were the first day."],
         shares=(0.9,), token_sample=5, rng=rng)["states"],

@@ -230,9 +230,9 @@ def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
     withB = [n for n in q["configs"] if S.FAMILY[n][4] is not None]
     names = q["configs"][:1] + withB[:1]                    # B = I, and a key-query matrix B != I
     fam = [S.family_task(name=n, t_lo=q["t_lo"], t_hi=q["t_hi"], num=q["num_betas"], cap=q["cap"],
-                         chain_runs=q["chain_runs"], chain_budget=q["chain_budget"], rng=20) for n in names]
-    rates = [dict(name=r["name"], sabeta=1.0, sabeta_ci=[0.9, 1.1], c0=r["c0"], sap=None, sap_ci=None)
-             for r in fam]
+                         chain_runs=q["chain_runs"], chain_budget=q["chain_budget"], rng=20, t_reach=q["t_reach"])
+           for n in names]
+    rates = [X.rates_entry(r, t_min=q["fit_t_min"]) for r in fam]
     import matplotlib.pyplot as plt
 
     from afw_book import figures
@@ -240,9 +240,17 @@ def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
     fig = SP.fig_rates(fam, rates)
     figures.save(fig, "sabeta-rates", figure_data(fig), outdir=tmp_path, formats=())     # as the book writes it
     plt.close(fig)
-    runs = json.loads((tmp_path / "data" / "sabeta-rates.json").read_text())["runs"]
-    assert len(runs) == len(names) * q["num_betas"]
-    required = {"x0", "sigma", "B", "gamma", "beta", "eps", "cap", "T2_sabeta", "T2_reduced", "T2_sap_mean"}
+    data = json.loads((tmp_path / "data" / "sabeta-rates.json").read_text())
+    runs = data["runs"]
+    assert len(runs) == sum(len(r["betas"]) >= q["num_betas"] and len(r["betas"]) for r in fam)
+    required = {"x0", "sigma", "B", "gamma", "beta", "eps", "cap", "T2_sabeta", "T2_reduced", "T2_sap_mean",
+                "chain_seed"}
+    assert len({run["chain_seed"] for run in runs}) == len(runs)              # a stream of its own, every run
+    schema = {"name", "c0", "gap_settled", "local_slopes", "c_inf", "c_inf_ci", "c_inf_model", "chain_rate",
+              "chain_rate_ci", "chain_window"}
+    for entry in data["rates"]:
+        assert schema <= set(entry)
+        assert (entry["c_inf"] is None) == (entry["c_inf_ci"] is None) != (entry["c_inf_reason"] is None)
     for run in runs:
         assert required <= set(run)
         n, d = np.shape(run["x0"])
@@ -298,7 +306,8 @@ def test_chain_with_B_engine_matches_plain_stepping():
     """Spread clusters (triangle, two tokens at 0.05 from each vertex, B = diag(1.4, 0.6)), where the
     engine takes an event at almost every step: its exit times and plain step-by-step (SAP) with the same
     B (dynamics.MarkovChain) agree in law (two-sample KS p > 1e-3, means within 4.5 combined standard
-    errors); after 6 steps from tokens in general position, so do the laws of single coordinates."""
+    errors); after 6 steps from tokens in general position, so do the laws of single coordinates (a
+    symmetric B: the engine refuses any other)."""
     from scipy import stats as st
     cfg = S.family_configuration("triangle, 1+2 near, B diagonal")
     beta, runs = 4.0, 3000
@@ -315,13 +324,16 @@ def test_chain_with_B_engine_matches_plain_stepping():
     assert st.ks_2samp(a.times, c.times).pvalue < 1e-6
     g = np.random.default_rng(10)
     x0 = g.normal(size=(5, 2))
-    Bn = np.array([[1.0, 0.4], [-0.2, 0.7]])                  # not symmetric
-    e = exit_times.engine_state_at(x0, 0.2, 1.5, 6, 4000, rng=11, B=Bn)
+    Bs = np.array([[1.0, 0.3], [0.3, 0.7]])                   # symmetric positive definite, not isotropic
+    e = exit_times.engine_state_at(x0, 0.2, 1.5, 6, 4000, rng=11, B=Bs)
     s = np.broadcast_to(x0, (4000, 5, 2)).copy()
     for _ in range(6):
-        s = dynamics.sap_step(s, 0.2, 1.5, Bn, rng=g)
+        s = dynamics.sap_step(s, 0.2, 1.5, Bs, rng=g)
     for tok in (0, 3):
         assert st.ks_2samp(e[:, tok, 0], s[:, tok, 0]).pvalue > 1e-3
+    # the engine refuses a B that is not symmetric, naming it (library 0.3)
+    with pytest.raises(ValueError, match="B must be symmetric"):
+        exit_times.engine_state_at(x0, 0.2, 1.5, 6, 10, rng=11, B=np.array([[1.0, 0.4], [-0.2, 0.7]]))
 
 
 def test_the_exit_time_figure_refuses_no_configurations():
@@ -329,7 +341,7 @@ def test_the_exit_time_figure_refuses_no_configurations():
     from attention_fw.plot import sabeta as SP
 
     with pytest.raises(ValueError, match="results must hold at least one configuration"):
-        SP.fig_exit_times([], formats=())
+        SP.fig_exit_times([])
 
 
 # ----------------------------------------------------------------------------------------
@@ -376,8 +388,8 @@ def test_exponent_procedure_recovers_the_triangle():
     betas = np.arange(4.0, 10.01, 0.75)
     T = np.array([X.triangle_exit_exact(gamma, b, eps) for b in betas], float)
     ode = np.array([X.drift_integral_exit(v, [1.0] * 3, reg, gamma, b, eps) for b in betas])
-    c, err = X.model_exponent(lambda b: math.log(X.drift_integral_exit(v, [1.0] * 3, reg, gamma, b, eps)))
-    assert abs(c - 1.5) < 2e-3 and err < 5e-3
+    c, err = X.model_exponent(lambda b: X.drift_integral_log_exit(v, [1.0] * 3, reg, gamma, b, eps))
+    assert abs(c - 1.5) < 1e-3 and err < 2e-3
     fit = X.exponent_from_model(betas, T, ode, c, err)
     assert fit.ci[0] <= 1.5 <= fit.ci[1] and fit.ci[1] - fit.ci[0] < 0.01
     line = np.polyfit(betas[T >= 100], np.log(T[T >= 100]), 1)[0]

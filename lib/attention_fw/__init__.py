@@ -38,6 +38,10 @@ The modules::
     model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
                           memory (real context lengths)
     model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
+    model.fast            many tokens: (SA-inf) through the hull (bitwise the dense
+                          step), (SA-beta) in the plane by expansion / pruned sums
+    model.sphere          the circle model of the mean-field works, its force as a
+                          Bessel-Fourier sum with a proved truncation bound
     model._checks         the input checks and the one tie rule shared by the dense
                           and the tiled steps
     model._scaling        score scaling shared by both: scores that neither overflow
@@ -81,6 +85,8 @@ The modules::
                                 context lengths
     experiments.trained_heads   Chapter 8: the heads of a trained encoder against the
                                 hypotheses; attention on text vs the hull
+    experiments.many_tokens     Chapter 9: the hardmax limit of a density, clusters on
+                                the circle, propagation of chaos, low temperature
   encoder (a trained model: the encoder extra, safetensors and tokenizers)
     encoder.files         all-MiniLM-L6-v2's files from the package index, verified
                           by SHA-256, cached outside the repository

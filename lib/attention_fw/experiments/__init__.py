@@ -9,10 +9,10 @@ from .._lazy import submodules
 
 __all__ = ["model_checks", "convergence", "vertex_limits", "metastability", "exit_times", "survival",
            "sabeta", "sabeta_kernel", "sabeta_reduced", "sabeta_family", "sabeta_exponent", "context_length",
-           "trained_heads", "hull_counts"]
+           "trained_heads", "hull_counts", "many_tokens"]
 
 if TYPE_CHECKING:
-    from . import (context_length, convergence, exit_times, hull_counts, metastability, model_checks, sabeta,
-                   sabeta_exponent, sabeta_family, sabeta_kernel, sabeta_reduced, survival,
+    from . import (context_length, convergence, exit_times, hull_counts, many_tokens, metastability, model_checks,
+                   sabeta, sabeta_exponent, sabeta_family, sabeta_kernel, sabeta_reduced, survival,
                    trained_heads, vertex_limits)
 __getattr__, __dir__ = submodules(__name__, __all__)

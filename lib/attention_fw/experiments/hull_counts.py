@@ -570,7 +570,7 @@ def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0
     >>> np.round(fit["exponent"], 6).tolist(), np.round(fit["ci"], 6).tolist()
     ([0.5, 1.0], [[0.5, 0.5], [1.0, 1.0]])
     """
-    n = _validate.as_float_array("n", n, ndim=1)
+    n = _validate.as_float_array("n", n, ndim=1, allow_empty=True)
     Y = _validate.as_float_array("values", values, ndim=2, allow_empty=True)
     if len(Y) != len(n):
         raise ValueError(f"values must have one row per input ({len(n)}), got shape {Y.shape}")
@@ -579,7 +579,8 @@ def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0
     S = Y.shape[1]
     if len(n) < min_inputs or len(np.unique(n)) < 3:
         return {"exponent": [None] * S, "ci": [None] * S, "samples": None,
-                "reason": f"{len(n)} inputs with {len(np.unique(n))} distinct lengths: too few for a fit "
+                "reason": f"{len(n)} input{'s' if len(n) != 1 else ''} with {len(np.unique(n))} distinct "
+                          f"length{'s' if len(np.unique(n)) != 1 else ''}: too few for a fit "
                           f"(at least {min_inputs} inputs and 3 lengths)"}
     good = np.asarray((Y > 0).all(axis=0), dtype=bool).reshape(-1)
     x = np.log(n)
@@ -597,6 +598,9 @@ def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0
     idx = gen.integers(0, len(n), size=(int(boot), len(n)))
     samples = slope(idx)
     samples = samples[np.isfinite(samples).all(axis=1)]            # a resample of one length: dropped
+    if len(samples) < 2:
+        return {"exponent": [None] * S, "ci": [None] * S, "samples": None,
+                "reason": "the bootstrap resamples all fell on one length"}
     b = slope(np.arange(len(n)))
     a = (1 - level) / 2
     ci = np.quantile(samples, [a, 1 - a], axis=0).T
@@ -797,7 +801,8 @@ def scaling_table(n, counts: dict, *, statistics=STATISTICS, boot: int = 2000, l
         cols = []
         for s in stats:
             c = counts[s][keep]
-            cols.append(np.nanmean(c.reshape(len(c), -1), axis=1) if layer == "all" else np.nanmean(c[:, layer], axis=1))
+            flat = c.reshape(c.shape[0], int(np.prod(c.shape[1:])))         # (inputs, layers * heads)
+            cols.append(np.nanmean(flat, axis=1) if layer == "all" else np.nanmean(c[:, layer], axis=1))
         Y = np.stack(cols, axis=1) if len(stats) else np.zeros((int(keep.sum()), 0))
         fit = scaling_exponents(n[keep], Y, boot=boot, level=level, rng=np.random.default_rng(seed))
         samples[layer] = fit["samples"]

@@ -196,18 +196,19 @@ def _reach_grid(cfg: Result, t_lo: float, t_hi: float, num: int, t_reach, cap: i
 
 def _model_times(cfg: Result, betas) -> tuple[np.ndarray, float | None, float | None]:
     """The next-order model (:func:`attention_fw.experiments.sabeta_exponent.drift_integral_exit`) at
-    ``betas``, and its exponent with its error bar (:func:`~attention_fw.experiments.sabeta_exponent.model_exponent`)."""
-    from .sabeta_exponent import drift_integral_exit, model_exponent
+    ``betas``, and its exponent with its error bar (:func:`~attention_fw.experiments.sabeta_exponent.model_exponent`,
+    from ``log T`` at :data:`~attention_fw.experiments.sabeta_exponent.MODEL_BETAS`)."""
+    from .sabeta_exponent import MODEL_BETAS, drift_integral_log_exit, model_exponent
     labels = np.unique(cfg.sigma)
     regions = [(lambda q, gd=_GroupDistance(cfg.x0[cfg.sigma == g]): gd(q, 1e300)) for g in labels]
-    far = (20.0, 40.0, 80.0, 160.0)
-    allb = np.r_[np.asarray(betas, float), far]
+    allb = np.r_[np.asarray(betas, float), MODEL_BETAS]
     sp = settled_points(cfg.x0, cfg.sigma, cfg.gamma, allb, B=cfg.B)
-    out = np.array([drift_integral_exit(sp.points[k], sp.masses, regions, cfg.gamma, b, cfg.eps, B=cfg.B)
-                    for k, b in enumerate(allb)])
-    logs = dict(zip(far, np.log(out[len(betas):])))
-    c, err = model_exponent(lambda b: float(logs[b]))
-    return out[:len(betas)], c, err
+    logs = np.array([drift_integral_log_exit(sp.points[k], sp.masses, regions, cfg.gamma, b, cfg.eps, B=cfg.B)
+                     for k, b in enumerate(allb)])
+    far = dict(zip(MODEL_BETAS, logs[len(betas):]))
+    c, err = model_exponent(lambda b: float(far[b]))
+    grid = logs[:len(betas)]
+    return np.where(grid < 709.0, np.exp(np.minimum(grid, 709.0)), np.inf), c, err
 
 
 def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chain_runs: int,

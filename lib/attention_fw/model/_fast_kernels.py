@@ -106,6 +106,13 @@ def _compile():
         counts = np.zeros(cap, dtype=np.int64)
         used = 0
         full_rows = 0
+        first = np.full(u, -1, dtype=np.int64)   # first and last candidate at each position
+        last = np.full(u, -1, dtype=np.int64)
+        for c in range(m):
+            g = group[c]
+            if first[g] < 0:
+                first[g] = c
+            last[g] = c
         for i in range(n):
             bmax = 0.0
             for k in range(d):
@@ -163,6 +170,17 @@ def _compile():
             slot = -1
             key = np.uint64(0)
             h = 0
+            lone = -1  # the one tied position when exactly one is tied, -2 when several
+            for g in range(u):
+                if scores[g] >= threshold:
+                    lone = g if lone == -1 else -2
+            if lone >= 0 and first[lone] == last[lone]:
+                # one tied token: the dense pass's acc = 0 + x_j, count = 1
+                j = cand[first[lone]]
+                for k in range(d):
+                    xi = x[i, k]
+                    out[i, k] = xi + gamma * ((0.0 + x[j, k]) / 1 - xi)
+                continue
             if u <= 64:
                 for g in range(u):
                     if scores[g] >= threshold:
@@ -253,41 +271,53 @@ def _compile_softmax():
             out[i, 1] = N2 / Z
 
     @jit
-    def pruned_rows(q, x, rows, h, T, order, cell_start, cell_lo, cell_hi, block_cells, block_lo, block_hi, out):
+    def pruned_rows(q, x, rows, h, T, order, start, lo, hi, fanout, levels, out):
         """For each row ``i`` of ``rows``: ``out[i] = sum_j w_j (x_j - x_i) / sum_j w_j``, ``w_j = e^{<q_i, x_j> - h_i}``,
         over the sources of the cells whose largest possible ``<q_i, x>`` is at least ``h_i - T``.
 
-        Sources are ``x[order]`` grouped by cell (``cell_start``), cells grouped by block
-        (``block_cells``), each with its bounding box. Returns the number of source terms summed.
+        A tree of ``levels`` levels of boxes, ``fanout`` children each: box ``b`` of level ``l`` has the
+        children ``b * fanout ... b * fanout + fanout - 1`` at level ``l + 1``; ``lo[l], hi[l]`` (padded
+        arrays) their bounding boxes, empty boxes with ``lo > hi``; the leaves are cells whose sources are
+        ``x[order[start[c]:start[c + 1]]]``. Returns the number of source terms summed.
         """
         d = x.shape[1]
         terms = 0
+        stack = np.empty((levels * fanout + 1, 2), dtype=np.int64)
         for t in range(rows.shape[0]):
             i = rows[t]
             low = h[i] - T
             Z = 0.0
             N0 = 0.0
             N1 = 0.0
-            for blk in range(block_lo.shape[0]):
+            top = 0
+            stack[0, 0] = 0
+            stack[0, 1] = 0
+            top = 1
+            while top > 0:
+                top -= 1
+                lev = stack[top, 0]
+                b = stack[top, 1]
+                if lo[lev, b, 0] > hi[lev, b, 0]:
+                    continue
                 ub = 0.0
                 for k in range(d):
-                    ub += max(q[i, k] * block_lo[blk, k], q[i, k] * block_hi[blk, k])
+                    ub += max(q[i, k] * lo[lev, b, k], q[i, k] * hi[lev, b, k])
                 if ub < low:
                     continue
-                for c in range(block_cells[blk], block_cells[blk + 1]):
-                    ub = 0.0
-                    for k in range(d):
-                        ub += max(q[i, k] * cell_lo[c, k], q[i, k] * cell_hi[c, k])
-                    if ub < low:
-                        continue
-                    for s in range(cell_start[c], cell_start[c + 1]):
+                if lev == levels - 1:
+                    for s in range(start[b], start[b + 1]):
                         j = order[s]
                         e = q[i, 0] * x[j, 0] + q[i, 1] * x[j, 1] - h[i]
                         w = np.exp(e)
                         Z += w
                         N0 += w * (x[j, 0] - x[i, 0])
                         N1 += w * (x[j, 1] - x[i, 1])
-                    terms += cell_start[c + 1] - cell_start[c]
+                    terms += start[b + 1] - start[b]
+                else:
+                    for c in range(b * fanout, b * fanout + fanout):
+                        stack[top, 0] = lev + 1
+                        stack[top, 1] = c
+                        top += 1
             out[i, 0] = N0 / Z
             out[i, 1] = N1 / Z
         return terms

@@ -122,8 +122,40 @@ def _tiled_for(x, *, hardmax=False):
     return None if tiled.fits(shape) else tiled
 
 
+METHODS = ("auto", "dense", "tiled", "hull", "fast")
+FAST_MIN_N = 2**17  # method="auto": the fast (SA-beta) step from this many tokens per system (no book run reaches it)
+HULL_MIN_N = 2048   # method="auto": the hull (SA-inf) step from this many tokens per system (d = 2, numba: same bits)
+
+
+def _route(method, x, kind):
+    """Which engine a step of the paper's model runs: "dense" (dense, tiles above the memory budget),
+    "tiled" or "fast" (:mod:`attention_fw.model.fast`).
+
+    ``method="auto"`` picks the fast engine only where it changes no result of the dense path: the
+    hull step (bitwise the dense one) for d = 2 from ``HULL_MIN_N`` tokens with the numba passes, and
+    the fast (SA-beta) step (within 1e-8 of the tokens' radius) from ``FAST_MIN_N`` tokens.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method in ("hull", "fast"):
+        if kind == "sap":
+            raise ValueError(f"method={method!r} has no (SAP) engine; use 'auto', 'dense' or 'tiled'")
+        if kind == "hardmax" and method == "fast" or kind == "softmax" and method == "hull":
+            raise ValueError(f"method={method!r} is not a {kind} engine: 'hull' steps (SA-inf), 'fast' (SA-beta)")
+        return "fast"
+    if method != "auto":
+        return method
+    shape = np.shape(x)
+    if kind == "hardmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= HULL_MIN_N \
+            and _kernels.impl().name == "numba":
+        return "fast"
+    if kind == "softmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= FAST_MIN_N:
+        return "fast"
+    return "dense"
+
+
 def _dispatch(kind, x, gamma, beta, B, *, tie_rtol=TIE_RTOL, rng=None, return_choice=False, W_Q=None, W_K=None,
-              V=None, mask=None, norm=None):
+              V=None, mask=None, norm=None, method="auto"):
     """The one dispatch point of the public steps ``hardmax_step``, ``softmax_step`` and ``sap_step``.
 
     The paper's model (no ``V``, ``mask`` or ``norm``; ``W_Q``, ``W_K`` become ``B = W_K W_Q^T``)
@@ -134,7 +166,16 @@ def _dispatch(kind, x, gamma, beta, B, *, tie_rtol=TIE_RTOL, rng=None, return_ch
     """
     small = general.small_float(x)
     B = general.key_query_from(B, W_Q, W_K)
-    if V is None and mask is None and norm is None:
+    route = _route(method, x, kind)
+    if V is None and mask is None and norm is None and route != "dense":
+        from . import fast
+        if kind == "hardmax":
+            out = (fast.hardmax_step if route == "fast" else tiled.hardmax_step)(x, gamma, B, tie_rtol=tie_rtol)
+        elif kind == "softmax":
+            out = (fast.softmax_step if route == "fast" else tiled.softmax_step)(x, gamma, beta, B)
+        else:
+            out = tiled.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
+    elif V is None and mask is None and norm is None:
         if kind == "hardmax":
             out = _hardmax_plain(x, gamma, B, tie_rtol=tie_rtol)
         elif kind == "softmax":
@@ -142,6 +183,8 @@ def _dispatch(kind, x, gamma, beta, B, *, tie_rtol=TIE_RTOL, rng=None, return_ch
         else:
             out = _sap_plain(x, gamma, beta, B, rng=rng, return_choice=return_choice)
     else:
+        if method not in ("auto", "dense"):
+            raise ValueError(f"method={method!r} applies to the paper's model only (no V, mask or norm)")
         gamma = _gamma(gamma)
         beta = _beta(beta, allow_inf=kind == "hardmax")
         if kind == "sap":
@@ -351,7 +394,7 @@ def _preconditioners(V):
 def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
                  tie_rtol: float | None = TIE_RTOL, W_Q: npt.ArrayLike | None = None,
                  W_K: npt.ArrayLike | None = None, V: npt.ArrayLike | None = None, mask: Any = None,
-                 norm: str | None = None) -> np.ndarray:
+                 norm: str | None = None, method: str = "auto") -> np.ndarray:
     """One step of (SA-inf): ``x_i + gamma (argmax_{y in K} <B x_i, y> - x_i)``.
 
     The maximum of a linear functional over the hull ``K = conv{x_j}`` is attained
@@ -362,7 +405,8 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     (scores ``(x W_Q)(x W_K)^T``, i.e. ``B = W_K W_Q^T``), a value matrix ``V`` (the step moves
     towards ``V`` times the leaders' mean), ``mask`` (``"causal"`` or a boolean (n, n) array of
     allowed pairs: leaders among the allowed keys) and ``norm`` (``"layernorm"``, ``"sphere"``).
-    The defaults give the paper's (SA-inf).
+    The defaults give the paper's (SA-inf). ``method``: "auto" (the hull step of :mod:`.fast` for
+    d = 2 from ``HULL_MIN_N`` tokens, bitwise this one; else dense), "dense", "tiled" or "hull".
 
     Examples
     --------
@@ -377,7 +421,7 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
            [0.6 , 0.15]])
     """
     return _dispatch("hardmax", x, gamma, np.inf, B, tie_rtol=tie_rtol, W_Q=W_Q, W_K=W_K, V=V, mask=mask,
-                     norm=norm)
+                     norm=norm, method=method)
 
 
 def _hardmax_plain(x, gamma, B=None, *, tie_rtol=TIE_RTOL):
@@ -420,7 +464,7 @@ def _hardmax_plain(x, gamma, B=None, *, tie_rtol=TIE_RTOL):
 
 def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *,
                  W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None, V: npt.ArrayLike | None = None,
-                 mask: Any = None, norm: str | None = None) -> np.ndarray:
+                 mask: Any = None, norm: str | None = None, method: str = "auto") -> np.ndarray:
     """One step of (SA-beta): ``(1-gamma) x_i + gamma sum_j A_ij x_j``.
 
     ``gamma`` is the convex weight of the displayed formula of Section 5 (erratum E8 of the
@@ -430,7 +474,9 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     (scores ``(x W_Q)(x W_K)^T``, i.e. ``B = W_K W_Q^T``), a value matrix ``V`` (d, d) or (R, d, d)
     (``(1-gamma) x_i + gamma sum_j A_ij V x_j``), ``mask`` (``"causal"`` or a boolean (n, n)
     array of allowed pairs) and ``norm`` (``"layernorm"``, ``"sphere"``, applied after the
-    step). The defaults give the paper's (SA-beta), by its fast path.
+    step). The defaults give the paper's (SA-beta), by its fast path. ``method``: "auto" (the
+    fast step of :mod:`.fast`, within 1e-8 of the tokens' radius, for d = 2 from ``FAST_MIN_N``
+    tokens; else dense), "dense", "tiled" or "fast".
 
     Examples
     --------
@@ -439,7 +485,7 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     array([[ 0.5,  0. ],
            [-0.5,  0. ]])
     """
-    return _dispatch("softmax", x, gamma, beta, B, W_Q=W_Q, W_K=W_K, V=V, mask=mask, norm=norm)
+    return _dispatch("softmax", x, gamma, beta, B, W_Q=W_Q, W_K=W_K, V=V, mask=mask, norm=norm, method=method)
 
 
 def _softmax_plain(x, gamma, beta, B=None):
@@ -537,16 +583,17 @@ def _softmax_mean(x, B, beta, gamma=1.0, *, checked=True):
 @overload
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
              return_choice: Literal[False] = False, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
-             V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None) -> np.ndarray: ...
+             V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
+             method: str = "auto") -> np.ndarray: ...
 @overload
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
              return_choice: Literal[True], W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
              V: npt.ArrayLike | None = None, mask: Any = None,
-             norm: str | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+             norm: str | None = None, method: str = "auto") -> tuple[np.ndarray, np.ndarray]: ...
 def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *, rng: chk.SeedLike,
              return_choice: bool = False, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
              V: npt.ArrayLike | None = None, mask: Any = None,
-             norm: str | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+             norm: str | None = None, method: str = "auto") -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """One step of the Markov chain (SAP).
 
     Each token ``i`` independently picks ``J_i = j`` with probability ``A_ij`` and
@@ -580,6 +627,8 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
         Allowed (query, key) pairs; a forbidden key is never picked.
     norm : None, "layernorm" or "sphere", keyword-only
         Normalisation of every token after the step.
+    method : "auto", "dense" or "tiled", keyword-only
+        "auto" and "dense": dense, tiles above the memory budget (no fast engine for the chain).
 
     Examples
     --------
@@ -589,7 +638,7 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     True
     """
     return _dispatch("sap", x, gamma, beta, B, rng=rng, return_choice=return_choice, W_Q=W_Q, W_K=W_K, V=V,
-                     mask=mask, norm=norm)
+                     mask=mask, norm=norm, method=method)
 
 
 def _sap_plain(x, gamma, beta, B=None, *, rng, return_choice=False):
@@ -659,8 +708,8 @@ def _general(rule, B, W_Q, W_K, V, mask, norm):
 
 
 def _options(rule, systems):
-    """The general model's keywords of ``rule`` for the systems ``systems``."""
-    return dict(V=_per_system(rule.V, systems), mask=rule.mask, norm=rule.norm)
+    """The general model's keywords of ``rule`` for the systems ``systems`` (and the engine, ``method``)."""
+    return dict(V=_per_system(rule.V, systems), mask=rule.mask, norm=rule.norm, method=getattr(rule, "method", "auto"))
 
 
 class Hardmax(Rule):
@@ -679,10 +728,11 @@ class Hardmax(Rule):
     def __init__(self, schedule: Schedule | float | str = 0.5, B: npt.ArrayLike | None = None, *,
                  tie_rtol: float | None = TIE_RTOL, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
                  V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
-                 **schedule_params: Any) -> None:
+                 method: str = "auto", **schedule_params: Any) -> None:
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
         _general(self, B, W_Q, W_K, V, mask, norm)
         self.tie_rtol = tie_rtol
+        self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, **_options(self, systems))
@@ -703,10 +753,11 @@ class Softmax(Rule):
 
     def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
                  W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None, V: npt.ArrayLike | None = None,
-                 mask: Any = None, norm: str | None = None, **schedule_params: Any) -> None:
+                 mask: Any = None, norm: str | None = None, method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
         _general(self, B, W_Q, W_K, V, mask, norm)
+        self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
         return softmax_step(x, self.schedule(t), self.beta, self._B(systems), **_options(self, systems))
@@ -736,10 +787,11 @@ class MarkovChain(Rule):
     def __init__(self, schedule: Schedule | float | str, beta: float, B: npt.ArrayLike | None = None, *,
                  rng: chk.SeedLike, W_Q: npt.ArrayLike | None = None, W_K: npt.ArrayLike | None = None,
                  V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
-                 **schedule_params: Any) -> None:
+                 method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
         _general(self, B, W_Q, W_K, V, mask, norm)
+        self.method = method
         self._origin = copy.deepcopy(chk.rng("rng", rng))
         self.rng = copy.deepcopy(self._origin)
 
@@ -809,7 +861,7 @@ class SimulationResult:
 
 def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Recorder] = (), *,
              trajectory: bool = False, every: int = 1, stop: Callable[[np.ndarray, int], Any] | None = None,
-             t0: int = 0) -> SimulationResult:
+             t0: int = 0, method: str | None = None) -> SimulationResult:
     """Run ``rule`` for at most ``steps`` steps from the tokens ``x0`` at layer ``t0``.
 
     Memory stays ``O(R n d)`` unless ``trajectory=True`` (then the states at
@@ -822,6 +874,9 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
     stops keeps its tokens from then on and only the others are stepped, and the run ends
     when every system has stopped. The step at which each system stopped is
     ``result.stopped``; the stopping step counts as the last step for the recorders.
+
+    ``method`` (None: the rule's own, "auto" unless it was built with another) overrides the engine
+    of a :class:`Hardmax`, :class:`Softmax` or :class:`MarkovChain` rule for this run (``METHODS``).
 
     Raises
     ------
@@ -838,6 +893,12 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
     """
     if not isinstance(rule, Rule):
         raise TypeError(f"rule must be a dynamics Rule (Hardmax, Softmax, MarkovChain, Layer), got {type(rule).__name__}")
+    if method is not None:
+        if not hasattr(rule, "method"):
+            raise TypeError(f"method applies to Hardmax, Softmax and MarkovChain rules, not {type(rule).__name__}")
+        _route(method, np.zeros((1, 1)), "")     # checks the name
+        rule = copy.copy(rule)
+        rule.method = method
     small = general.small_float(x0)
     x = _tokens(x0).copy()
     if small is not None:                       # float32 in, float32 out: kept in its type between steps

@@ -26,7 +26,7 @@ position share their score, and rows with the same tie pattern share their sum, 
 boundary band holds many tokens at few positions (late times, when tokens sit on their vertices)
 costs ``O(n u)`` with ``u`` the number of distinct candidate positions.
 
-Finding the band costs ``O(n)`` per step: the tokens extreme along 8 fixed directions (26 in
+Finding the band costs ``O(n)`` per step: the tokens extreme along 16 fixed directions (26 in
 3-D) span a polytope ``P`` inside ``K``; the tokens deeper than ``2 m`` inside ``P`` cannot be
 candidates; Qhull (``scipy.spatial.ConvexHull``) takes the few others. The hull is recomputed at
 every step: vertices are stationary only when they own their cells (Section 4 of the paper), and
@@ -51,6 +51,7 @@ from ._scaling import fit_scores as _fit_scores
 from ._scaling import max_sq_norm as _max_sq_norm
 
 __all__ = ["STATS", "SOFTMAX_STATS", "STEP_TOL", "available", "hull_candidates", "hardmax_step", "softmax_step",
+           "softmax_plan",
            "taylor_order"]
 
 EPS = float(np.finfo(float).eps)
@@ -76,7 +77,7 @@ def _kernels():
 
 def _directions(d: int) -> np.ndarray:
     if d == 2:
-        a = np.arange(8) * (2 * np.pi / 8)
+        a = np.arange(16) * (2 * np.pi / 16)
         return np.stack([np.cos(a), np.sin(a)], axis=1)
     v = np.array([p for p in itertools.product((-1.0, 0.0, 1.0), repeat=d) if any(p)])
     return v / np.linalg.norm(v, axis=1, keepdims=True)
@@ -148,7 +149,7 @@ def _hardmax_one(x, bx, gamma, tol):
 
 def _dense_hardmax(x, gamma, B, tie_rtol):
     from . import dynamics
-    return dynamics.hardmax_step(x, gamma, B, tie_rtol=tie_rtol)
+    return dynamics.hardmax_step(x, gamma, B, tie_rtol=tie_rtol, method="dense")
 
 
 def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
@@ -156,7 +157,7 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     """One step of (SA-inf) with the leaders found among the tokens near the hull's boundary (module docstring).
 
     The same arguments and, in ``d <= 2``, the same bits as :func:`attention_fw.model.dynamics.hardmax_step`;
-    ``O(n (D + u))`` per system with ``D`` = 8 directions (26 in 3-D) and ``u`` distinct candidate positions
+    ``O(n (D + u))`` per system with ``D`` = 16 directions (26 in 3-D) and ``u`` distinct candidate positions
     (about the number of hull vertices), memory ``O(n)``. A system whose hull is flat (or ``d > 3``)
     is stepped by the dense step.
 
@@ -170,22 +171,22 @@ def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None,
     gamma = _gamma(gamma)
     x = chk.tokens("x", x)
     d = x.shape[-1]
-    B = key_query(B, x.shape)
+    Bk: np.ndarray | None = key_query(B, x.shape)
     tol = _tie_tol(tie_rtol, d)
     if d not in HULL_DIMS or not available():
         STATS["dense_fallbacks"] += 1
-        return _dense_hardmax(x, gamma, B, tie_rtol)
-    xs, _, c = _fit_scores(x, B, 0.0)
+        return _dense_hardmax(x, gamma, Bk, tie_rtol)
+    xs, _, c = _fit_scores(x, Bk, 0.0)
     if c != 1.0:  # leader sets are invariant under a common power-of-two scaling (as in the dense step)
-        return hardmax_step(xs, gamma, B, tie_rtol=tie_rtol) / c
+        return hardmax_step(xs, gamma, Bk, tie_rtol=tie_rtol) / c
     x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    bx3 = x3 if B is None else np.ascontiguousarray(x3 @ _t(B))  # the dense step's own product
+    bx3 = x3 if Bk is None else np.ascontiguousarray(x3 @ _t(Bk))  # the dense step's own product
     out = np.empty(x3.shape)
     for r in range(x3.shape[0]):  # a loop over systems (each of many tokens), not over tokens
         y = _hardmax_one(x3[r], np.ascontiguousarray(bx3[r]), gamma, tol)
         if y is None:
             STATS["dense_fallbacks"] += 1
-            Br = None if B is None else (B if B.ndim == 2 else B[r])
+            Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
             y = _dense_hardmax(x3[r], gamma, Br, tie_rtol)
         else:
             STATS["hull_steps"] += 1
@@ -222,49 +223,41 @@ def _softmax_kernels():
     return K
 
 
-def _grid(x, per_cell=16, block=8):
-    """Sources sorted into a grid of cells (about ``per_cell`` each), cells into blocks of ``block x block``."""
+def _grid(x, per_cell=16):
+    """Sources sorted into a quadtree over their bounding box: the leaves are the cells of a
+    ``2^L x 2^L`` grid with about ``per_cell`` sources each; every box holds its bounding box
+    (empty boxes ``lo > hi``). Returns the arguments of the kernel ``pruned_rows`` after ``T``."""
     n = x.shape[0]
     lo, hi = x.min(axis=0), x.max(axis=0)
-    g = max(1, int(math.sqrt(n / per_cell)))
-    g = block * max(1, -(-g // block))
+    L = max(1, math.ceil(math.log2(max(1.0, math.sqrt(n / per_cell)))))
+    g = 2**L
     span = np.where(hi > lo, hi - lo, 1.0)
     ij = np.minimum((((x - lo) / span) * g).astype(np.int64), g - 1)
-    nb = g // block
-    cid = ((ij[:, 0] // block) * nb + ij[:, 1] // block) * (block * block) + (ij[:, 0] % block) * block + ij[:, 1] % block
+    cid = np.zeros(n, dtype=np.int64)   # Morton order: the four children of a box are consecutive
+    for bit in range(L - 1, -1, -1):
+        cid = cid * 4 + ((ij[:, 0] >> bit) & 1) * 2 + ((ij[:, 1] >> bit) & 1)
     order = np.argsort(cid, kind="stable")
-    ncell = g * g
-    counts = np.bincount(cid, minlength=ncell)
-    start = np.zeros(ncell + 1, dtype=np.int64)
+    counts = np.bincount(cid, minlength=g * g)
+    start = np.zeros(g * g + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     xs = x[order]
-    cell_lo = np.zeros((ncell, 2))
-    cell_hi = np.zeros((ncell, 2))
     full = counts > 0
+    blo = np.full((g * g, 2), np.inf)
+    bhi = np.full((g * g, 2), -np.inf)
     for k in range(2):
-        cell_lo[full, k] = np.minimum.reduceat(xs[:, k], start[:-1][full])
-        cell_hi[full, k] = np.maximum.reduceat(xs[:, k], start[:-1][full])
-    nblock = nb * nb
-    bfull = counts.reshape(nblock, block * block).sum(axis=1) > 0
-    cl = np.where(full[:, None], cell_lo, np.inf).reshape(nblock, block * block, 2).min(axis=1)
-    ch = np.where(full[:, None], cell_hi, -np.inf).reshape(nblock, block * block, 2).max(axis=1)
-    block_lo = np.where(bfull[:, None], cl, 0.0)
-    block_hi = np.where(bfull[:, None], ch, 0.0)
-    keep = np.flatnonzero(bfull)   # only the blocks that hold sources
-    cells = (keep[:, None] * (block * block) + np.arange(block * block)).reshape(-1)
-    bc = np.arange(keep.size + 1, dtype=np.int64) * (block * block)
-    # the dropped blocks are empty, so the kept cells cover the sorted sources contiguously
-    return (order.astype(np.int64), _cell_starts(start, cells), np.ascontiguousarray(cell_lo[cells]),
-            np.ascontiguousarray(cell_hi[cells]), bc, np.ascontiguousarray(block_lo[keep]),
-            np.ascontiguousarray(block_hi[keep]))
-
-
-def _cell_starts(start, cells):
-    """Start offsets of the kept cells, with the end of the last one appended."""
-    out = np.empty(cells.size + 1, dtype=np.int64)
-    out[:-1] = start[cells]
-    out[-1] = start[cells[-1] + 1] if cells.size else 0
-    return out
+        blo[full, k] = np.minimum.reduceat(xs[:, k], start[:-1][full])
+        bhi[full, k] = np.maximum.reduceat(xs[:, k], start[:-1][full])
+    los, his = [blo], [bhi]
+    for _ in range(L):
+        los.append(los[-1].reshape(-1, 4, 2).min(axis=1))
+        his.append(his[-1].reshape(-1, 4, 2).max(axis=1))
+    levels = L + 1
+    LO = np.full((levels, g * g, 2), np.inf)
+    HI = np.full((levels, g * g, 2), -np.inf)
+    for lev, (a_, b_) in enumerate(zip(los[::-1], his[::-1])):
+        LO[lev, : len(a_)] = a_
+        HI[lev, : len(b_)] = b_
+    return order.astype(np.int64), start, LO, HI, 4, levels
 
 
 SOFTMAX_STATS: dict[str, int] = {"taylor_rows": 0, "pruned_rows": 0, "pruned_terms": 0, "dense_rows": 0,
@@ -360,7 +353,7 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       ``rho^{p+1} e^rho / (p+1)!`` while, by Jensen's inequality about the centroid, ``sum_j e^{<q, y_j>} >= n``:
       ``|m_fast - m| <= 2.01 rho^{p+1} e^rho / (p+1)! r <= 1e-10 r`` for the ``p`` of :func:`taylor_order`;
     * **pruned sum** elsewhere: ``w_ij = e^{<q_i, x_j> - h_i}`` with ``h_i = max_j <q_i, x_j>`` found among the
-      hull candidates, over the sources of the grid cells whose bounding box allows a term of at least
+      hull candidates, over the sources of the quadtree cells whose bounding box allows a term of at least
       ``e^{-T}``, ``T = log n + 25``. The terms dropped weigh at most ``n e^{-T} = e^{-25}`` of the row's
       total, so ``|m_fast - m| <= 2 e^{-25} diam <= 1.1e-10 r``. Its cost is the number of sources in the
       cells it keeps: small where the kernel is sharp (a thin cap of the cloud), up to ``n`` per row
@@ -384,20 +377,20 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     gamma = _gamma(gamma)
     beta = _beta_check(beta, allow_inf=False)
     x = chk.tokens("x", x)
-    B = key_query(B, x.shape)
+    Bk: np.ndarray | None = key_query(B, x.shape)
     d = x.shape[-1]
-    xs, b, c = _fit_scores(x, B, beta)
+    xs, b, c = _fit_scores(x, Bk, beta)
     if d != 2 or beta == 0.0 or c != 1.0 or b != beta or not available():
         SOFTMAX_STATS["dense_systems"] += 1
-        return _dense_softmax(x, gamma, beta, B)
+        return _dense_softmax(x, gamma, beta, Bk)
     x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    bx3 = x3 if B is None else np.ascontiguousarray(x3 @ _t(B))
+    bx3 = x3 if Bk is None else np.ascontiguousarray(x3 @ _t(Bk))
     out = np.empty(x3.shape)
     for r in range(x3.shape[0]):   # a loop over systems (each of many tokens)
         u = _softmax_one(x3[r], np.ascontiguousarray(bx3[r]), beta)
         if u is None:
             SOFTMAX_STATS["dense_systems"] += 1
-            Br = None if B is None else (B if B.ndim == 2 else B[r])
+            Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
             out[r] = _dense_softmax(x3[r], gamma, beta, Br)
         else:
             out[r] = x3[r] + gamma * u
@@ -406,4 +399,43 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
 
 def _dense_softmax(x, gamma, beta, B):
     from . import dynamics
-    return dynamics.softmax_step(x, gamma, beta, B)
+    return dynamics.softmax_step(x, gamma, beta, B, method="dense")
+
+
+def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) -> dict[str, float]:
+    """What :func:`softmax_step` would do for one system in the plane, without doing it: the rows by the
+    expansion, by the pruned sum and by dense tiles, and the source terms per pruned row (from the same
+    256-row probe). For benchmarks: a step whose rows go to dense tiles costs ``O(n)`` per row.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).uniform(-1, 1, size=(5000, 2))
+    >>> softmax_plan(x, 1.0)["taylor_rows"]
+    5000
+    """
+    from ._checks import beta as _beta_check
+    beta = _beta_check(beta, allow_inf=False)
+    x = np.ascontiguousarray(chk.tokens("x", x, batched_ok=False))
+    if x.shape[1] != 2:
+        raise ValueError(f"x must hold tokens in the plane (d = 2), got d = {x.shape[1]}")
+    Bk = key_query(B, x.shape)
+    n = x.shape[0]
+    q = beta * (x if Bk is None else x @ Bk.T)
+    y = x - x.mean(axis=0)
+    r = math.sqrt(float(np.einsum("ij,ij->i", y, y).max()))
+    smooth = np.sqrt(np.einsum("ij,ij->i", q, q)) * r <= RHO_TAYLOR
+    rows = np.flatnonzero(~smooth)
+    plan = {"n": n, "taylor_rows": int(smooth.sum()), "pruned_rows": 0, "dense_rows": 0, "terms_per_pruned_row": 0.0}
+    if rows.size:
+        cand, _ = _candidates(x, 0.0)
+        if cand is None:
+            plan["dense_rows"] = int(rows.size)
+            return plan
+        h = _row_max(q, x, cand)
+        probe = rows[np.random.default_rng(0).permutation(rows.size)[:PROBE_ROWS]] if rows.size > 2 * PROBE_ROWS else rows
+        terms = int(_softmax_kernels().pruned_rows(q, x, probe, h, math.log(n) + PRUNE_EXTRA, *_grid(x),
+                                                  np.empty_like(x)))
+        dense = terms > probe.size * n / 4
+        plan["terms_per_pruned_row"] = terms / probe.size
+        plan["dense_rows" if dense else "pruned_rows"] = int(rows.size)
+    return plan

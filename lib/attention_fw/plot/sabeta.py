@@ -31,7 +31,8 @@ def runs_table(results) -> list[dict]:
     within ``cap``), ``T2_reduced`` and, where computed, ``T2_sap_mean`` with its 95% interval
     ``T2_sap_ci`` (else None; the chain with the same ``B``, ``sap_runs`` runs of which
     ``sap_censored`` reached their cap), plus the configuration's ``name`` and whether it meets
-    Theorem 5.4's hypotheses (``in_hypotheses``).
+    Theorem 5.4's hypotheses (``in_hypotheses``), the next-order model's ``T2_ode`` and the chain's seed
+    ``chain_seed`` at this configuration and beta.
 
     >>> from attention_fw.experiments.sabeta import family_task
     >>> r = family_task(
@@ -45,7 +46,7 @@ def runs_table(results) -> list[dict]:
     ...     rng=0,
     ... )
     >>> sorted(runs_table([r])[0])[:7]
-    ['B', 'T2_reduced', 'T2_sabeta', 'T2_sap_ci', 'T2_sap_mean', 'beta', 'cap']
+    ['B', 'T2_ode', 'T2_reduced', 'T2_sabeta', 'T2_sap_ci', 'T2_sap_mean', 'beta']
     """
     rows = []
     for r in results:

@@ -95,7 +95,7 @@ def fig_support(study: dict, hull: list):
     a.set_ylabel("tokens")
     a.set_title("(a) attended tokens against $n$", loc="left")
     a.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(0, 1.0))
-    a.set_ylim(0.8, nn.max() * 6)
+    a.set_ylim(0.8, nn.max() * 25)                                   # the legend above the data
     cm = study["class_mass"].mean(axis=(0, 2))                        # (layers, 4)
     share = study["class_share"].mean(axis=0)
     L = cm.shape[0]
@@ -247,14 +247,18 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     cmap = plt.get_cmap(LAYER_CMAP)
     L = int(data["layers"])
     for k, s in enumerate(stats):
+        missing = []
         for kind, dx, face in (("excluded", -0.08, "k"), ("included", 0.18, "white")):
             e = by.get((s, kind, "all"))
             if e is None or e["exponent"] is None:
-                a.annotate("no fit", (k + dx, 0.05), rotation=90, fontsize=7, ha="center", color="0.4")
+                missing.append(dx)
                 continue
             lo, hi = e["ci"]
             a.plot([k + dx, k + dx], [lo, hi], color="k", lw=1.2)
             a.plot(k + dx, e["exponent"], "o", mfc=face, mec="k", ms=4.5, mew=0.9, zorder=3)
+        if missing:
+            a.annotate("no fit", (k if len(missing) == 2 else k + missing[0], 0.05), rotation=90, fontsize=8,
+                       ha="center", va="bottom", color="0.4")
         for layer in range(L):
             e = by.get((s, "excluded", layer))
             if e is not None and e["exponent"] is not None:
@@ -264,7 +268,7 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     a.axvline(len([s for s in stats if s not in ("support", "mass90", "participation", "leaders")]) - 0.5,
               color="0.6", lw=0.8, ls=":")
     a.set_xticks(x)
-    a.set_xticklabels([LABELS.get(s, s) for s in stats], rotation=90, fontsize=7)
+    a.set_xticklabels([LABELS.get(s, s) for s in stats], rotation=90, fontsize=8)
     a.set_xlim(-0.6, len(stats) - 0.4)
     a.set_ylim(-0.1, 1.35)
     a.set_ylabel(r"exponent $b$ of count $\sim n^{b}$")
@@ -272,7 +276,7 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     handles = [plt.Line2D([], [], marker="o", ls="", mfc="k", mec="k", ms=4.5, label="[CLS], [SEP] excluded"),
                plt.Line2D([], [], marker="o", ls="", mfc="white", mec="k", ms=4.5, label="included"),
                plt.Line2D([], [], marker=".", ls="", color=cmap(0.5), ms=5, label="per layer (0 to 5)")]
-    a.legend(handles=handles, frameon=False, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=3)
+    a.legend(handles=handles, frameon=False, fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=3)
     n = np.asarray(data["n"], float)
     order = np.argsort(n, kind="stable")
     b.plot(n[order], n[order], color="0.6", lw=0.8, ls="--", label="$n$")
@@ -290,6 +294,6 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     b.set_xlabel("tokens $n$ of the input")
     b.set_ylabel("mean count over the 72 heads")
     b.set_title(f"(b) counts against $n$ ({variant})", loc="left")
-    b.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    b.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return saved(fig, "trained-hull-test", data)

@@ -1,0 +1,128 @@
+"""Benchmark (not a test): the many-token engines of attention_fw.model.fast and .sphere beside dense numpy.
+
+Usage:  .venv/bin/python tools/bench_manytok.py [--quick]
+
+Entries (each with its target from issue 37; CPU seconds, robust to other jobs, and wall seconds):
+
+* (SA-inf) one hull step at n = 10^6, d = 2 (Gaussian cloud and uniform disk), target 0.2 s; beside a
+  dense numpy hardmax step (BLAS scores, argmax) timed at n = 8,192 and extrapolated as n^2.
+* (SA-beta) one fast step at n = 10^6, d = 2, beta = 1, 10, 100, 1000, target 2 s: the plan of the step
+  (rows by expansion / pruned sum / dense tiles, terms per pruned row) is made first; the step is run
+  when its estimated work is at most 3e9 source terms, otherwise the entry says so and gives the estimate
+  from the dense rate (what the dense-tile fallback costs), marked "estimated", not measured.
+* the circle: N = 2 x 10^4, beta = 5, dt = 1e-4, 6,000 steps, target 5 s; beside the dense force
+  (N x N, numpy, float64) timed over 3 steps and extrapolated to 6,000.
+
+Writes _build/bench/manytok.json. On a machine shared with other jobs wall times are noisy; the CPU
+time is the one to compare with a target.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from attention_fw.model import fast, sphere
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(fn, *args, reps=3):
+    """(min CPU seconds, min wall seconds) over ``reps`` calls, after one untimed call."""
+    fn(*args)
+    cpu, wall = [], []
+    for _ in range(reps):
+        c, w = time.process_time(), time.perf_counter()
+        fn(*args)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    return min(cpu), min(wall)
+
+
+def dense_hardmax(x, gamma, block=1024):
+    """Dense numpy (SA-inf) step: BLAS scores in row blocks, first argmax (no tie averaging)."""
+    out = np.empty_like(x)
+    for a in range(0, x.shape[0], block):
+        lead = (x[a:a + block] @ x.T).argmax(axis=1)
+        out[a:a + block] = x[a:a + block] + gamma * (x[lead] - x[a:a + block])
+    return out
+
+
+def dense_softmax(x, gamma, beta, block=512):
+    """Dense numpy (SA-beta) step: BLAS scores in row blocks, shifted exp, weighted mean."""
+    out = np.empty_like(x)
+    xa = np.concatenate([x, np.ones((x.shape[0], 1))], axis=1)
+    for a in range(0, x.shape[0], block):
+        S = beta * (x[a:a + block] @ x.T)
+        S -= S.max(axis=1, keepdims=True)
+        np.exp(S, out=S)
+        acc = S @ xa
+        out[a:a + block] = x[a:a + block] + gamma * (acc[:, :2] / acc[:, 2:] - x[a:a + block])
+    return out
+
+
+def states(n, rng):
+    a, r = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    return {"gaussian": rng.normal(size=(n, 2)), "disk": np.stack([r * np.cos(a), r * np.sin(a)], 1)}
+
+
+def main(argv=None) -> int:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    n = 10**5 if quick else 10**6
+    nd = 4096 if quick else 8192
+    rng = np.random.default_rng(0)
+    big, small = states(n, rng), states(nd, rng)
+    report: dict = {"n": n, "dense_n": nd, "hardmax": {}, "softmax": {}, "circle": {}}
+    print(f"== many tokens: n = {n:,} (dense numpy at n = {nd:,}, extrapolated as n^2); CPU s / wall s")
+
+    dc, dw = timed(dense_hardmax, small["gaussian"], 0.5, reps=2)
+    scale = (n / nd) ** 2
+    for name, x in big.items():
+        c, w = timed(fast.hardmax_step, x, 0.5)
+        report["hardmax"][name] = {"cpu": c, "wall": w, "dense_cpu_extrapolated": dc * scale,
+                                   "ratio": dc * scale / c, "target": 0.2, "met": c <= 0.2}
+        print(f"SA-inf hull step   {name:9s} {c:7.3f} / {w:7.3f}   dense (extrapolated) {dc * scale:9.1f} CPU s"
+              f"   x{dc * scale / c:,.0f}   target 0.2 s: {'met' if c <= 0.2 else 'NOT met'}")
+
+    for beta in (1.0, 10.0, 100.0, 1000.0):
+        dc, _ = timed(dense_softmax, small["gaussian"], 0.5, beta, reps=2)
+        per_term = dc / nd**2
+        for name, x in big.items():
+            plan = fast.softmax_plan(x, beta)
+            work = plan["pruned_rows"] * plan["terms_per_pruned_row"] + plan["dense_rows"] * n
+            entry = {"plan": plan, "dense_cpu_extrapolated": dc * scale, "target": 2.0}
+            if work <= 3e9:
+                c, w = timed(fast.softmax_step, x, 0.5, beta, reps=1)
+                entry.update(cpu=c, wall=w, measured=True, met=c <= 2.0, ratio=dc * scale / c)
+                res = f"{c:7.3f} / {w:7.3f}   x{dc * scale / c:,.0f}   target 2 s: {'met' if c <= 2.0 else 'NOT met'}"
+            else:
+                est = plan["dense_rows"] * n * per_term + plan["pruned_rows"] * plan["terms_per_pruned_row"] * per_term * 3
+                entry.update(cpu_estimated=est, measured=False, met=False)
+                res = f"not run: {work:.1e} terms, estimated {est:,.0f} CPU s   target 2 s: NOT met"
+            report["softmax"][f"{name} beta={beta:g}"] = entry
+            print(f"SA-beta beta={beta:<6g} {name:9s} rows: expansion {plan['taylor_rows'] / n:.3f}, pruned "
+                  f"{plan['pruned_rows'] / n:.3f} ({plan['terms_per_pruned_row']:,.0f} terms/row), dense "
+                  f"{plan['dense_rows'] / n:.3f} | {res} | dense (extrapolated) {dc * scale:,.0f} CPU s")
+
+    N, beta, dt, steps = 20_000, 5.0, 1e-4, (600 if quick else 6000)
+    t0 = np.random.default_rng(1).uniform(0, 2 * np.pi, N)
+    c, w = timed(sphere.simulate, t0, beta, dt, steps, reps=1)
+    dcs, _ = timed(lambda th: th + dt * sphere.force_dense(th, beta), t0, reps=2)
+    report["circle"] = {"N": N, "beta": beta, "dt": dt, "steps": steps, "K": sphere.modes(beta), "cpu": c, "wall": w,
+                        "dense_cpu_extrapolated": dcs * steps, "ratio": dcs * steps / c, "target": 5.0,
+                        "met": c <= 5.0 * steps / 6000}
+    print(f"circle N = {N:,}, beta 5, {steps} steps, K = {sphere.modes(beta)} modes: {c:.2f} / {w:.2f} s; dense "
+          f"{dcs:.2f} CPU s per step -> {dcs * steps:,.0f} s (x{dcs * steps / c:,.0f}); target 5 s for 6,000 steps: "
+          f"{'met' if report['circle']['met'] else 'NOT met'}")
+    out = ROOT / "_build" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manytok.json").write_text(json.dumps(report, indent=1, default=float))
+    print(f"wrote {out / 'manytok.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
