@@ -81,6 +81,8 @@ The modules::
                                 sweep task
     experiments.hull_counts     the keys a head could attend to (geometry) and
                                 those it does attend to
+    experiments.many_tokens     Chapter 9: the dynamics with many tokens (the O(n)
+                                engines, the sphere model)
     experiments.context_length  Chapter 6: which of n tokens own their cells, at real
                                 context lengths
     experiments.trained_heads   Chapter 8: the heads of a trained encoder against the
