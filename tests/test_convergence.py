@@ -424,16 +424,16 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="gamma"):
         VL.vertex_convergence(Vt, Vt[:2] * 0.5, 1.5, np.eye(2), 5)
     with pytest.raises(ValueError, match="kappa"):
-        VL.owns_cell_probability([3], 1, 10)
+        VL.owns_cell_probability([3], 1, 10, rng=0)
     with pytest.raises(ValueError, match="dts"):
         VL.euler_error(ode_data(), np.eye(2), [1.5])
     with pytest.raises(ValueError, match="Bstar"):
         C.linear_rate_bound(polygon(6), np.diag([1.0, -1.0]))
     with pytest.raises(ValueError, match="Bstar"):
-        C.thm31_ratio(C.shifted_cloud(2, 3), -np.eye(2), 5)
+        C.thm31_ratio(C.shifted_cloud(2, 3, rng=0), -np.eye(2), 5)
     with pytest.raises(TypeError, match="steps"):
-        C.section3_rates(C.shifted_cloud(2, 3), np.eye(2), 2.5)
+        C.section3_rates(C.shifted_cloud(2, 3, rng=0), np.eye(2), 2.5)
     with pytest.raises(ValueError, match="ns"):
-        C.thm31_shifted([], 3, 5)
+        C.thm31_shifted([], 3, 5, rng=0)
     with pytest.raises(ValueError, match="c"):
         VL.duality_gap_check(np.ones((3, 2)), 0.3, np.eye(2), 5, c=-1.0)

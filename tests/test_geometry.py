@@ -58,13 +58,13 @@ def test_equal_norm_sampling_is_on_the_circle_and_hull_is_ccw():
 
 def test_sampling_rejects_bad_input():
     with pytest.raises(ValueError, match="k"):
-        g.sample_vertices(2)
+        g.sample_vertices(2, rng=0)
     with pytest.raises(TypeError, match="k"):
-        g.sample_vertices(5.0)
+        g.sample_vertices(5.0, rng=0)
     with pytest.raises(ValueError, match="max_tries"):
-        g.sample_vertices(40, enforce_bijection=True, max_tries=2)
+        g.sample_vertices(40, enforce_bijection=True, max_tries=2, rng=0)
     with pytest.raises(ValueError, match="radial_range"):
-        g.sample_vertices(5, radial_range=(0.0, 1.0))
+        g.sample_vertices(5, radial_range=(0.0, 1.0), rng=0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -419,13 +419,13 @@ def test_survival_kaplan_meier_equals_fraction_with_common_cap():
 def test_bad_inputs_name_the_argument():
     x0, sig = ET.cluster_configuration(TRI, np.array([1, 1, 1]))
     with pytest.raises(ValueError, match="gamma"):
-        ET.engine_exit_times(x0, sig, 1.5, 1.0, 0.1, 10)
+        ET.engine_exit_times(x0, sig, 1.5, 1.0, 0.1, 10, rng=0)
     with pytest.raises(ValueError, match="eps"):
-        ET.engine_exit_times(x0, sig, 0.1, 1.0, 0.0, 10)
+        ET.engine_exit_times(x0, sig, 0.1, 1.0, 0.0, 10, rng=0)
     with pytest.raises(TypeError, match="runs"):
-        ET.engine_exit_times(x0, sig, 0.1, 1.0, 0.1, 10.5)
+        ET.engine_exit_times(x0, sig, 0.1, 1.0, 0.1, 10.5, rng=0)
     with pytest.raises(ValueError, match="sigma"):
-        ET.engine_exit_times(x0, sig[:2], 0.1, 1.0, 0.1, 10)
+        ET.engine_exit_times(x0, sig[:2], 0.1, 1.0, 0.1, 10, rng=0)
     with pytest.raises(ValueError, match="counts"):
         ET.cluster_configuration(TRI, np.array([1, 0, 1]))
     with pytest.raises(ValueError, match="form"):

@@ -22,12 +22,19 @@ The modules::
   model
     model.dynamics        how do tokens move? the layer (1.3), SA-inf, SA-beta, SAP,
                           simulate with recorders
+    model.recorders       what a run records: Recorder, FunctionRecorder, FirstTime
+                          (re-exported by model.dynamics)
     model._kernels        the fused passes of the batched steps (numba, numpy
                           fallback)
     model.general         the general model: W_Q and W_K, a value matrix, masks,
                           LayerNorm and the sphere (the paper's model its default)
     model.multihead       multi-head attention with an output projection
                           (multihead_step, the rule MultiHead)
+    model.fast            steps whose cost grows like n: (SA-inf) through the hull,
+                          (SA-beta) and (SAP) through a pruned sum
+    model._fast_kernels   the compiled passes of model.fast (numba)
+    model.sphere          tokens on the circle: the sphere model, its force as an
+                          exact Fourier sum
     model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
                           memory (real context lengths)
     model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
@@ -64,6 +71,18 @@ The modules::
                                 curves of exit times
     experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel),
                                 reduced model, family, coupling
+    experiments.sabeta_exponent the exponent of the SA-beta exit time, and a
+                                like-for-like comparison with the chain
+    experiments.sabeta_kernel   the exit time of SA-beta by exact stepping: the
+                                compiled kernel
+    experiments.sabeta_reduced  the reduced model of clustered configurations of
+                                SA-beta
+    experiments.sabeta_family   the family of configurations of chapter 7 and its
+                                sweep task
+    experiments.hull_counts     the keys a head could attend to (geometry) and
+                                those it does attend to
+    experiments.many_tokens     Chapter 9: the dynamics with many tokens (the O(n)
+                                engines, the sphere model)
     experiments.context_length  Chapter 6: which of n tokens own their cells, at real
                                 context lengths
     experiments.trained_heads   Chapter 8: the heads of a trained encoder against the
@@ -76,6 +95,8 @@ The modules::
     encoder.bert          its numpy forward pass, each head's scores, weights, keys
                           and values exposed
   plot (optional: matplotlib)
+    plot.arrays           plots of one's own arrays on a given Axes: tokens,
+                          trajectories, cells, hulls
     plot.model            the figures of Section 1 (the model)
     plot.frank_wolfe      the figures of Section 2 (the Frank-Wolfe reading)
     plot.convergence      the figures of Sections 3 and 4
@@ -92,7 +113,8 @@ The modules::
     plot._figure          how a plot function hands back its figure with the numbers
                           behind it
   shared
-    results               the result object every experiment returns
+    results               the result object every experiment returns, and the one
+                          exit-time result ExitTimes
     _validate             input checks with messages that name the argument
     _version              the version, written only there
     _lazy                 sub-modules imported on first use

@@ -16,7 +16,11 @@ import numpy.typing as npt
 SeedLike: TypeAlias = np.random.Generator | int | np.integer | np.random.SeedSequence | None
 
 __all__ = ["as_float_array", "require_finite", "tokens", "square_matrix", "psd_matrix", "batch", "real_scalar",
-           "positive_int", "rng", "seed_record"]
+           "positive_int", "rng", "seed_record", "GAMMA_INTERVAL", "step_size"]
+
+GAMMA_INTERVAL = "(0, 1]"
+"""The step sizes every dynamics accepts (steps, rules, exit-time simulators): ``0 < gamma <= 1``.
+Bounds of the paper's theorems that need ``gamma < 1`` ask for it with ``theorem=...``, naming it."""
 
 
 def as_float_array(name: str, value: npt.ArrayLike, *, ndim: int | None = None, min_ndim: int | None = None,
@@ -113,6 +117,15 @@ def real_scalar(name: str, value: object, *, low: float | None = None, high: flo
         hi = "inf" if high is None else high
         raise ValueError(f"{name} must lie in {lb}{lo}, {hi}{hb}, got {value!r}")
     return v
+
+
+def step_size(name: str, value: object, *, theorem: str | None = None) -> float:
+    """A step size in :data:`GAMMA_INTERVAL`, ``(0, 1]``; in ``(0, 1)`` where ``theorem`` (the hypothesis's
+    source, named in the message) needs ``gamma < 1``."""
+    g = real_scalar(name, value, low=0.0, high=1.0, low_open=True)
+    if theorem is not None and g >= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1) for {theorem} (its hypothesis gamma < 1), got {value!r}")
+    return g
 
 
 def positive_int(name: str, value: object, *, minimum: int = 1) -> int:

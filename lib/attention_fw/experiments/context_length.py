@@ -208,7 +208,7 @@ def hardmax_run_task(*, n: int, d: int, gamma: float, steps: int, rng) -> Result
     """
     n, d = chk.positive_int("n", n, minimum=2), chk.positive_int("d", d)
     steps = chk.positive_int("steps", steps)
-    gamma = chk.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True, high_open=True)
+    gamma = chk.step_size("gamma", gamma)
     x0 = _gaussian_tokens((n, d), rng)
     first, count = tiled.leaders(x0, return_counts=True)
     owner = (first == np.arange(n)) & (count == 1)

@@ -313,7 +313,7 @@ def thm31_counterexample(x0: Sequence[Any] = (3, -1), steps: int = 700) -> Resul
 
 
 # ============================================================================ Section 3, clouds
-def symmetric_cloud(R: int, m: int, d: int = 2, *, rng: SeedLike = 0) -> np.ndarray:
+def symmetric_cloud(R: int, m: int, d: int = 2, *, rng: SeedLike) -> np.ndarray:
     """``R`` centrally symmetric clouds ``{x_1, ..., x_m, -x_1, ..., -x_m}`` of ``n = 2m`` Gaussian tokens.
 
     Central symmetry is preserved by (SA-inf) with ``B = -B_*`` (the oracle of ``-x`` is ``-s``),
@@ -337,7 +337,7 @@ def symmetric_cloud(R: int, m: int, d: int = 2, *, rng: SeedLike = 0) -> np.ndar
     return np.concatenate([x, -x], axis=1)
 
 
-def shifted_cloud(R: int, n: int, d: int = 2, *, rng: SeedLike = 0, concentration: float = 0.3) -> np.ndarray:
+def shifted_cloud(R: int, n: int, d: int = 2, *, rng: SeedLike, concentration: float = 0.3) -> np.ndarray:
     """``R`` Gaussian clouds shifted so that ``0`` lies in ``K^0`` but, typically, off-centre.
 
     Each cloud is translated by ``-sum_j w_j x_j`` with Dirichlet(``concentration``) weights
@@ -469,7 +469,7 @@ def thm31_ratio(x0: npt.ArrayLike, Bstar: npt.ArrayLike, steps: int, times: npt.
                   limit=x.mean(axis=-2), lam=lam, diam0=diam0)
 
 
-def thm31_shifted(ns: Iterable[int], R: int, steps: int, Bstar: npt.ArrayLike | None = None, *, rng: SeedLike = 0,
+def thm31_shifted(ns: Iterable[int], R: int, steps: int, Bstar: npt.ArrayLike | None = None, *, rng: SeedLike,
                   times: npt.ArrayLike | None = None) -> Result:
     """:func:`thm31_ratio` over shifted clouds of several sizes ``n`` (``R`` clouds each), pooled.
 

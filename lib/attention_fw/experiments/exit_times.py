@@ -39,7 +39,6 @@ Regimes it covers efficiently (documented in the book, section 5):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from typing import Iterable
 
@@ -50,7 +49,7 @@ from .._validate import SeedLike
 from .. import _validate as V
 from ..model import dynamics
 from ..geometry.polytope import HullDistance, _around_vertices, _vertices, c0, points_on_circle, regular_polygon
-from ..results import Result
+from ..results import ExitTimes, Result
 from .survival import kaplan_meier
 
 __all__ = [
@@ -161,9 +160,8 @@ def exit_mask(x: npt.ArrayLike, x0: npt.ArrayLike, sigma: npt.ArrayLike, eps: fl
     return _ExitRegion(x0, sigma, eps, _watch(watch, len(x0)))(x)
 
 
-@dataclass
-class ExitSample:
-    """Exit times of R runs; ``censored[r]`` means run r had not exited by ``times[r]``.
+class ExitSample(ExitTimes):
+    """:class:`attention_fw.results.ExitTimes` (the one exit-time result) with the Kaplan-Meier curve.
 
     No run is ever dropped: a censored run contributes ``T2 > times[r]`` to the fits.
 
@@ -180,14 +178,6 @@ class ExitSample:
     >>> es.n_censored, es.survival([1, 4, 6]).round(6)
     (1, array([1.      , 0.666667, 0.333333]))
     """
-    times: np.ndarray
-    censored: np.ndarray
-    events: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    cap: float = math.inf
-
-    @property
-    def n_censored(self) -> int:
-        return int(np.count_nonzero(self.censored))
 
     def survival(self, t: npt.ArrayLike) -> np.ndarray:
         """Empirical ``P[T2 >= t]`` (:func:`attention_fw.experiments.survival.kaplan_meier`)."""
@@ -210,7 +200,7 @@ def _check_common(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: f
     sigma = np.asarray(sigma)
     if sigma.shape != (n,) or sigma.dtype.kind not in "iu" or sigma.min() < 0:
         raise ValueError(f"sigma must be a non-negative integer array of shape ({n},)")
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    gamma = V.step_size("gamma", gamma)
     beta = V.real_scalar("beta", beta, low=0)
     eps = V.real_scalar("eps", eps, low=0, low_open=True)
     return x0, sigma.astype(np.intp), gamma, beta, eps
@@ -297,7 +287,12 @@ def frozen_escape_rate(points: npt.ArrayLike, counts: npt.ArrayLike, beta: float
 
     Parameters
     ----------
-    points : (K, d) array of distinct points;  counts : (K,) positive numbers;  beta >= 0
+    points : array (K, d)
+        The distinct points where the tokens sit.
+    counts : array (K,)
+        The number of tokens at each point (positive).
+    beta : float >= 0
+        Inverse temperature.
 
     Returns
     -------
@@ -338,7 +333,7 @@ def _event_step(x, d, L, same, gamma, g):
 
 
 def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, runs: int, *,
-                      rng: SeedLike = 0, cap: float = 1e300, max_events: int = 10_000,
+                      rng: SeedLike, cap: float = 1e300, max_events: int = 10_000,
                       watch: npt.ArrayLike | None = None, B: npt.ArrayLike | None = None) -> ExitSample:
     """Exit time ``T2`` of Theorem 5.4 by the rejection-free (kinetic) engine, ``runs`` chains at once.
 
@@ -348,14 +343,30 @@ def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, bet
 
     Parameters
     ----------
-    x0 : (n, d) array;  sigma : (n,) int group labels;  gamma in (0, 1);  beta >= 0;  eps > 0
-    runs : number of independent chains (vectorised)
-    rng : int, SeedSequence or Generator
-    cap : runs whose exit would happen after ``cap`` are censored at ``cap``
-    max_events : runs still inside after this many events are censored at their current time
-    watch : optional (n,) bool, the tokens whose exit counts (default all)
-    B : optional (d, d) key-query matrix, logits ``beta <B x_i, x_j>`` (default: the identity).
-        The engine's argument never uses ``B = I``: only the weights of the picks change.
+    x0 : array (n, d)
+        The initial tokens (one configuration; the runs all start from it).
+    sigma : int array (n,)
+        Group labels: token ``j`` must stay within ``eps`` of the hull of its group's initial tokens.
+    gamma : float in (0, 1]
+        The step size (the library's one interval).
+    beta : float >= 0
+        Inverse temperature.
+    eps : float > 0
+        Radius of the exit region around each group's initial hull.
+    runs : int >= 1
+        Number of independent chains, advanced together.
+    rng : int, SeedSequence or Generator, keyword-only
+        Source of randomness (required).
+    cap : float >= 1
+        Runs whose exit would happen after step ``cap`` are censored at ``cap``.
+    max_events : int >= 1
+        Runs still inside after this many events are censored at their current step.
+    watch : bool array (n,), optional
+        The tokens whose exit counts (default: all).
+    B : array (d, d), optional
+        Key-query matrix of the logits ``beta <B x_i, x_j>``, symmetric positive definite (the
+        setting of Theorem 5.4; default the identity). The engine's exactness does not depend on
+        ``B``: only the weights of the picks change.
 
     Returns
     -------
@@ -414,7 +425,7 @@ def engine_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, bet
 
 
 def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, runs: int, *,
-                    rng: SeedLike = 0, B: npt.ArrayLike | None = None) -> np.ndarray:
+                    rng: SeedLike, B: npt.ArrayLike | None = None) -> np.ndarray:
     """State of ``runs`` (SAP) chains at time ``t_final`` simulated by the rejection-free engine.
 
     For validation against plain stepping: the same law as ``t_final`` calls of ``sap_step``
@@ -434,7 +445,7 @@ def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, 
     True
     """
     x0 = V.tokens("x0", x0, batched_ok=False)
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    gamma = V.step_size("gamma", gamma)
     beta = V.real_scalar("beta", beta, low=0)
     t_final = V.positive_int("t_final", t_final, minimum=0)
     runs = V.positive_int("runs", runs)
@@ -459,7 +470,7 @@ def engine_state_at(x0: npt.ArrayLike, gamma: float, beta: float, t_final: int, 
 
 
 def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, runs: int, *,
-                        rng: SeedLike = 0, cap: int = 10_000, watch: npt.ArrayLike | None = None,
+                        rng: SeedLike, cap: int = 10_000, watch: npt.ArrayLike | None = None,
                         B: npt.ArrayLike | None = None) -> ExitSample:
     """Exit time ``T2`` (Theorem 5.4) by plain step-by-step (SAP), ``runs`` chains at once.
 
@@ -489,7 +500,7 @@ def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, b
 
 
 def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, *, cap: int = 10**6,
-                     watch: npt.ArrayLike | None = None, record_times: Iterable[int] | None = None) -> Result:
+                     watch: npt.ArrayLike | None = None, record_times: Iterable[int] | None = None) -> ExitSample:
     """Deterministic (SA-beta) counterpart of ``T2``: first step at which a watched token leaves
     ``conv{x_ji^0}_j + B(0, eps)``; no theorem covers it (erratum E6 of the book), it is an observation.
 
@@ -498,21 +509,21 @@ def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta
 
     Returns
     -------
-    Result with ``T`` (the exit step, or None if still inside after ``cap``), ``times`` (0, the
-    steps of ``record_times`` up to ``T``, and ``T``) and ``x`` (len(times), n, d), the
-    configurations at those steps.
+    :class:`ExitSample` of one run: ``times[0]`` the exit step, or ``cap`` with ``censored[0]``
+    True if still inside after ``cap`` steps (the library's one "no exit" marker); ``path_times``
+    (0, the steps of ``record_times`` up to the exit, and the exit step) and ``path``
+    (len(path_times), n, d), the configurations at those steps.
 
     Examples
     --------
     >>> x0, sigma = near_vertex_configuration(regular_polygon(3), 2, 0.05, rng=7)
     >>> # exit at 19
-    >>> sabeta_exit_time(
-    ...     x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[5]
-    ... ).times.tolist()
-    [0, 5, 19]
-    >>> # larger beta: no exit
-    >>> sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=1000).T is None
-    True
+    >>> det = sabeta_exit_time(x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[5])
+    >>> det.times.tolist(), det.censored.tolist(), det.path_times.tolist()
+    ([19.0], [False], [0, 5, 19])
+    >>> # larger beta: no exit within the cap
+    >>> sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=1000).censored.tolist()
+    [True]
     """
     x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
     cap = V.positive_int("cap", cap)
@@ -527,11 +538,12 @@ def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta
     if T is not None and times[-1] != T:
         times.append(T)
         xs.append(res.x.copy())
-    return Result(T=T, times=np.array(times), x=np.array(xs))
+    return ExitSample(times=np.array([float(cap if T is None else T)]), censored=np.array([T is None]), cap=float(cap),
+                      path_times=np.array(times), path=np.array(xs))
 
 
 def excursion_paths(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, steps: int, *, runs: int = 0,
-                    rng: SeedLike = 0, every: int = 1) -> Result:
+                    rng: SeedLike, every: int = 1) -> Result:
     """Largest distance of a token to its group's initial hull, ``max_j dist(x_j^t, conv{x_k^0})``,
     along (SA-beta) and along ``runs`` (SAP) chains from the same start, for ``t <= steps``.
 
@@ -760,4 +772,4 @@ def e6_task(*, beta: float, rng: int, per_vertex: int = 2, radius: float = 0.05,
     es = stepping_exit_times(x0, sigma, gamma, beta, eps, runs, rng=rng, cap=cap)
     det = sabeta_exit_time(x0, sigma, gamma, beta, eps, cap=sabeta_cap)
     return Result(beta=float(beta), times=es.times, censored=es.censored, cap=cap,
-                  sabeta_T=det.T, sabeta_cap=sabeta_cap, x0=x0, sigma=sigma)
+                  sabeta_T=None if det.censored[0] else int(det.times[0]), sabeta_cap=sabeta_cap, x0=x0, sigma=sigma)

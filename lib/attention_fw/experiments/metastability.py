@@ -230,7 +230,7 @@ def phase1_constants(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.Arra
     """
     v = _vertices("vertices", vertices)
     x0 = V.tokens("x0", x0, batched_ok=False)
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    gamma = V.step_size("gamma", gamma, theorem="the bounds of Theorems 5.2 and 5.4")
     k, n = len(v), len(x0)
     if x0.shape[1] != v.shape[1]:
         raise ValueError("x0 and vertices must have the same dimension")
@@ -299,7 +299,7 @@ def phase1_event(xT: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLik
 
 
 def run_phase1(x0: npt.ArrayLike, vertices: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, runs: int, *,
-               rng: SeedLike = 0, C: float | None = None, horizon: int | None = None) -> Result:
+               rng: SeedLike, C: float | None = None, horizon: int | None = None) -> Result:
     """Monte Carlo of Theorem 5.2: ``runs`` independent (SAP) chains for ``horizon`` steps
     (default ``3 T1``), run by :func:`attention_fw.model.dynamics.simulate` (B = I).
 
@@ -367,7 +367,7 @@ def metastability_bound(t: npt.ArrayLike, beta: float, n: int, gamma: float, eps
     t = V.as_float_array("t", t, min_ndim=0)
     beta = V.real_scalar("beta", beta, low=0)
     n = V.positive_int("n", n)
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    gamma = V.step_size("gamma", gamma, theorem="the bounds of Theorems 5.2 and 5.4")
     eps = V.real_scalar("eps", eps, low=0, low_open=True)
     c0_ = V.real_scalar("c0_", c0_, low=0, low_open=True)
     if form == "printed":
@@ -498,7 +498,7 @@ def theorem54_hypotheses(vertices: npt.ArrayLike, eps: float, gamma: float, rho:
     """
     v = _vertices("vertices", vertices)
     eps = V.real_scalar("eps", eps, low=0, low_open=True)
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    gamma = V.step_size("gamma", gamma, theorem="the bounds of Theorems 5.2 and 5.4")
     rho = V.real_scalar("rho", rho, low=0)
     d = diameter(v)
     c = c0(v)

@@ -45,9 +45,11 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.optimize import linprog
 
 from .. import _validate
+from ..model.dynamics import Softmax, simulate
 
 __all__ = ["head_matrices", "antisym_ratio", "pos_mass", "value_scalar_dist", "value_bound", "inertia", "head_spectrum",
            "head_row", "corpus_study", "clusters", "head_dynamics", "passages", "spread", "sentence_panel", "sink_head",
@@ -667,8 +669,6 @@ def clusters(x, tol: float) -> int:
     >>> clusters(np.array([[0.0, 0], [0, 1e-9], [1, 0]]), 1e-6)
     2
     """
-    from scipy.cluster.hierarchy import fcluster, linkage
-
     x = np.asarray(x, dtype=np.float64)
     if len(x) < 2:
         return len(x)
@@ -696,8 +696,6 @@ def head_dynamics(x0, M, *, steps: int, gamma: float = 0.5, every: int = 1, clus
     >>> int(run["clusters"][-1]), bool(run["diameter"][-1] < 1e-6)
     (1, True)
     """
-    from ..model.dynamics import Softmax, simulate
-
     x0 = np.asarray(x0, dtype=np.float64)
     M = _square("M", M)
     run = simulate(x0, Softmax(gamma, 1.0, B=M.T), steps, trajectory=True, every=every)

@@ -242,7 +242,7 @@ def wilson_interval(successes: npt.ArrayLike, trials: npt.ArrayLike,
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
-def owns_cell_probability(dims: Iterable[int], kappa: int, samples: int, *, rng: SeedLike = 0,
+def owns_cell_probability(dims: Iterable[int], kappa: int, samples: int, *, rng: SeedLike,
                           B_spectrum: Callable[[int], npt.ArrayLike] | None = None, chunk: int = 4096) -> Result:
     """Monte-Carlo ``P(every one of kappa Gaussian vertices owns its cell)`` against ``d`` (Remark 4.6).
 
@@ -460,11 +460,12 @@ def euler_error(x0: npt.ArrayLike, B: npt.ArrayLike, dts: npt.ArrayLike, T: floa
 
 
 def ode_continuity(x0: npt.ArrayLike, B: npt.ArrayLike, deltas: npt.ArrayLike, T: float = 3.0, dt: float = 1e-3, *,
-                   rng: SeedLike = 0, direction: npt.ArrayLike | None = None) -> Result:
+                   rng: SeedLike = None, direction: npt.ArrayLike | None = None) -> Result:
     """Continuous dependence of the hardmax ODE on its initial data (Theorem 4.8), measured with Euler.
 
     For each size ``delta``, perturbs ``x0`` by ``delta * u`` (``u`` a fixed random direction,
-    normalised so that ``max_i |u_i| = 1``), integrates both problems by (SA-inf) with
+    normalised so that ``max_i |u_i| = 1``; drawn from ``rng``, required unless ``direction`` gives
+    ``u``), integrates both problems by (SA-inf) with
     ``gamma = dt`` up to ``T`` and records ``sup_{t <= T} max_i |x_i(t) - x~_i(t)|``. While the
     perturbed data stay generic with the same cells this distance is ``delta`` (the solution
     map is 1-Lipschitz: ``x - x~ = e^{-t}(x0 - x~0)``, plus the vertex shift when a vertex
@@ -502,6 +503,8 @@ def ode_continuity(x0: npt.ArrayLike, B: npt.ArrayLike, deltas: npt.ArrayLike, T
     if np.any(deltas < 0):
         raise ValueError("deltas must be >= 0")
     if direction is None:
+        if rng is None:
+            raise TypeError("rng is required when direction is not given (the random direction u is drawn from it)")
         u = V.rng("rng", rng).normal(size=x.shape)
     else:
         u = V.as_float_array("direction", direction).reshape(x.shape)

@@ -52,7 +52,7 @@ _EMPTY = np.zeros((0, 2))
 # ---------------------------------------------------------------------------------------------
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
-def sample_vertices(k: int, *, rng: V.SeedLike = 42, equal_norm: bool = False, enforce_bijection: bool = False,
+def sample_vertices(k: int, *, rng: V.SeedLike, equal_norm: bool = False, enforce_bijection: bool = False,
                     radius: float = 1.0, radial_range: tuple[float, float] = (0.4, 1.0),
                     max_tries: int = 500) -> tuple[np.ndarray, np.ndarray]:
     """Random planar vertices exactly as the authors' figure scripts draw them.

@@ -79,4 +79,5 @@ def beta(beta, allow_inf=True):
 
 
 def gamma(gamma):
-    return chk.real_scalar("gamma", gamma, low=0.0, high=1.0, low_open=True)
+    """The step size, in the library's one interval ``(0, 1]`` (``_validate.GAMMA_INTERVAL``)."""
+    return chk.step_size("gamma", gamma)

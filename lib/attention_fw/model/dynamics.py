@@ -94,6 +94,7 @@ from ._checks import transpose as _t
 from ._sampling import SMALL_WEIGHT, TAIL_CHUNK, bernoulli_from_neg_log
 from ._scaling import fit_scores as _fit_scores
 from ._scaling import max_sq_norm as _max_sq_norm
+from .recorders import FirstTime, FunctionRecorder, Recorder
 from .schedules import Schedule, get_schedule
 
 _tokens: Callable[[npt.ArrayLike], np.ndarray] = _checks_tokens  # typed: _checks is not annotated
@@ -698,21 +699,20 @@ def _per_system(M, systems):
     return M[systems]
 
 
-class _General:
-    """The keywords of the general model a rule passes to its step (``W_Q``, ``W_K`` folded into ``B``)."""
-
-    def _general(self, B, W_Q, W_K, V, mask, norm):
-        self.B = _rule_key_query(general.key_query_from(B, W_Q, W_K))
-        self.V = None if V is None else chk.as_float_array("V", V, min_ndim=2, max_ndim=3)
-        self.mask = mask if mask is None or isinstance(mask, str) else np.asarray(mask)
-        self.norm = general.check_norm(norm)
-
-    def _options(self, systems):
-        return dict(V=_per_system(self.V, systems), mask=self.mask, norm=self.norm,
-                    method=getattr(self, "method", "auto"))
+def _general(rule, B, W_Q, W_K, V, mask, norm):
+    """Store on ``rule`` the keywords of the general model it passes to its step (``W_Q``, ``W_K`` folded into ``B``)."""
+    rule.B = _rule_key_query(general.key_query_from(B, W_Q, W_K))
+    rule.V = None if V is None else chk.as_float_array("V", V, min_ndim=2, max_ndim=3)
+    rule.mask = mask if mask is None or isinstance(mask, str) else np.asarray(mask)
+    rule.norm = general.check_norm(norm)
 
 
-class Hardmax(Rule, _General):
+def _options(rule, systems):
+    """The general model's keywords of ``rule`` for the systems ``systems`` (and the engine, ``method``)."""
+    return dict(V=_per_system(rule.V, systems), mask=rule.mask, norm=rule.norm, method=getattr(rule, "method", "auto"))
+
+
+class Hardmax(Rule):
     """(SA-inf) with step-size schedule (``Schedule``, number or name) and key-query ``B``.
 
     ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as in :func:`hardmax_step`.
@@ -730,15 +730,15 @@ class Hardmax(Rule, _General):
                  V: npt.ArrayLike | None = None, mask: Any = None, norm: str | None = None,
                  method: str = "auto", **schedule_params: Any) -> None:
         self.schedule: Schedule = get_schedule(schedule, **schedule_params)
-        self._general(B, W_Q, W_K, V, mask, norm)
+        _general(self, B, W_Q, W_K, V, mask, norm)
         self.tie_rtol = tie_rtol
         self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, **self._options(systems))
+        return hardmax_step(x, self.schedule(t), self._B(systems), tie_rtol=self.tie_rtol, **_options(self, systems))
 
 
-class Softmax(Rule, _General):
+class Softmax(Rule):
     """(SA-beta) with step-size schedule ``schedule`` at inverse temperature ``beta``.
 
     ``W_Q``, ``W_K``, ``V``, ``mask``, ``norm``: the general model, as in :func:`softmax_step`.
@@ -756,14 +756,14 @@ class Softmax(Rule, _General):
                  mask: Any = None, norm: str | None = None, method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
-        self._general(B, W_Q, W_K, V, mask, norm)
+        _general(self, B, W_Q, W_K, V, mask, norm)
         self.method = method
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), **self._options(systems))
+        return softmax_step(x, self.schedule(t), self.beta, self._B(systems), **_options(self, systems))
 
 
-class MarkovChain(Rule, _General):
+class MarkovChain(Rule):
     """(SAP) with step-size schedule ``schedule`` at inverse temperature ``beta``, random stream ``rng``.
 
     The rule keeps the stream it was given as it was at construction (a Generator is copied,
@@ -779,7 +779,8 @@ class MarkovChain(Rule, _General):
     >>> b = simulate(
     ...     np.stack([x] * 4), MarkovChain(0.5, 1.0, rng=np.random.default_rng(3)), 5
     ... ).x
-    >>> bool(np.array_equal(a, b)), bool(np.array_equal(a, simulate(np.stack([x] * 4), rule, 5).x))
+    >>> again = simulate(np.stack([x] * 4), rule, 5).x      # the same rule, run again
+    >>> bool(np.array_equal(a, b)), bool(np.array_equal(a, again))
     (True, True)
     """
 
@@ -789,7 +790,7 @@ class MarkovChain(Rule, _General):
                  method: str = "auto", **schedule_params: Any) -> None:
         self.schedule = get_schedule(schedule, **schedule_params)
         self.beta = _beta(beta, allow_inf=False)
-        self._general(B, W_Q, W_K, V, mask, norm)
+        _general(self, B, W_Q, W_K, V, mask, norm)
         self.method = method
         self._origin = copy.deepcopy(chk.rng("rng", rng))
         self.rng = copy.deepcopy(self._origin)
@@ -798,7 +799,7 @@ class MarkovChain(Rule, _General):
         self.rng = copy.deepcopy(self._origin)
 
     def step(self, x: np.ndarray, t: int, systems: np.ndarray | None = None) -> np.ndarray:
-        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, **self._options(systems))
+        return sap_step(x, self.schedule(t), self.beta, self._B(systems), rng=self.rng, **_options(self, systems))
 
 
 class Layer(Rule):
@@ -823,125 +824,6 @@ class Layer(Rule):
         T = _tiled_for(x)
         Ax = attention(x, self.beta, self.B) @ x if T is None else T.attention_apply(x, x, self.beta, self.B)
         return x + (Ax - x) @ self.P.T
-
-
-class Recorder:
-    """Something :func:`~attention_fw.model.dynamics.simulate` calls as ``recorder(x, t)`` at the times it is ``due``.
-
-    :func:`simulate` asks ``due(t, first, last)`` before each step (``first`` the initial layer,
-    ``last`` whether ``t`` is the final one), calls the recorder when it is due, and at the end
-    stores ``result()`` under ``name`` in ``records`` and the list ``times`` (the steps it
-    recorded, kept by the recorder) in ``record_times``.
-
-    Examples
-    --------
-    A recorder of the spread of the tokens at the last step; at ``beta = 0`` with
-    ``gamma = 1/2`` each step halves it, so ``2 -> 2 / 2^3``:
-
-    >>> class FinalSpread(Recorder):
-    ...     name = "spread"
-    ...     def __init__(self):
-    ...         self.times, self.values = [], []
-    ...     def due(self, t: int, first: int, last: bool) -> bool:
-    ...         return last
-    ...     def __call__(self, x: np.ndarray, t: int) -> None:
-    ...         self.times.append(t)
-    ...         self.values.append(float(np.ptp(x[:, 0])))
-    ...     def result(self) -> Any:
-    ...         return self.values
-    >>> run = simulate(
-    ...     np.array([[1.0, 0.0], [-1.0, 0.0]]), Softmax(0.5, 0.0), 3, [FinalSpread()]
-    ... )
-    >>> run.records["spread"], run.record_times["spread"].tolist()
-    ([0.25], [3])
-    """
-
-    name: str = "record"
-    times: list[int]
-
-    def due(self, t: int, first: int, last: bool) -> bool:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __call__(self, x: np.ndarray, t: int) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def result(self) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
-class FunctionRecorder(Recorder):
-    """Record ``fn(x, t)`` at ``t = t0, t0 + every, ...`` and at the last step, or exactly at ``times``.
-
-    ``fn`` returns an array or a dict of arrays; :meth:`~Recorder.result` stacks them over the recorded
-    times (a dict of stacks for dicts).
-
-    Examples
-    --------
-    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
-    >>> rec = FunctionRecorder("x3", lambda x, t: x[2, 1], times=[0, 2])
-    >>> simulate(x, Hardmax(0.5), 4, [rec]).records["x3"]     # 1 - 0.7 / 2^t
-    array([0.3  , 0.825])
-    """
-
-    def __init__(self, name: str, fn: Callable[[np.ndarray, int], Any], every: int = 1, *,
-                 times: Iterable[int] | None = None) -> None:
-        if not callable(fn):
-            raise TypeError("fn must be callable as fn(x, t)")
-        self.name = name
-        self.fn = fn
-        self.every = chk.positive_int("every", every)
-        self.wanted = None if times is None else frozenset(int(t) for t in np.ravel(list(times)))
-        self.times: list[int] = []
-        self.values: list = []
-
-    def due(self, t: int, first: int, last: bool) -> bool:
-        if self.wanted is not None:
-            return t in self.wanted
-        return (t - first) % self.every == 0 or last
-
-    def __call__(self, x: np.ndarray, t: int) -> None:
-        self.times.append(t)
-        v = self.fn(x, t)
-        self.values.append({k: np.asarray(a) for k, a in v.items()} if isinstance(v, dict) else np.asarray(v))
-
-    def result(self) -> Any:
-        if self.values and isinstance(self.values[0], dict):
-            return {k: np.stack([v[k] for v in self.values]) for k in self.values[0]}
-        return np.stack(self.values) if self.values else np.zeros(0)
-
-
-class FirstTime(Recorder):
-    """Per system, the first step ``t`` at which ``predicate(x, t)`` holds (``-1`` if never); checked at every step.
-
-    ``predicate`` returns a bool array of shape (R,) for tokens (R, n, d) (a bool for (n, d)).
-
-    Examples
-    --------
-    >>> x = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
-    >>> near = FirstTime("near", lambda x, t: np.linalg.norm(x[2] - x[0]) < 0.1)
-    >>> int(simulate(x, Hardmax(0.5), 10, [near]).records["near"])
-    3
-    """
-
-    def __init__(self, name: str, predicate: Callable[[np.ndarray, int], Any]) -> None:
-        if not callable(predicate):
-            raise TypeError("predicate must be callable as predicate(x, t)")
-        self.name = name
-        self.predicate = predicate
-        self.first: np.ndarray | None = None
-        self.times: list[int] = []
-
-    def due(self, t: int, first: int, last: bool) -> bool:
-        return True
-
-    def __call__(self, x: np.ndarray, t: int) -> None:
-        hit = np.asarray(self.predicate(x, t), dtype=bool)
-        if self.first is None:
-            self.first = np.full(hit.shape, -1)
-        self.first[(self.first < 0) & hit] = t
-
-    def result(self) -> Any:
-        return self.first
 
 
 @dataclass

@@ -7,10 +7,10 @@ The dense steps of :mod:`attention_fw.model.dynamics` compare every token with e
 -------------------------------------------------
 A linear functional ``y -> <B x_i, y>`` attains its maximum (and its minimum) over the tokens at
 vertices of their convex hull ``K``, so the leader of every token is a vertex. The dense step's tie
-rule (``S_ij >= top_i - tol max_j |S_ij|``, :mod:`._checks`) also counts the tokens whose score is
+rule (``S_ij >= top_i - tol max_j |S_ij|``, ``_checks``) also counts the tokens whose score is
 within ``tol`` times the row's scale of the top; such a token lies within ``tol max_j |x_j|`` of the
 boundary of ``K`` (its distance to the supporting line of ``B x_i`` bounds its distance to the
-boundary). So the candidates of a step are the tokens within a margin
+boundary). So the candidates of a step are the tokens within a margin ::
 
     m = 4 (tol + 2 d eps) max_j |x_j|
 
@@ -59,7 +59,7 @@ TINY = 1e-250  # rows with max_k |(B x_i)_k| max_j |x_j| below: products near un
 HULL_DIMS = (1, 2, 3)
 
 STATS: dict[str, int] = {"hull_steps": 0, "dense_fallbacks": 0, "full_rows": 0}
-"""Counters since import: systems stepped through the hull, systems sent to the dense step (no hull),
+"""Counters since import of systems stepped through the hull, systems sent to the dense step (no hull),
 rows scanned in full (``B x_i`` near underflow)."""
 
 
@@ -199,6 +199,7 @@ RHO_TAYLOR = 6.0      # rows with beta |B x_i| r <= RHO_TAYLOR take the expansio
 TAYLOR_TOL = 1e-10    # its proved bound on |m_fast - m| / r
 PRUNE_EXTRA = 25.0    # the pruned sum drops terms below e^{-(log n + PRUNE_EXTRA)} of the row's largest
 STEP_TOL = 1e-8       # what the tests hold every row to: |m_fast - m_dense| <= STEP_TOL r
+"""The accuracy every row of the fast (SA-beta) step is held to, relative to the radius ``r`` of the tokens."""
 
 
 def taylor_order(rho: float, tol: float = TAYLOR_TOL) -> int:
@@ -261,7 +262,7 @@ def _grid(x, per_cell=16):
 
 SOFTMAX_STATS: dict[str, int] = {"taylor_rows": 0, "pruned_rows": 0, "pruned_terms": 0, "dense_rows": 0,
                                   "dense_systems": 0}
-"""Counters since import: rows by the expansion, rows by the pruned sum and the source terms it summed,
+"""Counters since import of rows by the expansion, rows by the pruned sum and the source terms it summed,
 rows by dense tiles (the pruned sum would keep most sources), systems sent to the dense step."""
 
 

@@ -4,7 +4,7 @@ The paper's model is the special case ``W_Q = W_K = I`` (or one key-query matrix
 ``V = I`` (the step ``gamma`` playing the value's role, Section 5), no mask and no
 normalisation; those defaults take the fast paths of :mod:`attention_fw.model.dynamics`
 unchanged, and anything else comes here. The steps of ``dynamics`` hand the work to
-:func:`_step` through their one dispatch point.
+``_step`` through their one dispatch point.
 
 Conventions (row tokens, as everywhere in the library: ``x`` of shape (n, d), token ``i`` is
 the row ``x_i``):

@@ -115,7 +115,9 @@ def multihead_step(x: npt.ArrayLike, W_Q: npt.ArrayLike, W_K: npt.ArrayLike, W_V
 
 
 class MultiHead(Rule):
-    """:func:`multihead_step` as a rule for :func:`~attention_fw.model.dynamics.simulate` (the same weights at every layer).
+    """The block :func:`~attention_fw.model.multihead.multihead_step` as a rule for ``simulate``.
+
+    The same weights at every layer; :func:`~attention_fw.model.dynamics.simulate` runs it.
 
     Examples
     --------

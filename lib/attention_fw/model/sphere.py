@@ -87,7 +87,7 @@ def modes(beta: float, rtol: float = 1e-13) -> int:
 
 
 def growth_rates(beta: float, kmax: int = 200) -> np.ndarray:
-    """``k^2 I_k(beta) / beta`` for ``k = 1 .. kmax``: the growth rates of the modes of the linearised mean-field equation."""
+    """``k^2 I_k(beta) / beta``, ``k`` from 1 to ``kmax``: growth rates of the modes of the linearised mean-field equation."""
     b = _beta(beta)
     k = np.arange(1, chk.positive_int("kmax", kmax) + 1)
     return k * k * ive(k, b) * math.exp(b) / b

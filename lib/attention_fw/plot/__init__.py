@@ -1,7 +1,8 @@
 """Figures of the experiments (optional: needs matplotlib, the ``plot`` extra).
 
-Plots of one's own arrays on a given Axes, each returning it: :func:`plot_tokens`,
-:func:`plot_trajectories`, :func:`plot_cells`, :func:`plot_hull` (module ``arrays``).
+Plots of one's own arrays on a given Axes, each returning it: :func:`~attention_fw.plot.arrays.plot_tokens`,
+:func:`~attention_fw.plot.arrays.plot_trajectories`, :func:`~attention_fw.plot.arrays.plot_cells`,
+:func:`~attention_fw.plot.arrays.plot_hull` (module ``arrays``).
 One module per part of the book: ``model``, ``frank_wolfe``, ``convergence``, ``metastability``, ``sabeta``,
 ``context``, ``trained``, ``animate`` (offline animations), ``colours`` (colour distances, greyscale and
 colour-vision-deficiency checks, the palette of the paper-ready figures); ``style`` is the book's figure style as a

@@ -105,8 +105,8 @@ def fig_diagonal_V(tri, new, name: str = "ch2-diagonal-V"):
     ax.plot(*new[np.r_[hv, hv[0]]].T, color="C3", lw=1, ls="--", label=r"$\mathcal{K}^{1}$ (new hull)")
     for k in range(3):
         ax.annotate("", xy=new[k], xytext=tri[k], arrowprops=dict(arrowstyle="->", color="0.3", lw=0.8))
-    ax.scatter(*tri.T, c="C0", s=20, zorder=3)
-    ax.scatter(*new.T, c="C3", s=20, zorder=3)
+    ax.scatter(tri[:, 0], tri[:, 1], c="C0", s=20, zorder=3)
+    ax.scatter(new[:, 0], new[:, 1], c="C3", s=20, zorder=3)
     ax.text(new[1, 0] + 0.03, new[1, 1] + 0.03, f"({new[1, 0]:.1f}, {new[1, 1]:.1f})", color="C3", fontsize=8)
     ax.set_aspect("equal")
     ax.set_xlim(-0.1, 1.15)

@@ -45,7 +45,7 @@ def fig_beta_limit(res: Result, n: int | None = None, name: str = "ch1-beta-limi
     return saved(fig, name, beta_limit_data(res, n))
 
 
-def beta_limit_data(res: Result, n: int) -> dict:
+def beta_limit_data(res: Result, n: int | None) -> dict:
     """The numbers saved beside the beta-limit figure."""
     const = res.const if np.isfinite(res.const) else None
     return {"betas": res.betas, "median": res.median, "worst": res.worst, "Delta": res.Delta,
