@@ -604,12 +604,17 @@ def T2_at(b):
     return int(SB.sabeta_exit_times(cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=max(10**7, p.cap)).T[0])
 
 
+def below(b):
+    """T2 exits before coupling_t2 (a run past the cap, T2 = -1, is above it)."""
+    return 0 < T2_at(b) < p.coupling_t2
+
+
 lo_b, hi_b = p.coupling_beta, p.coupling_beta
-while T2_at(hi_b) < p.coupling_t2 and hi_b < 200:
+while below(hi_b) and hi_b < 200:
     lo_b, hi_b = hi_b, hi_b * 1.5
 for _ in range(20):                       # bisection on beta for T2 = coupling_t2
     mid = 0.5 * (lo_b + hi_b)
-    lo_b, hi_b = (mid, hi_b) if T2_at(mid) < p.coupling_t2 else (lo_b, mid)
+    lo_b, hi_b = (mid, hi_b) if below(mid) else (lo_b, mid)
 beta_hi = round(hi_b, 3)
 radius = cfg.eps                          # r = eps: the exit tolerance itself
 couplings = []
