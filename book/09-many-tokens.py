@@ -371,11 +371,11 @@ page.figure(
 ch = MT.chaos(
     p.chaos_ns,
     p.chaos_reference,
-    p.chaos_beta,
     0.5,
+    p.chaos_beta,
     p.chaos_steps,
     p.chaos_reps,
-    seed=seed_of(3),
+    rng=seed_of(3),
     directions=16,
 )
 for n, row in zip(p.chaos_ns, ch.distances):

@@ -30,6 +30,7 @@ from afw_book import paper_figures as PF
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.experiments import trained_heads as TH
 from attention_fw.experiments import hull_counts as HCN
+from attention_fw.experiments import many_tokens as MTK
 from attention_fw.geometry.polytope import points_on_circle, regular_polygon
 
 TRI = points_on_circle()
@@ -87,6 +88,13 @@ CALLS = {
     "experiments.metastability.phase1_task": lambda rng: M.phase1_task(beta=3.0, rng=rng, gamma=0.5, runs=10, config_beta=1e4,
                                                            per_vertex=1, min_dist=0.5, config_rng=1, horizon=3),
     "experiments.exit_times.zoom_paths": lambda rng: ET.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
+    "experiments.many_tokens.sample_polygon": lambda rng: MTK.sample_polygon(TRI, 50, rng=rng),
+    "experiments.many_tokens.sample_disk": lambda rng: MTK.sample_disk(50, rng=rng),
+    "experiments.many_tokens.hardmax_limit": lambda rng: MTK.hardmax_limit(TRI, 200, 30, rng=rng),
+    "experiments.many_tokens.circle_clusters": lambda rng: MTK.circle_clusters(3.0, 200, 50, rng=rng),
+    "experiments.many_tokens.sabeta_measure": lambda rng: MTK.sabeta_measure(100, 0.5, 5.0, 3, rng=rng),
+    "experiments.many_tokens.low_temperature": lambda rng: MTK.low_temperature(60, [5.0, 20.0], [0, 2], 0.5, rng=rng),
+    "experiments.many_tokens.chaos": lambda rng: MTK.chaos([20, 40], 80, 0.5, 5.0, 2, 2, rng=rng, directions=8),
     "experiments.model_checks.sap_mean": lambda rng: MC.sap_mean(X2, 0.5, 2.0, 3000, rng=rng),
     "afw_book.paper_figures.cell_panel": lambda rng: PF.cell_panel(6, rng=rng),
     "afw_book.paper_figures.figure1": lambda rng: _drawn(PF.figure1, kappas=(5, 6), rng=rng),

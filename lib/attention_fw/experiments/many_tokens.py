@@ -134,7 +134,7 @@ def sample_disk(n: int, *, rng: chk.SeedLike) -> np.ndarray:
     return np.stack([r * np.cos(a), r * np.sin(a)], 1)
 
 
-def sabeta_measure(n: int, beta: float, gamma: float, steps: int, *, rng: chk.SeedLike) -> np.ndarray:
+def sabeta_measure(n: int, gamma: float, beta: float, steps: int, *, rng: chk.SeedLike) -> np.ndarray:
     """``n`` tokens uniform on the unit disc after ``steps`` (SA-beta) steps (the fast engine: within 1e-8 of the
     radius of the dense step at each step)."""
     x = sample_disk(n, rng=rng)
@@ -143,17 +143,17 @@ def sabeta_measure(n: int, beta: float, gamma: float, steps: int, *, rng: chk.Se
     return x
 
 
-def chaos(ns: list[int], reference: int, beta: float, gamma: float, steps: int, replicates: int, *,
-          seed: int, directions: int = 64) -> Result:
+def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, replicates: int, *,
+          rng: chk.SeedLike, directions: int = 64) -> Result:
     """Sliced ``W1`` between the ``n``-token measure and an independent ``reference``-token measure after ``steps``
-    steps, ``replicates`` independent runs per ``n`` (each run its own stream)."""
-    ss = np.random.SeedSequence(seed)
+    steps, ``replicates`` independent runs per ``n`` (each run its own stream, spawned from one drawn from ``rng``)."""
+    ss = np.random.SeedSequence(int(chk.rng("rng", rng).integers(2**63)))
     ref_seq, *run_seqs = ss.spawn(1 + len(ns))
-    ref = sabeta_measure(reference, beta, gamma, steps, rng=np.random.default_rng(ref_seq))
+    ref = sabeta_measure(reference, gamma, beta, steps, rng=np.random.default_rng(ref_seq))
     d = np.empty((len(ns), replicates))
     for a, (n, sq) in enumerate(zip(ns, run_seqs)):
         for r, s in enumerate(sq.spawn(replicates)):
-            d[a, r] = sliced_w1(sabeta_measure(n, beta, gamma, steps, rng=np.random.default_rng(s)), ref, directions)
+            d[a, r] = sliced_w1(sabeta_measure(n, gamma, beta, steps, rng=np.random.default_rng(s)), ref, directions)
     return Result(ns=np.asarray(ns), reference=reference, distances=d)
 
 
