@@ -262,7 +262,8 @@ sa_beta = dyn.softmax_step(x, p.gamma, p.beta_mc)
 with_V_gamma = dyn.layer_step(x, p.beta_mc, I2, p.gamma * I2)
 shrunk = dyn.softmax_step(x, p.gamma / (1 + p.gamma), p.beta_mc)
 # gamma = 1 has no such value matrix (gamma / (1 - gamma) is infinite)
-fixed = dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2) if p.gamma < 1 else None
+fixed = (dyn.layer_step(x, p.beta_mc, I2, p.gamma / (1 - p.gamma) * I2)
+         if p.gamma < 1 else None)
 page.glue(**{"ch1-gamma": p.gamma,
              "ch1-E8-wrong": (np.abs(with_V_gamma - sa_beta).max(), ".3f"),
              "ch1-E8-step": (p.gamma / (1 + p.gamma), ".4f"),

@@ -290,26 +290,28 @@ rng = page.stream("hull-shrinking")
 X = rng.standard_normal((p.hull_configs, 10, 2))
 Bs = random_symmetric(rng, p.hull_configs, 2)
 hull = fw.hull_shrinking(X, p.gamma, Bs, p.hull_steps)
-# relative to the previous layer's area; a hull that has become flat (a segment or a point: area
-# 0) stays flat, and any area after it would count as an infinite increase
+# relative to the previous layer's area; a hull that has become flat (a segment or a
+# point: area 0) stays flat, and any area after it would count as an infinite increase
 prev, change = hull.areas[:-1], np.diff(hull.areas, axis=0)
-rel_incr = np.where(prev > 0, change / np.where(prev > 0, prev, 1.0), np.where(change > 0, np.inf, 0.0))
+rel_incr = np.where(prev > 0, change / np.where(prev > 0, prev, 1.0),
+                    np.where(change > 0, np.inf, 0.0))
 grew = rel_incr.max() >= 1e-12 or hull.outside > 0
 assert not grew, "the hull grew: the lemma would be violated"
-flat = hull.areas[-1] == 0                      # configurations whose hull became a segment or a point
+flat = hull.areas[-1] == 0      # configurations whose hull became a segment or a point
 flat_from = int(np.argmax((hull.areas == 0).any(axis=1))) if flat.any() else None
 
 # %% tags=["hide-input"]
+flat_text = (f"In {fmt(int(flat.sum()))} of the {fmt(p.hull_configs)} configurations "
+             "the tokens ended on a segment or a single point (area 0), the first "
+             f"from layer {flat_from} on; an area of 0 stays 0, and the curves of "
+             "these configurations are drawn on the floor of the figure from there."
+             if flat.any() else
+             "No hull became flat (a segment or a point) within these layers.")
 page.glue(**{"ch2-hull-configs": p.hull_configs,
              "ch2-hull-steps": p.hull_steps,
              "ch2-hull-incr": (rel_incr.max(), ".1e"),
              "ch2-hull-outside": hull.outside,
-             "ch2-hull-flat": (f"In {fmt(int(flat.sum()))} of the {fmt(p.hull_configs)} configurations the "
-                               f"tokens ended on a segment or a single point (area 0), the first from layer "
-                               f"{flat_from} on; an area of 0 stays 0, and the curves of these "
-                               "configurations are drawn on the floor of the figure from there."
-                               if flat.any() else
-                               "No hull became flat (a segment or a point) within these layers.")})
+             "ch2-hull-flat": flat_text})
 hull_data = {"relative_area": hull.areas / hull.areas[0], "gamma": p.gamma,
              "max_relative_increase": rel_incr.max(),
              "new_tokens_outside": hull.outside}

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # The deterministic dynamics
 #
-# :::{admonition} What is proved, what is computed on this family, where this page shows it
+# :::{admonition} What is proved, what is true on this family (computed), where this page shows it
 # :class: important
 # * **Proved, for the chain (SAP) only** (Theorems 5.2 and 5.4; $B=I$, under the hypotheses of
 #   Theorem 5.4): its clusters hold with high probability for a time of order $e^{\beta c_0/2}$. For
@@ -68,21 +68,62 @@ preset = "paper"  # "paper": the whole family; "quick": seconds (tests)
 # it is given: `make notebook NB=07-deterministic-dynamics ARGS="-p cap 100000"`, or here a line `cap = 100000`.
 PARAMETERS = {
     "executor": ("str", "", "serial, processes, local-dask or a Dask address"),
-    "configs": ("list[str]", "", "names of the family's configurations",
-                "each one of attention_fw.experiments.sabeta.FAMILY; distinct"),
-    "t_lo": ("float", "> 0", "the β grid starts where the leading-order T2 is t_lo ..."),
-    "t_hi": ("float", "> 0", "... its spacing: num_betas betas up to where the leading-order T2 is t_hi ...",
-             "> t_lo"),
-    "num_betas": ("int", ">= 2", "betas per configuration before the extension (a fit needs 3 with T2 ≥ fit_t_min)"),
-    "t_reach": ("float", "> 0", "... then more betas at that spacing until the measured T2 reaches t_reach"),
-    "fit_t_min": ("float", ">= 1", "exponents and slopes use the betas with T2 ≥ fit_t_min (at least 3 needed)"),
+    "configs": (
+        "list[str]",
+        "",
+        "names of the family's configurations",
+        "each one of attention_fw.experiments.sabeta.FAMILY; distinct",
+    ),
+    "t_lo": (
+        "float",
+        "> 0",
+        "the β grid starts where the leading-order T2 is t_lo ...",
+    ),
+    "t_hi": (
+        "float",
+        "> 0",
+        "... its spacing: num_betas betas up to where the leading-order T2 is t_hi ...",
+        "> t_lo",
+    ),
+    "num_betas": (
+        "int",
+        ">= 2",
+        "betas per configuration before the extension (a fit needs 3 with T2 ≥ fit_t_min)",
+    ),
+    "t_reach": (
+        "float",
+        "> 0",
+        "... then more betas at that spacing until the measured T2 reaches t_reach",
+    ),
+    "fit_t_min": (
+        "float",
+        ">= 1",
+        "exponents and slopes use the betas with T2 ≥ fit_t_min (at least 3 needed)",
+    ),
     "cap": ("int", ">= 1", "steps of (SAβ) at most (T2 > cap: not reached)"),
-    "chain_runs": ("int", ">= 2", "(SAP) runs per β (the interval of a mean needs 2)"),
-    "chain_budget": ("float", "> 0", "SAP where the engine is slow: only at betas where T2 is at most this"),
+    "chain_runs": (
+        "int",
+        ">= 2",
+        "(SAP) runs per β (the interval of a mean needs 2)",
+    ),
+    "chain_budget": (
+        "float",
+        "> 0",
+        "SAP where the engine is slow: only at betas where T2 is at most this",
+    ),
     "coupling_gamma": ("float", "(0, 1]", "step size of the coupling experiment"),
     "coupling_runs": ("int", ">= 1", "SAP paths of the coupling experiment"),
-    "coupling_beta": ("float", "> 0", "first inverse temperature of the coupling experiment"),
-    "coupling_t2": ("float", ">= 2", "second one: where T2 of (SAβ) is about this", "<= cap"),
+    "coupling_beta": (
+        "float",
+        "> 0",
+        "first inverse temperature of the coupling experiment",
+    ),
+    "coupling_t2": (
+        "float",
+        ">= 2",
+        "second one: where T2 of (SAβ) is about this",
+        "<= cap",
+    ),
 }
 
 # %% tags=["hide-input"]
@@ -99,26 +140,58 @@ from attention_fw.experiments import sabeta as SB
 from attention_fw.experiments import sabeta_exponent as SX
 from attention_fw.plot import sabeta as SP
 
-QUICK_CONFIGS = ["triangle, 1 per vertex", "triangle, 1+2 near",
-                 "square, 1 per vertex, B rotated", "tetrahedron, 1+3 near",
-                 "triangle, 1 per vertex, in the hypotheses"]
+QUICK_CONFIGS = [
+    "triangle, 1 per vertex",
+    "triangle, 1+2 near",
+    "square, 1 per vertex, B rotated",
+    "tetrahedron, 1+3 near",
+    "triangle, 1 per vertex, in the hypotheses",
+]
 PRESETS = {
-    "paper": dict(executor="processes", configs=list(SB.FAMILY), t_lo=30.0, t_hi=5e5,
-                  num_betas=10, t_reach=1e6, fit_t_min=100.0, cap=10**7, chain_runs=100,
-                  chain_budget=2000.0, coupling_gamma=0.1, coupling_runs=400,
-                  coupling_beta=6.0, coupling_t2=1e5),
-    "quick": dict(executor="serial", configs=QUICK_CONFIGS, t_lo=10.0, t_hi=2e3,
-                  num_betas=5, t_reach=3e3, fit_t_min=20.0, cap=10**5, chain_runs=40,
-                  chain_budget=200.0, coupling_gamma=0.1, coupling_runs=100,
-                  coupling_beta=4.0, coupling_t2=300.0),
+    "paper": dict(
+        executor="processes",
+        configs=list(SB.FAMILY),
+        t_lo=30.0,
+        t_hi=5e5,
+        num_betas=10,
+        t_reach=1e6,
+        fit_t_min=100.0,
+        cap=10**7,
+        chain_runs=100,
+        chain_budget=2000.0,
+        coupling_gamma=0.1,
+        coupling_runs=400,
+        coupling_beta=6.0,
+        coupling_t2=1e5,
+    ),
+    "quick": dict(
+        executor="serial",
+        configs=QUICK_CONFIGS,
+        t_lo=10.0,
+        t_hi=2e3,
+        num_betas=5,
+        t_reach=3e3,
+        fit_t_min=20.0,
+        cap=10**5,
+        chain_runs=40,
+        chain_budget=200.0,
+        coupling_gamma=0.1,
+        coupling_runs=100,
+        coupling_beta=4.0,
+        coupling_t2=300.0,
+    ),
 }
 p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
 plotting.use_style()
-page = Page("07-deterministic-dynamics", p)   # saves and glues figures
+page = Page("07-deterministic-dynamics", p)  # saves and glues figures
 RUN = dict(executor=p.executor, progress=False)
-page.glue(n_configs=len(p.configs), cap=(p.cap, ","), t_reach=(p.t_reach, ".0e"),
-          fit_t_min=(p.fit_t_min, "g"),
-          n_max=max(len(SB.family_configuration(n).x0) for n in p.configs))
+page.glue(
+    n_configs=len(p.configs),
+    cap=(p.cap, ","),
+    t_reach=(p.t_reach, ".0e"),
+    fit_t_min=(p.fit_t_min, "g"),
+    n_max=max(len(SB.family_configuration(n).x0) for n in p.configs),
+)
 page.parameters()  # the table "Parameters of this run"
 
 # %% [markdown]
@@ -202,9 +275,17 @@ page.parameters()  # the table "Parameters of this run"
 # and needs only a distance $1/\beta$ before the pull has grown by a factor $e$.
 
 # %% tags=["hide-input"]
-grid = sweeps.grid(name=p.configs, t_lo=p.t_lo, t_hi=p.t_hi, num=p.num_betas,
-                   cap=p.cap, chain_runs=p.chain_runs, chain_budget=p.chain_budget,
-                   rng=20, t_reach=p.t_reach)
+grid = sweeps.grid(
+    name=p.configs,
+    t_lo=p.t_lo,
+    t_hi=p.t_hi,
+    num=p.num_betas,
+    cap=p.cap,
+    chain_runs=p.chain_runs,
+    chain_budget=p.chain_budget,
+    rng=20,
+    t_reach=p.t_reach,
+)
 fam = sweeps.run(SB.family_task, grid, **RUN)
 rates = [SX.rates_entry(r, t_min=p.fit_t_min) for r in fam]
 TRI = SB.family_configuration("triangle, 1 per vertex").vertices
@@ -235,21 +316,48 @@ for r in fam:
     top = f"{int(T.max()):,}" if (T > 0).any() else "none"
     if (T < 0).any():
         top += f" (> {r['cap']:,} once)"
-    rows.append([r["name"], r["n"], r["d"], f"{r['gamma']:.2f}", f"{r['eps']:.2f}",
-                 "all hold" if h["all"] else "fail: " + failed,
-                 f"{r['betas'][0]:.1f} to {r['betas'][-1]:.1f} ({len(r['betas'])})", top])
-Table(["configuration", "n", "d", "γ", "ε", "hypotheses of Theorem 5.4",
-       "β range (number)", "largest T₂"], rows)
+    rows.append(
+        [
+            r["name"],
+            r["n"],
+            r["d"],
+            f"{r['gamma']:.2f}",
+            f"{r['eps']:.2f}",
+            "all hold" if h["all"] else "fail: " + failed,
+            f"{r['betas'][0]:.1f} to {r['betas'][-1]:.1f} ({len(r['betas'])})",
+            top,
+        ]
+    )
+Table(
+    [
+        "configuration",
+        "n",
+        "d",
+        "γ",
+        "ε",
+        "hypotheses of Theorem 5.4",
+        "β range (number)",
+        "largest T₂",
+    ],
+    rows,
+)
 
 # %% tags=["hide-input"]
 inside = [r for r in fam if r["hypotheses"]["all"]]
 tri_h = M.theorem54_hypotheses(TRI, 0.17, 0.05)
 reach = [int(r["T2_sabeta"].max()) for r in fam]
-page.glue(n_inside=len(inside), gmax_tri=(tri_h.eps_max / (2 * tri_h.d), ".4f"),
-          n_reached=sum(t >= p.t_reach for t in reach) + sum(bool((r["T2_sabeta"] < 0).any()) for r in fam
-                                                             if r["T2_sabeta"].max() < p.t_reach),
-          reach_min=(min(reach), ","),
-          n_noB=sum(1 for r in fam if not r["hypotheses"]["B_identity"]))
+page.glue(
+    n_inside=len(inside),
+    gmax_tri=(tri_h.eps_max / (2 * tri_h.d), ".4f"),
+    n_reached=sum(t >= p.t_reach for t in reach)
+    + sum(
+        bool((r["T2_sabeta"] < 0).any())
+        for r in fam
+        if r["T2_sabeta"].max() < p.t_reach
+    ),
+    reach_min=(min(reach), ","),
+    n_noB=sum(1 for r in fam if not r["hypotheses"]["B_identity"]),
+)
 
 # %% [markdown]
 # Theorem 5.4 needs $\gamma\le\varepsilon/(2\,\mathsf d(\mathcal K))$ with $\varepsilon$ below the cluster
@@ -264,17 +372,28 @@ page.glue(n_inside=len(inside), gmax_tri=(tri_h.eps_max / (2 * tri_h.d), ".4f"),
 
 # %% tags=["hide-input"]
 page.glue(t_lo=(p.t_lo, "g"))
-SHOW = [n for n in ["triangle, 1+2 near", "pentagon, 1+7 near",
-                    "square, 1 per vertex, B rotated",
-                    "tetrahedron, 1 per vertex, in the hypotheses",
-                    "tetrahedron, 1+3 near",
-                    "triangle, 1 per vertex, in the hypotheses"] if n in p.configs][:4] or list(p.configs[:4])
+SHOW = [
+    n
+    for n in [
+        "triangle, 1+2 near",
+        "pentagon, 1+7 near",
+        "square, 1 per vertex, B rotated",
+        "tetrahedron, 1 per vertex, in the hypotheses",
+        "tetrahedron, 1+3 near",
+        "triangle, 1 per vertex, in the hypotheses",
+    ]
+    if n in p.configs
+][:4] or list(p.configs[:4])
 shown = [r for r in fam if r["name"] in SHOW]
 if shown:
     fig = SP.fig_exit_times(shown)
-    page.figure(fig, "sabeta-exit-times", statement="Theorem 5.4 for (SAβ) (erratum E6)",
-                caption="Exit times of (SAβ), the reduced model, its orders and the chain (SAP) "
-                        "against β")
+    page.figure(
+        fig,
+        "sabeta-exit-times",
+        statement="Theorem 5.4 for (SAβ) (erratum E6)",
+        caption="Exit times of (SAβ), the reduced model, its orders and the chain "
+        "(SAP) against β",
+    )
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-exit-times
@@ -286,6 +405,7 @@ if shown:
 # (the flow of the settled points, $\int ds/|\text{drift}|$). Dotted: its leading order (frozen drift).
 # Circles: the chain's mean exit time with its 95% interval (from the sample), where computed.
 # ```
+
 
 # %% tags=["hide-input"]
 def rel_err(r, k):
@@ -299,11 +419,20 @@ def top_index(r):
     return int(ok[-1]) if ok.size else None
 
 
-ode_top = {r["name"]: rel_err(r, top_index(r)) for r in fam if top_index(r) is not None}
+ode_top = {
+    r["name"]: rel_err(r, top_index(r)) for r in fam if top_index(r) is not None
+}
 ode_top = {k: v for k, v in ode_top.items() if v is not None}
 ode_first = [rel_err(r, 0) for r in fam if rel_err(r, 0) is not None]
-coinc_err = [v for r in fam for k, v in ode_top.items() if k == r["name"] and r["coincident"]]
-spread_err = [v for r in fam for k, v in ode_top.items() if k == r["name"] and not r["coincident"]]
+coinc_err = [
+    v for r in fam for k, v in ode_top.items() if k == r["name"] and r["coincident"]
+]
+spread_err = [
+    v
+    for r in fam
+    for k, v in ode_top.items()
+    if k == r["name"] and not r["coincident"]
+]
 red_top = []
 for r in fam:
     k = top_index(r)
@@ -311,19 +440,27 @@ for r in fam:
         red_top.append(abs(r["T2_reduced"][k] / r["T2_sabeta"][k] - 1))
 ODE_OK = 0.1
 ode_bad = sorted(k for k, v in ode_top.items() if v > ODE_OK)
-page.glue(ode_coinc_max=(max(coinc_err), ".1e") if coinc_err else "-",
-          ode_spread=span(spread_err, ".2g") if spread_err else "-",
-          ode_first_max=(max(ode_first), ".2f") if ode_first else "-",
-          red_top_max=(max(red_top), ".1e") if red_top else "-",
-          ode_bad=", ".join(ode_bad) if ode_bad else "none",
-          n_ode_bad=len(ode_bad), ode_ok=(ODE_OK, ".0%"))
+page.glue(
+    ode_coinc_max=(max(coinc_err), ".1e") if coinc_err else "-",
+    ode_spread=span(spread_err, ".2g") if spread_err else "-",
+    ode_first_max=(max(ode_first), ".2f") if ode_first else "-",
+    red_top_max=(max(red_top), ".1e") if red_top else "-",
+    ode_bad=", ".join(ode_bad) if ode_bad else "none",
+    n_ode_bad=len(ode_bad),
+    ode_ok=(ODE_OK, ".0%"),
+)
 ode_parts = []
 if coinc_err:
-    ode_parts.append(f"within {fmt(max(coinc_err), '.1e')} of T₂ on the coincident starts")
+    ode_parts.append(
+        f"within {fmt(max(coinc_err), '.1e')} of T₂ on the coincident starts"
+    )
 if spread_err:
     ode_parts.append(f"within {fmt(max(spread_err), '.2g')} on the spread ones")
-page.glue(ode_verdict=("at the largest β of each grid it is " + " and ".join(ode_parts)) if ode_parts
-          else "no configuration of this run exits within the cap")
+page.glue(
+    ode_verdict=("at the largest β of each grid it is " + " and ".join(ode_parts))
+    if ode_parts
+    else "no configuration of this run exits within the cap"
+)
 
 # %% [markdown]
 # At the largest $\beta$ of each grid the reduced model is within {glue:text}`red_top_max` of $T_2$, and
@@ -373,18 +510,46 @@ tq = by_name.get("triangle, 1 per vertex")
 if tq is not None and tq["c_inf"] is not None:
     tri_r = next(r for r in fam if r["name"] == "triangle, 1 per vertex")
     okT = tri_r["T2_sabeta"] >= p.fit_t_min
-    line = float(np.polyfit(tri_r["betas"][okT], np.log(tri_r["T2_sabeta"][okT]), 1)[0]) if okT.sum() >= 2 else None
+    line = (
+        float(
+            np.polyfit(tri_r["betas"][okT], np.log(tri_r["T2_sabeta"][okT]), 1)[0]
+        )
+        if okT.sum() >= 2
+        else None
+    )
     lb = tq["c_logbeta_ci"]
-    page.glue(tri_logbeta_verdict=("excludes" if lb and not lb[0] <= 1.5 <= lb[1] else "includes")
-              if lb else "cannot test")
-    page.glue(tri_cinf=(tq["c_inf"], ".4f"), tri_cinf_ci=ci_text(tq["c_inf_ci"]),
-              tri_logbeta=(tq["c_logbeta"], ".3f") if tq["c_logbeta"] is not None else "(not made: too few points)",
-              tri_logbeta_ci=ci_text(tq["c_logbeta_ci"], ".3f") if tq["c_logbeta_ci"] else "-",
-              tri_line=(line, ".3f") if line is not None else "-")
+    page.glue(
+        tri_logbeta_verdict=(
+            "excludes" if lb and not lb[0] <= 1.5 <= lb[1] else "includes"
+        )
+        if lb
+        else "cannot test"
+    )
+    page.glue(
+        tri_cinf=(tq["c_inf"], ".4f"),
+        tri_cinf_ci=ci_text(tq["c_inf_ci"]),
+        tri_logbeta=(tq["c_logbeta"], ".3f")
+        if tq["c_logbeta"] is not None
+        else "(not made: too few points)",
+        tri_logbeta_ci=ci_text(tq["c_logbeta_ci"], ".3f")
+        if tq["c_logbeta_ci"]
+        else "-",
+        tri_line=(line, ".3f") if line is not None else "-",
+    )
 else:
-    why = tq["c_inf_reason"] if tq is not None else "the triangle is not among this run's configurations"
-    page.glue(tri_cinf=f"not made ({why})", tri_cinf_ci="-", tri_logbeta="-", tri_logbeta_ci="-",
-              tri_line="-", tri_logbeta_verdict="cannot test")
+    why = (
+        tq["c_inf_reason"]
+        if tq is not None
+        else "the triangle is not among this run's configurations"
+    )
+    page.glue(
+        tri_cinf=f"not made ({why})",
+        tri_cinf_ci="-",
+        tri_logbeta="-",
+        tri_logbeta_ci="-",
+        tri_line="-",
+        tri_logbeta_verdict="cannot test",
+    )
 
 made = [q for q in rates if q["c_inf"] is not None]
 not_made = [q for q in rates if q["c_inf"] is None]
@@ -406,36 +571,65 @@ def rel_c0(group, key):
 widths = [(q["c_inf_ci"][1] - q["c_inf_ci"][0]) / q["c0"] for q in made]
 top_slope = [q["local_slopes"][-1][1] / q["c0"] for q in rates if q["local_slopes"]]
 in_window = [np.asarray(q["local_slopes"], float) for q in rates]
-in_window = [ls[ls[:, 0] >= q["c_inf_window"][0]] for ls, q in zip(in_window, rates)
-             if q["c_inf_window"] is not None and len(ls)]
+in_window = [
+    ls[ls[:, 0] >= q["c_inf_window"][0]]
+    for ls, q in zip(in_window, rates)
+    if q["c_inf_window"] is not None and len(ls)
+]
 rising = sum(1 for ls in in_window if len(ls) >= 2 and ls[-1, 1] > ls[0, 1])
-c_ode_spread = [q["c_ode"] / q["c0"] for q in rates if not COINC[q["name"]] and q["c_ode"] is not None]
-halving = []                              # how the settled points approach the vertices: distance at 320 / 640
+c_ode_spread = [
+    q["c_ode"] / q["c0"]
+    for q in rates
+    if not COINC[q["name"]] and q["c_ode"] is not None
+]
+halving = []  # how the settled points approach the vertices: distance at 320 / 640
 for r in fam:
     if r["coincident"]:
         continue
     cfg_r = SB.family_configuration(r["name"])
-    sp = SB.settled_points(cfg_r.x0, cfg_r.sigma, cfg_r.gamma, [320.0, 640.0], B=cfg_r.B)
-    dist = [np.linalg.norm(sp.points[k] - cfg_r.vertices[sp.labels], axis=1).max() for k in range(2)]
+    sp = SB.settled_points(
+        cfg_r.x0, cfg_r.sigma, cfg_r.gamma, [320.0, 640.0], B=cfg_r.B
+    )
+    dist = [
+        np.linalg.norm(sp.points[k] - cfg_r.vertices[sp.labels], axis=1).max()
+        for k in range(2)
+    ]
     if dist[1] > 0:
         halving.append(dist[0] / dist[1])
 gap_spread = [q["gap_settled"] / q["c0"] for q in rates if not COINC[q["name"]]]
-page.glue(n_made=len(made), n_eq=len(eq), n_below=len(below), n_above=len(above),
-          eq_coinc=sum(COINC[q["name"]] for q in eq), eq_spread=sum(not COINC[q["name"]] for q in eq),
-          n_coinc=sum(COINC.values()), n_spread=len(COINC) - sum(COINC.values()),
-          names_below=names(below), names_above=names(above),
-          not_made=names(not_made) + ("" if not not_made else
-                                      " (" + "; ".join(sorted({q["c_inf_reason"] for q in not_made})) + ")"),
-          cinf_rel=rel_c0(made, "c_inf"), width_max=(max(widths), ".3f") if widths else "-",
-          width_med=(float(np.median(widths)), ".3f") if widths else "-",
-          top_slope=span(top_slope, ".2f") if top_slope else "-",
-          gap_spread=span(gap_spread, ".4f") if gap_spread else "-",
-          n_rising=rising, n_windowed=len(in_window),
-          c_ode_spread=span(c_ode_spread, ".4f") if c_ode_spread else "-",
-          halving=span(halving, ".2f") if halving else "-")
+page.glue(
+    n_made=len(made),
+    n_eq=len(eq),
+    n_below=len(below),
+    n_above=len(above),
+    eq_coinc=sum(COINC[q["name"]] for q in eq),
+    eq_spread=sum(not COINC[q["name"]] for q in eq),
+    n_coinc=sum(COINC.values()),
+    n_spread=len(COINC) - sum(COINC.values()),
+    names_below=names(below),
+    names_above=names(above),
+    not_made=names(not_made)
+    + (
+        ""
+        if not not_made
+        else " (" + "; ".join(sorted({q["c_inf_reason"] for q in not_made})) + ")"
+    ),
+    cinf_rel=rel_c0(made, "c_inf"),
+    width_max=(max(widths), ".3f") if widths else "-",
+    width_med=(float(np.median(widths)), ".3f") if widths else "-",
+    top_slope=span(top_slope, ".2f") if top_slope else "-",
+    gap_spread=span(gap_spread, ".4f") if gap_spread else "-",
+    n_rising=rising,
+    n_windowed=len(in_window),
+    c_ode_spread=span(c_ode_spread, ".4f") if c_ode_spread else "-",
+    halving=span(halving, ".2f") if halving else "-",
+)
 if made:
-    verdict = (f"c∞ = c₀ within its interval on {len(eq)} of the {len(made)} configurations where it was "
-               f"made; below c₀ on {len(below)}, above on {len(above)}")
+    verdict = (
+        f"c∞ = c₀ within its interval on {len(eq)} of the {len(made)} configurations "
+        "where it was "
+        f"made; below c₀ on {len(below)}, above on {len(above)}"
+    )
 else:
     verdict = "no exponent could be extrapolated with this run's parameters"
 if not_made:
@@ -443,9 +637,13 @@ if not_made:
 page.glue(exp_verdict=verdict)
 
 fig = SP.fig_local_slopes(fam, rates)
-page.figure(fig, "sabeta-local-slopes", statement="Theorem 5.4 for (SAβ) (erratum E6)",
-            caption="Local slopes of ln T₂ against 1/β per configuration, and the residuals "
-                    "of the model of the exponent")
+page.figure(
+    fig,
+    "sabeta-local-slopes",
+    statement="Theorem 5.4 for (SAβ) (erratum E6)",
+    caption="Local slopes of ln T₂ against 1/β per configuration, and the residuals "
+    "of the model of the exponent",
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-local-slopes
@@ -479,56 +677,106 @@ page.figure(fig, "sabeta-local-slopes", statement="Theorem 5.4 for (SAβ) (errat
 
 # %% tags=["hide-input"]
 fig = SP.fig_rates(fam, rates)
-page.figure(fig, "sabeta-rates", statement="Theorem 5.4 for (SAβ) (erratum E6)",
-            caption="The exponent of (SAβ) with its model interval, and the slopes of (SAβ) and of "
-                    "the chain on the chain's window, per configuration, in units of c₀")
+page.figure(
+    fig,
+    "sabeta-rates",
+    statement="Theorem 5.4 for (SAβ) (erratum E6)",
+    caption="The exponent of (SAβ) with its model interval, and the slopes of (SAβ) "
+    "and of the chain on the chain's window, per configuration, in units of c₀",
+)
 
 # %% tags=["hide-input"]
 with_chain = [q for q in rates if q["chain_rate"] is not None]
 no_chain = [q for q in rates if q["chain_rate"] is None]
-same = [q for q in with_chain if q["chain_rate_ci"][0] <= q["sabeta_window_slope"] <= q["chain_rate_ci"][1]]
+same = [
+    q
+    for q in with_chain
+    if q["chain_rate_ci"][0] <= q["sabeta_window_slope"] <= q["chain_rate_ci"][1]
+]
 sa_low = [q for q in with_chain if q["sabeta_window_slope"] < q["chain_rate_ci"][0]]
 lof = [q for q in with_chain if q["chain_p"] is not None and q["chain_p"] < 0.01]
 ratios = [x[1] for q in rates for x in q["ratio"]]
 later = [q for q in rates if q["ratio"] and all(x[2] > 1 for x in q["ratio"])]
-first = [q for q in rates if q["ratio"] and all(x[3] is not None and x[3] < 1 for x in q["ratio"])]
+first = [
+    q
+    for q in rates
+    if q["ratio"] and all(x[3] is not None and x[3] < 1 for x in q["ratio"])
+]
 n_ratio = sum(1 for q in rates if q["ratio"])
-# the ratio against its prediction where one jump exits (coincident, B = I, eps < gamma |v_g - v_h|)
+# the ratio against its prediction where one jump exits (coincident, B = I, eps < gamma
+# |v_g - v_h|)
 pred_in = []
 for r, q in zip(fam, rates):
     cfg = SB.family_configuration(r["name"])
-    vd = float(np.min([np.linalg.norm(a - b) for i, a in enumerate(cfg.vertices)
-                       for b in cfg.vertices[i + 1:]]))
-    if not (r["coincident"] and r["hypotheses"]["B_identity"] and r["eps"] < r["gamma"] * vd):
+    vd = float(
+        np.min(
+            [
+                np.linalg.norm(a - b)
+                for i, a in enumerate(cfg.vertices)
+                for b in cfg.vertices[i + 1 :]
+            ]
+        )
+    )
+    if not (
+        r["coincident"]
+        and r["hypotheses"]["B_identity"]
+        and r["eps"] < r["gamma"] * vd
+    ):
         continue
     counts = np.bincount(r["sigma"])
     for k, b in enumerate(r["betas"]):
         m = r["T2_sap_mean"][k]
         if not (np.isfinite(m) and r["T2_sabeta"][k] >= p.fit_t_min):
             continue
-        chain_lead = 1 / -math.expm1(-ET.frozen_escape_rate(cfg.vertices, counts, float(b)))
+        chain_lead = 1 / -math.expm1(
+            -ET.frozen_escape_rate(cfg.vertices, counts, float(b))
+        )
         pred = r["T2_ode"][k] / chain_lead
-        lo, hi = r["T2_sabeta"][k] / r["T2_sap_ci"][k, 1], r["T2_sabeta"][k] / r["T2_sap_ci"][k, 0]
+        lo, hi = (
+            r["T2_sabeta"][k] / r["T2_sap_ci"][k, 1],
+            r["T2_sabeta"][k] / r["T2_sap_ci"][k, 0],
+        )
         pred_in.append(bool(lo <= pred <= hi))
-page.glue(n_chain=len(with_chain), n_same=len(same), n_sa_low=len(sa_low), n_lof=len(lof),
-          names_lof=names(lof), no_chain=names(no_chain),
-          ratio_span=span(ratios, ".2g") if ratios else "-", n_ratio=n_ratio,
-          sabeta_later=len(later), sabeta_first=len(first), n_mixed=n_ratio - len(later) - len(first),
-          pred_n=len(pred_in), pred_in=sum(pred_in),
-          chain_rel=rel_c0(with_chain, "chain_rate"))
-page.glue(chain_verdict=(f"on the {len(with_chain)} configurations where the chain's slope could be fitted, "
-                         f"(SAβ)'s slope over the same window is inside the chain's 95% interval on {len(same)}; "
-                         f"T₂(SAβ) / E[T₂(chain)] is {span(ratios, '.2g')} over the family"
-                         if with_chain and ratios else "the chain's slope could not be fitted with this run's "
-                         "parameters (see the section on the chain)."))
+page.glue(
+    n_chain=len(with_chain),
+    n_same=len(same),
+    n_sa_low=len(sa_low),
+    n_lof=len(lof),
+    names_lof=names(lof),
+    no_chain=names(no_chain),
+    ratio_span=span(ratios, ".2g") if ratios else "-",
+    n_ratio=n_ratio,
+    sabeta_later=len(later),
+    sabeta_first=len(first),
+    n_mixed=n_ratio - len(later) - len(first),
+    pred_n=len(pred_in),
+    pred_in=sum(pred_in),
+    chain_rel=rel_c0(with_chain, "chain_rate"),
+)
+page.glue(
+    chain_verdict=(
+        f"on the {len(with_chain)} configurations where the chain's slope could be "
+        "fitted, "
+        "(SAβ)'s slope over the same window is inside the chain's 95% interval on "
+        f"{len(same)}; "
+        f"T₂(SAβ) / E[T₂(chain)] is {span(ratios, '.2g')} over the family"
+        if with_chain and ratios
+        else "the chain's slope could not be fitted with this run's "
+        "parameters (see the section on the chain)."
+    )
+)
 slow = [r for r in fam if not r["chain_efficient"]]
 slow_run = [np.isfinite(r["T2_sap_mean"]) | (r["sap_censored"] > 0) for r in slow]
-page.glue(n_eff=len(fam) - len(slow), n_slow=len(slow),
-          budget=(p.chain_budget, ",.0f"),
-          slow_done=int(sum(m.sum() for m in slow_run)),
-          slow_total=sum(len(r["betas"]) for r in slow),
-          chain_runs=p.chain_runs, chain_cap=(50 * p.chain_budget, ",.0f"),
-          slow_cens=int(sum(r["sap_censored"].sum() for r in slow)))
+page.glue(
+    n_eff=len(fam) - len(slow),
+    n_slow=len(slow),
+    budget=(p.chain_budget, ",.0f"),
+    slow_done=int(sum(m.sum() for m in slow_run)),
+    slow_total=sum(len(r["betas"]) for r in slow),
+    chain_runs=p.chain_runs,
+    chain_cap=(50 * p.chain_budget, ",.0f"),
+    slow_cens=int(sum(r["sap_censored"].sum() for r in slow)),
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-rates
@@ -583,14 +831,42 @@ for r, q in zip(fam, rates):
     if run.any() and not r["chain_efficient"]:
         at = f"{int(run.sum())} of {len(run)} (β ≤ {r['betas'][run].max():.3g})"
     rat = span([x[1] for x in q["ratio"]], ".2g") if q["ratio"] else "-"
-    ex = (f"{q['c_inf'] / q['c0']:.4f} [{q['c_inf_ci'][0] / q['c0']:.4f}, {q['c_inf_ci'][1] / q['c0']:.4f}]"
-          if q["c_inf"] is not None else "not made")
-    ch = (f"{q['chain_rate'] / q['c0']:.3f} (SAβ {q['sabeta_window_slope'] / q['c0']:.3f}) on "
-          f"{q['chain_window'][0]:.3g}–{q['chain_window'][1]:.3g}" if q["chain_rate"] is not None else "-")
-    rows.append([r["name"], "I" if r["hypotheses"]["B_identity"] else "≠ I", ex, ch, at,
-                 int(r["sap_censored"].sum()), rat])
-Table(["configuration", "B", "c∞ / c₀ [model interval]", "chain slope / c₀ (SAβ slope) on β window",
-       "chain run at", "censored runs", "T₂(SAβ) / chain mean"], rows)
+    ex = (
+        f"{q['c_inf'] / q['c0']:.4f} [{q['c_inf_ci'][0] / q['c0']:.4f}, "
+        f"{q['c_inf_ci'][1] / q['c0']:.4f}]"
+        if q["c_inf"] is not None
+        else "not made"
+    )
+    ch = (
+        f"{q['chain_rate'] / q['c0']:.3f} (SAβ "
+        f"{q['sabeta_window_slope'] / q['c0']:.3f}) on "
+        f"{q['chain_window'][0]:.3g}–{q['chain_window'][1]:.3g}"
+        if q["chain_rate"] is not None
+        else "-"
+    )
+    rows.append(
+        [
+            r["name"],
+            "I" if r["hypotheses"]["B_identity"] else "≠ I",
+            ex,
+            ch,
+            at,
+            int(r["sap_censored"].sum()),
+            rat,
+        ]
+    )
+Table(
+    [
+        "configuration",
+        "B",
+        "c∞ / c₀ [model interval]",
+        "chain slope / c₀ (SAβ slope) on β window",
+        "chain run at",
+        "censored runs",
+        "T₂(SAβ) / chain mean",
+    ],
+    rows,
+)
 
 # %% [markdown]
 # ## The coupling the paper lacks, measured
@@ -601,7 +877,11 @@ g_c = p.coupling_gamma
 
 
 def T2_at(b):
-    return int(SB.sabeta_exit_times(cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=max(10**7, p.cap)).T[0])
+    return int(
+        SB.sabeta_exit_times(
+            cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=max(10**7, p.cap)
+        ).T[0]
+    )
 
 
 def below(b):
@@ -612,11 +892,11 @@ def below(b):
 lo_b, hi_b = p.coupling_beta, p.coupling_beta
 while below(hi_b) and hi_b < 200:
     lo_b, hi_b = hi_b, hi_b * 1.5
-for _ in range(20):                       # bisection on beta for T2 = coupling_t2
+for _ in range(20):  # bisection on beta for T2 = coupling_t2
     mid = 0.5 * (lo_b + hi_b)
     lo_b, hi_b = (mid, hi_b) if below(mid) else (lo_b, mid)
 beta_hi = round(hi_b, 3)
-radius = cfg.eps                          # r = eps: the exit tolerance itself
+radius = cfg.eps  # r = eps: the exit tolerance itself
 couplings = []
 for b in sorted({p.coupling_beta, beta_hi}):
     T2 = T2_at(b)
@@ -624,35 +904,77 @@ for b in sorted({p.coupling_beta, beta_hi}):
         continue
     horizon = max(3 * T2, 100)
     t = np.unique(np.round(np.geomspace(1, horizon, 70)).astype(int))
-    c = SB.coupling_distances(cfg.x0, g_c, b, np.r_[0, t], p.coupling_runs,
-                              rng=page.stream(f"coupling-{b:g}", 0))
+    c = SB.coupling_distances(
+        cfg.x0,
+        g_c,
+        b,
+        np.r_[0, t],
+        p.coupling_runs,
+        rng=page.stream(f"coupling-{b:g}", 0),
+    )
     within = (c.one <= radius).mean(axis=0)
 
     def at(frac, c=c, T2=T2, within=within):
         k = int(np.searchsorted(c.t, frac * T2))
         k = min(k, len(c.t) - 1)
         return int(c.t[k]), float(within[k]), float(np.median(c.one[:, k]))
-    couplings.append(dict(gamma=g_c, beta=b, r_star=radius, eps=cfg.eps, t=c.t, one=c.one,
-                          mean=c.mean, T2=T2, within=within, half=at(0.5), at_T2=at(1.0), twice=at(2.0)))
+
+    couplings.append(
+        dict(
+            gamma=g_c,
+            beta=b,
+            r_star=radius,
+            eps=cfg.eps,
+            t=c.t,
+            one=c.one,
+            mean=c.mean,
+            T2=T2,
+            within=within,
+            half=at(0.5),
+            at_T2=at(1.0),
+            twice=at(2.0),
+        )
+    )
 fig = SP.fig_coupling(couplings)
-page.figure(fig, "sabeta-coupling", statement="Theorem 5.4 for (SAβ) (erratum E6)",
-            caption="Fraction of (SAP) paths within ε of the (SAβ) path, and their distance, "
-                    "against t")
+page.figure(
+    fig,
+    "sabeta-coupling",
+    statement="Theorem 5.4 for (SAβ) (erratum E6)",
+    caption="Fraction of (SAP) paths within ε of the (SAβ) path, and their distance, "
+    "against t",
+)
 
 
 # %% tags=["hide-input"]
 def cp_text(c):
     h, a, w = c["half"], c["at_T2"], c["twice"]
-    return (f"at β = {c['beta']:g} (T₂ = {c['T2']:,}): {h[1]:.0%} of the paths within ε at t = {h[0]:,} "
-            f"(about T₂/2), {a[1]:.0%} at t = {a[0]:,} (about T₂), {w[1]:.0%} at t = {w[0]:,} (about 2T₂)")
+    return (
+        f"at β = {c['beta']:g} (T₂ = {c['T2']:,}): {h[1]:.0%} of the paths within ε "
+        f"at t = {h[0]:,} "
+        f"(about T₂/2), {a[1]:.0%} at t = {a[0]:,} (about T₂), {w[1]:.0%} at t = "
+        f"{w[0]:,} (about 2T₂)"
+    )
 
 
-gap_ratio = [c["gamma"] * math.sqrt(c["half"][0]) / c["half"][2] for c in couplings if c["half"][2] > 0]
-page.glue(cp_list="; ".join(cp_text(c) for c in couplings), cp_r=(radius, "g"), coupling_t2=(p.coupling_t2, ",.0f"),
-          cp_runs=(p.coupling_runs, ","), cp_gamma=(g_c, "g"), cp_beta_hi=(beta_hi, "g"),
-          cp_gap=(min(gap_ratio), ".0f") if gap_ratio else "-",
-          cp_verdict=("; ".join(cp_text(c) for c in couplings) + "." if couplings else
-                      "no (SAβ) exit within the cap at the coupling's β."))
+gap_ratio = [
+    c["gamma"] * math.sqrt(c["half"][0]) / c["half"][2]
+    for c in couplings
+    if c["half"][2] > 0
+]
+page.glue(
+    cp_list="; ".join(cp_text(c) for c in couplings),
+    cp_r=(radius, "g"),
+    coupling_t2=(p.coupling_t2, ",.0f"),
+    cp_runs=(p.coupling_runs, ","),
+    cp_gamma=(g_c, "g"),
+    cp_beta_hi=(beta_hi, "g"),
+    cp_gap=(min(gap_ratio), ".0f") if gap_ratio else "-",
+    cp_verdict=(
+        "; ".join(cp_text(c) for c in couplings) + "."
+        if couplings
+        else "no (SAβ) exit within the cap at the coupling's β."
+    ),
+)
 
 # %% [markdown]
 # ```{glue:figure} fig-sabeta-coupling

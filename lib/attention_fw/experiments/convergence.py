@@ -119,8 +119,9 @@ def local_loglog_slopes(t: npt.ArrayLike, y: npt.ArrayLike, t_min: float, factor
     Examples
     --------
     >>> t = np.arange(1.0, 10001.0)
-    >>> loc = local_loglog_slopes(t, 3.0 / t**2 + 1.0 / t**3, 10)     # a correction fading with t
-    >>> np.round(loc.slope[[0, -1]], 3).tolist(), bool(np.all(np.diff(loc.slope) > 0))   # rising to -2
+    >>> loc = local_loglog_slopes(t, 3.0 / t**2 + 1.0 / t**3, 10)  # fading correction
+    >>> rising = bool(np.all(np.diff(loc.slope) > 0))              # rising to -2
+    >>> np.round(loc.slope[[0, -1]], 3).tolist(), rising
     ([-2.016, -2.0], True)
     """
     t = V.as_float_array("t", t, ndim=1)
@@ -154,8 +155,10 @@ def supported_decimals(values: npt.ArrayLike, most: int = 3) -> int:
 
     Examples
     --------
-    >>> supported_decimals([-1.99, -2.19]), supported_decimals([-1.62, -2.07]), supported_decimals([1.5, 1.5])
-    (1, 0, 3)
+    >>> supported_decimals([-1.99, -2.19]), supported_decimals([-1.62, -2.07])
+    (1, 0)
+    >>> supported_decimals([1.5, 1.5])
+    3
     """
     v = V.as_float_array("values", values, ndim=1)
     if v.size == 0:

@@ -615,8 +615,8 @@ _CLAUSE_END = r"(?<=[,;:.?!])\s+"
 
 
 def clauses(texts) -> list[str]:
-    """The clauses of ``texts`` in order: each text cut after every ``, ; : . ? !`` that a space
-    follows.
+    """The clauses of ``texts`` in order: each text cut after every comma, semicolon, colon, full
+    stop, question or exclamation mark that a space follows.
 
     Examples
     --------

@@ -194,7 +194,8 @@ def outside_hull(points: npt.ArrayLike, q: npt.ArrayLike, tol: float = 1e-12) ->
     --------
     >>> outside_hull([[0, 0], [1, 0], [0, 1]], [[0.2, 0.2], [1.0, 0.0], [0.6, 0.6]])
     array([False, False,  True])
-    >>> outside_hull([[0, 0], [1, 1], [2, 2]], [[1.5, 1.5], [3, 3], [1, 0]])   # a segment
+    >>> segment = [[0, 0], [1, 1], [2, 2]]
+    >>> outside_hull(segment, [[1.5, 1.5], [3, 3], [1, 0]])
     array([False,  True,  True])
     """
     P = V.tokens("points", points)

@@ -83,7 +83,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _validate as chk
-from . import _kernels, general, tiled
+from . import _kernels, fast, general, tiled
 from ._checks import TIE_RTOL, key_query, leader_mask
 from ._checks import beta as _beta
 from ._checks import gamma as _gamma
@@ -168,7 +168,6 @@ def _dispatch(kind, x, gamma, beta, B, *, tie_rtol=TIE_RTOL, rng=None, return_ch
     B = general.key_query_from(B, W_Q, W_K)
     route = _route(method, x, kind)
     if V is None and mask is None and norm is None and route != "dense":
-        from . import fast
         if kind == "hardmax":
             out = (fast.hardmax_step if route == "fast" else tiled.hardmax_step)(x, gamma, B, tie_rtol=tie_rtol)
         elif kind == "softmax":
@@ -953,3 +952,6 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
         record_times={r.name: np.array(r.times) for r in recorders},
         stopped=stopped if batched else int(stopped),
     )
+
+
+fast._DENSE_STEPS.update(hardmax=hardmax_step, softmax=softmax_step)   # the fast steps' dense fall-back

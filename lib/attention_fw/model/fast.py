@@ -147,9 +147,13 @@ def _hardmax_one(x, bx, gamma, tol):
     return out
 
 
+# The dense steps the fast ones fall back to, registered by :mod:`attention_fw.model.dynamics` when it is
+# imported (the package imports it first), so that the imports run one way: dynamics -> fast.
+_DENSE_STEPS: dict = {}
+
+
 def _dense_hardmax(x, gamma, B, tie_rtol):
-    from . import dynamics
-    return dynamics.hardmax_step(x, gamma, B, tie_rtol=tie_rtol, method="dense")
+    return _DENSE_STEPS["hardmax"](x, gamma, B, tie_rtol=tie_rtol, method="dense")
 
 
 def hardmax_step(x: npt.ArrayLike, gamma: float, B: npt.ArrayLike | None = None, *,
@@ -398,8 +402,7 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
 
 
 def _dense_softmax(x, gamma, beta, B):
-    from . import dynamics
-    return dynamics.softmax_step(x, gamma, beta, B, method="dense")
+    return _DENSE_STEPS["softmax"](x, gamma, beta, B, method="dense")
 
 
 def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) -> dict[str, float]:
