@@ -99,7 +99,7 @@ def _polytope(key):
 
 
 def family_configuration(name: str) -> Result:
-    """One configuration of the book's family (:data:`FAMILY`), with the hypotheses of Theorem 5.4 it meets.
+    """One configuration of the book's family (``FAMILY``), with the hypotheses of Theorem 5.4 it meets.
 
     Returns a Result with ``x0`` (n, d), ``sigma``, ``B`` (d, d), ``gamma``, ``eps``, ``vertices``,
     ``rho`` (start radius ``max_j |x_j^0 - v_sigma(j)|``), ``c0`` (with B: ``min <B v_i, v_i - v_l>``),
@@ -140,9 +140,10 @@ def family_configuration(name: str) -> Result:
 
 
 def beta_grid(config: Result, t_lo: float, t_hi: float, num: int) -> np.ndarray:
-    """``num`` equally spaced betas from where the leading-order time (:func:`leading_order_exit`)
-    is ``t_lo`` to where it is ``t_hi`` (bisection on beta; the grid only has to span the decades,
-    the times themselves are then measured).
+    """``num`` equally spaced betas from where the leading-order time
+    (:func:`~attention_fw.experiments.sabeta_reduced.leading_order_exit`) is ``t_lo`` to where it
+    is ``t_hi`` (bisection on beta; the grid only has to span the decades, the times themselves
+    are then measured).
 
     Examples
     --------
