@@ -561,7 +561,7 @@ page.glue(reflect=f"({2 * s0[0] - x0[0]:g}, {2 * s0[1] - x0[1]:g})")
 #
 # | claim of the paper (v1) | status | evidence on this page |
 # |---|---|---|
-# | Theorem 3.1: $J^t(x_i^{t+1})\le\frac{2}{t+1}\lambda_{\max}\mathsf d^2$ under $0\in\mathcal K^0$ | false (E2) | exact counterexample, first violation at $t=575$; every shifted cloud whose limit is not $0$, at $t+1\approx4/(|x^*|/\mathsf d)^2$ |
+# | Theorem 3.1: $J^t(x_i^{t+1})\le\frac{2}{t+1}\lambda_{\max}\mathsf d^2$ under $0\in\mathcal K^0$ | false (E2) | exact counterexample, first violation at $t=575$; every shifted cloud whose limit is not $0$, at $t+1\approx4/(\lvert x^*\rvert/\mathsf d)^2$ |
 # | tokens contract **linearly** | false (E1) | gaps decay polynomially ($t^{-2}$; faster, still polynomially, for symmetric data) |
 # | the cluster is at the origin | false in general (E1) | shifted clouds merge at a point of $\mathcal K^0$ away from $0$ |
 # | $\gamma^t=2/(t+1)$ in the text | inconsistent (E3) | $\gamma^0=2$ leaves the hull |

@@ -291,7 +291,7 @@ def test_theorem54_experiment_satisfies_the_hypotheses_the_text_claims(build):
     values = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
-            names = [t.id for t in node.targets[0].elts]
+            names = [getattr(t, "id", None) for t in node.targets[0].elts]
             if "EPS_THM" in names:
                 values = dict(zip(names, ast.literal_eval(node.value)))
     eps, gamma = values["EPS_THM"], values["GAMMA_THM"]

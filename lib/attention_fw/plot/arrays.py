@@ -68,8 +68,10 @@ def plot_trajectories(ax: Any, trajectory: npt.ArrayLike, *, system: int = 0, st
     --------
     >>> import matplotlib.figure
     >>> import attention_fw as afw
-    >>> run = afw.simulate(np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]]), afw.Hardmax(0.5), 5, trajectory=True)
-    >>> ax = plot_trajectories(matplotlib.figure.Figure().add_subplot(), run.trajectory)
+    >>> x0 = np.array([[0.0, 1.0], [1.0, 0.0], [0.2, 0.3]])
+    >>> run = afw.simulate(x0, afw.Hardmax(0.5), 5, trajectory=True)
+    >>> ax = matplotlib.figure.Figure().add_subplot()
+    >>> ax = plot_trajectories(ax, run.trajectory)
     >>> len(ax.lines)                     # one path per token
     3
     """

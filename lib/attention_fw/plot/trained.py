@@ -217,6 +217,9 @@ def fig_dynamics(runs: list, sweep: list):
     return saved(fig, "trained-dynamics", data)
 
 
+#: The label of each count of :mod:`attention_fw.experiments.hull_counts` in the figures.
+#:
+#: :meta hide-value:
 LABELS = {
     "near_top_0.5": r"near top $\Delta{=}0.5$", "near_top_1": r"near top $\Delta{=}1$",
     "near_top_2": r"near top $\Delta{=}2$", "near_top_4": r"near top $\Delta{=}4$",
