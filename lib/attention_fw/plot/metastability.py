@@ -198,7 +198,7 @@ def fig_rate(rate, name: str = "metastability-rate"):
     kappas, fits, rate_rows, exact_slope = r["kappas"], r["fits"], r["rows"], r["exact"]
     win_starts, win, c0_of, halves = r["win_starts"], r["win"], r["c0"], r["halves"]
     half_fits, half_exact, s_thm = r["half_fits"], r["half_exact"], r["thm_slope"]
-    fig, axs = plt.subplots(1, 3, figsize=(0.9 * TWO_COLUMN, 2.6), gridspec_kw=dict(width_ratios=[1.3, 1, 1]))
+    fig, axs = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.6), gridspec_kw=dict(width_ratios=[1.3, 1, 1]))
     ax = axs[0]
     bj = np.array(r["betas"])
     rate_data = {}
