@@ -698,7 +698,7 @@ for e in tables["excluded"]["entries"]:
 
 # %% tags=["hide-input"]
 LABEL = {
-    s: TP.LABELS[s]
+    s: TP.label(s)
     .replace(r"$\Delta{=}", "Δ = ")
     .replace(r"$\varepsilon{=}", "ε = ")
     .replace(r"$e^{H}$", "e^H")

@@ -260,6 +260,24 @@ def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_pa
     assert [ax.get_position().width for ax in axes.flat] == pytest.approx(widths, rel=1e-9)
 
 
+def test_legends_moved_out_of_a_row_go_under_and_keep_the_figure_width(tmp_path):
+    """A row of three panels at the text width, each legend over data with no free place: the
+    legends go under their panels, not to the right (a wider figure would pan in the book's
+    column), and the saved figure is no wider than the row itself."""
+    from attention_fw.plot.style import TWO_COLUMN
+
+    fig, axes = plt.subplots(1, 3, figsize=(TWO_COLUMN, 2.4), layout="constrained")
+    t = np.linspace(0, 1, 100)
+    for ax in axes:
+        for y, label in ((t, "rising, a long label"), (1 - t, "falling"), (0.5 + 0 * t, "flat")):
+            ax.plot(t, y, label=label)
+        ax.legend()
+    meta, _ = _saved_meta(fig, tmp_path, "row")
+    assert meta["legibility"] == []
+    assert meta["size_in"][0] <= TWO_COLUMN + 0.05      # a tight crop may only trim the margins
+    assert meta["size_in"][1] > 2.4 - 0.3               # the legends added height, not width
+
+
 def test_cell_figures_at_a_readers_parameters_have_no_colliding_labels():
     """Figs. 4.1-4.3 are faithful to the paper at the published parameters (their label collisions
     included, tests/test_paper_ready.py); at any other parameters the labels are moved apart."""

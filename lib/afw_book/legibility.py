@@ -287,9 +287,11 @@ def repair(fig) -> tuple[list[str], list[str]]:
 def place_legends(fig, draw: bool = True) -> list[str]:
     """Move every panel's legend that covers drawn data of its panel to the first place inside the
     panel where it covers none (upper right, upper left, lower left, ... as matplotlib names
-    them), or, when there is no such place, outside the panel: to its right when no other panel
-    stands there, else under it when no panel stands there, else to the right of the whole
-    figure at the panel's height. Returns what was moved (for the record), in words.
+    them), or, when there is no such place, outside the panel: under it when no other panel
+    stands there, else to its right when no panel stands there, else to the right of the whole
+    figure at the panel's height. Under comes first: a figure of the book has the width of its
+    column, and a legend moved to the right would widen it (the page would then shrink or pan
+    it). Returns what was moved (for the record), in words.
 
     Deterministic: the same figure gives the same places. Called by
     :func:`afw_book.figures.save` before the figure is rendered.
@@ -345,15 +347,15 @@ def place_legends(fig, draw: bool = True) -> list[str]:
             fig.set_layout_engine("none")
             pos = ax.get_position()
         to_fig = fig.transFigure.inverted()
-        if not any(beside(o) for o in others):
-            leg.set_loc("upper left")
-            anchor = (pos.x1 + 0.02 * pos.width, pos.y1)
-            where = "outside, to the right"
-        elif not any(below(o) for o in others):
+        if not any(below(o) for o in others):
             under = ax.get_tightbbox(renderer)
             leg.set_loc("upper center")
             anchor = ((pos.x0 + pos.x1) / 2, float(to_fig.transform((0, under.y0))[1]) - 0.01)
             where = "outside, under the panel"
+        elif not any(beside(o) for o in others):
+            leg.set_loc("upper left")
+            anchor = (pos.x1 + 0.02 * pos.width, pos.y1)
+            where = "outside, to the right"
         else:                       # a grid: to the right of the whole figure, at the panel's height
             leg.set_loc("upper left")
             anchor = (max(o.get_position().x1 for o in [ax, *others]) + 0.02, pos.y1)

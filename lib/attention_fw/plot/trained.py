@@ -14,7 +14,7 @@ from ..experiments import trained_heads as T
 from ._figure import saved
 from .style import TWO_COLUMN
 
-__all__ = ["COLORS", "HEAD_KEYS", "LABELS", "fig_heads_map", "fig_support", "fig_sentence", "fig_dynamics",
+__all__ = ["COLORS", "HEAD_KEYS", "label", "fig_heads_map", "fig_support", "fig_sentence", "fig_dynamics",
            "fig_hull_test"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -217,10 +217,7 @@ def fig_dynamics(runs: list, sweep: list):
     return saved(fig, "trained-dynamics", data)
 
 
-#: The label of each count of :mod:`attention_fw.experiments.hull_counts` in the figures.
-#:
-#: :meta hide-value:
-LABELS = {
+_LABELS = {
     "near_top_0.5": r"near top $\Delta{=}0.5$", "near_top_1": r"near top $\Delta{=}1$",
     "near_top_2": r"near top $\Delta{=}2$", "near_top_4": r"near top $\Delta{=}4$",
     "robust_0.01": r"robust $\varepsilon{=}0.01$", "robust_0.03": r"robust $\varepsilon{=}0.03$",
@@ -229,6 +226,15 @@ LABELS = {
     "support": r"support $e^{H}$", "mass90": "90% of the mass", "participation": r"$1/\sum a^2$",
     "leaders": "distinct leaders",
 }
+
+
+def label(stat: str) -> str:
+    """The label (matplotlib mathtext) of the count ``stat`` of
+    :mod:`attention_fw.experiments.hull_counts` in the figures; ``stat`` itself for a count
+    without one."""
+    if not isinstance(stat, str):
+        raise TypeError(f"stat must be a str, got {type(stat).__name__}")
+    return _LABELS.get(stat, stat)
 """How :func:`fig_hull_test` names each statistic of :mod:`attention_fw.experiments.hull_counts`."""
 
 
@@ -271,7 +277,7 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     a.axvline(len([s for s in stats if s not in ("support", "mass90", "participation", "leaders")]) - 0.5,
               color="0.6", lw=0.8, ls=":")
     a.set_xticks(x)
-    a.set_xticklabels([LABELS.get(s, s) for s in stats], rotation=90, fontsize=8)
+    a.set_xticklabels([label(s) for s in stats], rotation=90, fontsize=8)
     a.set_xlim(-0.6, len(stats) - 0.4)
     a.set_ylim(-0.1, 1.35)
     a.set_ylabel(r"exponent $b$ of count $\sim n^{b}$")
@@ -286,7 +292,7 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     pooled = data["pooled"][variant]
     for k, s in enumerate(shown):
         b.plot(n[order], np.asarray(pooled[s], float)[order], ".", color=COLORS[k % len(COLORS)], ms=3.5,
-               label=LABELS.get(s, s))
+               label=label(s))
     b.set_xscale("log")
     b.set_yscale("log")
     for axis, top in ((b.xaxis, n.max()), (b.yaxis, n.max())):
@@ -297,6 +303,9 @@ def fig_hull_test(data: dict, *, variant: str = "excluded", shown=("support", "l
     b.set_xlabel("tokens $n$ of the input")
     b.set_ylabel("mean count over the 72 heads")
     b.set_title(f"(b) counts against $n$ ({variant})", loc="left")
-    b.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    # under the panel, where panel (a)'s rotated labels leave room: to its right it would widen
+    # the figure beyond the text width
+    b.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2,
+             columnspacing=1.0, handletextpad=0.3)
     fig.tight_layout()
     return saved(fig, "trained-hull-test", data)
