@@ -195,7 +195,8 @@ fig1c = page.paper_figure("figure1-corrected", kappas=tuple(p.kappas),
 # authors' committed files drawn with unit directions, i.e. the regions
 # $\{x\in\mathcal K: \arg\max_j\langle x, v_j/\|v_j\|\rangle=i\}$ for unequal-norm vertices
 # (colours: HSV hues in hull order; labels $v_j$ in sampling order). Panels share one metric
-# scale.
+# scale. Labels are moved apart where they would collide: at the paper's own places
+# $v_2$/$v_6$ and $v_4$/$v_{10}$ overlap, as was reported of the published figure.
 # ```
 #
 # ```{glue:figure} fig-figure1-corrected

@@ -279,8 +279,8 @@ def test_legends_moved_out_of_a_row_go_under_and_keep_the_figure_width(tmp_path)
 
 
 def test_cell_figures_at_a_readers_parameters_have_no_colliding_labels():
-    """Figs. 4.1-4.3 are faithful to the paper at the published parameters (their label collisions
-    included, tests/test_paper_ready.py); at any other parameters the labels are moved apart."""
+    """Figs. 4.1-4.3 at a reader's parameters have no colliding labels (at the published ones
+    neither: tests/test_paper_ready.py)."""
     from afw_book import paper_figures as pf
 
     for name in ("figure1", "figure1-corrected", "figure2"):
