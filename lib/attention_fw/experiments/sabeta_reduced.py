@@ -112,9 +112,9 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
 
     >>> v = regular_polygon(3)
     >>> x0, sigma = np.repeat(v, 2, axis=0), np.repeat([0, 1, 2], 2)
-    >>> reduced_exit_times(
-    ...     x0, sigma, 0.1, [3.0, 5.0], 0.05
-    ... ).T.tolist() == sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05).times.tolist()
+    >>> red = reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05)
+    >>> det = sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05)
+    >>> red.T.tolist() == det.times.tolist()
     True
     """
     x0 = V.tokens("x0", x0, batched_ok=False)
