@@ -34,15 +34,16 @@ def test_the_result_type_and_marker_are_those_of_the_other_exit_time_functions()
 
 
 def test_the_signature_has_the_shape_of_the_other_exit_time_functions():
-    """``x0, sigma, gamma, beta, eps`` positional in that order, then keyword-only ``B=None`` and
-    ``cap``, as in ``engine_exit_times`` and ``stepping_exit_times``; nothing is drawn, so no ``rng``
+    """``x0, sigma, gamma, beta, eps`` positional in that order, then keyword-only ``B=None``, ``cap``
+    and ``watch=None``, as in ``engine_exit_times`` and ``stepping_exit_times``; nothing is drawn, so no ``rng``
     (the deterministic ``exit_times.sabeta_exit_time`` has none either)."""
     want = ["x0", "sigma", "gamma", "beta", "eps"]
     for fn in (S.sabeta_exit_times, ET.engine_exit_times, ET.stepping_exit_times, ET.sabeta_exit_time):
         params = inspect.signature(fn).parameters
         assert list(params)[:5] == want, fn.__name__
         assert all(params[k].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for k in want)
-        assert params["cap"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params["cap"].kind is params["watch"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params["watch"].default is None
     kern = inspect.signature(S.sabeta_exit_times).parameters
     engine = inspect.signature(ET.engine_exit_times).parameters
     assert kern["B"].kind is engine["B"].kind is inspect.Parameter.KEYWORD_ONLY
@@ -129,3 +130,20 @@ def test_the_first_compile_is_announced_like_the_steps(monkeypatch):
     monkeypatch.setattr(SK, "announce_compile", lambda what, dispatchers: seen.append((what, list(dispatchers))))
     S.sabeta_exit_times(TRI, [0, 1, 2], 0.1, 2.0, 0.05, cap=10)
     assert seen and seen[0][0] == "SA-beta exit-time" and seen[0][1] == [SK._run]
+
+
+def test_watch_is_that_of_the_other_exit_time_functions():
+    """Only the watched tokens' exits count, as in ``exit_times.sabeta_exit_time``: watching the vertex
+    tokens alone (the near tokens leave first, drawn to their vertex's neighbours) changes T2, and the
+    kernel's T2 is plain stepping's under both choices; one watch per system in a batch."""
+    vertices = np.arange(len(X0)) < 3
+    full = S.sabeta_exit_times(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000)
+    part = S.sabeta_exit_times(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=vertices)
+    plain = ET.sabeta_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=vertices)
+    assert part.times.tolist() == plain.times.tolist() and part.censored.tolist() == plain.censored.tolist()
+    assert part.times[0] != full.times[0]
+    both = S.sabeta_exit_times([X0, X0], [SIGMA, SIGMA], 0.1, 3.0, 0.1, cap=2000, watch=[vertices, ~vertices])
+    other = ET.sabeta_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=~vertices)
+    assert both.times.tolist() == [part.times[0], other.times[0]]
+    with pytest.raises(ValueError, match="watch"):
+        S.sabeta_exit_times(X0, SIGMA, 0.1, 3.0, 0.1, watch=np.zeros(len(X0), bool))

@@ -25,7 +25,7 @@ from ..geometry.polytope import regular_polygon  # noqa: F401  (the Examples use
 from ..model import dynamics  # noqa: F401  (the Examples use it)
 from ..model._kernels import announce_compile
 from ..results import Result
-from .exit_times import ExitSample, _key_query
+from .exit_times import ExitSample, _key_query, _watch
 
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
@@ -528,7 +528,7 @@ def _broadcast(name, value, R, *, check):
     return a
 
 
-def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=None, record_times=None,
+def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=None, mass=None, record_times=None,
                       region=None) -> ExitSample:
     """Exit time ``T2`` of (SA-beta) from a clustered configuration, exact stepping, batched.
 
@@ -556,6 +556,8 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
         refused, naming the hypothesis, as by the other exit-time functions).
     cap : number or one per system
         Steps simulated at most.
+    watch : bool array (n,), or one per system, optional
+        The tokens whose exit counts (default: all), as in the other exit-time functions.
     mass : array, optional
         Positive weights ``m_j``, (n,) (one per token, same for every system), or one per
         system.
@@ -686,6 +688,17 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
             hs_hi.append(nh)
             pr_lo.append(npr)
             npr += len(hp.kinds)
+            pr_hi.append(npr)
+        w = None if watch is None else _watch(watch[r] if isinstance(watch, (list, tuple)) else watch, n)
+        if w is not None and not w.all():         # tokens not watched: a region holding every point
+            gid[r, ~w] = len(hs_lo)
+            HS.append(np.r_[np.zeros(D), 1.0][None])  # <0, x> <= 1: never violated, distance 0
+            PC.append(np.zeros((0, 3, D)))
+            PK.append(np.zeros(0, np.int64))
+            hs_lo.append(nh)
+            nh += 1
+            hs_hi.append(nh)
+            pr_lo.append(npr)
             pr_hi.append(npr)
     rec = np.zeros(0, np.int64) if record_times is None else np.asarray(record_times, np.int64)
     if rec.ndim != 1 or np.any(rec < 0) or np.any(np.diff(rec) <= 0):
