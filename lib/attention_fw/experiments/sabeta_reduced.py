@@ -49,7 +49,7 @@ def settled_points(x0, sigma, gamma: float, beta, *, B=None, tol: float = 1e-13,
     sigma = np.asarray(sigma)
     if sigma.shape != (len(x0),) or sigma.dtype.kind not in "iu":
         raise ValueError(f"sigma must be integer labels, one per token ({len(x0)})")
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True)
+    gamma = V.step_size("gamma", gamma)
     betas = V.as_float_array("beta", beta, min_ndim=0).reshape(-1)
     tol = V.real_scalar("tol", tol, low=0, low_open=True)
     labels = np.unique(sigma)
