@@ -877,16 +877,17 @@ g_c = p.coupling_gamma
 
 
 def T2_at(b):
-    return int(
-        SB.sabeta_exit_times(
-            cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=max(10**7, p.cap)
-        ).T[0]
+    """T2 at beta b; None when no exit within the cap (the result's `censored`)."""
+    es = SB.sabeta_exit_times(
+        cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=max(10**7, p.cap)
     )
+    return None if es.censored[0] else int(es.times[0])
 
 
 def below(b):
-    """T2 exits before coupling_t2 (a run past the cap, T2 = -1, is above it)."""
-    return 0 < T2_at(b) < p.coupling_t2
+    """T2 exits before coupling_t2 (a run past the cap is above it)."""
+    T2 = T2_at(b)
+    return T2 is not None and T2 < p.coupling_t2
 
 
 lo_b, hi_b = p.coupling_beta, p.coupling_beta
@@ -900,7 +901,7 @@ radius = cfg.eps  # r = eps: the exit tolerance itself
 couplings = []
 for b in sorted({p.coupling_beta, beta_hi}):
     T2 = T2_at(b)
-    if T2 <= 0:
+    if T2 is None:
         continue
     horizon = max(3 * T2, 100)
     t = np.unique(np.round(np.geomspace(1, horizon, 70)).astype(int))

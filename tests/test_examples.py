@@ -10,7 +10,8 @@ import pytest
 EXAMPLES = re.compile(r"\n\s*Examples\n\s*-{8}\n.*?>>> ", re.S)   # the numpy-style heading, then >>>
 
 # the model, the geometry, the engine and the experiments
-DOCUMENTED = ["attention_fw.model.dynamics", "attention_fw.model.tiled", "attention_fw.model.schedules",
+DOCUMENTED = ["attention_fw.model.dynamics", "attention_fw.model.tiled", "attention_fw.model.tiled_plan",
+              "attention_fw.model.tiled_softmax", "attention_fw.model.tiled_leaders", "attention_fw.model.schedules",
               "attention_fw.model.frank_wolfe", "attention_fw.geometry.planar", "attention_fw.geometry.polytope",
               "attention_fw.experiments.exit_times", "attention_fw.experiments.convergence",
               "attention_fw.experiments.vertex_limits", "attention_fw.experiments.metastability",

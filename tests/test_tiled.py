@@ -20,6 +20,7 @@ from attention_fw.model import _kernels as KN
 from attention_fw.model import _tile_kernels as TK
 from attention_fw.model import dynamics as D
 from attention_fw.model import tiled as T
+from attention_fw.model import tiled_leaders as TL
 
 ALPHA = 1e-3  # false-alarm rate of each chi-square test below
 
@@ -717,7 +718,7 @@ def test_screen_recomputes_queries_below_float32s_normal_range(monkeypatch):
         cases.append(x)
     for x in cases:
         np.testing.assert_array_equal(T.leaders(x, screen=True, key_tile=8), D.leaders(x))
-    monkeypatch.setattr(T, "SCREEN_TINY_QUERY", 0.0)
+    monkeypatch.setattr(TL, "SCREEN_TINY_QUERY", 0.0)   # read where the leaders are scanned
     assert any((T.leaders(x, screen=True, key_tile=8) != D.leaders(x)).any() for x in cases)
 
 
@@ -731,13 +732,13 @@ def test_the_screen_is_taken_where_few_rows_are_unsure(monkeypatch):
     clustered = rng.standard_normal((16, 8))[rng.integers(0, 16, n)] + 1e-9 * rng.standard_normal((n, 8))
     coincident = np.repeat(rng.standard_normal((n // 4, 8)), 4, axis=0)
     seen = []
-    real = T._Tiles
+    real = TL._Tiles
 
     def spy(Q, KT, p):
         seen.append(Q.dtype)
         return real(Q, KT, p)
 
-    monkeypatch.setattr(T, "_Tiles", spy)
+    monkeypatch.setattr(TL, "_Tiles", spy)
     for y, want in ((x, np.float32), (clustered, np.float64), (coincident, np.float64),
                     (x[: n // 2], np.float64), (x.reshape(2, n // 2, 8), np.float32)):
         seen.clear()
@@ -770,13 +771,13 @@ def test_leader_sums_agree_between_numba_and_numpy():
 @pytest.fixture
 def symmetric_calls(monkeypatch):
     calls = []
-    real = T._symmetric_scan
+    real = TL._symmetric_scan
 
     def spy(*args, **kw):
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(T, "_symmetric_scan", spy)
+    monkeypatch.setattr(TL, "_symmetric_scan", spy)
     return calls
 
 

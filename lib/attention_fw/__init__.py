@@ -32,7 +32,12 @@ The modules::
                           (multihead_step, the rule MultiHead)
     model._fast_kernels   the compiled passes of model.fast (numba)
     model.tiled           the same steps with the keys in tiles, in O(R n (d + tile))
-                          memory (real context lengths)
+                          memory (real context lengths); re-exports the public
+                          names of its three parts below
+    model.tiled_plan      the tiles' shape: memory budget, cache size, worker threads
+    model.tiled_softmax   the tiles' loops, the online softmax, the float32 rules
+    model.tiled_leaders   the exact hardmax leader sets tile by tile, the float32
+                          screen
     model._tile_kernels   the passes of the tiled steps (numba, numpy fallback)
     model.fast            many tokens: (SA-inf) through the hull (bitwise the dense
                           step), (SA-beta) in the plane by expansion / pruned sums

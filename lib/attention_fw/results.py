@@ -34,8 +34,11 @@ class ExitTimes:
       ``times[r]``;
     - ``cap``: the largest step any run was followed to;
     - ``events``: events per run (the rejection-free engine), empty where not counted;
-    - ``path_times``, ``path``: recorded steps and states (len(path_times), n, d) of a single
-      deterministic run, else None.
+    - ``path_times``, ``path``: recorded steps and states of deterministic runs: (len(path_times),
+      n, d) for a single run (``exit_times.sabeta_exit_time``), a list of one such array per run
+      for a batch (``sabeta.sabeta_exit_times``), else None;
+    - ``final``: the states at the end of deterministic runs (a list of (n_r, d_r) arrays, one per
+      run), else None.
 
     Examples
     --------
@@ -51,6 +54,7 @@ class ExitTimes:
     cap: float = math.inf
     path_times: Any = None
     path: Any = None
+    final: Any = None
 
     @property
     def n_censored(self) -> int:

@@ -151,7 +151,7 @@ def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng=0
         raise ValueError("times must be increasing non-negative step numbers")
     runs = V.positive_int("runs", runs)
     det = sabeta_exit_times(x0, np.zeros(len(x0), np.int64), gamma, beta, np.inf, cap=max(int(t[-1]), 1),
-                            record_times=t).records[0]
+                            record_times=t).path[0]
     rec = dynamics.FunctionRecorder("x", lambda x, s: x.copy(), times=t)
     chains = dynamics.simulate(np.broadcast_to(x0, (runs,) + x0.shape), dynamics.MarkovChain(gamma, beta, rng=rng),
                                int(t[-1]), [rec])

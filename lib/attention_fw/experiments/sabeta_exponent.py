@@ -156,7 +156,7 @@ def drift_integral_log_exit(points, masses, regions, gamma: float, beta: float, 
     m = np.asarray(masses, float)
     kappa, d = p0.shape
     Bm = np.eye(d) if B is None else np.asarray(B, float)
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True)
+    gamma = V.step_size("gamma", gamma)
     S = p0 @ Bm.T @ p0.T
     gap = np.diag(S)[:, None] - S
     np.fill_diagonal(gap, np.inf)

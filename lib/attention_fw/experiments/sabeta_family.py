@@ -173,19 +173,25 @@ def beta_grid(config: Result, t_lo: float, t_hi: float, num: int) -> np.ndarray:
     return np.round(np.linspace(solve(t_lo), solve(t_hi), num), 3)
 
 
+def _exit_steps(es) -> np.ndarray:
+    """The family's record of exit times (``T2_sabeta``): the exit steps as integers, ``-1`` where the result's
+    "no exit" marker ``censored`` is set (the sweep's data format, unchanged since 0.2)."""
+    return np.where(es.censored, -1, es.times).astype(np.int64)
+
+
 def _reach_grid(cfg: Result, t_lo: float, t_hi: float, num: int, t_reach, cap: int):
     """The betas and (SA-beta) exit times of one configuration: ``num`` betas spaced as :func:`beta_grid`
     ``(t_lo, t_hi)``, then more at the same spacing until the measured ``T2`` reaches ``t_reach``
     (None: no extension), or a run does not exit within ``cap``, or 40 more betas."""
     betas = beta_grid(cfg, t_lo, t_hi, num)
-    T = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap).T
+    T = _exit_steps(sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap))
     if t_reach is None or num < 2:
         return betas, T
     step = float(betas[-1] - betas[-2]) if betas[-1] > betas[-2] else 0.0
     added = 0
     while step > 0 and T[-1] > 0 and T[-1] < t_reach and added < 40:
         nxt = np.round(betas[-1] + step * np.arange(1, 3), 3)
-        Tn = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, nxt, cfg.eps, B=cfg.B, cap=cap).T
+        Tn = _exit_steps(sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, nxt, cfg.eps, B=cfg.B, cap=cap))
         betas, T = np.r_[betas, nxt], np.r_[T, Tn]
         added += 2
     if t_reach is not None:                               # keep up to the first time at or above the target

@@ -23,7 +23,9 @@ from scipy import spatial
 from .. import _validate as V
 from ..geometry.polytope import regular_polygon  # noqa: F401  (the Examples use it)
 from ..model import dynamics  # noqa: F401  (the Examples use it)
+from ..model._kernels import announce_compile
 from ..results import Result
+from .exit_times import ExitSample, _key_query, _watch
 
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
@@ -124,7 +126,9 @@ else:                                    # plain Python: same numbers, for small
 
 
 def _kernel():
-    """The kernel (compiled with numba, one system per thread, unless ``ATTENTION_FW_KERNELS=numpy``)."""
+    """The kernel (compiled with numba, one system per thread, unless ``ATTENTION_FW_KERNELS=numpy``);
+    its first compile in a fresh cache is announced once, as the steps' are."""
+    announce_compile("SA-beta exit-time", [_run])
     return _run
 
 
@@ -498,12 +502,6 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
 # the public function
 # ----------------------------------------------------------------------------------------
 
-def _as_list(name, value, conv):
-    if isinstance(value, (list, tuple)):
-        return [conv(name, v) for v in value]
-    return None
-
-
 def _systems(x0, sigma):
     """Lists of (n_r, d_r) starts and (n_r,) labels from one system, a batch or lists."""
     if isinstance(x0, (list, tuple)):
@@ -519,38 +517,47 @@ def _systems(x0, sigma):
     return xs, sg
 
 
-def _broadcast(name, value, R, *, low=None, high=None, low_open=False, high_open=False):
+def _broadcast(name, value, R, *, check):
+    """``value`` as one float per system (R,), each checked by ``check(name, v)``."""
     a = np.asarray(value, float)
     if a.ndim > 1 or (a.ndim == 1 and a.size not in (1, R)):
         raise ValueError(f"{name} must be a number or one value per system ({R}), got shape {a.shape}")
     a = np.broadcast_to(a.reshape(-1) if a.ndim else a, (R,)).astype(float)
     for v in a:
-        V.real_scalar(name, float(v), low=low, high=high, low_open=low_open, high_open=high_open)
+        check(name, float(v))
     return a
 
 
-def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=None, record_times=None,
-                      region=None) -> Result:
+def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=None, mass=None, record_times=None,
+                      region=None) -> ExitSample:
     """Exit time ``T2`` of (SA-beta) from a clustered configuration, exact stepping, batched.
 
     ``T2`` is the first ``t >= 1`` at which some token ``x_i^t`` lies farther than ``eps``
     from ``conv{x_k^0 : sigma_k = sigma_i}`` (the exit time of Theorem 5.4, for the
     deterministic dynamics), with ``x_i^{t+1} = x_i^t + gamma (sum_j A_ij x_j^t - x_i^t)`` and
-    ``A_ij ∝ m_j exp(beta <B x_i^t, x_j^t>)``, self-interaction included.
+    ``A_ij ∝ m_j exp(beta <B x_i^t, x_j^t>)``, self-interaction included. The signature and the
+    result are those of the other exit-time functions
+    (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``stepping_exit_times``,
+    ``sabeta_exit_time``); nothing is drawn, so there is no ``rng``.
 
     Parameters
     ----------
     x0 : (n, d), (R, n, d), or a list of R arrays (n_r, d_r)
         A list holds configurations of different sizes and dimensions in one call; d <= 3.
     sigma : (n,) group labels, or one per system
-    gamma, beta, eps : numbers or one per system (R)
-        gamma in (0, 1], beta >= 0, eps > 0 or ``inf`` (never exits: just step ``cap``
-        times). A single configuration with a vector of betas is R systems.
+    gamma : number or one per system (R)
+        The step size, ``0 < gamma <= 1`` (the library's one interval).
+    beta : number or one per system (R)
+        Inverse temperature, ``beta >= 0``. A single configuration with a vector of betas is R systems.
+    eps : number or one per system (R)
+        ``eps > 0``, or ``inf`` (never exits: just step ``cap`` times).
     B : None (identity), (d, d), or one per system
-        Any real matrix (symmetric positive semi-definite ones take the faster symmetric
-        path, with identical mathematics).
+        Key-query matrix, symmetric positive definite (the setting of Theorem 5.4; anything else is
+        refused, naming the hypothesis, as by the other exit-time functions).
     cap : number or one per system
         Steps simulated at most.
+    watch : bool array (n,), or one per system, optional
+        The tokens whose exit counts (default: all), as in the other exit-time functions.
     mass : array, optional
         Positive weights ``m_j``, (n,) (one per token, same for every system), or one per
         system.
@@ -563,11 +570,12 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
 
     Returns
     -------
-    Result
-        Entries ``T`` (R,) int64 (``-1`` when not exited within ``cap``), ``exited`` (R,)
-        bool, ``cap`` (R,) int64, ``x`` (list of final configurations) and, with
-        ``record_times``, ``records`` (list of (len(record_times), n_r, d_r)) holding NaN
-        after the exit.
+    :class:`~attention_fw.experiments.exit_times.ExitSample`
+        The library's one exit-time result: ``times`` (R,) the exit steps, or for a run that had
+        not exited within its cap the cap, with ``censored`` (R,) True (the one "no exit"
+        marker); ``cap`` the largest cap; ``final`` the list of final configurations
+        (n_r, d_r); with ``record_times``, ``path_times`` (those steps) and ``path`` (a list of
+        (len(record_times), n_r, d_r), NaN after the exit).
 
     Examples
     --------
@@ -576,8 +584,8 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
 
     >>> v = regular_polygon(3)
     >>> res = sabeta_exit_times(v, [0, 1, 2], 0.1, [2.0, 4.0, 6.0], 0.05, cap=10**5)
-    >>> res.T.tolist()
-    [4, 53, 917]
+    >>> res.times.tolist(), res.censored.tolist()
+    ([4.0, 53.0, 917.0], [False, False, False])
 
     The same T as plain stepping of (SA-beta) (:func:`attention_fw.model.dynamics.softmax_step`):
 
@@ -603,8 +611,8 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
         xs, sg, regions = xs * R, sg * R, regions * R
     if len(sg) != R or len(regions) != R:
         raise ValueError(f"sigma and region must hold one entry per system ({R})")
-    gamma = _broadcast("gamma", gamma, R, low=0, high=1, low_open=True)
-    beta = _broadcast("beta", beta, R, low=0)
+    gamma = _broadcast("gamma", gamma, R, check=V.step_size)
+    beta = _broadcast("beta", beta, R, check=lambda n, v: V.real_scalar(n, v, low=0))
     eps_a = np.asarray(eps, float)
     if np.any(eps_a <= 0) or np.any(np.isnan(eps_a)):
         raise ValueError(f"eps must be > 0 (or inf), got {eps!r}")
@@ -617,13 +625,13 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
     D = max(a.shape[1] for a in xs)
     if D > 3:
         raise ValueError(f"x0 must be in dimension 1, 2 or 3, got {D}")
-    Bs = _as_list("B", B, lambda n, b: V.as_float_array(n, b, ndim=2)) if isinstance(B, (list, tuple)) else None
-    if Bs is None:
-        if B is None:
-            Bs = [np.eye(a.shape[1]) for a in xs]
-        else:
-            Ba = V.as_float_array("B", B, min_ndim=2)
-            Bs = list(Ba) if Ba.ndim == 3 else [Ba] * R
+    if isinstance(B, (list, tuple)):
+        Bs = list(B)
+    elif B is None:
+        Bs = [None] * R
+    else:
+        Ba = V.as_float_array("B", B, min_ndim=2)
+        Bs = list(Ba) if Ba.ndim == 3 else [Ba] * R
     if len(Bs) != R:
         raise ValueError(f"B must be one matrix or one per system ({R})")
     X0 = np.zeros((R, N, D))
@@ -650,9 +658,8 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
             raise ValueError(f"region must be (points (m, {d}), labels (m,)) in system {r}")
         if not set(np.unique(s).tolist()) <= set(np.unique(rlab).tolist()):
             raise ValueError(f"region has no points for some label of sigma in system {r}")
-        b = Bs[r]
-        if b.shape != (d, d) or not np.all(np.isfinite(b)):
-            raise ValueError(f"B must be a finite ({d}, {d}) matrix, got shape {b.shape} in system {r}")
+        b = _key_query(Bs[r], d)                     # symmetric positive definite, (d, d): Theorem 5.4's B
+        b = np.eye(d) if b is None else b
         X0[r, :n, :d] = a
         nact[r] = n
         Bm[r, :d, :d] = b
@@ -682,6 +689,17 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
             pr_lo.append(npr)
             npr += len(hp.kinds)
             pr_hi.append(npr)
+        w = None if watch is None else _watch(watch[r] if isinstance(watch, (list, tuple)) else watch, n)
+        if w is not None and not w.all():         # tokens not watched: a region holding every point
+            gid[r, ~w] = len(hs_lo)
+            HS.append(np.r_[np.zeros(D), 1.0][None])  # <0, x> <= 1: never violated, distance 0
+            PC.append(np.zeros((0, 3, D)))
+            PK.append(np.zeros(0, np.int64))
+            hs_lo.append(nh)
+            nh += 1
+            hs_hi.append(nh)
+            pr_lo.append(npr)
+            pr_hi.append(npr)
     rec = np.zeros(0, np.int64) if record_times is None else np.asarray(record_times, np.int64)
     if rec.ndim != 1 or np.any(rec < 0) or np.any(np.diff(rec) <= 0):
         raise ValueError("record_times must be increasing non-negative step numbers")
@@ -694,8 +712,10 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, mass=No
               np.array(pr_lo, np.int64), np.array(pr_hi, np.int64), np.concatenate(PK).astype(np.int64),
               np.concatenate(PC), caps, rec, T, X_out, X_rec)
     shapes = [a.shape for a in xs]
-    out = Result(T=T, exited=T > 0, cap=caps,
-                 x=[X_out[r, :n, :d].copy() for r, (n, d) in enumerate(shapes)])
+    censored = T <= 0                                # the kernel writes -1 for "no exit within the cap"
+    out = ExitSample(times=np.where(censored, caps, T).astype(float), censored=censored, cap=float(caps.max()),
+                     final=[X_out[r, :n, :d].copy() for r, (n, d) in enumerate(shapes)])
     if record_times is not None:
-        out["records"] = [X_rec[r, :, :n, :d].copy() for r, (n, d) in enumerate(shapes)]
+        out.path_times = rec.copy()
+        out.path = [X_rec[r, :, :n, :d].copy() for r, (n, d) in enumerate(shapes)]
     return out

@@ -49,7 +49,7 @@ def settled_points(x0, sigma, gamma: float, beta, *, B=None, tol: float = 1e-13,
     sigma = np.asarray(sigma)
     if sigma.shape != (len(x0),) or sigma.dtype.kind not in "iu":
         raise ValueError(f"sigma must be integer labels, one per token ({len(x0)})")
-    gamma = V.real_scalar("gamma", gamma, low=0, high=1, low_open=True)
+    gamma = V.step_size("gamma", gamma)
     betas = V.as_float_array("beta", beta, min_ndim=0).reshape(-1)
     tol = V.real_scalar("tol", tol, low=0, low_open=True)
     labels = np.unique(sigma)
@@ -64,7 +64,7 @@ def settled_points(x0, sigma, gamma: float, beta, *, B=None, tol: float = 1e-13,
         res = sabeta_exit_times([x[k] for k in todo], [np.zeros(len(x[k]), np.int64) for k in todo], gamma,
                                 sys_b[todo], np.inf, B=B, cap=chunk)
         left = []
-        for k, xn in zip(todo, res.x):
+        for k, xn in zip(todo, res.final):
             x[k] = xn
             steps[k] += chunk
             if np.ptp(xn, axis=0).max() > tol * size and steps[k] < max_steps:
@@ -112,9 +112,9 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
 
     >>> v = regular_polygon(3)
     >>> x0, sigma = np.repeat(v, 2, axis=0), np.repeat([0, 1, 2], 2)
-    >>> reduced_exit_times(
-    ...     x0, sigma, 0.1, [3.0, 5.0], 0.05
-    ... ).T.tolist() == sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05).T.tolist()
+    >>> red = reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05)
+    >>> det = sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05)
+    >>> red.T.tolist() == det.times.tolist()
     True
     """
     x0 = V.tokens("x0", x0, batched_ok=False)
@@ -124,7 +124,8 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
     pts = [p for p in sp.points]
     res = sabeta_exit_times(pts, [sp.labels] * len(betas), gamma, betas, eps, B=B, cap=cap,
                             mass=[sp.masses] * len(betas), region=[(x0, sigma)] * len(betas))
-    return Result(T=res.T, points=sp.points, masses=sp.masses, contraction_steps=sp.steps.max(axis=1))
+    T = np.where(res.censored, -1, res.times).astype(np.int64)   # this Result's record: -1 for no exit
+    return Result(T=T, points=sp.points, masses=sp.masses, contraction_steps=sp.steps.max(axis=1))
 
 
 class _GroupDistance:
