@@ -103,6 +103,8 @@ CALLS = {
     "afw_book.paper_figures.figure3": lambda rng: _drawn(PF.figure3, kappas=(5,), rng=rng),
     "afw_book.paper_figures.figure4": lambda rng: _drawn(PF.figure4, rng=rng),
     "afw_book.paper_figures.figure4_delta002": lambda rng: _drawn(PF.figure4_delta002, kappa=5, rng=rng),
+    "afw_book.paper_figures.published_label_overlaps":
+        lambda rng: PF.published_label_overlaps("figure2", kappas=(6,), rng=rng),
     "experiments.vertex_limits.owns_cell_probability": lambda rng: VL.owns_cell_probability([2, 3], 3, 50, rng=rng),
     "experiments.vertex_limits.ode_continuity": lambda rng: VL.ode_continuity(regular_polygon(4) * [1.0, 0.9], np.eye(2),
                                                                   [1e-3], T=0.1, dt=0.05, rng=rng),
