@@ -111,6 +111,22 @@ def test_the_runner_checks_requirements_on_the_presets_values_before_a_kernel(tm
                                    "of jump_betas (here [4.0, 8.0, 16.0]) (inverse temperatures shown in the histograms)")
 
 
+@pytest.mark.parametrize("chapter,overrides,names", [
+    # two jump temperatures: no slope with an interval from two points
+    ("05-finite-beta", {"jump_betas": [4.0, 8.0]}, "jump_betas"),
+    # lists that contradict each other: a shown beta not run
+    ("05-finite-beta", {"jump_betas": [2.0, 4.0, 8.0], "hist_betas": [16.0]}, "hist_betas"),
+    # four schedules need four numbers of layers
+    ("04-positive-definite", {"schedule_steps": [10, 20]}, "schedule_steps"),
+])
+def test_known_inconsistent_reruns_are_refused_in_one_line(chapter, overrides, names):
+    """Known crash cases of issue 36 that the declaration now refuses before a kernel starts."""
+    with pytest.raises(ValueError) as err:
+        check_parameters((ROOT / "book" / f"{chapter}.py").read_text(), "quick", overrides)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{names} = ") and " is not accepted: expected " in msg
+
+
 def test_preset_values_are_read_from_the_source_without_running_it():
     text = (ROOT / "book" / "07-deterministic-dynamics.py").read_text()
     values = PR.preset_values(text, "paper")
@@ -168,6 +184,9 @@ def test_the_envelope_constant_is_defined_where_the_exponential_overflows():
     # d = 64: every token owns its cell, none is led by an owner (no ratio, null in the data)
     ("06-context-length", {"run_d": 64, "run_n": 256, "own_ns": [256], "own_dims": [4], "own_tokens": 512,
                            "check_n": 256}),
+    # two betas per configuration (no fit before the extension), one configuration that the
+    # figure's selection does not name, and a coupling temperature at which SA-beta never exits
+    ("07-deterministic-dynamics", {"configs": ["triangle, 1 per vertex"], "num_betas": 2, "coupling_beta": 40.0}),
 ])
 def test_known_crashing_reruns_now_run_to_the_end(tmp_path, chapter, overrides):
     outcome = fuzz.run_one(ROOT / "book" / f"{chapter}.py", overrides, tmp_path)

@@ -701,7 +701,9 @@ def check_screen_is_float64(x, B, k, kernels, q=7):
 @pytest.mark.parametrize("case", range(9))
 def test_float64_hardmax_through_the_float32_screen_is_plain_float64(kernels, case):
     name, x, B = screen_cases()[case]
-    for k in (1, 16, 200):
+    # one key per tile with the compiled passes; the numpy passes loop over tiles in Python, and
+    # two keys per tile still put a tile boundary beside every other key
+    for k in (1 if kernels == "numba" else 2, 16, 200):
         check_screen_is_float64(x, B, k, kernels)
 
 
