@@ -904,8 +904,10 @@ x0_e6, sig_e6 = res_e6[0]["x0"], res_e6[0]["sigma"]
 beta_path = p.e6_betas[len(p.e6_betas) // 2]
 T_det_path = e6_det[len(p.e6_betas) // 2] or 1000
 start = (x0_e6, sig_e6, GAMMA, beta_path)
-paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6, rng=4)
-zoom_sabeta, zoom_sap = ET.zoom_paths(*start, T_det_path, rng=4)
+paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6,
+                            rng=page.stream(f"e6 excursions {beta_path!r}"))
+zoom_sabeta, zoom_sap = ET.zoom_paths(*start, T_det_path,
+                                      rng=page.stream(f"e6 zoom {beta_path!r}"))
 e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
           paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
 fig = MP.fig_sap_vs_sabeta(e6, TRI)

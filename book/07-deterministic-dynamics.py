@@ -160,7 +160,7 @@ PRESETS = {
         chain_runs=100,
         chain_budget=2000.0,
         coupling_gamma=0.1,
-        coupling_runs=400,
+        coupling_runs=200,
         coupling_beta=6.0,
         coupling_t2=1e5,
     ),
@@ -903,7 +903,7 @@ for b in sorted({p.coupling_beta, beta_hi}):
     T2 = T2_at(b)
     if T2 is None:
         continue
-    horizon = max(3 * T2, 100)
+    horizon = max(round(2.2 * T2), 100)  # the text reads the paths up to 2 T2
     t = np.unique(np.round(np.geomspace(1, horizon, 70)).astype(int))
     c = SB.coupling_distances(
         cfg.x0,

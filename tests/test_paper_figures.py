@@ -14,6 +14,7 @@ import pytest
 
 from attention_fw.geometry import planar as g
 from afw_book import paper_figures as pf
+from afw_book import published_pdfs
 
 
 def _published(name):
@@ -197,7 +198,7 @@ def test_rasterised_figure4_erosion_ratio_matches_delta_003(tmp_path):
 
 def test_rasterise_names_the_missing_tool(monkeypatch, tmp_path):
     out = pf.make("figure4", outdir=tmp_path)
-    monkeypatch.setattr(pf.shutil, "which", lambda name: None)
+    monkeypatch.setattr(published_pdfs.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="apt-get install poppler-utils"):
         pf.rasterise_pdf(out["pdf"])
 
