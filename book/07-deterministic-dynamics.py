@@ -904,7 +904,9 @@ for b in sorted({p.coupling_beta, beta_hi}):
     if T2 is None:
         continue
     horizon = max(round(2.2 * T2), 100)  # the text reads the paths up to 2 T2
-    t = np.unique(np.round(np.geomspace(1, horizon, 70)).astype(int))
+    # the times the text names (T2/2, T2, 2 T2) are recorded themselves
+    named = (max(T2 // 2, 1), T2, 2 * T2)
+    t = np.unique(np.r_[np.round(np.geomspace(1, horizon, 70)).astype(int), named])
     c = SB.coupling_distances(
         cfg.x0,
         g_c,
@@ -915,9 +917,8 @@ for b in sorted({p.coupling_beta, beta_hi}):
     )
     within = (c.one <= radius).mean(axis=0)
 
-    def at(frac, c=c, T2=T2, within=within):
-        k = int(np.searchsorted(c.t, frac * T2))
-        k = min(k, len(c.t) - 1)
+    def at(t_named, c=c, within=within):
+        k = int(np.searchsorted(c.t, t_named))  # recorded: c.t holds t_named
         return int(c.t[k]), float(within[k]), float(np.median(c.one[:, k]))
 
     couplings.append(
@@ -931,9 +932,9 @@ for b in sorted({p.coupling_beta, beta_hi}):
             mean=c.mean,
             T2=T2,
             within=within,
-            half=at(0.5),
-            at_T2=at(1.0),
-            twice=at(2.0),
+            half=at(named[0]),
+            at_T2=at(named[1]),
+            twice=at(named[2]),
         )
     )
 fig = SP.fig_coupling(couplings)
@@ -952,8 +953,8 @@ def cp_text(c):
     return (
         f"at β = {c['beta']:g} (T₂ = {c['T2']:,}): {h[1]:.0%} of the paths within ε "
         f"at t = {h[0]:,} "
-        f"(about T₂/2), {a[1]:.0%} at t = {a[0]:,} (about T₂), {w[1]:.0%} at t = "
-        f"{w[0]:,} (about 2T₂)"
+        f"(T₂/2), {a[1]:.0%} at t = {a[0]:,} (T₂), {w[1]:.0%} at t = "
+        f"{w[0]:,} (2T₂)"
     )
 
 
