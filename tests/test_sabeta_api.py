@@ -46,8 +46,9 @@ def test_the_signature_has_the_shape_of_the_other_exit_time_functions():
         assert params["watch"].default is None
     kern = inspect.signature(S.sabeta_exit_times).parameters
     engine = inspect.signature(ET.engine_exit_times).parameters
-    assert kern["B"].kind is engine["B"].kind is inspect.Parameter.KEYWORD_ONLY
-    assert kern["B"].default is engine["B"].default is None
+    single = inspect.signature(ET.sabeta_exit_time).parameters
+    assert kern["B"].kind is engine["B"].kind is single["B"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert kern["B"].default is engine["B"].default is single["B"].default is None
     assert "rng" not in kern and "rng" not in inspect.signature(ET.sabeta_exit_time).parameters
     assert S.sabeta_exit_times is SK.sabeta_exit_times
 
@@ -114,6 +115,11 @@ def test_the_kernel_is_plain_stepping_and_the_other_sabeta_function():
     while not ET.exit_mask(x, X0, SIGMA, 0.1)[0] and t < 2000:
         x, t = dynamics.softmax_step(x, 0.1, 4.0, B), t + 1
     assert res.censored.tolist() == [False] and res.times.tolist() == [float(t)]
+    # and the one-run reference takes the same B, with the same exit
+    one = ET.sabeta_exit_time(X0, SIGMA, 0.1, 4.0, 0.1, B=B, cap=2000)
+    assert one.censored.tolist() == [False] and one.times.tolist() == [float(t)]
+    with pytest.raises(ValueError, match="positive definite"):
+        ET.sabeta_exit_time(X0, SIGMA, 0.1, 4.0, 0.1, B=-B, cap=10)
 
 
 def test_records_are_the_path():

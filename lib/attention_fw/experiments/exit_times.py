@@ -499,13 +499,18 @@ def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, b
     return ExitSample(times=times, censored=~exited, events=np.zeros(0), cap=float(cap))
 
 
-def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, *, cap: int = 10**6,
-                     watch: npt.ArrayLike | None = None, record_times: Iterable[int] | None = None) -> ExitSample:
+def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, *,
+                     B: npt.ArrayLike | None = None, cap: int = 10**6, watch: npt.ArrayLike | None = None,
+                     record_times: Iterable[int] | None = None) -> ExitSample:
     """Deterministic (SA-beta) counterpart of ``T2``: first step at which a watched token leaves
     ``conv{x_ji^0}_j + B(0, eps)``; no theorem covers it (erratum E6 of the book), it is an observation.
 
-    :func:`attention_fw.model.dynamics.simulate` of :class:`~attention_fw.model.dynamics.Softmax` (B = I)
-    with the exit as its stop condition.
+    One run, stepped by :func:`attention_fw.model.dynamics.simulate` of
+    :class:`~attention_fw.model.dynamics.Softmax` with the exit as its stop condition: the plain
+    numpy reference of the compiled, batched
+    :func:`attention_fw.experiments.sabeta_kernel.sabeta_exit_times` (same signature shape, same
+    result type and "no exit" marker, the same ``T2``: tested). ``B``: the key-query matrix,
+    symmetric positive definite (Theorem 5.4's setting; default the identity).
 
     Returns
     -------
@@ -526,12 +531,13 @@ def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta
     [True]
     """
     x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
+    Bm = _key_query(B, x0.shape[1])
     cap = V.positive_int("cap", cap)
     watch = _watch(watch, len(x0))
     region = _ExitRegion(x0, sigma, eps, watch)
     wanted = {0} | set(int(t) for t in (record_times if record_times is not None else []))
     rec = dynamics.FunctionRecorder("x", lambda x, t: x.copy(), times=wanted)
-    res = dynamics.simulate(x0, dynamics.Softmax(gamma, beta), cap, [rec],
+    res = dynamics.simulate(x0, dynamics.Softmax(gamma, beta, Bm), cap, [rec],
                             stop=lambda x, t: region(x[None])[0])
     T = res.stopped if res.stopped > 0 else None
     times, xs = list(res.record_times["x"]), list(res.records["x"])
