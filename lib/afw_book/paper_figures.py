@@ -169,6 +169,19 @@ def _panel(kappa, gen, seed, *, equal_norm=False, enforce_bijection=True, labell
     }
 
 
+def _panel_or_missing(kappa, gen, seed, **panel_kw):
+    """:func:`_panel`, or, where the authors' recipe finds no draw with every point a hull vertex
+    (likely from kappa = 10 on with unequal norms: 11 of 40 seeds at kappa = 10, none at 11), the
+    record of the missing panel: ``{"kappa", "seed", "missing": reason}``."""
+    try:
+        return _panel(kappa, gen, seed, **panel_kw)
+    except ValueError as err:
+        if not str(err).startswith("no draw"):
+            raise
+        return {"kappa": int(kappa), "seed": seed,
+                "missing": f"no draw with all {int(kappa)} points on the hull in 500 tries"}
+
+
 def _panel_limits(panels, margin=0.13):
     """Common half-widths so all panels share one metric scale (published caption)."""
     boxes = [(p["hull"].min(0), p["hull"].max(0)) for p in panels]
@@ -395,10 +408,21 @@ def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", published
     # paper's Figure 1 (published_label_overlaps keeps that finding checkable)
     apart = ready or not published_labels
     start = _stream_start(rng)
-    panels = [_panel(k, start(), V.seed_record(rng), **panel_kw) for k in kappas]
-    lims = _panel_limits(panels)
-    fig, axes = _grid_axes(len(panels), width, lims[0][1], ncols, title_h=_TITLE_H if ready else 0.0)
+    panels = [_panel_or_missing(k, start(), V.seed_record(rng), **panel_kw) for k in kappas]
+    drawn = [p for p in panels if "missing" not in p]
+    lims_drawn = iter(_panel_limits(drawn)) if drawn else iter(())
+    common = _panel_limits(drawn)[0][1] if drawn else np.array([1.1, 1.1])
+    lims = [next(lims_drawn) if "missing" not in p else (np.zeros(2), common) for p in panels]
+    fig, axes = _grid_axes(len(panels), width, common, ncols, title_h=_TITLE_H if ready else 0.0)
     for idx, (ax, panel, (centre, half)) in enumerate(zip(axes, panels, lims)):
+        if "missing" in panel:          # an outcome, not a crash: the panel says why it is empty
+            _finish_axis(ax, centre, half)
+            k = panel["kappa"]
+            ax.text(0.5, 0.5, f"$\\kappa = {k}$: not drawn\n(no draw with all {k} points\non the hull in 500 tries)",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=9)
+            if ready:
+                _panel_title(ax, idx, rf"$\kappa = {panel['kappa']}$")
+            continue
         if ready:
             for cell, colour in zip(panel["cells"], C.map_colours([c["polygon"] for c in panel["cells"]])):
                 cell["colour"] = colour
@@ -474,7 +498,8 @@ def figure2(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithfu
     fig, data = _cells_figure("figure2", kappas, rng, width, ncols, variant, equal_norm=True,
                               enforce_bijection=True, labelling="exact")
     for p in data["panels"]:
-        p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"])
+        if "missing" not in p:
+            p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"])
     return fig, data
 
 
