@@ -420,9 +420,9 @@ fig4 = page.paper_figure("figure4", rng=p.seed)
 fig4b = page.paper_figure("figure4-delta002", rng=p.seed)
 for key, f in (("f4_ratio", fig4), ("f4b_ratio", fig4b)):
     cone, eroded = f["cone"]["area"], f["eroded_cone"]["area"]
-    # a draw other than the published one may leave the cone empty: said, not divided by
-    glue(key, f"{eroded / cone:.3f}" if cone > 0 else "nothing (the cone is empty here)",
-         display=False)
+    # another draw than the published one may leave the cone empty: said
+    ratio = f"{eroded / cone:.3f}" if cone > 0 else "nothing (the cone is empty)"
+    glue(key, ratio, display=False)
 
 # %% [markdown]
 # ```{glue:figure} fig-figure4

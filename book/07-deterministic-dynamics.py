@@ -129,6 +129,7 @@ PARAMETERS = {
 # %% tags=["hide-input"]
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from afw_book import figures as plotting, sweeps
@@ -878,9 +879,7 @@ g_c = p.coupling_gamma
 
 def T2_at(b):
     """T2 at beta b; None when no exit within the cap (the result's `censored`)."""
-    es = SB.sabeta_exit_times(
-        cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=max(10**7, p.cap)
-    )
+    es = SB.sabeta_exit_times(cfg.x0, cfg.sigma, g_c, b, cfg.eps, cap=p.cap)
     return None if es.censored[0] else int(es.times[0])
 
 
@@ -937,10 +936,20 @@ for b in sorted({p.coupling_beta, beta_hi}):
             twice=at(named[2]),
         )
     )
-fig = SP.fig_coupling(couplings)
+cp_data = None  # drawn by fig_coupling, its numbers travel with the figure
+if couplings:
+    fig = SP.fig_coupling(couplings)
+else:  # an outcome, shown: no exit within the cap, so no path to compare with
+    why = (f"No (SAβ) exit within the cap of {p.cap:,} steps at "
+           f"β = {p.coupling_beta:g}: no coupling to measure.")
+    fig, ax = plt.subplots(figsize=(plotting.TWO_COLUMN, 1.0))
+    ax.axis("off")  # the figure's font has no β: mathtext
+    ax.text(0.5, 0.5, why.replace("β", r"$\beta$"), ha="center", va="center")
+    cp_data = {"couplings": [], "reason": why}
 page.figure(
     fig,
     "sabeta-coupling",
+    cp_data,
     statement="Theorem 5.4 for (SAβ) (erratum E6)",
     caption="Fraction of (SAP) paths within ε of the (SAβ) path, and their distance, "
     "against t",
@@ -964,13 +973,20 @@ gap_ratio = [
     if c["half"][2] > 0
 ]
 page.glue(
-    cp_list="; ".join(cp_text(c) for c in couplings),
+    cp_list="; ".join(cp_text(c) for c in couplings)
+    if couplings
+    else "not measured (no (SAβ) exit within the cap at the coupling's β)",
     cp_r=(radius, "g"),
     coupling_t2=(p.coupling_t2, ",.0f"),
     cp_runs=(p.coupling_runs, ","),
     cp_gamma=(g_c, "g"),
     cp_beta_hi=(beta_hi, "g"),
-    cp_gap=(min(gap_ratio), ".0f") if gap_ratio else "-",
+    cp_gap_text=(
+        "at about half the exit step of (SAβ) the median distance is at least "
+        f"{fmt(min(gap_ratio), '.0f')} times smaller than γ√t at that step"
+        if gap_ratio
+        else "not measured here (no exit, or no distance before it)"
+    ),
     cp_verdict=(
         "; ".join(cp_text(c) for c in couplings) + "."
         if couplings
@@ -990,9 +1006,8 @@ page.glue(
 # $t/T_2$, with $\gamma\sqrt t$ (dashed) and $\varepsilon$ (dotted). Vertical line: the exit step $T_2$ of (SA$\beta$).
 # ```
 #
-# The martingale bound is far from what happens before the exit: at about half the exit step of
-# (SA$\beta$) the median distance is at least {glue:text}`cp_gap` times smaller than $\gamma\sqrt t$ at that
-# step. The fraction of chain paths within $\varepsilon$ of the (SA$\beta$) path: {glue:text}`cp_list`.
+# The martingale bound is far from what happens before the exit: {glue:text}`cp_gap_text`.
+# The fraction of chain paths within $\varepsilon$ of the (SA$\beta$) path: {glue:text}`cp_list`.
 # The fraction falls as the chains make their jumps between clusters, each at its own random time, so
 # "a chain path follows (SA$\beta$)" holds for a fraction of the paths that shrinks with $t$, not for one
 # path up to a time. After $T_2$ the (SA$\beta$) path itself leaves: its clusters drift together and

@@ -10,6 +10,7 @@ The modules::
     presets         the named parameter sets of the notebooks
     sweeps          parameter grids over an executor, cached on disk
     paper_figures   the paper's Figures 1-4 from exact geometry (also a command line)
+    published_pdfs  the comparison with the authors' published PDFs, from committed data
 """
 
 __all__: list[str] = []

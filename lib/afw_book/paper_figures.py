@@ -922,7 +922,8 @@ def stem(name, params=None, style=None, usetex=False, width=None, tagged=True):
     return "-".join(words) + (f"--{tag}" if tag else "")
 
 
-def render(name, outdir=None, close=True, style=None, usetex=False, width_choice=None, tagged=None, **params):
+def render(name, outdir=None, close=True, style=None, usetex=False, width_choice=None, tagged=None,
+           require_panel=False, **params):
     """Draw and save figure ``name``, protecting the canonical files and every earlier run.
 
     With the published parameters the files go to ``figures/``; with any other parameter, a
@@ -941,6 +942,9 @@ def render(name, outdir=None, close=True, style=None, usetex=False, width_choice
         width choice or a numeric ``width``, the saved PDF's page is exactly that wide.
     usetex : bool
         Text set by LaTeX.
+    require_panel : bool
+        Refuse (``ValueError``, nothing written) a cell figure none of whose panels could be
+        drawn (the command line); otherwise such panels are drawn empty, saying why.
     **params
         The figure function's parameters, ``variant="paper-ready"`` among them.
 
@@ -975,6 +979,11 @@ def render(name, outdir=None, close=True, style=None, usetex=False, width_choice
             bbox = _exact_width_box(fig, target)
         else:
             fig, data = FIGURES[name](**params)
+        if require_panel and data.get("panels") and all("missing" in q for q in data["panels"]):
+            plt.close(fig)
+            raise ValueError("no panel to draw: " + "; ".join(
+                f"kappa = {q['kappa']}: {q['missing']}" for q in data["panels"])
+                + " (the authors' recipe; another --seed or fewer vertices may succeed)")
         written = plotting.save(fig, file_stem, data, outdir=outdir, close=close, bbox=bbox,
                                 meta=_meta(name, params, style, usetex, width_choice))
     return fig, data, written
@@ -1014,7 +1023,7 @@ def main(argv=None):
         choice = args.width if isinstance(args.width, str) else None
         try:
             _, _, written = render(name, outdir=args.outdir, style=args.style, usetex=args.usetex,
-                                   width_choice=choice, **params)
+                                   width_choice=choice, require_panel=True, **params)
         except (ValueError, TypeError, RuntimeError) as exc:
             print(f"{name}: {exc}", file=sys.stderr)
             return 2
