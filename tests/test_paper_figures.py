@@ -303,7 +303,7 @@ def test_command_line_custom_parameters_go_to_figures_custom(tmp_path, monkeypat
     assert pf.main(["figure4", "--delta", "0.03"]) == 0   # the default value is not "custom"
     assert (tmp_path / "figure4.pdf").exists() and not (tmp_path / "custom" / "figure4.pdf").exists()
     assert pf.main(["figure1", "--kappas", "12"]) == 2   # no 12-gon in 500 draws: a clear message
-    assert "all 12 points on the hull in 500 tries" in capsys.readouterr().err
+    assert "no draw with 12 hull vertices in 500 tries" in capsys.readouterr().err
     assert not list((tmp_path / "custom").glob("figure1--kappas-12*"))          # nothing written
     with pytest.raises(SystemExit):
         pf.main(["--help"])

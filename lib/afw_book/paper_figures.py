@@ -69,6 +69,7 @@ import argparse
 import copy
 import inspect
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -178,8 +179,8 @@ def _panel_or_missing(kappa, gen, seed, **panel_kw):
     except ValueError as err:
         if not str(err).startswith("no draw"):
             raise
-        return {"kappa": int(kappa), "seed": seed,
-                "missing": f"no draw with all {int(kappa)} points on the hull in 500 tries"}
+        # the library's reason, in words ("in max_tries=500 tries" -> "in 500 tries")
+        return {"kappa": int(kappa), "seed": seed, "missing": str(err).replace("max_tries=", "")}
 
 
 def _panel_limits(panels, margin=0.13):
@@ -399,7 +400,16 @@ def _width(width, n_panels):
     return V.real_scalar("width", width, low=0.5, high=30)
 
 
-def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", published_labels=False, **panel_kw):
+_CELL_PANELS = {
+    "figure1": dict(equal_norm=False, enforce_bijection=True, labelling="unit"),
+    "figure1-corrected": dict(equal_norm=False, enforce_bijection=True, labelling="exact"),
+    "figure2": dict(equal_norm=True, enforce_bijection=True, labelling="exact"),
+}
+"""The panel options of each cell figure (:func:`_panel`)."""
+
+
+def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", published_labels=False):
+    panel_kw = _CELL_PANELS[name]
     kappas = _kappas(kappas)
     width = _width(width, len(kappas))
     ready = _variant(variant) == "paper-ready"
@@ -410,16 +420,17 @@ def _cells_figure(name, kappas, rng, width, ncols, variant="faithful", published
     start = _stream_start(rng)
     panels = [_panel_or_missing(k, start(), V.seed_record(rng), **panel_kw) for k in kappas]
     drawn = [p for p in panels if "missing" not in p]
-    lims_drawn = iter(_panel_limits(drawn)) if drawn else iter(())
-    common = _panel_limits(drawn)[0][1] if drawn else np.array([1.1, 1.1])
-    lims = [next(lims_drawn) if "missing" not in p else (np.zeros(2), common) for p in panels]
+    drawn_lims = iter(_panel_limits(drawn) if drawn else [])
+    lims = [None if "missing" in p else next(drawn_lims) for p in panels]
+    common = next((lim[1] for lim in lims if lim is not None), np.array([1.1, 1.1]))
+    lims = [(np.zeros(2), common) if lim is None else lim for lim in lims]
     fig, axes = _grid_axes(len(panels), width, common, ncols, title_h=_TITLE_H if ready else 0.0)
     for idx, (ax, panel, (centre, half)) in enumerate(zip(axes, panels, lims)):
         if "missing" in panel:          # an outcome, not a crash: the panel says why it is empty
             _finish_axis(ax, centre, half)
-            k = panel["kappa"]
-            ax.text(0.5, 0.5, f"$\\kappa = {k}$: not drawn\n(no draw with all {k} points\non the hull in 500 tries)",
-                    transform=ax.transAxes, ha="center", va="center", fontsize=9)
+            ax.text(0.5, 0.5, f"$\\kappa = {panel['kappa']}$: not drawn\n"
+                    + textwrap.fill(f"({panel['missing']})", 32), transform=ax.transAxes,
+                    ha="center", va="center", fontsize=9)
             if ready:
                 _panel_title(ax, idx, rf"$\kappa = {panel['kappa']}$")
             continue
@@ -463,8 +474,7 @@ def figure1(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithfu
     -------
     (matplotlib.figure.Figure, dict)
     """
-    return _cells_figure("figure1", kappas, rng, width, ncols, variant, equal_norm=False,
-                         enforce_bijection=True, labelling="unit")
+    return _cells_figure("figure1", kappas, rng, width, ncols, variant)
 
 
 def published_label_overlaps(name="figure1", kappas=KAPPAS, *, rng=SEED) -> list[list[tuple[str, str]]]:
@@ -473,13 +483,9 @@ def published_label_overlaps(name="figure1", kappas=KAPPAS, *, rng=SEED) -> list
     vertex, outward from the mean of the corners. The figures themselves move such labels apart;
     at the published parameters Figure 1 has the collisions v2/v6 and v4/v10 that were reported.
     """
-    kw = {"figure1": dict(equal_norm=False, labelling="unit"),
-          "figure1-corrected": dict(equal_norm=False, labelling="exact"),
-          "figure2": dict(equal_norm=True, labelling="exact")}
-    if name not in kw:
-        raise ValueError(f"name must be one of {sorted(kw)}, got {name!r}")
-    fig, _ = _cells_figure(name, kappas, rng, None, None, "faithful", published_labels=True,
-                           enforce_bijection=True, **kw[name])
+    if name not in _CELL_PANELS:
+        raise ValueError(f"name must be one of {sorted(_CELL_PANELS)}, got {name!r}")
+    fig, _ = _cells_figure(name, kappas, rng, None, None, "faithful", published_labels=True)
     try:
         fig.canvas.draw()
         return [text_overlaps(ax) for ax in fig.axes]
@@ -489,14 +495,12 @@ def published_label_overlaps(name="figure1", kappas=KAPPAS, *, rng=SEED) -> list
 
 def figure1_corrected(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithful"):
     """Figure 1 corrected: the true cells C_i(v) (eq: cells, B = I) of the same polygons."""
-    return _cells_figure("figure1-corrected", kappas, rng, width, ncols, variant, equal_norm=False,
-                         enforce_bijection=True, labelling="exact")
+    return _cells_figure("figure1-corrected", kappas, rng, width, ncols, variant)
 
 
 def figure2(kappas=KAPPAS, width=None, ncols=None, *, rng=SEED, variant="faithful"):
     """Figure 2: equal norms, so C_i(v) = Vor(v_i) cap K (Proposition 4.5 with B = I)."""
-    fig, data = _cells_figure("figure2", kappas, rng, width, ncols, variant, equal_norm=True,
-                              enforce_bijection=True, labelling="exact")
+    fig, data = _cells_figure("figure2", kappas, rng, width, ncols, variant)
     for p in data["panels"]:
         if "missing" not in p:
             p["voronoi_mismatch"] = G.voronoi_mismatch(p["hull"])
