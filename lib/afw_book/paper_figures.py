@@ -176,9 +176,7 @@ def _panel_or_missing(kappa, gen, seed, **panel_kw):
     record of the missing panel: ``{"kappa", "seed", "missing": reason}``."""
     try:
         return _panel(kappa, gen, seed, **panel_kw)
-    except ValueError as err:
-        if not str(err).startswith("no draw"):
-            raise
+    except G.NoDrawError as err:
         # the library's reason, in words ("in max_tries=500 tries" -> "in 500 tries")
         return {"kappa": int(kappa), "seed": seed, "missing": str(err).replace("max_tries=", "")}
 
