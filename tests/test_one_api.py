@@ -63,12 +63,12 @@ def test_every_exit_time_simulator_returns_the_one_type_and_marker():
     x0, sigma = ET.near_vertex_configuration(TRI, 2, 0.05, rng=7)
     samples = [ET.engine_exit_times(X0, SIGMA, 0.1, 30.0, 0.05, 4, rng=1, cap=50),
                ET.stepping_exit_times(X0, SIGMA, 0.1, 30.0, 0.05, 4, rng=1, cap=50),
-               ET.sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=200),
+               SB.sabeta_exit_times(x0, sigma, 0.1, 30.0, 0.1, cap=200),
                SB.sabeta_exit_times(x0, sigma, 0.1, [3.0, 30.0], 0.1, cap=200)]
     for s in samples:
         assert isinstance(s, ExitTimes)
         assert s.censored.dtype == bool and s.times.dtype == float
         assert np.all(s.times[s.censored] == s.cap)                   # no exit: censored at the cap, never None/-1
     assert samples[2].censored.tolist() == [True] and samples[3].censored.tolist() == [False, True]
-    det = ET.sabeta_exit_time(x0, sigma, 0.1, 3.0, 0.1, cap=100)
-    assert det.censored.tolist() == [False] and det.times[0] == det.path_times[-1] < 100
+    det = SB.sabeta_exit_times(x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[0, 5])
+    assert det.censored.tolist() == [False] and det.path_times.tolist() == [0, 5] and det.times[0] < 100
