@@ -9,8 +9,10 @@ import attention_fw as afw
 from attention_fw import _validate
 from attention_fw.experiments import convergence as C
 from attention_fw.experiments import exit_times as ET
+from attention_fw.experiments import hull_counts as HC
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import sabeta as SB
+from attention_fw.experiments import trained_heads as TH
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.geometry import planar
 from attention_fw.geometry.polytope import regular_polygon
@@ -21,7 +23,8 @@ X0, SIGMA = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
 
 DRAWING = [planar.sample_vertices, C.symmetric_cloud, C.shifted_cloud, C.thm31_shifted, ET.engine_exit_times,
            ET.engine_state_at, ET.stepping_exit_times, ET.excursion_paths, ET.zoom_paths, VL.owns_cell_probability,
-           M.run_phase1, afw.sap_step, afw.MarkovChain]
+           M.run_phase1, afw.sap_step, afw.MarkovChain, SB.coupling_distances, HC.scaling_exponents, HC.scaling_table,
+           TH.corpus_study]
 
 
 @pytest.mark.parametrize("fn", DRAWING, ids=lambda f: f.__name__)

@@ -133,7 +133,7 @@ def fit_chain_rate(betas, mean, ci, level: float = 0.95) -> Result:
                   n=int(ok.sum()), level=level)
 
 
-def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng=0) -> Result:
+def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng) -> Result:
     """How far (SAP) paths are from the (SA-beta) path started at the same ``x0`` (B = I).
 
     At each step of ``times``: ``one`` (runs, T') the largest token distance

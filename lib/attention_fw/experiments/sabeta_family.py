@@ -15,6 +15,7 @@ from ..geometry.polytope import regular_polygon, regular_simplex
 from ..results import Result
 from .exit_times import engine_exit_times, near_vertex_configuration
 from .metastability import theorem54_hypotheses
+from .sabeta_exponent import MODEL_BETAS, chain_seed, drift_integral_log_exit, mean_interval, model_exponent
 from .sabeta_kernel import sabeta_exit_times
 from .sabeta_reduced import _GroupDistance, leading_order_exit, reduced_exit_times, settled_points
 from .survival import fit_exponential_censored
@@ -201,7 +202,6 @@ def _model_times(cfg: Result, betas) -> tuple[np.ndarray, float | None, float | 
     """The next-order model (:func:`attention_fw.experiments.sabeta_exponent.drift_integral_exit`) at
     ``betas``, and its exponent with its error bar (:func:`~attention_fw.experiments.sabeta_exponent.model_exponent`,
     from ``log T`` at :data:`~attention_fw.experiments.sabeta_exponent.MODEL_BETAS`)."""
-    from .sabeta_exponent import MODEL_BETAS, drift_integral_log_exit, model_exponent
     labels = np.unique(cfg.sigma)
     regions = [(lambda q, gd=_GroupDistance(cfg.x0[cfg.sigma == g]): gd(q, 1e300)) for g in labels]
     allb = np.r_[np.asarray(betas, float), MODEL_BETAS]
@@ -256,7 +256,6 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     ... )
     ((3,), True, True)
     """
-    from .sabeta_exponent import chain_seed, mean_interval
     cfg = family_configuration(name)
     base = int(V.rng("rng", rng).integers(2**62))     # the same for the same seed as an int, SeedSequence or Generator
     betas, T, T_cens = _reach_grid(cfg, t_lo, t_hi, num, t_reach, cap)
