@@ -53,20 +53,9 @@ _EMPTY = np.zeros((0, 2))
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
 class NoDrawError(ValueError):
-    """:func:`sample_vertices` found no draw with every point a hull vertex within ``max_tries``.
-
-    An outcome of the authors' recipe at some parameters (likely from ``k = 10`` on with unequal
-    norms), not a bad argument: callers that draw an empty panel instead catch this class rather
-    than matching the message. A :class:`ValueError`, so code catching that keeps working.
-
-    Examples
-    --------
-    >>> try:
-    ...     sample_vertices(40, rng=0, enforce_bijection=True, max_tries=2)
-    ... except NoDrawError as err:
-    ...     print(err, isinstance(err, ValueError))
-    no draw with 40 hull vertices in max_tries=2 tries True
-    """
+    """:func:`sample_vertices` found no draw with every point a hull vertex within ``max_tries``: an
+    outcome of the authors' recipe (likely from ``k = 10`` on with unequal norms), not a bad argument.
+    Callers that show an empty panel instead catch this class; a :class:`ValueError` all the same."""
 
 
 def sample_vertices(k: int, *, rng: V.SeedLike, equal_norm: bool = False, enforce_bijection: bool = False,
