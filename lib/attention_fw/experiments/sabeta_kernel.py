@@ -30,6 +30,9 @@ from .exit_times import ExitSample, _key_query, _watch
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
 _KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
+# The kernel's symmetric path (n (n + 1) / 2 exponentials per step) for symmetric positive semi-definite
+# B; False sends every system through the per-row path (n^2), as the tests do to compare the two.
+_SYMMETRIC_PATH = True
 
 
 # ----------------------------------------------------------------------------------------
@@ -465,6 +468,13 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
          cap, rec_t, T_out, X_out, X_rec):
     """Step every system r until its exit or ``cap[r]`` steps; one system per thread.
 
+    Two paths per step, with ``hb_j = beta <B x_j, x_j> / 2``: for symmetric positive semi-definite B
+    (``sym[r]``) and ``0 <= hb_j <= 600`` for all j, the symmetric path (:func:`_sym_step`:
+    ``n (n + 1) / 2`` exponentials, each at most 1, the row sums at least ``w_i = m_i e^{hb_i}``, at
+    most ``sum_j m_j e^{600}``: no overflow, no underflow of a row sum), with its pass for exponential
+    arguments below -708 only when some ``hb_j > 176``; otherwise the per-row path (shift: the row
+    maximum; ``n^2`` exponentials, every argument through that pass).
+
     The exit test runs only when it can matter: the distance of a token to its group's hull is
     1-Lipschitz, so after an exact test that leaves every token at least ``slack`` inside its
     ``eps``-neighbourhood, no exit is possible until the largest displacements of the tokens,
@@ -749,7 +759,7 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=N
         nact[r] = n
         Bm[r, :d, :d] = b
         Bm[r, d:, d:] = np.eye(D - d)
-        sym[r] = bool(np.allclose(b, b.T, rtol=0, atol=0) and np.linalg.eigvalsh(b).min() >= 0)
+        sym[r] = _SYMMETRIC_PATH and bool(np.allclose(b, b.T, rtol=0, atol=0) and np.linalg.eigvalsh(b).min() >= 0)
         if mass is not None:
             ms = mass[r] if isinstance(mass, (list, tuple)) else mass
             ms = V.as_float_array("mass", ms, ndim=1)
