@@ -132,6 +132,8 @@ else:                                    # plain Python: same numbers, for small
     prange = range
 
 
+_f64_bits: Any
+_bits_f64: Any
 if _numba is not None and jit is not _plain:
     from llvmlite import ir as _ir
     from numba.extending import intrinsic as _intrinsic
@@ -150,11 +152,12 @@ if _numba is not None and jit is not _plain:
             return builder.bitcast(args[0], _ir.DoubleType())
         return _numba.types.float64(_numba.types.int64), codegen
 else:
-    def _f64_bits(x):
+    def _f64_bits_py(x):
         return int(np.float64(x).view(np.int64))
 
-    def _bits_f64(x):
+    def _bits_f64_py(x):
         return float(np.int64(x).view(np.float64))
+    _f64_bits, _bits_f64 = _f64_bits_py, _bits_f64_py
 
 
 def _kernel():
