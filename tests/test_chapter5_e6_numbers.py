@@ -79,7 +79,7 @@ def recomputed_chapter5(d: dict) -> dict[str, str]:
     # (SA-beta): plain stepping from the recorded start, at every beta
     det = [sabeta_exit_by_plain_stepping(d["x0"], d["sigma"], d["gamma"], b, d["eps"], c)
            for b, c in zip(beta, d["sabeta_cap"])]
-    assert [-1 if t is None else t for t in det] == list(d["sabeta_T"]), (det, d["sabeta_T"])
+    assert det == list(d["sabeta_T"]), (det, d["sabeta_T"])          # null: no exit within sabeta_cap
     ratio = [t / m for t, m in zip(det, means) if t is not None]
     # Theorem 5.4's ratio condition eps / gamma >= 2 d(K), d(K) the diameter of the vertices
     v = np.asarray(d["vertices"], float)
@@ -129,7 +129,7 @@ def check_family_statements(rates_file: dict) -> None:
     # "its exit time grows exponentially in beta": T2 increases with beta, every local slope > 0
     for name, rs in runs.items():
         rs = sorted(rs, key=lambda r: r["beta"])
-        T = [int(r["T2_sabeta"]) for r in rs if int(r["T2_sabeta"]) > 0]
+        T = [r["T2_sabeta"] for r in rs if r["T2_sabeta"] is not None]     # null: no exit within the cap
         assert len(T) >= 2 and all(a < b for a, b in zip(T, T[1:])), (name, T)
         assert all(s > 0 for _, s in rates[name]["local_slopes"]), name
     # "polygons with 3 to 6 vertices, polytopes in R^3, B = I and non-isotropic B"
@@ -153,16 +153,18 @@ def check_family_statements(rates_file: dict) -> None:
     errs = []
     for r in rs:
         g, b, e = r["gamma"], r["beta"], r["eps"]
-        assert solved_case_T2(g, b, e, int(r["cap"])) == int(r["T2_sabeta"]), (b, r["T2_sabeta"])
+        assert solved_case_T2(g, b, e, int(r["cap"])) == r["T2_sabeta"], (b, r["T2_sabeta"])
+        if r["T2_sabeta"] is None:
+            continue
         closed = math.exp(1.5 * b) * -math.expm1(-3 * b * e) / (9 * g * b)
-        errs.append(abs(int(r["T2_sabeta"]) / closed - 1))
+        errs.append(abs(r["T2_sabeta"] / closed - 1))
     top = len(errs) // 2
     assert all(a > b for a, b in zip(errs[top:], errs[top + 1:])) and errs[-1] < 0.05, errs
     # "exponent c0 = 3/2": c0 lies in c_inf's interval; "a straight line through log T2 reads less"
     assert abs(q["c0"] - 1.5) < 1e-12
     assert q["c_inf_ci"][0] <= q["c0"] <= q["c_inf_ci"][1], (q["c_inf_ci"], q["c0"])
-    bs = np.array([r["beta"] for r in rs], float)
-    slope = np.polyfit(bs, np.log([int(r["T2_sabeta"]) for r in rs]), 1)[0]
+    rs = [r for r in rs if r["T2_sabeta"] is not None]
+    slope = np.polyfit([r["beta"] for r in rs], np.log([r["T2_sabeta"] for r in rs]), 1)[0]
     assert slope < q["c0"], slope
 
 

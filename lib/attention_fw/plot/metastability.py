@@ -397,7 +397,7 @@ def fig_sap_vs_sabeta(e6: dict, vertices, name: str = "sap-vs-sabeta"):
     fig.tight_layout()
     # the start, the parameters and every chain's exit time: each number the text quotes recomputes
     data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
-                sabeta_T=[d if d is not None else -1 for d in e6_det],
+                sabeta_T=list(e6_det),        # None (JSON null): no exit within e6_task's sabeta_cap
                 sap_times=[r["times"] for r in res_e6], sap_censored=[r["censored"] for r in res_e6],
                 sap_cap=[r["cap"] for r in res_e6], sabeta_cap=[r["sabeta_cap"] for r in res_e6],
                 x0=x0_e6, sigma=sig_e6, vertices=vertices, gamma=e6.get("gamma"), eps=e6.get("eps"),
