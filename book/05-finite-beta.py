@@ -893,7 +893,8 @@ page.glue(
 # with fitted rates and intervals, is the subject of {doc}`07-deterministic-dynamics`.
 
 # %%
-grid_e6 = sweeps.grid(beta=p.e6_betas, runs=p.e6_runs, cap=p.e6_cap)
+EPS_E6 = 0.1
+grid_e6 = sweeps.grid(beta=p.e6_betas, runs=p.e6_runs, cap=p.e6_cap, gamma=GAMMA, eps=EPS_E6)
 res_e6 = sweeps.run(ET.e6_task, grid_e6, **DRAWS, **RUN)
 e6_fit = [SV.fit_exponential_censored(r["times"], r["censored"])
           for r in res_e6]
@@ -908,7 +909,7 @@ paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6,
                             rng=page.stream(f"e6 excursions {beta_path!r}"))
 zoom_sabeta, zoom_sap = ET.zoom_paths(*start, T_det_path,
                                       rng=page.stream(f"e6 zoom {beta_path!r}"))
-e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
+e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path, gamma=GAMMA, eps=EPS_E6,
           paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
 fig = MP.fig_sap_vs_sabeta(e6, TRI)
 page.figure(fig, "sap-vs-sabeta",
@@ -925,10 +926,10 @@ page.glue(e6_total=sum(f.n for f in e6_fit))
 page.glue(e6_beta_path=(beta_path, ",g"))
 page.glue(e6_beta_range=f"{min(p.e6_betas):g} to {max(p.e6_betas):g}")
 h_e6 = M.theorem54_hypotheses(
-    TRI, 0.1, GAMMA, rho=float(np.linalg.norm(x0_e6 - TRI[sig_e6], axis=1).max())
+    TRI, EPS_E6, GAMMA, rho=float(np.linalg.norm(x0_e6 - TRI[sig_e6], axis=1).max())
 )
 page.glue(
-    e6_hyp=f"ε/γ = {0.1 / GAMMA:g} < 2 d(K) = {2 * D_TRI:.2f}"
+    e6_hyp=f"ε/γ = {EPS_E6 / GAMMA:g} < 2 d(K) = {2 * D_TRI:.2f}"
     if not h_e6.ratio
     else "the ratio condition holds"
 )

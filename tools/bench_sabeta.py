@@ -12,11 +12,15 @@ system per thread), and the wall time of 10^7 steps (10^6 with --quick) at n = 4
 time per system (what an unloaded core takes; on a shared machine the wall time also counts the
 waiting for a core).
 
+At n = 48 the report also splits one step into its phases (pair scores, exponentials, weighted
+sums, the rest), CPU time on one core.
+
 The bound beside it, measured in the same run: a step of the symmetric path evaluates n (n + 1) / 2
 exponentials, so it cannot cost less than that many exponentials at the machine's exp rate. Two
 rates are measured on one core (CPU time): numpy's ``exp`` on float64 arrays (on CPUs without
 AVX-512 a library call per entry) and the kernel's own vectorised exponential
-(``sabeta._exp_row``) on arrays of one step's length. The report gives the cost of a step in
+(``sabeta._exp_into``, as the symmetric path calls it when every argument is at least -708) on arrays
+of one step's length. The report gives the cost of a step in
 units of each bound (a ratio, not a timed test).
 """
 from __future__ import annotations
@@ -50,7 +54,7 @@ def per_step(m: int, steps: int, systems: int) -> tuple[float, float]:
 
 def exp_rates(n: int, reps: int) -> tuple[float, float]:
     """CPU seconds per exponential on one core: numpy's ``exp`` (float64, arrays of 2^16 entries) and the
-    kernel's ``_exp_row`` (one step's n (n + 1) / 2 entries, in a compiled loop), arguments in [-40, 0]."""
+    kernel's ``_exp_into`` (one step's n (n + 1) / 2 entries, in a compiled loop), arguments in [-40, 0]."""
     g = np.random.default_rng(0)
     big = g.uniform(-40.0, 0.0, 1 << 16)
     out = np.empty_like(big)
@@ -61,30 +65,66 @@ def exp_rates(n: int, reps: int) -> tuple[float, float]:
     numpy_rate = (time.process_time() - c0) / reps / big.size
     P = n * (n + 1) // 2
     a = g.uniform(-40.0, 0.0, P)
-    e, bits = np.empty(P), np.empty(P, np.int64)
+    e = np.empty(P)
     loops = max(1, reps * big.size // P)
-    _exp_loop(a, e, bits, 1)
+    _exp_loop(a, e, 1)
     c0 = time.process_time()
-    _exp_loop(a, e, bits, loops)
+    _exp_loop(a, e, loops)
     own_rate = (time.process_time() - c0) / loops / P
     return numpy_rate, own_rate
 
 
-def _exp_loop(a, e, bits, loops):
-    return _exp_loop_compiled(a, e, bits, bits.view(np.float64), loops)
+def phases(m: int, loops: int) -> dict[str, float]:
+    """CPU seconds of each phase of one symmetric-path step, on one core: the packed pair scores
+    (``_sym_scores``), their exponentials (``_exp_into``) and the weighted row and column sums
+    (``_sym_sums``), each repeated ``loops`` times on the n = 3 (1 + m) configuration at beta 40."""
+    x0, _ = _config(m)
+    n, D = x0.shape
+    P = n * (n + 1) // 2
+    xt, B, b = np.ascontiguousarray(x0.T), np.eye(D), 40.0
+    hb = 0.5 * b * (xt * xt).sum(0)
+    w = np.exp(hb)
+    a, e, bxi, tot, acc = np.empty(P), np.empty(P), np.empty(D), np.empty(n), np.empty((D, n))
+    out = {}
+    for name, run in (("scores", lambda L: _scores_loop(xt, B, hb, a, bxi, b, n, D, L)),
+                      ("exponentials", lambda L: _exp_loop(a, e, L)),
+                      ("sums", lambda L: _sums_loop(xt, w, e, tot, acc, n, D, L))):
+        run(1)
+        c0 = time.process_time()
+        run(loops)
+        out[name] = (time.process_time() - c0) / loops
+    return out
 
 
 try:
     import numba as _numba
 
     @_numba.njit(cache=True)
-    def _exp_loop_compiled(a, e, bits, scale, loops):
+    def _scores_loop(xt, B, hb, a, bxi, b, n, D, loops):
         for _ in range(loops):
-            _sb._exp_row(a, e, bits, scale, a.size)
+            _sb._sym_scores(xt, B, hb, a, bxi, b, n, D)
+
+    @_numba.njit(cache=True)
+    def _sums_loop(xt, w, e, tot, acc, n, D, loops):
+        for _ in range(loops):
+            _sb._sym_sums(xt, w, e, tot, acc, n, D)
+
+    @_numba.njit(cache=True)
+    def _exp_loop(a, e, loops):
+        for _ in range(loops):
+            _sb._exp_into(a, e, a.size, False)
 except ImportError:                                   # pragma: no cover - numba is pinned
-    def _exp_loop_compiled(a, e, bits, scale, loops):
+    def _scores_loop(xt, B, hb, a, bxi, b, n, D, loops):
         for _ in range(loops):
-            _sb._exp_row(a, e, bits, scale, a.size)
+            _sb._sym_scores(xt, B, hb, a, bxi, b, n, D)
+
+    def _sums_loop(xt, w, e, tot, acc, n, D, loops):
+        for _ in range(loops):
+            _sb._sym_sums(xt, w, e, tot, acc, n, D)
+
+    def _exp_loop(a, e, loops):
+        for _ in range(loops):
+            _sb._exp_into(a, e, a.size, False)
 
 
 def main(argv=None) -> int:
@@ -105,6 +145,9 @@ def main(argv=None) -> int:
         if n == 48:
             print(f"     (exp rates measured in this run, one core: numpy {np_rate * 1e9:.2f} ns, the kernel's own "
                   f"{own_rate * 1e9:.2f} ns per exponential; target of issue 35: 2 us per step at n = 48)")
+            ph = phases(m, steps)
+            print("     (one step's phases at n = 48, CPU: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in ph.items())
+                  + f", the rest (self-scores, weights, update, exit test) {(one[1] - sum(ph.values())) * 1e6:.2f} us)")
     x0, sigma = _config(15)
     for systems in (1, 2):
         t0, c0 = time.perf_counter(), time.process_time()

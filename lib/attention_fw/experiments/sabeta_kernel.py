@@ -30,6 +30,9 @@ from ._exit_common import ExitSample, _check_common, _ExitRegion, _key_query, _w
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
 _KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
+# The kernel's symmetric path (n (n + 1) / 2 exponentials per step) for symmetric positive semi-definite
+# B; False sends every system through the per-row path (n^2), as the tests do to compare the two.
+_SYMMETRIC_PATH = True
 
 
 # ----------------------------------------------------------------------------------------
@@ -112,6 +115,12 @@ try:                                     # compiled lazily, at the first call, a
 except ImportError:                      # pragma: no cover - numba is pinned in requirements.txt
     _numba = None
 prange: Any
+
+
+def _plain(f):
+    return f
+
+
 if _numba is not None and os.environ.get("ATTENTION_FW_KERNELS", "numba").strip().lower() != "numpy":
     jit = _numba.njit(cache=True, nogil=True, error_model="numpy")
     jit_sum = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz", "contract"})
@@ -119,10 +128,36 @@ if _numba is not None and os.environ.get("ATTENTION_FW_KERNELS", "numba").strip(
     jit_exp = _numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
     prange = _numba.prange
 else:                                    # plain Python: same numbers, for small cases only
-    def jit(f):
-        return f
-    pjit = jit_sum = jit_exp = jit
+    jit = pjit = jit_sum = jit_exp = _plain
     prange = range
+
+
+_f64_bits: Any
+_bits_f64: Any
+if _numba is not None and jit is not _plain:
+    from llvmlite import ir as _ir
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def _f64_bits(typingctx, x):
+        """The bits of a float64 as an int64 (an LLVM bitcast, which vectorises)."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], _ir.IntType(64))
+        return _numba.types.int64(_numba.types.float64), codegen
+
+    @_intrinsic
+    def _bits_f64(typingctx, x):
+        """The float64 whose bits are the int64 ``x``."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], _ir.DoubleType())
+        return _numba.types.float64(_numba.types.int64), codegen
+else:
+    def _f64_bits_py(x):
+        return int(np.float64(x).view(np.int64))
+
+    def _bits_f64_py(x):
+        return float(np.int64(x).view(np.float64))
+    _f64_bits, _bits_f64 = _f64_bits_py, _bits_f64_py
 
 
 def _kernel():
@@ -224,47 +259,58 @@ _ROUND_BITS = int(np.float64(_ROUND).view(np.int64))
 
 
 @jit_exp
-def _exp_row(a, out, bits, scale, n):
-    """``out[:n] = exp(a[:n])`` for ``a <= 709``, in loops LLVM vectorises (numba's scalar ``exp``
-    is a library call per entry, and numpy's ``exp`` on float64 is one too on CPUs without AVX-512).
+def _exp1(x):
+    """``exp(x)`` for ``-708 <= x <= 709``, about 1 ulp, branch-free (LLVM vectorises a loop of it).
 
-    ``exp(a) = 2^k exp(r)``, ``k = round(a / log 2)``, ``r = a - k log 2`` (Cody-Waite), ``exp(r)``
-    by its Taylor polynomial of degree 13 (Horner, fused multiply-adds where the CPU has them).
-    ``k`` is rounded by adding and subtracting ``1.5 * 2^52`` (no float-to-integer conversion, which
-    AVX2 cannot vectorise), and ``2^k`` is written into the exponent bits from the integer bits of
-    that sum (``scale`` is a float64 view of the int64 scratch ``bits``). Accurate to about 1 ulp
-    (tested against numpy's ``exp``); arguments below -708 (where ``2^k`` would be subnormal) go
-    through ``math.exp``.
+    ``exp(x) = 2^k exp(r)``, ``k = round(x / log 2)``, ``r = x - k log 2`` (Cody-Waite), ``exp(r)``
+    by its Taylor polynomial of degree 13 on ``|r| <= log(2) / 2`` (remainder below 4e-18; Horner,
+    fused multiply-adds where the CPU has them). ``k`` is rounded by adding and subtracting
+    ``1.5 * 2^52`` (no float-to-integer conversion, which AVX2 cannot vectorise), and ``2^k`` is
+    written into the exponent bits from the integer bits of that sum (a bit cast, no memory).
     """
     c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _EXP_C
+    t = x * _LOG2E + _ROUND
+    k = t - _ROUND
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    p = c13
+    p = p * r + c12
+    p = p * r + c11
+    p = p * r + c10
+    p = p * r + c9
+    p = p * r + c8
+    p = p * r + c7
+    p = p * r + c6
+    p = p * r + c5
+    p = p * r + c4
+    p = p * r + c3
+    p = p * r + c2
+    p = p * r + c1
+    p = p * r + c0
+    return p * _bits_f64((_f64_bits(t) - _ROUND_BITS + 1023) << 52)
+
+
+@jit_exp
+def _exp_into(a, out, n, low):
+    """``out[:n] = exp(a[:n])`` for ``a <= 709``, in one loop LLVM vectorises (numba's scalar ``exp``
+    is a library call per entry, and numpy's ``exp`` on float64 is one too on CPUs without AVX-512):
+    :func:`_exp1` of ``max(a, -708)``. Accurate to about 1 ulp (tested against numpy's ``exp``).
+    With ``low`` the arguments below -708 (where ``2^k`` would be subnormal) are
+    then redone by ``math.exp``; ``low=False`` skips that pass, for a caller that knows every
+    argument is at least -708 (it would otherwise get ``exp(-708)`` for them).
+    """
     for j in range(n):
-        x = max(a[j], -708.0)
-        t = x * _LOG2E + _ROUND
-        k = t - _ROUND
-        r = (x - k * _LN2_HI) - k * _LN2_LO
-        p = c13
-        p = p * r + c12
-        p = p * r + c11
-        p = p * r + c10
-        p = p * r + c9
-        p = p * r + c8
-        p = p * r + c7
-        p = p * r + c6
-        p = p * r + c5
-        p = p * r + c4
-        p = p * r + c3
-        p = p * r + c2
-        p = p * r + c1
-        p = p * r + c0
-        out[j] = p
-        scale[j] = t
-    for j in range(n):
-        bits[j] = (bits[j] - _ROUND_BITS + 1023) << 52
-    for j in range(n):
-        out[j] *= scale[j]
-    for j in range(n):
-        if a[j] < -708.0:
-            out[j] = math.exp(a[j])
+        out[j] = _exp1(max(a[j], -708.0))
+    if low:
+        for j in range(n):
+            if a[j] < -708.0:
+                out[j] = math.exp(a[j])
+
+
+@jit_exp
+def _exp_row(a, out, bits, scale, n):
+    """``out[:n] = exp(a[:n])`` for ``a <= 709``: :func:`_exp_into` with its pass for arguments below
+    -708 (``bits`` and ``scale``, the scratch arrays of an earlier version, are not used)."""
+    _exp_into(a, out, n, True)
 
 
 @jit_sum
@@ -301,7 +347,14 @@ def _wdot(e, w, x, m):
 
 @jit
 def _sym_scores(xt, Br, hb, a, bxi, b, n, D):
-    """The packed upper triangle ``a[o_i + j - i] = beta <B x_i, x_j> - hb_i - hb_j`` (j >= i); returns its length."""
+    """The packed upper triangle ``a[o_i + j - i] = beta <B x_i, x_j> - hb_i - hb_j`` (j >= i); returns its length.
+
+    One loop per row for D = 2 and D = 3 (the same operations in the same order as the loop over
+    the coordinates for any D, so the same numbers)."""
+    if D == 2:
+        return _sym_scores2(xt[0], xt[1], Br, hb, a, b, n)
+    if D == 3:
+        return _sym_scores3(xt[0], xt[1], xt[2], Br, hb, a, b, n)
     o = 0
     for i in range(n):
         for k in range(D):
@@ -320,6 +373,44 @@ def _sym_scores(xt, Br, hb, a, bxi, b, n, D):
             xr = xt[k, i:]
             for q in range(m_):
                 ar[q] += c * xr[q]
+        o += m_
+    return o
+
+
+@jit
+def _sym_scores2(x0, x1, Br, hb, a, b, n):
+    o = 0
+    for i in range(n):
+        bx0 = b * (Br[0, 0] * x0[i] + Br[0, 1] * x1[i])
+        bx1 = b * (Br[1, 0] * x0[i] + Br[1, 1] * x1[i])
+        h = hb[i]
+        m_ = n - i
+        ar = a[o:o + m_]
+        hr = hb[i:]
+        xr0 = x0[i:]
+        xr1 = x1[i:]
+        for q in range(m_):
+            ar[q] = ((-h - hr[q]) + bx0 * xr0[q]) + bx1 * xr1[q]
+        o += m_
+    return o
+
+
+@jit
+def _sym_scores3(x0, x1, x2, Br, hb, a, b, n):
+    o = 0
+    for i in range(n):
+        bx0 = b * ((Br[0, 0] * x0[i] + Br[0, 1] * x1[i]) + Br[0, 2] * x2[i])
+        bx1 = b * ((Br[1, 0] * x0[i] + Br[1, 1] * x1[i]) + Br[1, 2] * x2[i])
+        bx2 = b * ((Br[2, 0] * x0[i] + Br[2, 1] * x1[i]) + Br[2, 2] * x2[i])
+        h = hb[i]
+        m_ = n - i
+        ar = a[o:o + m_]
+        hr = hb[i:]
+        xr0 = x0[i:]
+        xr1 = x1[i:]
+        xr2 = x2[i:]
+        for q in range(m_):
+            ar[q] = (((-h - hr[q]) + bx0 * xr0[q]) + bx1 * xr1[q]) + bx2 * xr2[q]
         o += m_
     return o
 
@@ -352,13 +443,15 @@ def _sym_sums(xt, w, e, tot, acc, n, D):
 
 
 @jit
-def _sym_step(xt, yt, Br, hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D):
+def _sym_step(xt, yt, Br, hb, w, a, e, tot, acc, bxi, b, gm, n, D, low):
     """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Br``, D x D).
 
     With ``hb_j = beta <B x_j, x_j> / 2`` the shifted scores ``E_ij = exp(beta <B x_i, x_j> - hb_i - hb_j)``
     are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only ``j >= i`` is
     evaluated: ``n (n + 1) / 2`` exponentials instead of ``n^2``, in one vectorised call over the
-    packed upper triangle (``a``, ``e``, ``bits`` hold ``n (n + 1) / 2`` entries).
+    packed upper triangle (``a``, ``e`` hold ``n (n + 1) / 2`` entries). Every argument is at least
+    ``-2 (hb_i + hb_j)`` (Cauchy-Schwarz again), so when ``hb_j <= 176`` for all j none is below
+    -708 and the caller passes ``low=False``: the exponentials skip their pass for such arguments.
     ``E_ij`` enters row i with the weight ``w_j = m_j e^{hb_j}`` and row j with ``w_i``, and
     ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of ``beta <B x_i, x_j> + log m_j``
     (the score of a pair is computed once, from ``B x_i`` with ``i <= j``; the difference to a
@@ -366,7 +459,7 @@ def _sym_step(xt, yt, Br, hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D):
     indices numba knows to be non-negative, so that LLVM vectorises them.
     """
     o = _sym_scores(xt, Br, hb, a, bxi, b, n, D)
-    _exp_row(a, e, bits, scale, o)
+    _exp_into(a, e, o, low)
     _sym_sums(xt, w, e, tot, acc, n, D)
     for i in range(n):
         for k in range(D):
@@ -377,6 +470,13 @@ def _sym_step(xt, yt, Br, hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D):
 def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, pr_lo, pr_hi, PK, PC,
          cap, rec_t, T_out, X_out, X_rec):
     """Step every system r until its exit or ``cap[r]`` steps; one system per thread.
+
+    Two paths per step, with ``hb_j = beta <B x_j, x_j> / 2``: for symmetric positive semi-definite B
+    (``sym[r]``) and ``0 <= hb_j <= 600`` for all j, the symmetric path (:func:`_sym_step`:
+    ``n (n + 1) / 2`` exponentials, each at most 1, the row sums at least ``w_i = m_i e^{hb_i}``, at
+    most ``sum_j m_j e^{600}``: no overflow, no underflow of a row sum), with its pass for exponential
+    arguments below -708 only when some ``hb_j > 176``; otherwise the per-row path (shift: the row
+    maximum; ``n^2`` exponentials, every argument through that pass).
 
     The exit test runs only when it can matter: the distance of a token to its group's hull is
     1-Lipschitz, so after an exact test that leaves every token at least ``slack`` inside its
@@ -396,8 +496,6 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
         P = n * (n + 1) // 2                   # the packed upper triangle of the symmetric path
         a = np.empty(P)
         e = np.empty(P)
-        bits = np.empty(P, np.int64)
-        scale = bits.view(np.float64)
         w = np.empty(n)
         hb = np.empty(n)
         logm = np.empty(n)
@@ -439,8 +537,8 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                 # hb_i + hb_j every exponential is <= 1 and A_ij ∝ exp(beta S_ij - hb_i - hb_j) w_j.
                 for j in range(n):
                     a[j] = hb[j] + logm[j]
-                _exp_row(a, w, bits, scale, n)
-                _sym_step(xt, yt, Bm[r], hb, w, a, e, bits, scale, tot, acc, bxi, b, gm, n, D)
+                _exp_into(a, w, n, True)
+                _sym_step(xt, yt, Bm[r], hb, w, a, e, tot, acc, bxi, b, gm, n, D, top > 176.0)
             else:
                 for i in range(n):             # any B: the row maximum as the shift
                     for k in range(D):
@@ -459,7 +557,7 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                         mx = max(mx, a[j])
                     for j in range(n):
                         a[j] -= mx
-                    _exp_row(a, e, bits, scale, n)
+                    _exp_into(a, e, n, True)
                     tot_i = _sum(e, n)
                     for k in range(D):
                         acc_k = _dot(e, xt[k], n)
@@ -666,7 +764,7 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=N
         nact[r] = n
         Bm[r, :d, :d] = b
         Bm[r, d:, d:] = np.eye(D - d)
-        sym[r] = bool(np.allclose(b, b.T, rtol=0, atol=0) and np.linalg.eigvalsh(b).min() >= 0)
+        sym[r] = _SYMMETRIC_PATH and bool(np.allclose(b, b.T, rtol=0, atol=0) and np.linalg.eigvalsh(b).min() >= 0)
         if mass is not None:
             ms = mass[r] if isinstance(mass, (list, tuple)) else mass
             ms = V.as_float_array("mass", ms, ndim=1)

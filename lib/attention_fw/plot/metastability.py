@@ -332,7 +332,8 @@ def fig_sap_vs_sabeta(e6: dict, vertices, name: str = "sap-vs-sabeta"):
     """(SAP) against (SA-beta) from the same start: exit times, excursions, paths near a vertex.
 
     ``e6``: dict with ``betas``, ``results`` (:func:`attention_fw.experiments.exit_times.e6_task`),
-    ``fits`` (censored exponential fits), ``beta_path``, ``paths``
+    ``fits`` (censored exponential fits), ``beta_path``, optionally ``gamma`` and ``eps`` (recorded in
+    the data), ``paths``
     (:func:`~attention_fw.experiments.exit_times.excursion_paths`), ``sabeta``, ``sap``
     (:func:`attention_fw.experiments.exit_times.zoom_paths`). Draws only: the dynamics run before.
     """
@@ -394,8 +395,13 @@ def fig_sap_vs_sabeta(e6: dict, vertices, name: str = "sap-vs-sabeta"):
     ax.set_yticks([])
     ax.set_title(r"(c) near $v_{%d}$: paths until exit" % (home + 1), fontsize=8)
     fig.tight_layout()
+    # the start, the parameters and every chain's exit time: each number the text quotes recomputes
     data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
                 sabeta_T=list(e6_det),        # None (JSON null): no exit within e6_task's sabeta_cap
+                sap_times=[r["times"] for r in res_e6], sap_censored=[r["censored"] for r in res_e6],
+                sap_cap=[r["cap"] for r in res_e6], sabeta_cap=[r["sabeta_cap"] for r in res_e6],
+                x0=x0_e6, sigma=sig_e6, vertices=vertices, gamma=e6.get("gamma"), eps=e6.get("eps"),
+                beta_path=beta_path,
                 path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"])
     return saved(fig, name, data)
 
