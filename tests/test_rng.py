@@ -90,6 +90,8 @@ CALLS = {
     "experiments.exit_times.zoom_paths": lambda rng: ET.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
     "experiments.many_tokens.sample_polygon": lambda rng: MTK.sample_polygon(TRI, 50, rng=rng),
     "experiments.many_tokens.sample_disk": lambda rng: MTK.sample_disk(50, rng=rng),
+    "experiments.many_tokens.sample_gaussian_polygon": lambda rng: MTK.sample_gaussian_polygon(
+        TRI, 50, TRI.mean(axis=0), 0.1 * np.eye(2), rng=rng),
     "experiments.many_tokens.hardmax_limit": lambda rng: MTK.hardmax_limit(TRI, 200, 30, rng=rng),
     "experiments.many_tokens.circle_clusters": lambda rng: MTK.circle_clusters(3.0, 200, 50, rng=rng),
     "experiments.many_tokens.sabeta_measure": lambda rng: MTK.sabeta_measure(100, 0.5, 5.0, 3, rng=rng),
