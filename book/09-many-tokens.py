@@ -61,6 +61,19 @@ PARAMETERS = {
     "mass_ns": ("list[int]", ">= 10", "numbers of tokens of the hardmax limit"),
     "mass_reps": ("int", ">= 2", "independent samples per number of tokens"),
     "mass_steps": ("int", ">= 1", "(SA∞) steps of the hardmax limit, γ 1/2"),
+    "gauss_mean": (
+        "list[float]",
+        "[-0.45, 0.45]",
+        "mean of the Gaussian density (inside the pentagon)",
+        "at least 2 items; at most 2 items",
+    ),
+    "gauss_sd": (
+        "list[float]",
+        "[0.05, 2]",
+        "standard deviations of the Gaussian along the axes",
+        "at least 2 items; at most 2 items",
+    ),
+    "gauss_rho": ("float", "[-0.9, 0.9]", "correlation of the Gaussian's coordinates"),
     "circle_betas": (
         "list[float]",
         "(0, 200]",
@@ -103,6 +116,9 @@ PRESETS = {
         mass_ns=[100, 1000, 10_000, 100_000, 1_000_000],
         mass_reps=3,
         mass_steps=30,
+        gauss_mean=[0.2, -0.1],
+        gauss_sd=[0.3, 0.4],
+        gauss_rho=0.25,
         circle_betas=[1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 16.0, 20.0],
         circle_n=100_000,
         circle_steps=1500,
@@ -120,6 +136,9 @@ PRESETS = {
         mass_ns=[100, 1000],
         mass_reps=2,
         mass_steps=20,
+        gauss_mean=[0.2, -0.1],
+        gauss_sd=[0.3, 0.4],
+        gauss_rho=0.25,
         circle_betas=[1.0, 5.0],
         circle_n=2000,
         circle_steps=400,
@@ -166,13 +185,34 @@ def seed_of(*key):
 # straight line to $v_i$. So the empirical measure goes to $\sum_i \hat\mu_n(C_i)\,\delta_{v_i}$,
 # and as $n\to\infty$ to $\sum_i\mu_0(C_i)\,\delta_{v_i}$, with the masses $\mu_0(C_i)$ the areas of
 # the exact cells ({py:func}`attention_fw.geometry.planar.cells`) over the area of $\mathcal K$.
-# Below, the hull engine runs {glue:text}`mass_steps` steps with $\gamma=1/2$ for each $n$, and the
-# fraction of tokens at each vertex is compared with the exact mass.
+# The same holds for any density on $\mathcal K$: the dynamics does not see the density, only the
+# cells. Take also $\mu_0$ the Gaussian $N(m,\Sigma)$ conditioned on $\mathcal K$, with $m=$
+# {glue:text}`gauss_mean`, standard deviations {glue:text}`gauss_sd` and correlation
+# {glue:text}`gauss_rho`. Its masses are $\mu_0(C_i)=G(C_i)/G(\mathcal K)$, $G$ the Gaussian law,
+# computed by {py:func}`attention_fw.experiments.many_tokens.gaussian_cell_masses`: after whitening
+# ($y=L^{-1}(x-m)$, $\Sigma=LL^\top$) each cell is a polygon, its mass the signed sum over its edges of
+# the masses of the triangles they span with the origin; in polar coordinates the radial integral is
+# closed, $\int_0^{r(\theta)}e^{-r^2/2}r\,dr/2\pi=(1-e^{-r(\theta)^2/2})/2\pi$, and the angular one is
+# done by adaptive quadrature with an absolute tolerance of $10^{-12}$ per edge (it is a difference of
+# Owen's $T$ functions; the tests check the masses against that closed form, against products of normal
+# laws on rectangles, against wedges and half-planes, and against $10^6$ draws within 5 standard
+# errors). The tokens are drawn exactly, by rejection. Below, the hull engine runs
+# {glue:text}`mass_steps` steps with $\gamma=1/2$ for each $n$ and each density, and the fraction of
+# tokens at each vertex is compared with the exact mass.
 
 # %%
 angles = np.array([0.3, 1.5, 2.4, 3.7, 5.0])
 V = np.stack([np.cos(angles), np.sin(angles)], 1)
 masses = MT.cell_masses(V)
+g_sd, g_rho = np.array(p.gauss_sd), p.gauss_rho
+g_mean = np.array(p.gauss_mean)
+g_cov = np.array(
+    [
+        [g_sd[0] ** 2, g_rho * g_sd[0] * g_sd[1]],
+        [g_rho * g_sd[0] * g_sd[1], g_sd[1] ** 2],
+    ]
+)
+gauss = MT.gaussian_cell_masses(V, g_mean, g_cov)
 runs = {
     n: [
         MT.hardmax_limit(V, n, p.mass_steps, rng=seed_of(1, n, r))
@@ -180,18 +220,37 @@ runs = {
     ]
     for n in p.mass_ns
 }
+gruns = {
+    n: [
+        MT.hardmax_limit(
+            V, n, p.mass_steps, rng=seed_of(5, n, r), mean=g_mean, cov=g_cov
+        )
+        for r in range(p.mass_reps)
+    ]
+    for n in p.mass_ns
+}
 
 # %% tags=["hide-input"]
-tv = np.array(
-    [[0.5 * np.abs(r.fractions - masses).sum() for r in runs[n]] for n in p.mass_ns]
+def tv_of(rs, exact):
+    return np.array(
+        [[0.5 * np.abs(r.fractions - exact).sum() for r in rs[n]] for n in p.mass_ns]
+    )
+
+
+tv, gtv = tv_of(runs, masses), tv_of(gruns, gauss.masses)
+every = [r for rs in [*runs.values(), *gruns.values()] for r in rs]
+straight = all(r.straight for r in every)
+reach = max(r.max_distance for r in every)
+print("exact masses, uniform: ", np.round(masses, 6))
+print(
+    "exact masses, Gaussian:",
+    np.round(gauss.masses, 6),
+    f"(error bound {gauss.error:.1e}; the Gaussian gives K mass {gauss.mass_K:.4f})",
 )
-straight = all(r.straight for rs in runs.values() for r in rs)
-reach = max(r.max_distance for rs in runs.values() for r in rs)
-print("exact masses:", np.round(masses, 6))
-for n, row in zip(p.mass_ns, tv):
+for n, row, grow in zip(p.mass_ns, tv, gtv):
     print(
-        f"n = {n:>9,}: total variation to the exact masses {row.mean():.2e}"
-        f" (mean of {len(row)})"
+        f"n = {n:>9,}: total variation to the exact masses {row.mean():.2e} (uniform),"
+        f" {grow.mean():.2e} (Gaussian), means of {len(row)}"
     )
 print(
     "every token ended at the vertex of its initial cell:",
@@ -202,40 +261,58 @@ print(
 # %% tags=["hide-input"]
 ns = np.array(p.mass_ns, float)
 s_tv, e_tv = MT.slope(np.repeat(ns, p.mass_reps), tv.ravel())
-fig, ax = plt.subplots(1, 2, figsize=(9.0, 3.6))
-ax[0].plot(np.append(V[:, 0], V[0, 0]), np.append(V[:, 1], V[0, 1]), "k-", lw=1)
-for i, (v, m) in enumerate(zip(V, masses)):
-    ax[0].annotate(
-        f"{m:.4f}", v, xytext=1.32 * v, fontsize=8, ha="center", va="center"
+g_s, g_e = MT.slope(np.repeat(ns, p.mass_reps), gtv.ravel())
+fig, ax = plt.subplots(1, 3, figsize=(11.0, 3.7))
+last = {"uniform": runs[p.mass_ns[-1]][0], "Gaussian": gruns[p.mass_ns[-1]][0]}
+for k, (name, m) in enumerate([("uniform", masses), ("Gaussian", gauss.masses)]):
+    a = ax[k]
+    a.plot(np.append(V[:, 0], V[0, 0]), np.append(V[:, 1], V[0, 1]), "k-", lw=1)
+    for v, mi in zip(V, m):
+        a.annotate(
+            f"{mi:.4f}", v, xytext=1.32 * v, fontsize=8, ha="center", va="center"
+        )
+        a.plot([0, v[0]], [0, v[1]], color="0.7", lw=0.6)
+    a.scatter(
+        V[:, 0], V[:, 1], s=18 + 400 * last[name].fractions, color=f"C{k}", zorder=3
     )
-    ax[0].plot([0, v[0]], [0, v[1]], color="0.7", lw=0.6)
-last = runs[p.mass_ns[-1]][0]
-ax[0].scatter(V[:, 0], V[:, 1], s=18 + 400 * last.fractions, color="C0", zorder=3)
-ax[0].set_aspect("equal")
-ax[0].set_xlim(-1.5, 1.5)
-ax[0].set_ylim(-1.45, 1.45)
-ax[0].set_title("(a) exact masses at the vertices", fontsize=9)
-ax[1].loglog(
-    np.repeat(ns, p.mass_reps), tv.ravel(), "o", color="C0", ms=4, label="samples"
-)
-ax[1].loglog(ns, tv.mean(axis=1), "-", color="C0", label="mean")
-ax[1].loglog(
+    a.set_aspect("equal")
+    a.set_xlim(-1.5, 1.5)
+    a.set_ylim(-1.45, 1.45)
+a_ = np.linspace(0, 2 * np.pi, 200)
+Lc = np.linalg.cholesky(g_cov)
+for r_ in (1.0, 2.0):
+    e_ = g_mean + (r_ * np.stack([np.cos(a_), np.sin(a_)], 1)) @ Lc.T
+    ax[1].plot(e_[:, 0], e_[:, 1], color="C1", lw=0.7, ls=":")
+ax[0].set_title("(a) uniform: exact masses", fontsize=9)
+ax[1].set_title("(b) Gaussian on K: exact masses", fontsize=9)
+for k, (t, lab) in enumerate([(tv, "uniform"), (gtv, "Gaussian")]):
+    ax[2].loglog(np.repeat(ns, p.mass_reps), t.ravel(), "o", color=f"C{k}", ms=3)
+    ax[2].loglog(ns, t.mean(axis=1), "-", color=f"C{k}", label=f"{lab} (mean)")
+ax[2].loglog(
     ns,
-    tv.mean(axis=1)[0] * (ns / ns[0]) ** -0.5,
+    max(tv.mean(axis=1)[0], gtv.mean(axis=1)[0]) * 1.6 * (ns / ns[0]) ** -0.5,
     "--",
     color="0.4",
     label="slope $-1/2$",
 )
-ax[1].set_xlabel("tokens $n$")
-ax[1].set_ylabel("total variation to exact masses")
-ax[1].set_title("(b) particle fractions against the masses", fontsize=9)
-ax[1].legend(fontsize=8, loc="lower left")
+ax[2].set_xlabel("tokens $n$")
+ax[2].set_ylabel("total variation to exact masses")
+ax[2].set_title("(c) particle fractions against the masses", fontsize=9)
+ax[2].legend(fontsize=8, loc="lower left")
 fig.tight_layout()
 page.glue(
     mass_steps=p.mass_steps,
     mass_slope=(s_tv, ".2f"),
     mass_slope_lo=(s_tv - 1.96 * e_tv, ".2f"),
     mass_slope_hi=(s_tv + 1.96 * e_tv, ".2f"),
+    gauss_slope=(g_s, ".2f"),
+    gauss_slope_lo=(g_s - 1.96 * g_e, ".2f"),
+    gauss_slope_hi=(g_s + 1.96 * g_e, ".2f"),
+    gauss_error=(gauss.error, ".0e"),
+    gauss_mass_K=(gauss.mass_K, ".4f"),
+    gauss_mean=f"({fmt(g_mean[0], 'g')}, {fmt(g_mean[1], 'g')})",
+    gauss_sd=f"{fmt(g_sd[0], 'g')} and {fmt(g_sd[1], 'g')}",
+    gauss_rho=(g_rho, "g"),
     mass_straight="every" if straight else "NOT every",
     mass_reach=(reach, ".1e"),
     mass_nmax=p.mass_ns[-1],
@@ -254,10 +331,24 @@ page.figure(
             },
             "steps": p.mass_steps,
             "gamma": 0.5,
+            "gaussian": {
+                "mean": g_mean,
+                "cov": g_cov,
+                "exact": gauss.masses,
+                "error_bound": gauss.error,
+                "mass_of_K": gauss.mass_K,
+                "fractions": {
+                    str(n): [r.fractions for r in gruns[n]] for n in p.mass_ns
+                },
+                "seeds": {
+                    str(n): [seed_of(5, n, r) for r in range(p.mass_reps)]
+                    for n in p.mass_ns
+                },
+            },
         }
     },
     statement="Theorem 4.2 for a density (the hardmax limit)",
-    caption="Uniform tokens on a pentagon carried to its vertices: "
+    caption="Uniform and Gaussian tokens on a pentagon carried to its vertices: "
     "exact masses of the cells "
     "and the particle fractions against n",
 )
@@ -266,19 +357,25 @@ page.figure(
 # ```{glue:figure} fig-many-hardmax-limit
 # :name: fig-many-hardmax-limit
 #
-# (a) The pentagon, its cells (grey rays bound the wedges) and the exact masses $\mu_0(C_i)$; the
-# discs' areas are the fractions of the largest run. (b) Total variation between the particle
-# fractions and the exact masses against $n$, each independent sample and their mean, with a line of
-# slope $-1/2$.
+# (a) The pentagon, its cells (grey rays bound the wedges) and the exact masses $\mu_0(C_i)$ of the
+# uniform density; the discs' areas are the fractions of the largest run. (b) The same for the
+# Gaussian conditioned on the pentagon (dotted: its ellipses of one and two standard deviations).
+# (c) Total variation between the particle fractions and the exact masses against $n$ for both
+# densities, each independent sample (dots) and their mean (line), with a line of slope $-1/2$.
 # ```
 #
 # In {glue:text}`mass_straight` run, every token ended at the vertex of the cell it started in
 # (the farthest within {glue:text}`mass_reach` of it after the steps). The fractions approach the
-# exact masses at the fitted rate $n^{s}$ with $s=$ {glue:text}`mass_slope` (95% interval
-# {glue:text}`mass_slope_lo` to {glue:text}`mass_slope_hi`, a least-squares fit over the samples):
-# the rate $-1/2$ of the multinomial law of the initial fractions, since the dynamics carries each
-# cell whole to its vertex. This limit is exact for this density and this $B$; it is the mean-field
-# form of Theorem 4.2, not a new theorem.
+# exact masses at the fitted rate $n^{s}$ with $s=$ {glue:text}`mass_slope` for the uniform density
+# (95% interval {glue:text}`mass_slope_lo` to {glue:text}`mass_slope_hi`) and $s=$
+# {glue:text}`gauss_slope` for the Gaussian ({glue:text}`gauss_slope_lo` to
+# {glue:text}`gauss_slope_hi`), least-squares fits over the samples: the rate $-1/2$ of the
+# multinomial law of the initial fractions, since the dynamics carries each cell whole to its vertex.
+# What is proved and what is computed: that each token of $C_i$ goes to $v_i$ is the argument above
+# (exact for every density on $\mathcal K$ and this $B$; it is the mean-field form of Theorem 4.2, not
+# a new theorem); the Gaussian masses are computed, each within {glue:text}`gauss_error` (the sum of
+# the quadratures' error estimates, divided by $G(\mathcal K)=$ {glue:text}`gauss_mass_K`); the
+# fractions are samples, and their rate is a fit.
 #
 # ## Clusters on the circle
 #
