@@ -107,3 +107,57 @@ def test_gaussian_hardmax_limit_and_refusals():
     with pytest.raises(ValueError, match="rejection"):
         MT.sample_gaussian_polygon(V, 10, [30.0, 0.0], 0.01 * np.eye(2), rng=0)
     assert MT.gaussian_polygon_mass(np.zeros((0, 2)), [0, 0], np.eye(2)).mass == 0.0
+
+
+# ----------------------------------------------------------------------------- metastability at scale
+def test_polygon_distance_is_the_hull_distance():
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 3, 7, 12):
+        P = rng.normal(size=(m, 2))
+        x = rng.normal(size=(200, 2)) * 2
+        assert np.allclose(MT.polygon_distance(x, P), polytope.distance_to_hull(x, P), atol=1e-12, rtol=0)
+    line = np.c_[np.linspace(0, 1, 5), np.linspace(0, 2, 5)]               # collinear points: a segment
+    x = rng.normal(size=(50, 2))
+    assert np.allclose(MT.polygon_distance(x, line), polytope.distance_to_hull(x, line[[0, -1]]), atol=1e-12)
+
+
+def test_sector_configuration_law():
+    from attention_fw.geometry.polytope import points_on_circle
+    v = points_on_circle()
+    x0, sigma = MT.sector_configuration(v, 50_000, 0.05, rng=2)
+    assert np.array_equal(x0[:3], v[planar.convex_hull(v)]) and np.bincount(sigma).tolist() == [50_001] * 3
+    d = np.linalg.norm(x0 - x0[sigma], axis=1)
+    assert d.max() <= 0.05 and np.all(planar.point_in_polygon(x0, v, tol=1e-12))     # in the sectors, in K
+    # uniform on a sector: P(r < radius / 2) = 1/4, within 5 standard errors
+    f = np.mean(d[3:] < 0.025)
+    assert abs(f - 0.25) < 5 * np.sqrt(0.25 * 0.75 / (len(d) - 3))
+
+
+def test_sabeta_exit_at_scale_is_the_library_T2():
+    from attention_fw.experiments import exit_times as ET
+    from attention_fw.experiments import sabeta as SB
+    from attention_fw.geometry.polytope import points_on_circle
+    v = points_on_circle()
+    for seed, beta in [(1, 3.0), (2, 5.0), (3, 6.0)]:
+        x0, sg = MT.sector_configuration(v, 4, 0.05, rng=seed)
+        want = SB.sabeta_exit_times(x0, sg, 0.1, beta, 0.1, cap=5000).times[0]
+        for method in ("fast", "dense"):
+            assert MT.sabeta_exit_at_scale(x0, sg, 0.1, beta, 0.1, cap=5000, method=method).T2 == want
+    # coincident clusters move as one token (equal multiplicities, exact symmetry): T2 does not depend on them
+    ones = MT.sabeta_exit_at_scale(*ET.cluster_configuration(v, np.array([1, 1, 1])), 0.1, 4.0, 0.05, cap=5000).T2
+    for c in (2, 5, 40):
+        x0, sg = ET.cluster_configuration(v, np.array([c, c, c]))
+        assert MT.sabeta_exit_at_scale(x0, sg, 0.1, 4.0, 0.05, cap=5000).T2 == ones
+    r = MT.sabeta_exit_at_scale(*MT.sector_configuration(v, 3, 0.05, rng=0), 0.1, 30.0, 0.1, cap=20)
+    assert r.censored and r.T2 is None and r.distance <= 0.1
+
+
+def test_chain_exit_mean_closed_form():
+    from attention_fw.experiments import exit_times as ET
+    m = np.array([1, 4, 30, 1000])
+    beta = 8.0
+    got = MT.chain_exit_mean(m, beta)
+    lam = np.array([ET.frozen_escape_rate(polytope.regular_polygon(3), np.full(3, k), beta) for k in m])
+    assert np.allclose(got, 1 / -np.expm1(-lam), rtol=1e-14)
+    assert np.allclose(lam / m, lam[0], rtol=1e-12)       # -log q is n times one token's escape rate
+    assert np.all(np.diff(got) < 0) and abs(MT.chain_exit_mean([10**9], beta)[0] - 1) < 1e-9   # falls to 1

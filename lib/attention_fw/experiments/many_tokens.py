@@ -17,12 +17,15 @@ from scipy.optimize import linear_sum_assignment
 
 from .. import _validate as chk
 from ..geometry import planar
+from ..geometry import polytope
 from ..model import dynamics, fast, sphere
 from ..results import Result
 
 __all__ = ["cell_masses", "sample_polygon", "gaussian_polygon_mass", "gaussian_cell_masses", "sample_gaussian_polygon",
            "hardmax_limit", "w1_line", "w1_circle", "w1_equal", "sliced_w1",
-           "circle_clusters", "sample_disk", "sabeta_measure", "chaos", "low_temperature"]
+           "circle_clusters", "sample_disk", "sabeta_measure", "chaos", "low_temperature",
+           "sector_configuration", "polygon_distance", "sabeta_exit_at_scale", "exit_at_scale_task",
+           "chain_exit_mean"]
 
 
 def cell_masses(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
@@ -316,6 +319,113 @@ def low_temperature(n: int, betas: list[float], steps: list[int], gamma: float, 
                 W[a, depth.index(t)] = w1_equal(x, hard[t])
             x = dynamics.softmax_step(x, gamma, b)
     return Result(n=n, betas=np.asarray(betas, float), steps=np.asarray(depth), distances=W)
+
+
+# ----------------------------------------------------------------------------- metastability at scale
+def sector_configuration(vertices: npt.ArrayLike, per_vertex: int, radius: float, *,
+                         rng: chk.SeedLike) -> tuple[np.ndarray, np.ndarray]:
+    """Vertex tokens, then ``per_vertex`` tokens i.i.d. uniform in the sector ``B(v_i, radius) cap (v_i + T_i)``
+    around each vertex (``T_i`` the tangent cone of ``K = conv(vertices)`` at ``v_i``; inside ``K`` for a radius
+    below the shortest edge): the configuration "after phase 1" of chapter 7 with a density, so that the empirical
+    measure has a limit as ``per_vertex`` grows (uniform on the sectors). Returns ``x0`` and the labels ``sigma``
+    as :func:`attention_fw.experiments.exit_times.near_vertex_configuration` (planar vertices in convex position)."""
+    radius = chk.real_scalar("radius", radius, low=0, low_open=True)
+
+    def draw(v, i, g):
+        k = len(v)
+        a, b = v[(i + 1) % k] - v[i], v[(i - 1) % k] - v[i]
+        ta, tb = math.atan2(a[1], a[0]), math.atan2(b[1], b[0])
+        span = (tb - ta) % (2 * np.pi)
+        if span > np.pi:                       # the cone is the other way round
+            ta, span = tb, 2 * np.pi - span
+        th = ta + span * g.random(per_vertex)
+        r = radius * np.sqrt(g.random(per_vertex))
+        return v[i] + r[:, None] * np.stack([np.cos(th), np.sin(th)], 1)
+
+    v = chk.as_float_array("vertices", vertices, ndim=2, last_dim=2)
+    return polytope._around_vertices(v[planar.convex_hull(v)], per_vertex, rng, draw)
+
+
+def polygon_distance(x: npt.ArrayLike, points: npt.ArrayLike) -> np.ndarray:
+    """Euclidean distance from each row of ``x`` (n, 2) to ``conv(points)``: 0 inside, else the distance to the
+    nearest edge (segment) of the hull. Exact, ``O(n h)`` for ``h`` hull vertices (the library's
+    :class:`~attention_fw.geometry.polytope.HullDistance` enumerates all triples of points, meant for small groups).
+    A hull of one point or a segment is handled (the distance to it)."""
+    X = chk.as_float_array("x", x, ndim=2, last_dim=2)
+    P = np.unique(chk.as_float_array("points", points, ndim=2, last_dim=2), axis=0)
+    if len(P) >= 3:
+        try:
+            P = P[planar.convex_hull(P)]
+        except ValueError:                     # collinear: the segment between the extreme points
+            c = P - P.mean(axis=0)
+            u = np.linalg.svd(c, full_matrices=False)[2][0]
+            P = P[[np.argmin(c @ u), np.argmax(c @ u)]]
+    if len(P) == 1:
+        return np.linalg.norm(X - P[0], axis=1)
+    a, b = (P, np.roll(P, -1, axis=0)) if len(P) > 2 else (P[:1], P[1:])
+    e = b - a
+    rel = X[:, None, :] - a[None]
+    t = np.clip(np.einsum("nkd,kd->nk", rel, e) / np.einsum("kd,kd->k", e, e), 0.0, 1.0)
+    d = np.linalg.norm(rel - t[..., None] * e[None], axis=-1).min(axis=1)
+    if len(P) > 2:
+        cross = e[None, :, 0] * rel[..., 1] - e[None, :, 1] * rel[..., 0]    # CCW hull: >= 0 inside
+        d = np.where(np.all(cross >= 0, axis=1), 0.0, d)
+    return d
+
+
+def sabeta_exit_at_scale(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, *,
+                         cap: int, method: str = "fast") -> Result:
+    """``T2`` of (SA-beta) (:func:`attention_fw.experiments.sabeta.sabeta_exit_times`' definition: the first
+    ``t >= 1`` at which some token is farther than ``eps`` from ``conv{x_k^0 : sigma_k = sigma_i}``), ``B = I``,
+    planar, for many tokens: steps of :func:`attention_fw.model.fast.softmax_step` (each within ``1e-8`` of the
+    cloud's radius of the dense step; ``method="dense"``: :func:`attention_fw.model.dynamics.softmax_step`) and the
+    exit test of :func:`polygon_distance`. Returns ``T2`` (``None`` when no exit within ``cap`` steps),
+    ``censored`` and the largest distance at the end (or the exit)."""
+    x = chk.as_float_array("x0", x0, ndim=2, last_dim=2)
+    sg = np.asarray(sigma)
+    if sg.shape != (len(x),):
+        raise ValueError(f"sigma must have shape ({len(x)},), got {sg.shape}")
+    cap = chk.positive_int("cap", cap)
+    eps = chk.real_scalar("eps", eps, low=0, low_open=True)
+    step = {"fast": fast.softmax_step, "dense": dynamics.softmax_step}[method]
+    groups = [np.flatnonzero(sg == g) for g in np.unique(sg)]
+    hulls = [x[i] for i in groups]
+
+    def far(y):
+        return max(float(polygon_distance(y[i], h).max()) for i, h in zip(groups, hulls))
+
+    x0c = x.copy()
+    for t in range(1, cap + 1):
+        x0c = step(x0c, gamma, beta)
+        d = far(x0c)
+        if d > eps:
+            return Result(T2=t, censored=False, distance=d)
+    return Result(T2=None, censored=True, distance=far(x0c))
+
+
+def exit_at_scale_task(*, per_vertex: int, rep: int, rng: int, beta: float, gamma: float = 0.1, eps: float = 0.1,
+                       radius: float = 0.05, cap: int = 10_000) -> Result:
+    """One task of chapter 9's sweep: a :func:`sector_configuration` around the equilateral triangle on the unit
+    circle (``per_vertex`` tokens per vertex, drawn from ``rng``; ``rep`` numbers the independent draws) and its
+    (SA-beta) ``T2`` (:func:`sabeta_exit_at_scale`)."""
+    v = polytope.points_on_circle()
+    x0, sigma = sector_configuration(v, per_vertex, radius, rng=rng)
+    r = sabeta_exit_at_scale(x0, sigma, gamma, beta, eps, cap=cap)
+    return Result(n=len(x0), per_vertex=per_vertex, rep=rep, rng=chk.seed_record(rng), beta=float(beta), gamma=gamma, eps=eps,
+                  radius=radius, cap=cap, T2=r.T2, censored=r.censored)
+
+
+def chain_exit_mean(per_vertex: npt.ArrayLike, beta: float, kappa: int = 3) -> np.ndarray:
+    """Exact ``E[T2] = 1 / (1 - q)`` of the chain (SAP) from chapter 5's clusters (``per_vertex`` coincident tokens at
+    each vertex of the regular kappa-gon) in the single-jump regime, for each entry of ``per_vertex``
+    (:func:`attention_fw.experiments.exit_times.frozen_escape_rate`: ``-log q`` is ``n`` times the escape rate of one
+    token, so ``E[T2]`` falls to 1 as ``n`` grows)."""
+    from .exit_times import frozen_escape_rate
+    v = polytope.regular_polygon(kappa)
+    m = np.atleast_1d(np.asarray(per_vertex))
+    lam = np.array([frozen_escape_rate(v, np.full(kappa, int(k)), beta) for k in m])
+    with np.errstate(divide="ignore"):
+        return np.where(lam > 0, 1.0 / -np.expm1(-lam), np.inf)
 
 
 def slope(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float]:
