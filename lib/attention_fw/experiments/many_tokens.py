@@ -111,7 +111,8 @@ def gaussian_polygon_mass(polygon: npt.ArrayLike, mean: npt.ArrayLike, cov: npt.
 
     Returns ``mass`` and ``error``: the sum of quad's error estimates, of the rounding of the angle sum (a few
     ulps per edge) and of the masses of the triangles dropped as degenerate (edges on a line within about
-    ``1e-16`` of the mean, where the angles are not defined; each mass at most ``1e-17``). Vertices in either orientation; an empty polygon (shape ``(0, 2)``) has mass 0.
+    ``1e-16`` of the mean, where the angles are not defined; each mass at most ``1e-17``). Vertices in either
+    orientation; an empty polygon (shape ``(0, 2)``) has mass 0.
 
     Examples
     --------
@@ -142,7 +143,7 @@ def gaussian_polygon_mass(polygon: npt.ArrayLike, mean: npt.ArrayLike, cov: npt.
                                 epsabs=GAUSS_TOL, epsrel=1e-13, limit=200)
         total -= val / (2 * np.pi)
         err += e / (2 * np.pi)
-    mass = total if _signed(P) >= 0 else -total     # L has a positive determinant: whitening keeps the orientation
+    mass = total if _signed(P) >= 0 else -total     # det L > 0: whitening keeps the orientation
     return Result(mass=float(min(max(mass, 0.0), 1.0)), error=float(err))
 
 
