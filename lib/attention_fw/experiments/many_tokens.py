@@ -205,7 +205,10 @@ def hardmax_limit(vertices: npt.ArrayLike, n: int, steps: int, gamma: float = 0.
     v = chk.as_float_array("vertices", vertices, min_ndim=2, max_ndim=2)
     if (mean is None) != (cov is None):
         raise ValueError("mean and cov go together (a Gaussian density) or not at all (uniform)")
-    sample = sample_polygon(v, n, rng=rng) if mean is None else sample_gaussian_polygon(v, n, mean, cov, rng=rng)
+    if mean is None or cov is None:
+        sample = sample_polygon(v, n, rng=rng)
+    else:
+        sample = sample_gaussian_polygon(v, n, mean, cov, rng=rng)
     x0 = np.vstack([v, sample])
     start = planar.cell_labels(x0[len(v):], v)
     run = dynamics.simulate(x0, dynamics.Hardmax(gamma, method="hull"), steps)
