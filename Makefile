@@ -10,7 +10,7 @@ PY         := $(VENV)/bin/python
 unexport PYTHONDONTWRITEBYTECODE
 STAMP      := $(VENV)/.installed
 
-.PHONY: all venv model test fuzz bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
+.PHONY: all venv model test test-full fuzz bench bench-peer clean freeze figures book notebook figure figures-paper published-data serve
 all: book
 
 # The pins are installed by uv (itself pinned, from the package index, into .venv): it downloads
@@ -75,6 +75,11 @@ test:
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS); status=$$?; \
 	wait $$mypy; typed=$$?; echo "== mypy"; cat _build/mypy.log; \
 	[ $$status -eq 0 ] && [ $$typed -eq 0 ]
+
+# make test, with every chapter re-executed from nothing in the heal test (make test re-executes
+# one chapter of each kind: tests/test_figures_heal.py) and every page served at every width
+test-full:
+	HEAL_CHAPTERS=all BROWSER_ALL=1 $(MAKE) --no-print-directory test
 
 # Reruns drawn from every chapter's declared parameters (tools/fuzz.py, Hypothesis): N per chapter,
 # each through tools/run_notebook.py in the quick preset, checked (finished with every figure written,

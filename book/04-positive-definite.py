@@ -483,7 +483,7 @@ def explorer_panel(kappa, seed, B):
     the hull of the first draw."""
     try:
         return pf.cell_panel(kappa, rng=seed, B=B)
-    except ValueError:
+    except geo.NoDrawError:
         return pf.cell_panel(kappa, rng=seed, B=B, enforce_bijection=False)
 
 

@@ -313,9 +313,9 @@ rows = []
 for r in fam:
     h = r["hypotheses"]
     failed = ", ".join(k for k in CHECKS if not h[k])
-    T = r["T2_sabeta"]
-    top = f"{int(T.max()):,}" if (T > 0).any() else "none"
-    if (T < 0).any():
+    T, no_exit = r["T2_sabeta"], r["T2_sabeta_censored"]  # no_exit: not within the cap
+    top = f"{int(T[~no_exit].max()):,}" if (~no_exit).any() else "none"
+    if no_exit.any():
         top += f" (> {r['cap']:,} once)"
     rows.append(
         [
@@ -346,17 +346,23 @@ Table(
 # %% tags=["hide-input"]
 inside = [r for r in fam if r["hypotheses"]["all"]]
 tri_h = M.theorem54_hypotheses(TRI, 0.17, 0.05)
-reach = [int(r["T2_sabeta"].max()) for r in fam]
+# the largest T2 of each configuration with an exit (runs without one are censored: not a T2)
+reach = [
+    int(r["T2_sabeta"][~r["T2_sabeta_censored"]].max())
+    for r in fam
+    if not r["T2_sabeta_censored"].all()
+]
 page.glue(
     n_inside=len(inside),
     gmax_tri=(tri_h.eps_max / (2 * tri_h.d), ".4f"),
     n_reached=sum(t >= p.t_reach for t in reach)
     + sum(
-        bool((r["T2_sabeta"] < 0).any())
+        bool(r["T2_sabeta_censored"].any())
         for r in fam
-        if r["T2_sabeta"].max() < p.t_reach
+        if r["T2_sabeta_censored"].all()
+        or r["T2_sabeta"][~r["T2_sabeta_censored"]].max() < p.t_reach
     ),
-    reach_min=(min(reach), ","),
+    reach_min=(min(reach), ",") if reach else "none (no exit within the cap)",
     n_noB=sum(1 for r in fam if not r["hypotheses"]["B_identity"]),
 )
 
@@ -412,11 +418,12 @@ if shown:
 def rel_err(r, k):
     """|T_model / T2 - 1| at grid index k, or None."""
     T, m = float(r["T2_sabeta"][k]), float(r["T2_ode"][k])
-    return abs(m / T - 1) if T > 0 and math.isfinite(m) else None
+    exited = not r["T2_sabeta_censored"][k]
+    return abs(m / T - 1) if exited and math.isfinite(m) else None
 
 
 def top_index(r):
-    ok = np.flatnonzero(r["T2_sabeta"] > 0)
+    ok = np.flatnonzero(~r["T2_sabeta_censored"])
     return int(ok[-1]) if ok.size else None
 
 
@@ -437,7 +444,7 @@ spread_err = [
 red_top = []
 for r in fam:
     k = top_index(r)
-    if k is not None and r["T2_reduced"][k] > 0:
+    if k is not None and not r["T2_reduced_censored"][k]:
         red_top.append(abs(r["T2_reduced"][k] / r["T2_sabeta"][k] - 1))
 ODE_OK = 0.1
 ode_bad = sorted(k for k, v in ode_top.items() if v > ODE_OK)
@@ -510,7 +517,7 @@ def ci_text(ci, spec=".4f"):
 tq = by_name.get("triangle, 1 per vertex")
 if tq is not None and tq["c_inf"] is not None:
     tri_r = next(r for r in fam if r["name"] == "triangle, 1 per vertex")
-    okT = tri_r["T2_sabeta"] >= p.fit_t_min
+    okT = (tri_r["T2_sabeta"] >= p.fit_t_min) & ~tri_r["T2_sabeta_censored"]
     line = (
         float(
             np.polyfit(tri_r["betas"][okT], np.log(tri_r["T2_sabeta"][okT]), 1)[0]
@@ -727,7 +734,8 @@ for r, q in zip(fam, rates):
     counts = np.bincount(r["sigma"])
     for k, b in enumerate(r["betas"]):
         m = r["T2_sap_mean"][k]
-        if not (np.isfinite(m) and r["T2_sabeta"][k] >= p.fit_t_min):
+        exited = not r["T2_sabeta_censored"][k]
+        if not (np.isfinite(m) and exited and r["T2_sabeta"][k] >= p.fit_t_min):
             continue
         chain_lead = 1 / -math.expm1(
             -ET.frozen_escape_rate(cfg.vertices, counts, float(b))

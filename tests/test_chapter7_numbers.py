@@ -43,10 +43,12 @@ def recomputed(rates_file: dict, coupling_file: dict) -> dict[str, str]:
     top = [np.asarray(q["local_slopes"], float)[-1, 1] / q["c0"] for q in rates if len(q["local_slopes"])]
     reach: dict[str, list[int]] = defaultdict(list)
     for r in rates_file["runs"]:
-        reach[r["name"]].append(int(r["T2_sabeta"]))
+        assert r["T2_sabeta"] is None or (isinstance(r["T2_sabeta"], int) and 1 <= r["T2_sabeta"] <= r["cap"])
+        if r["T2_sabeta"] is not None:             # null: no exit within the cap (no -1 marker in the data)
+            reach[r["name"]].append(r["T2_sabeta"])
     out = {
         "n_made": str(len(made)), "n_eq": str(len(eq)), "n_below": str(len(below)), "n_above": str(len(above)),
-        "reach_min": fmt(min(max(t) for t in reach.values()), ","),
+        "reach_min": fmt(min(max(t) for t in reach.values()), ",") if reach else "none (no exit within the cap)",
         "cinf_rel": span([q["c_inf"] / q["c0"] for q in made], ".3f") if made else "-",
         "width_max": fmt(max(widths), ".3f") if widths else "-",
         "width_med": fmt(float(np.median(widths)), ".3f") if widths else "-",

@@ -326,3 +326,17 @@ def test_a_cell_figure_without_a_draw_shows_the_missing_panel_and_says_why():
         assert L.problems(fig, fig.canvas.get_renderer()) == []
     finally:
         plt.close(fig)
+
+
+def test_only_no_draw_makes_an_empty_panel(monkeypatch):
+    """The cell figures recognise the library's NoDrawError (its class, not its message): any other
+    ValueError of the recipe still propagates."""
+    from afw_book import paper_figures as pf
+    from attention_fw.geometry import planar as G
+
+    def refuse(*args, **kwargs):
+        raise ValueError("no draw: a message that only looks like the recipe's")
+    monkeypatch.setattr(G, "sample_vertices", refuse)
+    with pytest.raises(ValueError, match="only looks like"):
+        pf.figure1(kappas=(3,), rng=0)
+    plt.close("all")

@@ -63,8 +63,20 @@ def test_sampling_rejects_bad_input():
         g.sample_vertices(5.0, rng=0)
     with pytest.raises(ValueError, match="max_tries"):
         g.sample_vertices(40, enforce_bijection=True, max_tries=2, rng=0)
-    with pytest.raises(ValueError, match="radial_range"):
+    with pytest.raises(ValueError, match="radial_range") as bad:
         g.sample_vertices(5, radial_range=(0.0, 1.0), rng=0)
+    assert not isinstance(bad.value, g.NoDrawError)          # a bad argument is not "no draw"
+
+
+def test_no_draw_is_its_own_error_and_a_value_error():
+    """An impossible request (40 points all on the hull in 2 tries) raises the dedicated NoDrawError,
+    a ValueError (callers draw an empty panel by catching the class, not by matching the message)."""
+    with pytest.raises(g.NoDrawError, match="no draw with 40 hull vertices in max_tries=2 tries") as err:
+        g.sample_vertices(40, enforce_bijection=True, max_tries=2, rng=0)
+    assert isinstance(err.value, ValueError) and "NoDrawError" in g.__all__
+    # the same recipe without the bijection returns its first draw
+    pts, hull = g.sample_vertices(40, max_tries=2, rng=0)
+    assert pts.shape == (40, 2) and len(hull) < 40
 
 
 # --------------------------------------------------------------------------------------------

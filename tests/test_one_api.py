@@ -9,8 +9,10 @@ import attention_fw as afw
 from attention_fw import _validate
 from attention_fw.experiments import convergence as C
 from attention_fw.experiments import exit_times as ET
+from attention_fw.experiments import hull_counts as HC
 from attention_fw.experiments import metastability as M
 from attention_fw.experiments import sabeta as SB
+from attention_fw.experiments import trained_heads as TH
 from attention_fw.experiments import vertex_limits as VL
 from attention_fw.geometry import planar
 from attention_fw.geometry.polytope import regular_polygon
@@ -21,7 +23,8 @@ X0, SIGMA = ET.cluster_configuration(TRI, np.array([2, 2, 2]))
 
 DRAWING = [planar.sample_vertices, C.symmetric_cloud, C.shifted_cloud, C.thm31_shifted, ET.engine_exit_times,
            ET.engine_state_at, ET.stepping_exit_times, ET.excursion_paths, ET.zoom_paths, VL.owns_cell_probability,
-           M.run_phase1, afw.sap_step, afw.MarkovChain]
+           M.run_phase1, afw.sap_step, afw.MarkovChain, SB.coupling_distances, HC.scaling_exponents, HC.scaling_table,
+           TH.corpus_study]
 
 
 @pytest.mark.parametrize("fn", DRAWING, ids=lambda f: f.__name__)
@@ -63,12 +66,12 @@ def test_every_exit_time_simulator_returns_the_one_type_and_marker():
     x0, sigma = ET.near_vertex_configuration(TRI, 2, 0.05, rng=7)
     samples = [ET.engine_exit_times(X0, SIGMA, 0.1, 30.0, 0.05, 4, rng=1, cap=50),
                ET.stepping_exit_times(X0, SIGMA, 0.1, 30.0, 0.05, 4, rng=1, cap=50),
-               ET.sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=200),
+               SB.sabeta_exit_times(x0, sigma, 0.1, 30.0, 0.1, cap=200),
                SB.sabeta_exit_times(x0, sigma, 0.1, [3.0, 30.0], 0.1, cap=200)]
     for s in samples:
         assert isinstance(s, ExitTimes)
         assert s.censored.dtype == bool and s.times.dtype == float
         assert np.all(s.times[s.censored] == s.cap)                   # no exit: censored at the cap, never None/-1
     assert samples[2].censored.tolist() == [True] and samples[3].censored.tolist() == [False, True]
-    det = ET.sabeta_exit_time(x0, sigma, 0.1, 3.0, 0.1, cap=100)
-    assert det.censored.tolist() == [False] and det.times[0] == det.path_times[-1] < 100
+    det = SB.sabeta_exit_times(x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[0, 5])
+    assert det.censored.tolist() == [False] and det.path_times.tolist() == [0, 5] and det.times[0] < 100

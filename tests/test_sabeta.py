@@ -181,19 +181,50 @@ def test_reduced_model_error_shrinks_with_beta():
     betas = np.array([4.0, 6.0, 8.0, 10.0])
     det = S.sabeta_exit_times(x0, sigma, 0.05, betas, 0.05, cap=10**6)
     red = S.reduced_exit_times(x0, sigma, 0.05, betas, 0.05, cap=10**6)
-    assert np.all(det.exited) and np.all(red.T > 0)
-    err = np.abs(red.T / det.times - 1)
+    assert np.all(det.exited) and not red.censored.any()
+    err = np.abs(red.times / det.times - 1)
     assert np.all(err <= [0.35, 0.12, 0.015, 0.005]), err
     assert np.all(np.diff(err) < 0), err
-    assert np.abs(red.T - det.times).max() <= 3
+    assert np.abs(red.times - det.times).max() <= 3
     assert det.times[-1] > 25 * det.times[0]                           # while T2 itself grows more than 25-fold
+
+
+def test_no_exit_is_the_censored_marker_in_the_reduced_model_and_the_family_records():
+    """No -1 left: the reduced model and the family's records say "no exit within the cap" as an
+    ExitSample does (the time is the cap, ``censored`` True), and the figure data say null; a censored
+    time is left out of the exponent's fits and of the exit-time figure."""
+    v = polytope.regular_polygon(3)
+    x0, sigma = np.repeat(v, 2, axis=0), np.repeat([0, 1, 2], 2)
+    red = S.reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05, cap=100)
+    det = S.sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05, cap=100)
+    assert red.censored.tolist() == det.censored.tolist() == [False, True]
+    assert red.times.tolist() == det.times.tolist() == [13.0, 100.0] and red.cap == 100.0
+    # the family at a cap the largest beta does not reach: censored there, in both records
+    r = S.family_task(name="triangle, 1 per vertex", t_lo=10, t_hi=3e3, num=3, cap=300, chain_runs=5,
+                      chain_budget=10, rng=0)
+    assert r.T2_sabeta_censored.dtype == bool and r.T2_sabeta_censored.tolist() == [False, False, True]
+    assert r.T2_sabeta[-1] == 300 and np.all(r.T2_sabeta >= 1)
+    assert r.T2_reduced_censored[-1] and r.T2_reduced[-1] == 300
+    from attention_fw.plot import sabeta as SP
+    rows = SP.runs_table([r])
+    assert [row["T2_sabeta"] for row in rows][-1] is None and all(
+        isinstance(row["T2_sabeta"], int) for row in rows[:-1])
+    q = X.rates_entry(r, t_min=10)
+    assert len(q["local_slopes"]) == 1                      # the censored beta gives no slope
+    import matplotlib.pyplot as plt
+    fig = SP.fig_exit_times([r])
+    line = fig.axes[0].lines[0]
+    assert np.isnan(line.get_ydata()[-1]) and np.isfinite(line.get_ydata()[:-1]).all()
+    plt.close(fig)
 
 
 def test_fit_rate_recovers_a_line():
     b = np.linspace(2, 6, 5)
     r = S.fit_rate(b, np.exp(1.3 * b - 1) * np.exp([0.01, -0.02, 0.0, 0.02, -0.01]))
     assert r.slope_ci[0] < 1.3 < r.slope_ci[1] and r.n == 5
-    assert S.fit_rate(b, np.r_[np.exp(b[:4]), -1]).n == 4                 # not exited: left out
+    es = S.sabeta_exit_times(polytope.regular_polygon(3), [0, 1, 2], 0.1, b, 0.05, cap=500)   # 4 .. 219, 917
+    assert es.censored.tolist() == [False] * 4 + [True]
+    assert S.fit_rate(b, es.times, censored=es.censored).n == 4          # not exited: left out
 
 
 def test_coupling_mean_is_closer_than_one_path():
@@ -259,7 +290,8 @@ def test_figure_data_holds_the_runs_on_the_quick_preset(tmp_path):
         n, d = np.shape(run["x0"])
         assert len(run["sigma"]) == n and np.shape(run["B"]) == (d, d)
         assert isinstance(run["cap"], int)
-        assert run["T2_sabeta"] is None or 1 <= run["T2_sabeta"] <= run["cap"]
+        assert run["T2_sabeta"] is None or 1 <= run["T2_sabeta"] <= run["cap"]          # null: no exit, never -1
+        assert run["T2_reduced"] is None or 1 <= run["T2_reduced"] <= run["cap"]
     # the chain, with the same B, where the engine is efficient (one token per vertex): at every beta
     for run in runs:
         if run["name"] == withB[0]:

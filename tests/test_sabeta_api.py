@@ -1,8 +1,9 @@
 """The (SA-beta) exit times of the compiled kernel (``experiments.sabeta.sabeta_exit_times``) speak the
 library's one exit-time API (issue 38): the same result type and "no exit" marker as the chain's engine,
-plain stepping and ``exit_times.sabeta_exit_time``, the same signature shape, the one gamma interval, the
+plain stepping (the chain's), the same signature shape, the one gamma interval, the
 same refusal of a key-query matrix outside Theorem 5.4's setting; and its numbers are those of plain
-stepping of (SA-beta)."""
+stepping of (SA-beta) (the private numpy reference ``sabeta_kernel._stepping_exit_time``). It is the one
+(SA-beta) exit-time function: ``exit_times.sabeta_exit_time`` is gone (0.3.0)."""
 import inspect
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_the_result_type_and_marker_are_those_of_the_other_exit_time_functions()
     (per system: two caps here), never -1 or None; ``exited`` its negation."""
     kern = S.sabeta_exit_times(X0, SIGMA, 0.1, [3.0, 30.0, 30.0], 0.1, cap=[100, 200, 300])
     engine = ET.engine_exit_times(X0, SIGMA, 0.1, 30.0, 0.1, 3, rng=1, cap=50)
-    det = ET.sabeta_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=100)
+    det = SK._stepping_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=100)
     assert type(kern) is type(engine) is type(det) is ET.ExitSample and isinstance(kern, ExitTimes)
     assert kern.censored.dtype == bool and kern.times.dtype == float
     assert kern.censored.tolist() == [False, True, True] and kern.exited.tolist() == [True, False, False]
@@ -36,9 +37,9 @@ def test_the_result_type_and_marker_are_those_of_the_other_exit_time_functions()
 def test_the_signature_has_the_shape_of_the_other_exit_time_functions():
     """``x0, sigma, gamma, beta, eps`` positional in that order, then keyword-only ``B=None``, ``cap``
     and ``watch=None``, as in ``engine_exit_times`` and ``stepping_exit_times``; nothing is drawn, so no ``rng``
-    (the deterministic ``exit_times.sabeta_exit_time`` has none either)."""
+    (nor has its plain-stepping reference)."""
     want = ["x0", "sigma", "gamma", "beta", "eps"]
-    for fn in (S.sabeta_exit_times, ET.engine_exit_times, ET.stepping_exit_times, ET.sabeta_exit_time):
+    for fn in (S.sabeta_exit_times, ET.engine_exit_times, ET.stepping_exit_times, SK._stepping_exit_time):
         params = inspect.signature(fn).parameters
         assert list(params)[:5] == want, fn.__name__
         assert all(params[k].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for k in want)
@@ -46,11 +47,21 @@ def test_the_signature_has_the_shape_of_the_other_exit_time_functions():
         assert params["watch"].default is None
     kern = inspect.signature(S.sabeta_exit_times).parameters
     engine = inspect.signature(ET.engine_exit_times).parameters
-    single = inspect.signature(ET.sabeta_exit_time).parameters
+    single = inspect.signature(SK._stepping_exit_time).parameters
     assert kern["B"].kind is engine["B"].kind is single["B"].kind is inspect.Parameter.KEYWORD_ONLY
     assert kern["B"].default is engine["B"].default is single["B"].default is None
-    assert "rng" not in kern and "rng" not in inspect.signature(ET.sabeta_exit_time).parameters
+    assert "rng" not in kern and "rng" not in single
     assert S.sabeta_exit_times is SK.sabeta_exit_times
+
+
+def test_one_public_sabeta_exit_time_function():
+    """One exit-time function per dynamics: the one-run numpy function of 0.2 is gone, the kernel's is
+    reachable where the chapters and the reference name it, and the chain's module does not offer a
+    second one."""
+    assert not hasattr(ET, "sabeta_exit_time") and "sabeta_exit_time" not in ET.__all__
+    assert "sabeta_exit_times" in S.__all__ and "sabeta_exit_times" in SK.__all__
+    assert "sabeta_exit_times" not in ET.__all__
+    assert ET.ExitSample.__module__ == "attention_fw.experiments.exit_times"
 
 
 @pytest.mark.parametrize("call, name", [
@@ -97,12 +108,12 @@ def test_a_key_query_matrix_outside_theorem_54_is_refused_as_by_the_engine(B, hy
 
 def test_the_kernel_is_plain_stepping_and_the_other_sabeta_function():
     """The property: on one configuration (the triangle, two tokens near each vertex) and a grid of betas,
-    the kernel's T2 is that of plain stepping of (SA-beta) through ``exit_times.sabeta_exit_time``
+    the kernel's T2 is that of plain stepping of (SA-beta) through ``sabeta_kernel._stepping_exit_time``
     (``dynamics.simulate`` of ``softmax_step``: another implementation with other rounding), censored
     runs included, and T2 grows strictly with beta (the clusters hold longer at lower temperature)."""
     betas = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]   # T2 = 3, 6, 19, 66, 232, 836, then past the cap
     kern = S.sabeta_exit_times(X0, SIGMA, 0.1, betas, 0.1, cap=2000)
-    plain = [ET.sabeta_exit_time(X0, SIGMA, 0.1, b, 0.1, cap=2000) for b in betas]
+    plain = [SK._stepping_exit_time(X0, SIGMA, 0.1, b, 0.1, cap=2000) for b in betas]
     assert kern.times.tolist() == [float(p.times[0]) for p in plain]
     assert kern.censored.tolist() == [bool(p.censored[0]) for p in plain]
     assert kern.censored.any() and not kern.censored.all()           # both outcomes covered
@@ -116,10 +127,10 @@ def test_the_kernel_is_plain_stepping_and_the_other_sabeta_function():
         x, t = dynamics.softmax_step(x, 0.1, 4.0, B), t + 1
     assert res.censored.tolist() == [False] and res.times.tolist() == [float(t)]
     # and the one-run reference takes the same B, with the same exit
-    one = ET.sabeta_exit_time(X0, SIGMA, 0.1, 4.0, 0.1, B=B, cap=2000)
+    one = SK._stepping_exit_time(X0, SIGMA, 0.1, 4.0, 0.1, B=B, cap=2000)
     assert one.censored.tolist() == [False] and one.times.tolist() == [float(t)]
     with pytest.raises(ValueError, match="positive definite"):
-        ET.sabeta_exit_time(X0, SIGMA, 0.1, 4.0, 0.1, B=-B, cap=10)
+        SK._stepping_exit_time(X0, SIGMA, 0.1, 4.0, 0.1, B=-B, cap=10)
 
 
 def test_records_are_the_path():
@@ -139,17 +150,17 @@ def test_the_first_compile_is_announced_like_the_steps(monkeypatch):
 
 
 def test_watch_is_that_of_the_other_exit_time_functions():
-    """Only the watched tokens' exits count, as in ``exit_times.sabeta_exit_time``: watching the vertex
+    """Only the watched tokens' exits count, as in the chain's exit-time functions: watching the vertex
     tokens alone (the near tokens leave first, drawn to their vertex's neighbours) changes T2, and the
     kernel's T2 is plain stepping's under both choices; one watch per system in a batch."""
     vertices = np.arange(len(X0)) < 3
     full = S.sabeta_exit_times(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000)
     part = S.sabeta_exit_times(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=vertices)
-    plain = ET.sabeta_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=vertices)
+    plain = SK._stepping_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=vertices)
     assert part.times.tolist() == plain.times.tolist() and part.censored.tolist() == plain.censored.tolist()
     assert part.times[0] != full.times[0]
     both = S.sabeta_exit_times([X0, X0], [SIGMA, SIGMA], 0.1, 3.0, 0.1, cap=2000, watch=[vertices, ~vertices])
-    other = ET.sabeta_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=~vertices)
+    other = SK._stepping_exit_time(X0, SIGMA, 0.1, 3.0, 0.1, cap=2000, watch=~vertices)
     assert both.times.tolist() == [part.times[0], other.times[0]]
     with pytest.raises(ValueError, match="watch"):
         S.sabeta_exit_times(X0, SIGMA, 0.1, 3.0, 0.1, watch=np.zeros(len(X0), bool))

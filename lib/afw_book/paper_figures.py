@@ -127,7 +127,9 @@ def cell_panel(kappa, *, rng=SEED, equal_norm=False, enforce_bijection=True, lab
         Number of sampled vertices (the authors' k).
     rng : int, SeedSequence or Generator (keyword-only)
         The stream of :func:`attention_fw.geometry.planar.sample_vertices` (published: 42).
-    equal_norm, enforce_bijection : bool
+    equal_norm : bool
+        As in :func:`attention_fw.geometry.planar.sample_vertices`.
+    enforce_bijection : bool
         As in :func:`attention_fw.geometry.planar.sample_vertices`.
     labelling : {"exact", "unit"}
         "exact": the cells C_i(v) (eq: cells) with matrix B; "unit": the authors'
@@ -176,9 +178,7 @@ def _panel_or_missing(kappa, gen, seed, **panel_kw):
     record of the missing panel: ``{"kappa", "seed", "missing": reason}``."""
     try:
         return _panel(kappa, gen, seed, **panel_kw)
-    except ValueError as err:
-        if not str(err).startswith("no draw"):
-            raise
+    except G.NoDrawError as err:
         # the library's reason, in words ("in max_tries=500 tries" -> "in 500 tries")
         return {"kappa": int(kappa), "seed": seed, "missing": str(err).replace("max_tries=", "")}
 

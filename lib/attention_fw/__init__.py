@@ -68,6 +68,8 @@ The modules::
                                 bound of Theorem 5.4, collapse (Prop 5.1)
     experiments.exit_times      Section 5: exit times T2 by plain stepping and by the
                                 rejection-free engine
+    experiments._exit_common    what every exit-time function shares: ExitSample, the
+                                checks of the arguments, the exit region
     experiments.survival        censored maximum-likelihood fits and Kaplan-Meier
                                 curves of exit times
     experiments.sabeta          Chapter 7: SA-beta exit times (compiled kernel),

@@ -34,9 +34,9 @@ class ExitTimes:
       ``times[r]``;
     - ``cap``: the largest step any run was followed to;
     - ``events``: events per run (the rejection-free engine), empty where not counted;
-    - ``path_times``, ``path``: recorded steps and states of deterministic runs: (len(path_times),
-      n, d) for a single run (``exit_times.sabeta_exit_time``), a list of one such array per run
-      for a batch (``sabeta.sabeta_exit_times``), else None;
+    - ``path_times``, ``path``: recorded steps and states of deterministic runs
+      (``sabeta.sabeta_exit_times`` with ``record_times``): a list of one (len(path_times), n_r, d_r)
+      array per run, else None;
     - ``final``: the states at the end of deterministic runs (a list of (n_r, d_r) arrays, one per
       run), else None.
 

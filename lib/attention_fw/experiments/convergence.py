@@ -68,10 +68,14 @@ def loglog_slope(t: npt.ArrayLike, y: npt.ArrayLike, t_min: float | None = None,
 
     Parameters
     ----------
-    t, y : arrays (T,)
-        Finite times and values of the same length.
-    t_min, t_max : float, optional
-        Window of the fit (inclusive).
+    t : array (T,)
+        Finite times.
+    y : array (T,)
+        Finite values, one per time.
+    t_min : float, optional
+        Start of the window of the fit (inclusive).
+    t_max : float, optional
+        End of the window of the fit (inclusive).
 
     Raises
     ------

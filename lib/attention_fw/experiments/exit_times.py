@@ -4,8 +4,13 @@
 the chain (SAP) with ``B = I`` and a constant step ``gamma``, measured by plain stepping
 (:func:`stepping_exit_times`, on :func:`attention_fw.model.dynamics.simulate`) or by the exact
 rejection-free engine below (:func:`engine_exit_times`), always with right censoring at a cap:
-no run is ever dropped. The deterministic (SA-beta) counterpart and the excursion paths are
-here too; the censored fits of the times are in :mod:`attention_fw.experiments.survival`.
+no run is ever dropped. One exit-time function per dynamics, all with the signature shape
+``x0, sigma, gamma, beta, eps[, runs], *, ...`` (``rng`` keyword-only and required where anything is
+drawn, ``B=None``, ``cap``, ``watch``), one result type (:class:`ExitSample`) and one "no exit" marker
+(``censored``, the time then the cap): the chain by the engine or by plain stepping here, the
+deterministic (SA-beta) by :func:`attention_fw.experiments.sabeta.sabeta_exit_times` (exact stepping
+in a compiled kernel, batched; used by :func:`e6_task`). The excursion paths are here too; the
+censored fits of the times are in :mod:`attention_fw.experiments.survival`.
 
 The rejection-free (kinetic Monte Carlo) engine
 -----------------------------------------------
@@ -40,8 +45,6 @@ from __future__ import annotations
 
 import math
 
-from typing import Iterable
-
 import numpy as np
 import numpy.typing as npt
 
@@ -49,14 +52,15 @@ from .._validate import SeedLike
 from .. import _validate as V
 from ..model import dynamics
 from ..geometry.polytope import HullDistance, _around_vertices, _vertices, c0, points_on_circle, regular_polygon
-from ..results import ExitTimes, Result
-from .survival import kaplan_meier
+from ..results import Result
+from ._exit_common import ExitSample, _check_common, _ExitRegion, _key_query, _watch
+from .sabeta_kernel import sabeta_exit_times
 
 __all__ = [
     "cluster_configuration", "near_vertex_configuration", "tokens_per_vertex", "exit_mask",
     "ExitSample", "move_log_odds", "frozen_escape_rate", "frozen_log_mean_exit", "frozen_mean_slope",
     "frozen_slope_windows", "engine_exit_times", "engine_state_at",
-    "stepping_exit_times", "sabeta_exit_time", "excursion_paths", "zoom_paths", "exit_time_task", "e6_task",
+    "stepping_exit_times", "excursion_paths", "zoom_paths", "exit_time_task", "e6_task",
 ]
 
 
@@ -106,32 +110,6 @@ def near_vertex_configuration(vertices: npt.ArrayLike, per_vertex: int, radius: 
     return _around_vertices(vertices, per_vertex, rng, draw)
 
 
-class _ExitRegion:
-    """Precomputed exit region ``conv{x_k^0 : sigma_k = sigma_j} + B(0, eps)`` of every token."""
-
-    def __init__(self, x0, sigma, eps, watch=None):
-        self.eps = eps
-        n = len(x0)
-        watch = np.ones(n, bool) if watch is None else watch
-        groups = [x0[sigma == g] for g in range(int(sigma.max()) + 1)]
-        point = np.array([len(np.unique(groups[g], axis=0)) == 1 for g in sigma])
-        self.pt_idx = np.flatnonzero(watch & point)           # tokens whose hull is a point
-        self.pt_center = x0[self.pt_idx]
-        self.hull_sets = [(np.flatnonzero(watch & ~point & (sigma == g)), groups[g])
-                          for g in range(len(groups))]
-        self.hull_sets = [(i, HullDistance(P)) for i, P in self.hull_sets if i.size]
-
-    def __call__(self, x):
-        """x (R, n, d) -> bool (R,): True where some watched token is outside its region."""
-        out = np.zeros(x.shape[0], bool)
-        if self.pt_idx.size:
-            diff = x[:, self.pt_idx] - self.pt_center
-            out |= np.any(np.einsum("rjd,rjd->rj", diff, diff) > self.eps ** 2, axis=1)
-        for idx, hd in self.hull_sets:
-            out |= np.any(hd(x[:, idx]) > self.eps, axis=1)
-        return out
-
-
 def exit_mask(x: npt.ArrayLike, x0: npt.ArrayLike, sigma: npt.ArrayLike, eps: float,
               watch: npt.ArrayLike | None = None) -> np.ndarray:
     """True for the runs of ``x`` (R, n, d) where some token ``j`` is farther than ``eps`` from
@@ -158,68 +136,6 @@ def exit_mask(x: npt.ArrayLike, x0: npt.ArrayLike, sigma: npt.ArrayLike, eps: fl
     if x.ndim == 2:
         x = x[None]
     return _ExitRegion(x0, sigma, eps, _watch(watch, len(x0)))(x)
-
-
-class ExitSample(ExitTimes):
-    """:class:`attention_fw.results.ExitTimes` (the one exit-time result) with the Kaplan-Meier curve.
-
-    No run is ever dropped: a censored run contributes ``T2 > times[r]`` to the fits.
-
-    Examples
-    --------
-    Exits at 3 and 5, one run censored at 10; the Kaplan-Meier ``P[T2 >= t]`` drops by
-    1/3 at the first exit (3 at risk) and by half at the second (2 at risk):
-
-    >>> es = ExitSample(
-    ...     times=np.array([3.0, 5.0, 10.0]),
-    ...     censored=np.array([False, False, True]),
-    ...     cap=10.0,
-    ... )
-    >>> es.n_censored, es.survival([1, 4, 6]).round(6)
-    (1, array([1.      , 0.666667, 0.333333]))
-    """
-
-    def survival(self, t: npt.ArrayLike) -> np.ndarray:
-        """Empirical ``P[T2 >= t]`` (:func:`attention_fw.experiments.survival.kaplan_meier`)."""
-        return kaplan_meier(self.times, self.censored, t)
-
-
-def _watch(watch, n):
-    if watch is None:
-        return None
-    w = np.asarray(watch)
-    if w.shape != (n,) or w.dtype != bool or not w.any():
-        raise ValueError(f"watch must be a boolean array of shape ({n},) with at least one True")
-    return w
-
-
-def _check_common(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float,
-                  eps: float) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    x0 = V.tokens("x0", x0, batched_ok=False)
-    n = len(x0)
-    sigma = np.asarray(sigma)
-    if sigma.shape != (n,) or sigma.dtype.kind not in "iu" or sigma.min() < 0:
-        raise ValueError(f"sigma must be a non-negative integer array of shape ({n},)")
-    gamma = V.step_size("gamma", gamma)
-    beta = V.real_scalar("beta", beta, low=0)
-    eps = V.real_scalar("eps", eps, low=0, low_open=True)
-    return x0, sigma.astype(np.intp), gamma, beta, eps
-
-
-def _key_query(B, d):
-    """``None`` for the identity (the standing choice of Section 5), else the checked (d, d) matrix.
-
-    Theorem 5.4's setting, which the exit time ``T2`` and its regions belong to: ``B`` symmetric
-    positive definite (and ``V = gamma I``, built into the steps); anything else is refused.
-    """
-    if B is None:
-        return None
-    Bm = V.square_matrix("B", B, d, symmetric=True)
-    w = np.linalg.eigvalsh(Bm)
-    if not w.min() > 1e-12 * max(1.0, abs(w).max()):
-        raise ValueError(f"B must be positive definite (B > 0, the hypothesis of Theorem 5.4's exit times), "
-                         f"got smallest eigenvalue {w.min():.3g}")
-    return Bm
 
 
 def _masked_lse(L, mask):
@@ -499,55 +415,6 @@ def stepping_exit_times(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, b
     return ExitSample(times=times, censored=~exited, events=np.zeros(0), cap=float(cap))
 
 
-def sabeta_exit_time(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, eps: float, *,
-                     B: npt.ArrayLike | None = None, cap: int = 10**6, watch: npt.ArrayLike | None = None,
-                     record_times: Iterable[int] | None = None) -> ExitSample:
-    """Deterministic (SA-beta) counterpart of ``T2``: first step at which a watched token leaves
-    ``conv{x_ji^0}_j + B(0, eps)``; no theorem covers it (erratum E6 of the book), it is an observation.
-
-    One run, stepped by :func:`attention_fw.model.dynamics.simulate` of
-    :class:`~attention_fw.model.dynamics.Softmax` with the exit as its stop condition: the plain
-    numpy reference of the compiled, batched
-    :func:`attention_fw.experiments.sabeta_kernel.sabeta_exit_times` (same signature shape, same
-    result type and "no exit" marker, the same ``T2``: tested). ``B``: the key-query matrix,
-    symmetric positive definite (Theorem 5.4's setting; default the identity).
-
-    Returns
-    -------
-    :class:`ExitSample` of one run: ``times[0]`` the exit step, or ``cap`` with ``censored[0]``
-    True if still inside after ``cap`` steps (the library's one "no exit" marker); ``path_times``
-    (0, the steps of ``record_times`` up to the exit, and the exit step) and ``path``
-    (len(path_times), n, d), the configurations at those steps.
-
-    Examples
-    --------
-    >>> x0, sigma = near_vertex_configuration(regular_polygon(3), 2, 0.05, rng=7)
-    >>> # exit at 19
-    >>> det = sabeta_exit_time(x0, sigma, 0.1, 3.0, 0.1, cap=100, record_times=[5])
-    >>> det.times.tolist(), det.censored.tolist(), det.path_times.tolist()
-    ([19.0], [False], [0, 5, 19])
-    >>> # larger beta: no exit within the cap
-    >>> sabeta_exit_time(x0, sigma, 0.1, 30.0, 0.1, cap=1000).censored.tolist()
-    [True]
-    """
-    x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
-    Bm = _key_query(B, x0.shape[1])
-    cap = V.positive_int("cap", cap)
-    watch = _watch(watch, len(x0))
-    region = _ExitRegion(x0, sigma, eps, watch)
-    wanted = {0} | set(int(t) for t in (record_times if record_times is not None else []))
-    rec = dynamics.FunctionRecorder("x", lambda x, t: x.copy(), times=wanted)
-    res = dynamics.simulate(x0, dynamics.Softmax(gamma, beta, Bm), cap, [rec],
-                            stop=lambda x, t: region(x[None])[0])
-    T = res.stopped if res.stopped > 0 else None
-    times, xs = list(res.record_times["x"]), list(res.records["x"])
-    if T is not None and times[-1] != T:
-        times.append(T)
-        xs.append(res.x.copy())
-    return ExitSample(times=np.array([float(cap if T is None else T)]), censored=np.array([T is None]), cap=float(cap),
-                      path_times=np.array(times), path=np.array(xs))
-
-
 def excursion_paths(x0: npt.ArrayLike, sigma: npt.ArrayLike, gamma: float, beta: float, steps: int, *, runs: int = 0,
                     rng: SeedLike, every: int = 1) -> Result:
     """Largest distance of a token to its group's initial hull, ``max_j dist(x_j^t, conv{x_k^0})``,
@@ -776,6 +643,6 @@ def e6_task(*, beta: float, rng: int, per_vertex: int = 2, radius: float = 0.05,
     v = points_on_circle()
     x0, sigma = near_vertex_configuration(v, per_vertex, radius, rng=config_rng)
     es = stepping_exit_times(x0, sigma, gamma, beta, eps, runs, rng=rng, cap=cap)
-    det = sabeta_exit_time(x0, sigma, gamma, beta, eps, cap=sabeta_cap)
+    det = sabeta_exit_times(x0, sigma, gamma, beta, eps, cap=sabeta_cap)
     return Result(beta=float(beta), times=es.times, censored=es.censored, cap=cap,
                   sabeta_T=None if det.censored[0] else int(det.times[0]), sabeta_cap=sabeta_cap, x0=x0, sigma=sigma)

@@ -553,7 +553,7 @@ def layer_counts(queries, keys, *, scale=None, share: float = 0.9, depth_dims=(2
 
 
 # ------------------------------------------------------------------------------ scaling in n
-def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0, min_inputs: int = 6) -> dict:
+def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng, min_inputs: int = 6) -> dict:
     """Exponents ``b`` of ``values ~ n^b`` by least squares in log-log, with bootstrap intervals.
 
     ``n`` (inputs,) and ``values`` (inputs, statistics), positive. The inputs are resampled with
@@ -566,7 +566,7 @@ def scaling_exponents(n, values, *, boot: int = 2000, level: float = 0.95, rng=0
     Examples
     --------
     >>> n = np.array([8, 16, 32, 64, 128, 20, 40])
-    >>> fit = scaling_exponents(n, np.c_[3 * n ** 0.5, n.astype(float)], boot=200)
+    >>> fit = scaling_exponents(n, np.c_[3 * n ** 0.5, n.astype(float)], boot=200, rng=0)
     >>> np.round(fit["exponent"], 6).tolist(), np.round(fit["ci"], 6).tolist()
     ([0.5, 1.0], [[0.5, 0.5], [1.0, 1.0]])
     """
@@ -773,7 +773,7 @@ HULL = tuple(s for s in STATISTICS if s not in ATTENTION)
 
 
 def scaling_table(n, counts: dict, *, statistics=STATISTICS, boot: int = 2000, level: float = 0.95,
-                  rng=0, n_range=None) -> dict:
+                  rng, n_range=None) -> dict:
     """Exponents of every statistic against ``n``, per layer and pooled ("all").
 
     ``counts[statistic]`` is (inputs, layers, heads), as :func:`encoder_counts` returns it; a
@@ -787,7 +787,7 @@ def scaling_table(n, counts: dict, *, statistics=STATISTICS, boot: int = 2000, l
     --------
     >>> n = np.array([8, 12, 20, 32, 50, 80, 128])
     >>> c = {"support": np.broadcast_to((n ** 0.5)[:, None, None], (7, 2, 3)).copy()}
-    >>> t = scaling_table(n, c, statistics=["support"], boot=100)
+    >>> t = scaling_table(n, c, statistics=["support"], boot=100, rng=0)
     >>> [(e["layer"], round(e["exponent"], 6)) for e in t["entries"]]
     [(0, 0.5), (1, 0.5), ('all', 0.5)]
     """
@@ -831,7 +831,7 @@ def verdicts(table: dict, *, layer="all", attention=ATTENTION, hull=HULL, level:
     >>> c = {"support": (n * wobble)[:, None, None],
     ...      "projected_2": (n ** 0.3)[:, None, None],
     ...      "near_top_4": n[:, None, None] * 1.0}
-    >>> t = scaling_table(n, c, statistics=list(c), boot=400)
+    >>> t = scaling_table(n, c, statistics=list(c), boot=400, rng=0)
     >>> v = verdicts(t, attention=["support"], hull=["projected_2", "near_top_4"])[0]
     >>> v["tracks"], v["tracks_n"]
     (['near_top_4'], True)

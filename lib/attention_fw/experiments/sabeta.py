@@ -55,13 +55,15 @@ _PRIVATE = (_dist2, _exp_row, _GroupDistance)     # used by the tests and the be
 # rates and the coupling
 # ----------------------------------------------------------------------------------------
 
-def fit_rate(betas, T, level: float = 0.95) -> Result:
+def fit_rate(betas, T, level: float = 0.95, *, censored=None) -> Result:
     """Least-squares line ``log T = a + c beta`` with a ``level`` interval for the rate ``c``.
 
     For the deterministic (SA-beta) the times carry no noise: the interval (Student t on the
     residuals, n - 2 degrees of freedom) measures how far ``log T`` is from a straight line over
-    the grid, i.e. how much the rate changes with beta. Entries ``T <= 0`` (not exited within
-    the cap) are left out; ``n`` says how many were used (at least 3 are needed for an interval).
+    the grid, i.e. how much the rate changes with beta. The entries marked ``censored`` (the "no
+    exit" marker of :func:`sabeta_exit_times`' result, whose time is then the cap) are left out, and
+    so are times that are not positive; ``n`` says how many were used (at least 3 are needed
+    for an interval).
 
     Examples
     --------
@@ -80,7 +82,10 @@ def fit_rate(betas, T, level: float = 0.95) -> Result:
     t = V.as_float_array("T", T, ndim=1)
     if t.shape != b.shape:
         raise ValueError("T must hold one time per beta")
-    ok = t > 0
+    cens = np.zeros(b.shape, bool) if censored is None else np.asarray(censored, bool)
+    if cens.shape != b.shape:
+        raise ValueError("censored must hold one flag per beta")
+    ok = (t > 0) & ~cens
     if ok.sum() < 2:
         raise ValueError("T must hold at least 2 exit times (> 0)")
     bb, y = b[ok], np.log(t[ok])
@@ -128,7 +133,7 @@ def fit_chain_rate(betas, mean, ci, level: float = 0.95) -> Result:
                   n=int(ok.sum()), level=level)
 
 
-def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng=0) -> Result:
+def coupling_distances(x0, gamma: float, beta: float, times, runs: int, *, rng) -> Result:
     """How far (SAP) paths are from the (SA-beta) path started at the same ``x0`` (B = I).
 
     At each step of ``times``: ``one`` (runs, T') the largest token distance

@@ -441,7 +441,7 @@ def rates_entry(r, *, t_min: float = 100.0) -> dict:
     (True, 6, True)
     """
     b = np.asarray(r["betas"], float)
-    T = np.asarray(r["T2_sabeta"], float)
+    T = np.where(r["T2_sabeta_censored"], np.nan, np.asarray(r["T2_sabeta"], float))   # NaN: no exit
     ex = exponent_from_model(b, T, r["T2_ode"], r["c_ode"], r["c_ode_err"], t_min=t_min)
     fe = fit_exponent(b, T, t_min=t_min)
     mean = np.asarray(r["T2_sap_mean"], float)

@@ -15,6 +15,7 @@ from ..geometry.polytope import regular_polygon, regular_simplex
 from ..results import Result
 from .exit_times import engine_exit_times, near_vertex_configuration
 from .metastability import theorem54_hypotheses
+from .sabeta_exponent import MODEL_BETAS, chain_seed, drift_integral_log_exit, mean_interval, model_exponent
 from .sabeta_kernel import sabeta_exit_times
 from .sabeta_reduced import _GroupDistance, leading_order_exit, reduced_exit_times, settled_points
 from .survival import fit_exponential_censored
@@ -173,39 +174,34 @@ def beta_grid(config: Result, t_lo: float, t_hi: float, num: int) -> np.ndarray:
     return np.round(np.linspace(solve(t_lo), solve(t_hi), num), 3)
 
 
-def _exit_steps(es) -> np.ndarray:
-    """The family's record of exit times (``T2_sabeta``): the exit steps as integers, ``-1`` where the result's
-    "no exit" marker ``censored`` is set (the sweep's data format, unchanged since 0.2)."""
-    return np.where(es.censored, -1, es.times).astype(np.int64)
-
-
 def _reach_grid(cfg: Result, t_lo: float, t_hi: float, num: int, t_reach, cap: int):
     """The betas and (SA-beta) exit times of one configuration: ``num`` betas spaced as :func:`beta_grid`
     ``(t_lo, t_hi)``, then more at the same spacing until the measured ``T2`` reaches ``t_reach``
-    (None: no extension), or a run does not exit within ``cap``, or 40 more betas."""
+    (None: no extension), or a run does not exit within ``cap``, or 40 more betas. Returns the betas,
+    the times (the cap where no exit) and the "no exit" marker ``censored``, as an ExitSample's."""
     betas = beta_grid(cfg, t_lo, t_hi, num)
-    T = _exit_steps(sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap))
+    es = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
+    T, cens = es.times, es.censored
     if t_reach is None or num < 2:
-        return betas, T
+        return betas, T, cens
     step = float(betas[-1] - betas[-2]) if betas[-1] > betas[-2] else 0.0
     added = 0
-    while step > 0 and T[-1] > 0 and T[-1] < t_reach and added < 40:
+    while step > 0 and not cens[-1] and T[-1] < t_reach and added < 40:
         nxt = np.round(betas[-1] + step * np.arange(1, 3), 3)
-        Tn = _exit_steps(sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, nxt, cfg.eps, B=cfg.B, cap=cap))
-        betas, T = np.r_[betas, nxt], np.r_[T, Tn]
+        es = sabeta_exit_times(cfg.x0, cfg.sigma, cfg.gamma, nxt, cfg.eps, B=cfg.B, cap=cap)
+        betas, T, cens = np.r_[betas, nxt], np.r_[T, es.times], np.r_[cens, es.censored]
         added += 2
     if t_reach is not None:                               # keep up to the first time at or above the target
-        hit = np.flatnonzero((T >= t_reach) | (T < 0))
+        hit = np.flatnonzero(((T >= t_reach) & ~cens) | cens)
         if hit.size:
-            betas, T = betas[:hit[0] + 1], T[:hit[0] + 1]
-    return betas, T
+            betas, T, cens = betas[:hit[0] + 1], T[:hit[0] + 1], cens[:hit[0] + 1]
+    return betas, T, cens
 
 
 def _model_times(cfg: Result, betas) -> tuple[np.ndarray, float | None, float | None]:
     """The next-order model (:func:`attention_fw.experiments.sabeta_exponent.drift_integral_exit`) at
     ``betas``, and its exponent with its error bar (:func:`~attention_fw.experiments.sabeta_exponent.model_exponent`,
     from ``log T`` at :data:`~attention_fw.experiments.sabeta_exponent.MODEL_BETAS`)."""
-    from .sabeta_exponent import MODEL_BETAS, drift_integral_log_exit, model_exponent
     labels = np.unique(cfg.sigma)
     regions = [(lambda q, gd=_GroupDistance(cfg.x0[cfg.sigma == g]): gd(q, 1e300)) for g in labels]
     allb = np.r_[np.asarray(betas, float), MODEL_BETAS]
@@ -224,7 +220,10 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
 
     The grid: :func:`beta_grid` ``(t_lo, t_hi, num)``, extended at the same spacing until the measured
     ``T2`` reaches ``t_reach`` (``None``: not extended; the last beta is the first whose ``T2`` reaches
-    it). On it: ``T2_sabeta`` (-1: not within ``cap``), ``T2_reduced`` (the reduced model),
+    it). On it: ``T2_sabeta`` with ``T2_sabeta_censored`` (True: no exit within ``cap``, the time then
+    ``cap``: the library's one "no exit" marker, as in
+    :class:`~attention_fw.experiments.exit_times.ExitSample`), ``T2_reduced`` with
+    ``T2_reduced_censored`` (the reduced model, the same marker),
     ``T2_lead`` (its leading order), ``T2_ode`` (its next order,
     :func:`attention_fw.experiments.sabeta_exponent.drift_integral_exit`) with its exponent ``c_ode``
     ± ``c_ode_err``, the settled points' smallest gap ``gap``; and the chain (SAP) with the same ``B``
@@ -252,15 +251,14 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     ... )
     >>> (
     ...     r.T2_sabeta.shape,
-    ...     bool(np.all(r.T2_sabeta > 0)),
+    ...     bool(not r.T2_sabeta_censored.any()),
     ...     bool(np.all(np.isfinite(r.T2_sap_mean))),
     ... )
     ((3,), True, True)
     """
-    from .sabeta_exponent import chain_seed, mean_interval
     cfg = family_configuration(name)
     base = int(V.rng("rng", rng).integers(2**62))     # the same for the same seed as an int, SeedSequence or Generator
-    betas, T = _reach_grid(cfg, t_lo, t_hi, num, t_reach, cap)
+    betas, T, T_cens = _reach_grid(cfg, t_lo, t_hi, num, t_reach, cap)
     num = len(betas)
     red = reduced_exit_times(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B, cap=cap)
     lead = leading_order_exit(cfg.x0, cfg.sigma, cfg.gamma, betas, cfg.eps, B=cfg.B)
@@ -276,7 +274,7 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
     Bk = None if cfg.hypotheses.B_identity else cfg.B
     for k, b in enumerate(betas):
         seeds[k] = chain_seed(name, float(b), base)
-        if not efficient and not (0 < T[k] <= chain_budget):
+        if not efficient and (T_cens[k] or T[k] > chain_budget):
             continue
         ccap = 1e300 if efficient else 50.0 * chain_budget
         es = engine_exit_times(cfg.x0, cfg.sigma, cfg.gamma, b, cfg.eps, chain_runs, rng=int(seeds[k]), B=Bk,
@@ -292,7 +290,8 @@ def family_task(*, name: str, t_lo: float, t_hi: float, num: int, cap: int, chai
             mean[k] = f.mean
             ci[k] = np.exp(f.log_mean_ci)
     return Result(name=name, betas=betas, x0=cfg.x0, sigma=cfg.sigma, B=cfg.B, gamma=cfg.gamma, eps=cfg.eps,
-                  cap=cap, T2_sabeta=T, T2_reduced=red.T, T2_lead=lead.T, T2_ode=T_ode, c_ode=c_ode,
+                  cap=cap, T2_sabeta=T, T2_sabeta_censored=T_cens, T2_reduced=red.times,
+                  T2_reduced_censored=red.censored, T2_lead=lead.T, T2_ode=T_ode, c_ode=c_ode,
                   c_ode_err=c_ode_err, gap=lead.gap,
                   contraction_steps=red.contraction_steps, T2_sap_mean=mean, T2_sap_ci=ci, T2_sap_se_log=se_log,
                   sap_censored=cens, chain_seed=seeds, chain_runs=chain_runs, c0=cfg.c0, hypotheses=dict(cfg.hypotheses),

@@ -22,10 +22,10 @@ from scipy import spatial
 
 from .. import _validate as V
 from ..geometry.polytope import regular_polygon  # noqa: F401  (the Examples use it)
-from ..model import dynamics  # noqa: F401  (the Examples use it)
+from ..model import dynamics
 from ..model._kernels import announce_compile
 from ..results import Result
-from .exit_times import ExitSample, _key_query, _watch
+from ._exit_common import ExitSample, _check_common, _ExitRegion, _key_query, _watch
 
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
@@ -535,10 +535,12 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=N
     ``T2`` is the first ``t >= 1`` at which some token ``x_i^t`` lies farther than ``eps``
     from ``conv{x_k^0 : sigma_k = sigma_i}`` (the exit time of Theorem 5.4, for the
     deterministic dynamics), with ``x_i^{t+1} = x_i^t + gamma (sum_j A_ij x_j^t - x_i^t)`` and
-    ``A_ij ∝ m_j exp(beta <B x_i^t, x_j^t>)``, self-interaction included. The signature and the
-    result are those of the other exit-time functions
-    (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``stepping_exit_times``,
-    ``sabeta_exit_time``); nothing is drawn, so there is no ``rng``.
+    ``A_ij ∝ m_j exp(beta <B x_i^t, x_j^t>)``, self-interaction included. The library's one exit-time
+    function of (SA-beta): its signature and result are those of the chain's
+    (:func:`attention_fw.experiments.exit_times.engine_exit_times`, ``stepping_exit_times``);
+    nothing is drawn, so there is no ``rng``. Its numbers are those of plain stepping of
+    (SA-beta) by :func:`attention_fw.model.dynamics.simulate` (tested against a numpy reference,
+    censored runs included).
 
     Parameters
     ----------
@@ -719,3 +721,29 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=N
         out.path_times = rec.copy()
         out.path = [X_rec[r, :, :n, :d].copy() for r, (n, d) in enumerate(shapes)]
     return out
+
+
+def _stepping_exit_time(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=None) -> ExitSample:
+    """The plain numpy reference of :func:`sabeta_exit_times` for one system (for the tests): one run
+    stepped by :func:`attention_fw.model.dynamics.simulate` of :class:`~attention_fw.model.dynamics.Softmax`
+    (``softmax_step``: another implementation, with other rounding) with the exit as its stop
+    condition. The same arguments (one configuration, one value of each parameter; no ``mass`` or
+    ``region``) and the same result: ``times`` (1,), ``censored`` (1,) (no exit within ``cap``, the
+    time then ``cap``), ``cap``, ``final`` (a list of one (n, d) array).
+
+    Examples
+    --------
+    >>> x0 = regular_polygon(3)
+    >>> ref = _stepping_exit_time(x0, [0, 1, 2], 0.1, 4.0, 0.05, cap=1000)
+    >>> kern = sabeta_exit_times(x0, [0, 1, 2], 0.1, 4.0, 0.05, cap=1000)
+    >>> ref.times.tolist(), ref.censored.tolist(), kern.times.tolist()
+    ([53.0], [False], [53.0])
+    """
+    x0, sigma, gamma, beta, eps = _check_common(x0, sigma, gamma, beta, eps)
+    Bm = _key_query(B, x0.shape[1])
+    cap = V.positive_int("cap", cap)
+    region = _ExitRegion(x0, sigma, eps, _watch(watch, len(x0)))
+    res = dynamics.simulate(x0, dynamics.Softmax(gamma, beta, Bm), cap, stop=lambda x, t: region(x[None])[0])
+    exited = res.stopped > 0
+    return ExitSample(times=np.array([float(res.stopped if exited else cap)]), censored=np.array([not exited]),
+                      cap=float(cap), final=[res.x.copy()])

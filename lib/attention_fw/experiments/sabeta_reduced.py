@@ -103,8 +103,10 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
     is of the order of ``T_A`` (the exit happens during the contraction), and when a group's
     settled point is not separated from another group's.
 
-    Returns a Result with ``T`` (len(beta),) (``-1`` where the model does not exit within
-    ``cap``), ``points``, ``masses`` and ``contraction_steps`` of :func:`settled_points`.
+    Returns a Result with the exit times as :class:`~attention_fw.experiments.exit_times.ExitSample`
+    gives them: ``times`` (len(beta),) the model's exit steps, or ``cap`` where it does not exit within
+    ``cap``, with ``censored`` (len(beta),) True there (the library's one "no exit" marker) and
+    ``cap``; and ``points``, ``masses`` and ``contraction_steps`` of :func:`settled_points`.
 
     Examples
     --------
@@ -114,8 +116,12 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
     >>> x0, sigma = np.repeat(v, 2, axis=0), np.repeat([0, 1, 2], 2)
     >>> red = reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05)
     >>> det = sabeta_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05)
-    >>> red.T.tolist() == det.times.tolist()
-    True
+    >>> red.times.tolist() == det.times.tolist(), red.censored.tolist()
+    (True, [False, False])
+    >>> # no exit within the cap: censored there, the time then the cap
+    >>> late = reduced_exit_times(x0, sigma, 0.1, [3.0, 5.0], 0.05, cap=100)
+    >>> late.times.tolist(), late.censored.tolist()
+    ([13.0, 100.0], [False, True])
     """
     x0 = V.tokens("x0", x0, batched_ok=False)
     sigma = np.asarray(sigma)
@@ -124,8 +130,8 @@ def reduced_exit_times(x0, sigma, gamma: float, beta, eps: float, *, B=None, cap
     pts = [p for p in sp.points]
     res = sabeta_exit_times(pts, [sp.labels] * len(betas), gamma, betas, eps, B=B, cap=cap,
                             mass=[sp.masses] * len(betas), region=[(x0, sigma)] * len(betas))
-    T = np.where(res.censored, -1, res.times).astype(np.int64)   # this Result's record: -1 for no exit
-    return Result(T=T, points=sp.points, masses=sp.masses, contraction_steps=sp.steps.max(axis=1))
+    return Result(times=res.times, censored=res.censored, cap=res.cap, points=sp.points, masses=sp.masses,
+                  contraction_steps=sp.steps.max(axis=1))
 
 
 class _GroupDistance:

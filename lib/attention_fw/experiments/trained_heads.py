@@ -533,7 +533,7 @@ def _batches(lengths, max_tokens):
 
 
 def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens: int = 4096,
-                 token_sample: int = 4000, rng=0) -> dict:
+                 token_sample: int = 4000, rng) -> dict:
     """Every head of ``encoder`` on the sentences ``texts``: per sentence and head the effective
     support, the distinct leaders and the mass per token class; the hull vertices of the keys
     for the sentences whose indices are in ``hull_for``; per head the statistics of ``M`` on the
@@ -560,6 +560,7 @@ def corpus_study(encoder, texts, *, hull_for=(), shares=(0.9, 0.99), max_tokens:
     ...     ],
     ...     hull_for=[0],
     ...     token_sample=20,
+    ...     rng=0,
     ... )
     >>> (
     ...     st["support"].shape,

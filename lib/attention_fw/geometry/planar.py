@@ -39,7 +39,7 @@ from scipy.spatial import ConvexHull
 from .. import _validate as V
 
 __all__ = [
-    "sample_vertices", "convex_hull", "polygon_area", "polygon_centroid", "is_convex",
+    "NoDrawError", "sample_vertices", "convex_hull", "polygon_area", "polygon_centroid", "is_convex",
     "point_in_polygon", "clip_halfplanes", "polygon_intersection", "symmetric_difference_area",
     "cells", "unit_direction_cells", "voronoi_cells", "voronoi_mismatch", "cone", "erode",
     "distance_to_complement", "cell_labels", "unit_direction_labels", "owns_cell",
@@ -52,6 +52,12 @@ _EMPTY = np.zeros((0, 2))
 # ---------------------------------------------------------------------------------------------
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
+class NoDrawError(ValueError):
+    """:func:`sample_vertices` found no draw with every point a hull vertex within ``max_tries``: an
+    outcome of the authors' recipe (likely from ``k = 10`` on with unequal norms), not a bad argument.
+    Callers that show an empty panel instead catch this class; a :class:`ValueError` all the same."""
+
+
 def sample_vertices(k: int, *, rng: V.SeedLike, equal_norm: bool = False, enforce_bijection: bool = False,
                     radius: float = 1.0, radial_range: tuple[float, float] = (0.4, 1.0),
                     max_tries: int = 500) -> tuple[np.ndarray, np.ndarray]:
@@ -88,9 +94,11 @@ def sample_vertices(k: int, *, rng: V.SeedLike, equal_norm: bool = False, enforc
 
     Raises
     ------
+    NoDrawError
+        When no draw satisfies the bijection in ``max_tries`` tries (a subclass of ValueError:
+        an outcome of the recipe, which callers may show as an empty panel).
     ValueError
-        For k < 3, a bad radius or radial range, or when no draw satisfies the bijection in
-        ``max_tries`` tries.
+        For k < 3, or a bad radius or radial range.
     TypeError
         For non-integer k or max_tries, or a bad rng.
 
@@ -116,7 +124,7 @@ def sample_vertices(k: int, *, rng: V.SeedLike, equal_norm: bool = False, enforc
         if enforce_bijection and len(hull) != k:
             continue
         return pts, hull
-    raise ValueError(f"no draw with {k} hull vertices in max_tries={max_tries} tries")
+    raise NoDrawError(f"no draw with {k} hull vertices in max_tries={max_tries} tries")
 
 
 def convex_hull(points: npt.ArrayLike) -> np.ndarray:

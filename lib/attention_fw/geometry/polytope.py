@@ -353,7 +353,10 @@ def eroded_cone_mask(x: npt.ArrayLike, vertices: npt.ArrayLike, i: int, eta: flo
     x : (..., d) array
     vertices : (kappa, d) array, K = conv(vertices) full-dimensional
     i : vertex index
-    eta, delta : float >= 0
+    eta : float >= 0
+        Margin of the cone ``I_i(eta)``.
+    delta : float >= 0
+        Radius of the erosion.
 
     Returns
     -------

@@ -44,6 +44,7 @@ import numpy.typing as npt
 from .. import _validate as chk
 from . import _fast_kernels
 from ._checks import TIE_RTOL, key_query
+from ._checks import beta as _beta_check
 from ._checks import gamma as _gamma
 from ._checks import tie_tol as _tie_tol
 from ._checks import transpose as _t
@@ -377,7 +378,6 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     >>> bool(np.abs(softmax_step(x, 0.5, 30.0) - dynamics.softmax_step(x, 0.5, 30.0)).max() < 1e-9)
     True
     """
-    from ._checks import beta as _beta_check
     gamma = _gamma(gamma)
     beta = _beta_check(beta, allow_inf=False)
     x = chk.tokens("x", x)
@@ -416,7 +416,6 @@ def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) 
     >>> softmax_plan(x, 1.0)["taylor_rows"]
     5000
     """
-    from ._checks import beta as _beta_check
     beta = _beta_check(beta, allow_inf=False)
     x = np.ascontiguousarray(chk.tokens("x", x, batched_ok=False))
     if x.shape[1] != 2:

@@ -395,7 +395,7 @@ def fig_sap_vs_sabeta(e6: dict, vertices, name: str = "sap-vs-sabeta"):
     ax.set_title(r"(c) near $v_{%d}$: paths until exit" % (home + 1), fontsize=8)
     fig.tight_layout()
     data = dict(beta=be, sap_mean=m_, sap_ci_lo=lo_, sap_ci_hi=hi_,
-                sabeta_T=[d if d is not None else -1 for d in e6_det],
+                sabeta_T=list(e6_det),        # None (JSON null): no exit within e6_task's sabeta_cap
                 path_t=paths_["t"], path_sabeta=paths_["sabeta"], path_sap=paths_["sap"])
     return saved(fig, name, data)
 

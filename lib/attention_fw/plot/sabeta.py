@@ -54,8 +54,8 @@ def runs_table(results) -> list[dict]:
             rows.append(dict(name=r["name"], x0=np.asarray(r["x0"]).tolist(), sigma=np.asarray(r["sigma"]).tolist(),
                              B=np.asarray(r["B"]).tolist(), gamma=float(r["gamma"]), beta=float(b),
                              eps=float(r["eps"]), cap=int(r["cap"]),
-                             T2_sabeta=None if r["T2_sabeta"][k] <= 0 else int(r["T2_sabeta"][k]),
-                             T2_reduced=None if r["T2_reduced"][k] <= 0 else int(r["T2_reduced"][k]),
+                             T2_sabeta=None if r["T2_sabeta_censored"][k] else int(r["T2_sabeta"][k]),
+                             T2_reduced=None if r["T2_reduced_censored"][k] else int(r["T2_reduced"][k]),
                              T2_sap_mean=_none(r["T2_sap_mean"][k]),
                              T2_sap_ci=None if _none(r["T2_sap_mean"][k]) is None
                              else [float(c) for c in r["T2_sap_ci"][k]],
@@ -78,8 +78,8 @@ def fig_exit_times(results, name: str = "sabeta-exit-times"):
     fig, axs = plt.subplots(rows, cols, figsize=(TWO_COLUMN, 2.3 * rows + 0.35), squeeze=False)
     for ax, r in zip(axs.flat, results):
         b = np.asarray(r["betas"])
-        det = np.where(r["T2_sabeta"] > 0, r["T2_sabeta"], np.nan).astype(float)
-        red = np.where(r["T2_reduced"] > 0, r["T2_reduced"], np.nan).astype(float)
+        det = np.where(r["T2_sabeta_censored"], np.nan, r["T2_sabeta"]).astype(float)   # no exit: not drawn
+        red = np.where(r["T2_reduced_censored"], np.nan, r["T2_reduced"]).astype(float)
         ax.plot(b, det, "s", color="C3", ms=4, label=r"SA$\beta$ (measured)")
         ax.plot(b, red, "-", color="k", lw=1.0, label="reduced model")
         if "T2_ode" in r:
