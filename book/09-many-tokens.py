@@ -282,14 +282,33 @@ print(
 
 # %% tags=["hide-input"]
 ns = np.array(p.mass_ns, float)
-s_tv, e_tv = MT.slope(np.repeat(ns, p.mass_reps), tv.ravel())
-g_pos = gtv.ravel() > 0  # zero: every token in the cell of mass 1 (a log fit needs > 0)
-g_fit = len(np.unique(np.repeat(ns, p.mass_reps)[g_pos])) >= 2
-g_s, g_e = (
-    MT.slope(np.repeat(ns, p.mass_reps)[g_pos], gtv.ravel()[g_pos])
-    if g_fit
-    else (0.0, 0.0)
-)
+
+
+def rate_fit(t):
+    """(slope, standard error) of log TV against log n, or None: a fit needs two numbers of
+    tokens with a nonzero distance (zero: every token in a cell of mass 1)."""
+    x, y = np.repeat(ns, p.mass_reps), t.ravel()
+    pos = y > 0
+    return MT.slope(x[pos], y[pos]) if len(np.unique(x[pos])) >= 2 else None
+
+
+def fit_words(f, name):
+    if f is None:
+        return (
+            f"no fit for the {name} density (fewer than two numbers of tokens with a "
+            "nonzero distance to the masses)"
+        )
+    return (
+        f"s = {fmt(f[0], '.2f')} for the {name} density (95% interval "
+        f"{fmt(f[0] - 1.96 * f[1], '.2f')} to {fmt(f[0] + 1.96 * f[1], '.2f')})"
+    )
+
+
+def covers_half(f):
+    return f is None or f[0] - 1.96 * f[1] <= -0.5 <= f[0] + 1.96 * f[1]
+
+
+u_fit, g_fit = rate_fit(tv), rate_fit(gtv)
 fig, ax = plt.subplots(1, 3, figsize=(11.0, 3.7))
 last = {"uniform": runs[p.mass_ns[-1]][0], "Gaussian": gruns[p.mass_ns[-1]][0]}
 for k, (name, m) in enumerate([("uniform", masses), ("Gaussian", gauss.masses)]):
@@ -330,16 +349,8 @@ ax[2].legend(fontsize=8, loc="lower left")
 fig.tight_layout()
 page.glue(
     mass_steps=p.mass_steps,
-    mass_slope=(s_tv, ".2f"),
-    mass_slope_lo=(s_tv - 1.96 * e_tv, ".2f"),
-    mass_slope_hi=(s_tv + 1.96 * e_tv, ".2f"),
-    gauss_fit=(
-        f"s = {fmt(g_s, '.2f')} for the Gaussian ({fmt(g_s - 1.96 * g_e, '.2f')} to "
-        f"{fmt(g_s + 1.96 * g_e, '.2f')})"
-        if g_fit
-        else "no fit for the Gaussian (its fractions equal the masses exactly at all "
-        "but one n: every token starts in one cell)"
-    ),
+    mass_fit=fit_words(u_fit, "uniform"),
+    gauss_fit=fit_words(g_fit, "Gaussian"),
     gauss_error=(gauss.error, ".0e"),
     gauss_mass_K=(gauss.mass_K, ".4f"),
     gauss_mean=f"({fmt(g_mean[0], 'g')}, {fmt(g_mean[1], 'g')})",
@@ -347,16 +358,17 @@ page.glue(
     gauss_rho=(g_rho, "g"),
     mass_straight="every" if straight else "NOT every",
     mass_verdict=(
-        "Both intervals contain −1/2"
-        if s_tv - 1.96 * e_tv <= -0.5 <= s_tv + 1.96 * e_tv
-        and (not g_fit or g_s - 1.96 * g_e <= -0.5 <= g_s + 1.96 * g_e)
-        else "Not every interval contains −1/2"
+        "No rate is fitted (a fit needs two numbers of tokens)"
+        if u_fit is None and g_fit is None
+        else "Every fitted interval contains −1/2"
+        if covers_half(u_fit) and covers_half(g_fit)
+        else "Not every fitted interval contains −1/2"
     )
     + (
         ". Since every token ended at the vertex of its initial cell, the final fractions are "
         "the initial ones, a multinomial sample of the masses, whose expected total variation "
         "to them is of order n^(−1/2) (the central limit theorem): the rate −1/2 holds for the "
-        "mean, and the fits are noisy estimates of it from "
+        "mean, and a fit is a noisy estimate of it from "
         f"{p.mass_reps} samples per n (their intervals treat the log-residuals as independent "
         "and normal)."
         if straight
@@ -415,8 +427,7 @@ page.figure(
 #
 # In {glue:text}`mass_straight` run, every token ended at the vertex of the cell it started in
 # (the farthest within {glue:text}`mass_reach` of it after the steps). The fractions approach the
-# exact masses at the fitted rate $n^{s}$ with $s=$ {glue:text}`mass_slope` for the uniform density
-# (95% interval {glue:text}`mass_slope_lo` to {glue:text}`mass_slope_hi`) and
+# exact masses at the fitted rate $n^{s}$: {glue:text}`mass_fit` and
 # {glue:text}`gauss_fit`, least-squares fits over the samples. {glue:text}`mass_verdict`
 # What is proved and what is computed: that each token of $C_i$ goes to $v_i$ is the argument above
 # (exact for every density on $\mathcal K$ and this $B$; it is the mean-field form of Theorem 4.2, not
@@ -711,7 +722,8 @@ tasks = sweeps.grid(
 meta = sweeps.run(
     MT.exit_at_scale_task, tasks, seed=p.seed, executor="serial", progress=False
 )
-for m in p.meta_per_vertex:
+meta_m = sorted(p.meta_per_vertex)
+for m in meta_m:
     rs = [r for r in meta if r["per_vertex"] == m]
     ts = [("no exit" if r["T2"] is None else str(r["T2"])) for r in rs]
     print(f"n = {rs[0]['n']:>6,}: T2 = {', '.join(ts)}")
@@ -719,18 +731,18 @@ for m in p.meta_per_vertex:
 # %% tags=["hide-input"]
 from scipy import stats as _stats
 
-meta_n = np.array([3 * (1 + m) for m in p.meta_per_vertex], float)
+meta_n = np.array([3 * (1 + m) for m in meta_m], float)
 T = np.array(
     [
         [np.nan if r["T2"] is None else r["T2"] for r in meta if r["per_vertex"] == m]
-        for m in p.meta_per_vertex
+        for m in meta_m
     ],
     float,
 )
 exited = np.isfinite(T)
 n_cens = int((~exited).sum())
 rows = []
-for k, m in enumerate(p.meta_per_vertex):
+for k, m in enumerate(meta_m):
     t = T[k][exited[k]]
     if len(t) >= 2:
         half = _stats.t.ppf(0.975, len(t) - 1) * t.std(ddof=1) / np.sqrt(len(t))
@@ -794,7 +806,7 @@ else:
         f"No configuration exited within {fmt(p.meta_cap)} steps: at this β the clusters "
         "held for the whole run at every n, and no exit time is measured."
     )
-if n_cens:
+if n_cens and rows:
     meta_text += (
         f" {n_cens} of {T.size} runs did not exit within {fmt(p.meta_cap)} steps "
         "(left out of the means above)."
