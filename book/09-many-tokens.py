@@ -708,7 +708,7 @@ page.figure(
 #   $\varepsilon=0.1$ (chapter 7's "triangle, 1+2 near" with a density instead of a circle of
 #   radius 0.05), $\beta=$ {glue:text}`meta_beta`, stepped by the fast engine, with
 #   {glue:text}`meta_reps` independent configurations per $n$ (one stream per task,
-#   {py:func}`afw_book.sweeps.run`), at most {glue:text}`meta_cap` steps. Nothing is proved about
+#   `afw_book.sweeps.run`), at most {glue:text}`meta_cap` steps. Nothing is proved about
 #   it; it is computed. (Coincident clusters move as one token under (SA$\beta$), so their $T_2$ does
 #   not depend on $n$ at all: tested.)
 
