@@ -74,3 +74,14 @@ def test_step_s2_stays_on_the_sphere_and_contracts_a_cap():
         S.force_s2(2 * x, 1.0)
     with pytest.raises(ValueError, match="method"):
         S.force_s2(x, 1.0, method="fft")
+
+
+def test_count_clusters_s2_and_sphere_clusters():
+    rng = np.random.default_rng(9)
+    caps = np.repeat(_unit(rng.normal(size=(5, 3))), 30, axis=0)
+    caps = _unit(caps + 0.002 * rng.normal(size=caps.shape))
+    assert S.count_clusters_s2(caps) == 5
+    assert S.count_clusters_s2(np.r_[caps, _unit(rng.normal(size=(1, 3)))]) == 5      # a lone token: below 1%
+    from attention_fw.experiments import many_tokens as MT
+    r = MT.sphere_clusters(1.0, 200, 5, 0.05, rng=0)
+    assert r.force_error <= r.bound + 1e-15 and np.allclose(np.linalg.norm(r.x, axis=1), 1, atol=1e-14)

@@ -25,7 +25,7 @@ __all__ = ["cell_masses", "sample_polygon", "gaussian_polygon_mass", "gaussian_c
            "hardmax_limit", "w1_line", "w1_circle", "w1_equal", "sliced_w1",
            "circle_clusters", "sample_disk", "sabeta_measure", "chaos", "low_temperature",
            "sector_configuration", "polygon_distance", "sabeta_exit_at_scale", "exit_at_scale_task",
-           "chain_exit_mean"]
+           "chain_exit_mean", "sample_sphere", "sphere_clusters"]
 
 
 def cell_masses(vertices: npt.ArrayLike, B: npt.ArrayLike | None = None) -> np.ndarray:
@@ -430,6 +430,29 @@ def chain_exit_mean(per_vertex: npt.ArrayLike, beta: float, kappa: int = 3) -> n
     lam = np.array([frozen_escape_rate(v, np.full(kappa, int(k)), beta) for k in m])
     with np.errstate(divide="ignore"):
         return np.where(lam > 0, 1.0 / -np.expm1(-lam), np.inf)
+
+
+# ----------------------------------------------------------------------------- the sphere S^2
+def sample_sphere(n: int, *, rng: chk.SeedLike) -> np.ndarray:
+    """``n`` points uniform on the unit sphere of R^3 (normalised Gaussian vectors)."""
+    g = chk.rng("rng", rng)
+    x = g.standard_normal((chk.positive_int("n", n), 3))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def sphere_clusters(beta: float, N: int, steps: int, dt: float, *, rng: chk.SeedLike) -> Result:
+    """From ``N`` i.i.d. uniform points of ``S^2``, ``steps`` steps of :func:`attention_fw.model.sphere.step_s2`
+    (interaction ``e^{beta <x, y>}``); the number of clusters at the end
+    (:func:`attention_fw.model.sphere.count_clusters_s2`) and the largest error of the force used at the start
+    against the dense sum, relative to ``e^beta``, beside its proved bound."""
+    x = sample_sphere(N, rng=rng)
+    K = sphere.s2_order(beta)
+    F = sphere.force_s2(x, beta, K, method="taylor")
+    err = float(np.abs(F - sphere.force_s2_dense(x, beta)).max() / math.exp(beta))
+    for _ in range(chk.positive_int("steps", steps, minimum=0)):
+        x = sphere.step_s2(x, beta, dt)
+    return Result(beta=float(beta), N=int(N), steps=int(steps), dt=float(dt), K=K, force_error=err,
+                  bound=sphere.s2_tail_bound(beta, K) / math.exp(beta), k_observed=sphere.count_clusters_s2(x), x=x)
 
 
 def slope(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[float, float]:

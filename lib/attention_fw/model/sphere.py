@@ -39,7 +39,8 @@ from scipy.special import gammaln, ive
 from .. import _validate as chk
 
 __all__ = ["tail_bound", "modes", "growth_rates", "predicted_clusters", "force", "force_dense", "simulate",
-           "count_clusters", "s2_tail_bound", "s2_order", "force_s2", "force_s2_dense", "step_s2"]
+           "count_clusters", "s2_tail_bound", "s2_order", "force_s2", "force_s2_dense", "step_s2",
+           "count_clusters_s2"]
 
 
 def _beta(beta) -> float:
@@ -397,4 +398,25 @@ def step_s2(x: npt.ArrayLike, beta: float, dt: float, **kw) -> np.ndarray:
     dt = chk.real_scalar("dt", dt, low=0.0, low_open=True)
     y = X + dt * force_s2(X, beta, **kw)
     return y / np.linalg.norm(y, axis=1, keepdims=True)
+
+
+def count_clusters_s2(x: npt.ArrayLike, gap: float = 0.05, min_fraction: float = 0.01) -> int:
+    """Number of groups of points of the sphere, linked when closer than ``gap`` (chordal distance; the connected
+    components of that graph, by a k-d tree in ``O(N log N)``), that hold at least ``min_fraction`` of the points.
+
+    Examples
+    --------
+    >>> caps = np.repeat(np.eye(3), 40, axis=0)
+    >>> count_clusters_s2(caps)
+    3
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+    X = _sphere_points(x)
+    pairs = cKDTree(X).query_pairs(float(gap), output_type="ndarray")
+    N = len(X)
+    G = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(N, N))
+    _, lab = connected_components(G, directed=False)
+    return int((np.bincount(lab) >= min_fraction * N).sum())
 
