@@ -111,7 +111,7 @@ PARAMETERS = {
     "meta_per_vertex": (
         "list[int]",
         ">= 1",
-        "tokens per vertex m of the metastability at scale (n = 3(1 + m))",
+        "tokens per vertex m of the metastability at scale (3(1 + m) tokens)",
         "at least 2 items; distinct",
     ),
     "meta_reps": ("int", ">= 2", "independent configurations per number of tokens"),
@@ -119,7 +119,7 @@ PARAMETERS = {
     "meta_cap": ("int", ">= 1", "(SAβ) steps at most (T2 above: not reached)"),
     "s2_betas": ("list[float]", "(0, 20]", "inverse temperatures on the sphere S²"),
     "s2_n": ("int", ">= 10", "tokens on the sphere S²"),
-    "s2_steps": ("int", ">= 1", "Euler steps on the sphere, dt = 0.2 β e^(−β)"),
+    "s2_steps": ("int", ">= 1", "Euler steps on the sphere, step 0.2 β e^(−β)"),
     "seed": ("int", ">= 0", "seed of every random stream"),
 }
 
