@@ -90,6 +90,13 @@ CALLS = {
     "experiments.exit_times.zoom_paths": lambda rng: ET.zoom_paths(CL, SIG, 0.1, 2.0, 5, rng=rng),
     "experiments.many_tokens.sample_polygon": lambda rng: MTK.sample_polygon(TRI, 50, rng=rng),
     "experiments.many_tokens.sample_disk": lambda rng: MTK.sample_disk(50, rng=rng),
+    "experiments.many_tokens.sample_sphere": lambda rng: MTK.sample_sphere(50, rng=rng),
+    "experiments.many_tokens.sphere_clusters": lambda rng: MTK.sphere_clusters(2.0, 60, 3, 0.05, rng=rng).x,
+    "experiments.many_tokens.sector_configuration": lambda rng: MTK.sector_configuration(TRI, 5, 0.05, rng=rng)[0],
+    "experiments.many_tokens.exit_at_scale_task": lambda rng: MTK.exit_at_scale_task(per_vertex=3, rep=0, rng=rng, cap=2000,
+                                                                                      beta=5.0),
+    "experiments.many_tokens.sample_gaussian_polygon": lambda rng: MTK.sample_gaussian_polygon(
+        TRI, 50, TRI.mean(axis=0), 0.1 * np.eye(2), rng=rng),
     "experiments.many_tokens.hardmax_limit": lambda rng: MTK.hardmax_limit(TRI, 200, 30, rng=rng),
     "experiments.many_tokens.circle_clusters": lambda rng: MTK.circle_clusters(3.0, 200, 50, rng=rng),
     "experiments.many_tokens.sabeta_measure": lambda rng: MTK.sabeta_measure(100, 0.5, 5.0, 3, rng=rng),

@@ -34,12 +34,13 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ive
+from scipy.special import gammaln, ive
 
 from .. import _validate as chk
 
 __all__ = ["tail_bound", "modes", "growth_rates", "predicted_clusters", "force", "force_dense", "simulate",
-           "count_clusters"]
+           "count_clusters", "s2_tail_bound", "s2_order", "force_s2", "force_s2_dense", "step_s2",
+           "count_clusters_s2"]
 
 
 def _beta(beta) -> float:
@@ -267,3 +268,155 @@ def count_clusters(theta: npt.ArrayLike, gap: float = 0.05, min_fraction: float 
         return 1
     sizes = np.diff(np.r_[cuts, cuts[0] + t.size])
     return int((sizes >= min_fraction * t.size).sum())
+
+
+# ----------------------------------------------------------------------------- the sphere S^2
+# Tokens x_i on the unit sphere of R^3 follow the projection on the tangent plane at x_i of
+# (1/N) sum_j e^{beta <x_i, x_j>} x_j. The fast force (:func:`force_s2`) expands the kernel in its
+# Taylor series, e^{beta s} = sum_k beta^k s^k / k!, and each power by the multinomial theorem,
+# <x, y>^k = sum_{|a| = k} (k! / a!) x^a y^a, so that
+#
+#     sum_j e^{beta <x, x_j>} x_j = sum_{k <= K} beta^k / k! sum_{|a| = k} (k! / a!) x^a M_a,
+#     M_a = sum_j x_j^a x_j  (a 3-vector per multi-index),
+#
+# O(N K^3 / 6) for all tokens instead of O(N^2). Error (proved): on the sphere |<x, y>| <= 1, so the
+# terms k > K change the sum (before the 1/N mean and the projection, both contractions) by at most
+# sum_{k > K} beta^k / k! <= beta^{K+1} / (K+1)! / (1 - beta / (K+2)) for K + 2 > beta
+# (:func:`s2_tail_bound`); and sum_{|a| = k} (k!/a!) |x^a| |y^a| = (sum_i |x_i| |y_i|)^k <= 1
+# (Cauchy-Schwarz), so the terms summed have absolute values adding to at most e^beta: the rounding
+# is a few ulps of e^beta per term. Both are stated relative to e^beta, the bound of the kernel, as
+# for the circle.
+
+
+def _multi_indices(k: int) -> np.ndarray:
+    """The multi-indices a = (a0, a1, a2) with |a| = k, (k+1)(k+2)/2 rows."""
+    return np.array([(i, j, k - i - j) for i in range(k, -1, -1) for j in range(k - i, -1, -1)], dtype=np.int64)
+
+
+def s2_tail_bound(beta: float, K: int) -> float:
+    """``sum_{k > K} beta^k / k! <= beta^{K+1} / (K+1)! / (1 - beta/(K+2))``: the proved bound on the change of
+    ``sum_j e^{beta <x_i, x_j>} x_j / N`` (hence of the force) by the Taylor terms above ``K``; ``inf`` when
+    ``K + 2 <= beta``.
+
+    Examples
+    --------
+    >>> b, K = 3.0, 20
+    >>> exact = sum(b**k / math.factorial(k) for k in range(K + 1, 80))
+    >>> bool(exact <= s2_tail_bound(b, K) <= 1.2 * exact)
+    True
+    """
+    b = _beta(beta)
+    K = chk.positive_int("K", K, minimum=0)
+    if K + 2 <= b:
+        return math.inf
+    return math.exp((K + 1) * math.log(b) - math.lgamma(K + 2)) / (1 - b / (K + 2))
+
+
+def s2_order(beta: float, rtol: float = 1e-13) -> int:
+    """The smallest ``K`` with :func:`s2_tail_bound` ``(beta, K) <= rtol e^beta``."""
+    b = _beta(beta)
+    rtol = chk.real_scalar("rtol", rtol, low=0.0, low_open=True)
+    K = max(int(b), 0)
+    while s2_tail_bound(b, K) > rtol * math.exp(b):
+        K += 1
+    return K
+
+
+def _sphere_points(x) -> np.ndarray:
+    X = chk.as_float_array("x", x, ndim=2, last_dim=3)
+    r = np.linalg.norm(X, axis=1)
+    if not np.all(np.abs(r - 1) <= 1e-12):
+        raise ValueError("x must be points of the unit sphere (|x_i| = 1 within 1e-12)")
+    return X
+
+
+def _tangent(X, G):
+    return G - np.einsum("nd,nd->n", G, X)[:, None] * X
+
+
+def force_s2_dense(x: npt.ArrayLike, beta: float, *, block: int = 2048) -> np.ndarray:
+    """The reference: ``P_{x_i} (1/N) sum_j e^{beta <x_i, x_j>} x_j`` summed densely in row blocks (numpy)."""
+    X = _sphere_points(x)
+    b = _beta(beta)
+    out = np.empty_like(X)
+    for a in range(0, len(X), block):
+        out[a:a + block] = np.exp(b * (X[a:a + block] @ X.T)) @ X / len(X)
+    return _tangent(X, out)
+
+
+def force_s2(x: npt.ArrayLike, beta: float, K: int | None = None, *, rtol: float = 1e-13,
+             method: str = "auto") -> np.ndarray:
+    """``P_{x_i} (1/N) sum_j e^{beta <x_i, x_j>} x_j`` for tokens on the unit sphere of R^3 (rows of ``x``).
+
+    ``method="taylor"``: the expansion above with ``K = s2_order(beta, rtol)`` terms unless given, ``O(N K^3/6)``,
+    within ``s2_tail_bound(beta, K)`` plus rounding (a few ulps of ``e^beta`` per term) of the exact force;
+    ``"dense"``: :func:`force_s2_dense`; ``"auto"``: the Taylor sum where its number of terms is below ``N``
+    (cheaper than the dense sum), else dense.
+
+    Examples
+    --------
+    >>> g = np.random.default_rng(0).normal(size=(400, 3))
+    >>> x = g / np.linalg.norm(g, axis=1, keepdims=True)
+    >>> F = force_s2(x, 4.0, method="taylor")
+    >>> bool(np.abs(F - force_s2_dense(x, 4.0)).max() <= 1e-11 * math.exp(4.0))
+    True
+    """
+    X = _sphere_points(x)
+    b = _beta(beta)
+    K = s2_order(b, rtol) if K is None else chk.positive_int("K", K, minimum=0)
+    terms = (K + 1) * (K + 2) * (K + 3) // 6
+    if method == "auto":
+        method = "taylor" if terms < len(X) else "dense"
+    if method == "dense":
+        return force_s2_dense(X, b)
+    if method != "taylor":
+        raise ValueError(f"method must be 'auto', 'taylor' or 'dense', got {method!r}")
+    N = len(X)
+    acc = np.zeros_like(X)
+    P = np.ones((N, 1))                      # the monomials x^a of degree k, one column per multi-index
+    logf = 0.0                               # log(beta^k / k!)
+    for k in range(K + 1):                   # a loop over degrees (K of them), not over tokens
+        idx = _multi_indices(k)
+        if k:
+            # x^a = x^(a - e_d) x_d for the first coordinate d with a_d > 0; in degree k - 1 the multi-index
+            # (i, j, .) sits at row (k-1-i)(k-i)/2 + (k-1-i-j) of _multi_indices(k - 1)
+            d = np.argmax(idx > 0, axis=1)
+            prev = idx.copy()
+            prev[np.arange(len(idx)), d] -= 1
+            i, j = prev[:, 0], prev[:, 1]
+            P = P[:, (k - 1 - i) * (k - i) // 2 + (k - 1 - i - j)] * X[:, d]
+            logf += math.log(b) - math.log(k)
+        coef = np.exp(logf + gammaln(k + 1) - gammaln(idx + 1).sum(axis=1))    # beta^k / k! * k! / a!
+        acc += (P * coef) @ (P.T @ X)        # M_a = sum_j x_j^a x_j, (terms, 3)
+    return _tangent(X, acc / N)
+
+
+def step_s2(x: npt.ArrayLike, beta: float, dt: float, **kw) -> np.ndarray:
+    """One forward Euler step on the sphere, ``x_i <- (x_i + dt F_i) / |x_i + dt F_i|`` with ``F = force_s2(x, beta,
+    **kw)`` (the normalisation is the retraction back to the sphere; it changes the step by ``O(dt^2)``)."""
+    X = _sphere_points(x)
+    dt = chk.real_scalar("dt", dt, low=0.0, low_open=True)
+    y = X + dt * force_s2(X, beta, **kw)
+    return y / np.linalg.norm(y, axis=1, keepdims=True)
+
+
+def count_clusters_s2(x: npt.ArrayLike, gap: float = 0.05, min_fraction: float = 0.01) -> int:
+    """Number of groups of points of the sphere, linked when closer than ``gap`` (chordal distance; the connected
+    components of that graph, by a k-d tree in ``O(N log N)``), that hold at least ``min_fraction`` of the points.
+
+    Examples
+    --------
+    >>> caps = np.repeat(np.eye(3), 40, axis=0)
+    >>> count_clusters_s2(caps)
+    3
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+    X = _sphere_points(x)
+    pairs = cKDTree(X).query_pairs(float(gap), output_type="ndarray")
+    N = len(X)
+    G = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(N, N))
+    _, lab = connected_components(G, directed=False)
+    return int((np.bincount(lab) >= min_fraction * N).sum())
+
