@@ -247,3 +247,71 @@ def test_exact_distances():
     assert MT.w1_equal(x, x[perm]) == 0.0
     assert abs(MT.w1_equal(x, x + [3.0, 4.0]) - 5.0) < 1e-12
     assert MT.sliced_w1(x, x + [3.0, 4.0], 256) <= 5.0
+
+
+def _many_positions(rng):
+    """States whose band holds more than 64 positions (the binned scan): points on a circle (every one a
+    vertex), a disk, a fine grid (tokens on the edges, exactly tied in exact arithmetic), a regular polygon
+    with tokens on its edges and at its vertices twice, tokens along the axes and diagonals (directions
+    on the bins' boundaries)."""
+    t = rng.uniform(0, 2 * np.pi, 3000)
+    yield "circle", np.c_[np.cos(t), np.sin(t)]
+    r, t = np.sqrt(rng.uniform(size=20000)), rng.uniform(0, 2 * np.pi, 20000)
+    yield "disk", np.c_[r * np.cos(t), r * np.sin(t)]
+    yield "grid", _grid(60, -1.0, 1.0)
+    a = 2 * np.pi * np.arange(100) / 100
+    v = np.c_[np.cos(a), np.sin(a)]
+    s = rng.uniform(size=(1000, 1))
+    k = rng.integers(0, 100, 1000)
+    yield "polygon", np.vstack([v, v, s * v[k] + (1 - s) * v[(k + 1) % 100], 0.3 * rng.normal(size=(500, 2))])
+    ax = np.linspace(-1, 1, 41)
+    yield "axes and diagonals", np.vstack([np.c_[ax, 0 * ax], np.c_[0 * ax, ax], np.c_[ax, ax], np.c_[ax, -ax],
+                                           1.5 * v])
+
+
+@pytest.mark.parametrize("B", [None, "diag", "general"])
+@pytest.mark.parametrize("tie_rtol", [None, 1e-6])
+def test_binned_hull_step_is_bitwise_the_dense_step(B, tie_rtol):
+    """More than 64 candidate positions: each row scores only the positions listed for its direction's bin
+    and the opposite one; the same bits as the dense step, and the binned scan was taken."""
+    rng = np.random.default_rng(17)
+    Bm = {None: None, "diag": np.diag([1.0, 2.5]), "general": np.array([[1.0, 0.4], [-0.3, 0.7]])}[B]
+    for name, x in _many_positions(rng):
+        before = F.STATS["binned_steps"]
+        a = F.hardmax_step(x, 0.5, Bm, tie_rtol=tie_rtol)
+        assert F.STATS["binned_steps"] == before + 1, name
+        assert np.array_equal(a, D.hardmax_step(x, 0.5, Bm, tie_rtol=tie_rtol)), name
+
+
+def test_binned_hull_step_along_a_run():
+    """Forty steps from a uniform disk of 5,000 tokens: bitwise the dense step at every step."""
+    rng = np.random.default_rng(19)
+    r, t = np.sqrt(rng.uniform(size=5000)), rng.uniform(0, 2 * np.pi, 5000)
+    x = np.c_[r * np.cos(t), r * np.sin(t)]
+    for _ in range(40):
+        a, b = F.hardmax_step(x, 0.5), D.hardmax_step(x, 0.5)
+        assert np.array_equal(a, b)
+        x = b
+
+
+def test_pseudo_angle_bins_hold_their_directions():
+    """The compiled pseudo-angle puts every direction (random, on the axes and diagonals, signed zeros) in a
+    bin whose centre is within the bin's half-width of it, and -b in the opposite bin."""
+    K = F._kernels()
+    assert K is not None, "numba (a pinned requirement) is not importable"
+    rng = np.random.default_rng(23)
+    nb = 4 * 300
+    cen, w = F.pseudo_angle_bins(nb)
+    b = np.vstack([rng.normal(size=(20000, 2)), rng.normal(size=(200, 2)) * 1e-300,
+                   [[1, 0], [0, 1], [-1, 0], [0, -1], [1, 1], [-1, 1], [-1, -1], [1, -1],
+                    [0.0, -0.0], [-0.0, 1.0], [-0.0, -1.0], [5e-324, 1.0], [-1.0, 5e-324]]])
+    b = b[np.any(b != 0, axis=1)]
+    kb = np.array([min(int(K.pseudo_angle(p, q) * (nb / 4.0)), nb - 1) for p, q in b])
+    u = b / np.hypot(b[:, 0], b[:, 1])[:, None]
+
+    def gap(u, c):
+        return np.arctan2(np.abs(u[:, 0] * c[:, 1] - u[:, 1] * c[:, 0]), np.sum(u * c, axis=1))
+
+    assert np.all(gap(u, cen[kb]) <= w[kb] + 1e-15)
+    ko = (kb + nb // 2) % nb                         # the bin the scan takes for the minimum
+    assert np.all(gap(-u, cen[ko]) <= w[ko] + 1e-15)

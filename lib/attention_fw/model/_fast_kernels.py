@@ -35,6 +35,19 @@ def _compile():
     jit, _ = decorators
 
     @jit
+    def _pseudo_angle(b0, b1):
+        """A monotone stand-in for the angle of ``(b0, b1) != 0`` in ``[0, 4)`` (one division, no
+        trigonometry): ``b1 / (|b0| + |b1|)`` arranged by quadrant; that of ``-b`` is that of ``b``
+        plus 2 (mod 4). :func:`attention_fw.model.fast.pseudo_angle_bins` gives the bins' angles."""
+        if b1 >= 0.0:
+            if b0 >= 0.0:
+                return b1 / (b0 + b1)
+            return 1.0 - b0 / (b1 - b0)
+        if b0 < 0.0:
+            return 2.0 - b1 / (-b0 - b1)
+        return 3.0 + b0 / (b0 - b1)
+
+    @jit
     def extremes(x, U):
         """Index of the first maximiser of ``<u, x_j>`` over ``j`` for each direction ``u`` (rows of U),
         and ``max_j |x_j|^2``."""
@@ -58,10 +71,12 @@ def _compile():
         return arg, top_sq
 
     @jit
-    def near_boundary(x, idx, E, margin):
+    def near_boundary(x, idx, E, margin, centre, deep_sq):
         """Of the tokens ``x[idx]`` (all tokens when ``idx`` is empty), the indices of those whose distance
         ``min_f -(E_f . x + e_f)`` to the boundary of the polytope ``{E[:, :d] x + E[:, d] <= 0}`` (unit
-        normals) is at most ``margin``, in the order of ``idx``."""
+        normals) is at most ``margin``, in the order of ``idx``. A token with ``|x - centre|^2 < deep_sq`` is
+        known to be farther (the caller's ball inside the polytope) and is not scored (``deep_sq = 0``:
+        every token is)."""
         d = x.shape[1]
         F = E.shape[0]
         every = idx.shape[0] == 0
@@ -70,6 +85,11 @@ def _compile():
         kept = 0
         for t in range(m):
             j = t if every else idx[t]
+            q = 0.0
+            for k in range(d):
+                q += (x[j, k] - centre[k]) ** 2
+            if q < deep_sq:
+                continue
             dmin = np.inf
             for f in range(F):
                 s = E[f, d]
@@ -83,13 +103,52 @@ def _compile():
         return keep[:kept].copy()
 
     @jit
-    def hull_leaders(bx, x, cand, group, U, R, gamma, tol, tiny, out):
+    def hull_bins(U, cen, slacks):
+        """For the bins ``k`` of directions with unit centres ``cen[k]``, the positions ``g`` with
+        ``<c_k, U_g> >= max_h <c_k, U_h> - slacks[k]`` as compressed lists: ``idx[ptr[k]:ptr[k + 1]]``
+        (ascending ``g``). Planar ``U`` only."""
+        u = U.shape[0]
+        nb = cen.shape[0]
+        ptr = np.zeros(nb + 1, dtype=np.int64)
+        cap = 4 * u + 64
+        idx = np.empty(cap, dtype=np.int64)
+        p = np.empty(u)
+        used = 0
+        for k in range(nb):
+            c0 = cen[k, 0]
+            c1 = cen[k, 1]
+            slack = slacks[k]
+            top = -np.inf
+            for g in range(u):
+                p[g] = c0 * U[g, 0] + c1 * U[g, 1]
+                top = max(top, p[g])
+            for g in range(u):
+                if p[g] >= top - slack:
+                    if used == cap:
+                        grown = np.empty(2 * cap, dtype=np.int64)
+                        grown[:cap] = idx
+                        idx = grown
+                        cap *= 2
+                    idx[used] = g
+                    used += 1
+            ptr[k + 1] = used
+        return ptr, idx[:used].copy()
+
+    @jit
+    def hull_leaders(bx, x, cand, group, U, R, gamma, tol, tiny, out, nb, ptr, idx):
         """``out_i = x_i + gamma (mean of the tied leaders - x_i)`` with the leaders among ``cand``.
 
         ``U[group[c]] == x[cand[c]]``: the distinct positions of the candidates (ascending indices
         ``cand``); ``R = max_j |x_j|``. Rows with ``B x_i = 0`` tie every token (their mean, summed once);
         rows with ``max_k |(B x_i)_k| R < tiny`` (products near underflow, rounding no longer relative)
         scan all tokens as the dense pass does. Returns the number of rows scanned in full.
+
+        ``nb > 0`` (planar tokens): the lists of :func:`hull_bins` for the bins of the direction of
+        ``B x_i``, made with a ``slack`` that covers the bin's width, the tie band and the rounding
+        (``attention_fw.model.fast``): a row scores only the positions of the list of its direction's
+        bin (for the top and the tied) and of the opposite bin (for the minimum), which hold every
+        position that can be the computed top, be tied or be the computed minimum; the same scores,
+        so the same bits. ``nb = 0``: every position is scored.
         """
         n, d = x.shape
         m = cand.shape[0]
@@ -108,6 +167,15 @@ def _compile():
         full_rows = 0
         first = np.full(u, -1, dtype=np.int64)   # first and last candidate at each position
         last = np.full(u, -1, dtype=np.int64)
+        mark = np.full(u, -1, dtype=np.int64)     # mark[g] == i: position g tied in row i (binned rows)
+        Ub = np.empty((idx.shape[0], d))            # the lists' positions, in list order (binned rows)
+        longest = 0
+        for k in range(nb):
+            longest = max(longest, ptr[k + 1] - ptr[k])
+        local = np.empty(longest)
+        for t in range(idx.shape[0]):
+            for k in range(d):
+                Ub[t, k] = U[idx[t], k]
         for c in range(m):
             g = group[c]
             if first[g] < 0:
@@ -150,6 +218,49 @@ def _compile():
                 for j in range(n):
                     if row[j] >= threshold:
                         count += 1
+                        for k in range(d):
+                            acc[k] += x[j, k]
+                for k in range(d):
+                    xi = x[i, k]
+                    out[i, k] = xi + gamma * (acc[k] / count - xi)
+                continue
+            if nb > 0:
+                kb = min(int(_pseudo_angle(bx[i, 0], bx[i, 1]) * (nb / 4.0)), nb - 1)
+                ko = (kb + nb // 2) % nb
+                b0 = bx[i, 0]
+                b1 = bx[i, 1]
+                t0 = ptr[kb]
+                top = -np.inf
+                for t in range(t0, ptr[kb + 1]):
+                    s = b0 * Ub[t, 0]
+                    s += b1 * Ub[t, 1]
+                    local[t - t0] = s
+                    top = max(top, s)
+                low = np.inf
+                for t in range(ptr[ko], ptr[ko + 1]):
+                    s = b0 * Ub[t, 0]
+                    s += b1 * Ub[t, 1]
+                    low = min(low, s)
+                threshold = top - tol * max(top, -low)
+                lone = -1
+                for t in range(t0, ptr[kb + 1]):
+                    if local[t - t0] >= threshold:
+                        g = idx[t]
+                        lone = g if lone == -1 else -2
+                        mark[g] = i
+                if lone >= 0 and first[lone] == last[lone]:
+                    j = cand[first[lone]]
+                    for k in range(d):
+                        xi = x[i, k]
+                        out[i, k] = xi + gamma * ((0.0 + x[j, k]) / 1 - xi)
+                    continue
+                for k in range(d):
+                    acc[k] = 0.0
+                count = 0
+                for c in range(m):
+                    if mark[group[c]] == i:
+                        count += 1
+                        j = cand[c]
                         for k in range(d):
                             acc[k] += x[j, k]
                 for k in range(d):
@@ -218,7 +329,8 @@ def _compile():
 
     compiled = locals()
     return types.SimpleNamespace(name="numba", **{k: compiled[k] for k in ("extremes", "near_boundary",
-                                                                           "hull_leaders")})
+                                                                           "hull_bins", "hull_leaders")},
+                                 pseudo_angle=_pseudo_angle)
 
 
 def _compile_softmax():
