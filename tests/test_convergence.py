@@ -437,3 +437,17 @@ def test_bad_inputs_name_the_argument():
         C.thm31_shifted([], 3, 5, rng=0)
     with pytest.raises(ValueError, match="c"):
         VL.duality_gap_check(np.ones((3, 2)), 0.3, np.eye(2), 5, c=-1.0)
+
+
+def test_fixed_vs_current_slopes_say_none_when_no_slope_can_be_fitted():
+    """Found by make fuzz (chapter 3 with rate_steps 101): a run that ends one layer after t_min leaves
+    one point to fit; the slopes are None (the chapter and the figure say "not fitted"), not a crash."""
+    from attention_fw.experiments import convergence as cv
+    from attention_fw.plot import convergence as cvp
+
+    x0 = [[3.0], [-1.0]]
+    sl = cv.fixed_vs_current_slopes(cv.fixed_hull_fw(x0, [[1.0]], 100), cv.section3_rates(x0, [[1.0]], 100))
+    assert sl.fixed is None and sl.current is None
+    assert cvp._supported(None, [1.0], [1.0], 100) == "not fitted"
+    sl = cv.fixed_vs_current_slopes(cv.fixed_hull_fw(x0, [[1.0]], 400), cv.section3_rates(x0, [[1.0]], 400))
+    assert round(sl.current, 1) == -2.0

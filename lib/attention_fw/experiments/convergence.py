@@ -749,7 +749,9 @@ def rate_slopes(res: Mapping[str, Any], window: tuple[float | None, float | None
 
 def fixed_vs_current_slopes(fixed: Mapping[str, Any], current: Mapping[str, Any], t_min: float = 100) -> Result:
     """Log-log slopes (``t >= t_min``) of the median primal gap of :func:`fixed_hull_fw` (``fixed``)
-    and of :func:`section3_rates` on the current hull (``current``, clouds that collapse left out).
+    and of :func:`section3_rates` on the current hull (``current``, clouds that collapse left out);
+    None where no slope can be fitted (fewer than two positive points from ``t_min`` on, or every
+    cloud collapsed).
 
     Examples
     --------
@@ -765,8 +767,18 @@ def fixed_vs_current_slopes(fixed: Mapping[str, Any], current: Mapping[str, Any]
     (-2.0, True)
     """
     alive = current["diameter"][-1] > 0
-    return Result(fixed=loglog_slope(fixed["t"], np.median(fixed["primal"], axis=1), t_min),
-                  current=loglog_slope(current["t"], np.median(current["primal_current"][:, alive], axis=1), t_min))
+    y_cur = np.median(current["primal_current"][:, alive], axis=1) if alive.any() else None
+    return Result(fixed=_slope_if_fitted(fixed["t"], np.median(fixed["primal"], axis=1), t_min),
+                  current=None if y_cur is None else _slope_if_fitted(current["t"], y_cur, t_min))
+
+
+def _slope_if_fitted(t, y, t_min):
+    """:func:`loglog_slope` from ``t_min`` on, or None when fewer than two points there have ``y > 0``
+    (a run that ends at ``t_min``, a gap that reaches 0)."""
+    t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
+    if np.count_nonzero((t >= t_min) & (t > 0) & (y > 0)) < 2:
+        return None
+    return loglog_slope(t, y, t_min)
 
 
 def linear_contrast_rates(open_loop: Mapping[str, Any], line: Mapping[str, Any]) -> Result:

@@ -33,7 +33,10 @@ COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 def _supported(value, t, y, t_min):
     """``value`` (a fitted log-log slope of ``y``) to the decimals that its local slopes on windows
-    ``[a, 4a]``, ``a >= t_min``, support (:func:`~attention_fw.experiments.convergence.supported_decimals`)."""
+    ``[a, 4a]``, ``a >= t_min``, support (:func:`~attention_fw.experiments.convergence.supported_decimals`);
+    "not fitted" for None (fewer than two positive points from ``t_min`` on)."""
+    if value is None:
+        return "not fitted"
     loc = C.local_loglog_slopes(t, y, t_min)
     txt = f"{value:.{C.supported_decimals(loc.slope) if len(loc.slope) else 2}f}"
     return txt.lstrip("-") if float(txt) == 0 else txt      # no "-0.000"
