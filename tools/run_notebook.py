@@ -166,7 +166,9 @@ def main(argv=None) -> int:
                     help="where to record the wall time (default: <root>/_build/exec-times)")
     ap.add_argument("--failed-dir", type=Path, default=None,
                     help="where a failed notebook is kept (default: <root>/_build/failed)")
-    ap.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
+    ap.add_argument("--timeout", type=int, default=3600,
+                    help="per-cell timeout in seconds (chapter 7's family sweep, one cell, took over 900 s "
+                         "on a loaded 2-core machine from an empty cache)")
     ap.add_argument("--page", type=Path, default=None,
                     help="also render the executed notebook as a page of the book's theme into this folder "
                          "(tools/rerun_page.py: the parameters and quoted numbers beside the book's)")
