@@ -894,7 +894,8 @@ page.glue(
 
 # %%
 EPS_E6 = 0.1
-grid_e6 = sweeps.grid(beta=p.e6_betas, runs=p.e6_runs, cap=p.e6_cap, gamma=GAMMA, eps=EPS_E6)
+grid_e6 = sweeps.grid(beta=p.e6_betas, runs=p.e6_runs, cap=p.e6_cap, gamma=GAMMA,
+                      eps=EPS_E6)
 res_e6 = sweeps.run(ET.e6_task, grid_e6, **DRAWS, **RUN)
 e6_fit = [SV.fit_exponential_censored(r["times"], r["censored"])
           for r in res_e6]
@@ -909,8 +910,8 @@ paths_ = ET.excursion_paths(*start, int(1.3 * T_det_path), runs=6,
                             rng=page.stream(f"e6 excursions {beta_path!r}"))
 zoom_sabeta, zoom_sap = ET.zoom_paths(*start, T_det_path,
                                       rng=page.stream(f"e6 zoom {beta_path!r}"))
-e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path, gamma=GAMMA, eps=EPS_E6,
-          paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
+e6 = dict(betas=p.e6_betas, results=res_e6, fits=e6_fit, beta_path=beta_path,
+          gamma=GAMMA, eps=EPS_E6, paths=paths_, sabeta=zoom_sabeta, sap=zoom_sap)
 fig = MP.fig_sap_vs_sabeta(e6, TRI)
 page.figure(fig, "sap-vs-sabeta",
             statement="Theorems 5.2 and 5.4 (erratum E6)",

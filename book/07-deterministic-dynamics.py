@@ -346,7 +346,7 @@ Table(
 # %% tags=["hide-input"]
 inside = [r for r in fam if r["hypotheses"]["all"]]
 tri_h = M.theorem54_hypotheses(TRI, 0.17, 0.05)
-# the largest T2 of each configuration with an exit (runs without one are censored: not a T2)
+# the largest T2 of each configuration with an exit (runs without one are censored)
 reach = [
     int(r["T2_sabeta"][~r["T2_sabeta_censored"]].max())
     for r in fam

@@ -230,7 +230,7 @@ def seed_of(*key):
 # {glue:text}`mass_steps` steps with $\gamma=1/2$ for each $n$ and each density, and the fraction of
 # tokens at each vertex is compared with the exact mass.
 
-# %%
+# %% tags=["hide-input"]
 angles = np.array([0.3, 1.5, 2.4, 3.7, 5.0])
 V = np.stack([np.cos(angles), np.sin(angles)], 1)
 masses = MT.cell_masses(V)
@@ -293,8 +293,9 @@ ns = np.array(p.mass_ns, float)
 
 
 def rate_fit(t):
-    """(slope, standard error) of log TV against log n, or None: a fit needs two numbers of
-    tokens with a nonzero distance (zero: every token in a cell of mass 1)."""
+    """(slope, standard error) of log TV against log n, or None: a fit needs two
+    numbers of tokens with a nonzero distance (zero: every token in a cell of mass
+    1)."""
     x, y = np.repeat(ns, p.mass_reps), t.ravel()
     pos = y > 0
     return MT.slope(x[pos], y[pos]) if len(np.unique(x[pos])) >= 2 else None
@@ -373,14 +374,19 @@ page.glue(
         else "Not every fitted interval contains −1/2"
     )
     + (
-        ". Since every token ended at the vertex of its initial cell, the final fractions are "
-        "the initial ones, a multinomial sample of the masses, whose expected total variation "
-        "to them is of order n^(−1/2) (the central limit theorem): the rate −1/2 holds for the "
+        ". Since every token ended at the vertex of its initial cell, the final "
+        "fractions are "
+        "the initial ones, a multinomial sample of the masses, whose expected total "
+        "variation "
+        "to them is of order n^(−1/2) (the central limit theorem): the rate −1/2 "
+        "holds for the "
         "mean, and a fit is a noisy estimate of it from "
-        f"{p.mass_reps} samples per n (their intervals treat the log-residuals as independent "
+        f"{p.mass_reps} samples per n (their intervals treat the log-residuals as "
+        "independent "
         "and normal)."
         if straight
-        else ". Some token did not end at the vertex of its initial cell, so the final fractions "
+        else ". Some token did not end at the vertex of its initial cell, so the "
+             "final fractions "
         "are not the initial ones and no rate is claimed."
     ),
     mass_reach=(reach, ".1e"),
@@ -773,7 +779,8 @@ if rows:
 ax[0].set_xscale("log")
 ax[0].set_xlabel("tokens $n$")
 ax[0].set_ylabel(r"$T_2$ of (SA$\beta$), steps")
-ax[0].set_title(r"(a) (SA$\beta$) from sectors, $\beta$ = " + fmt(p.meta_beta, "g"), fontsize=9)
+ax[0].set_title(r"(a) (SA$\beta$) from sectors, $\beta$ = " + fmt(p.meta_beta, "g"),
+                fontsize=9)
 finite = np.isfinite(chain_T)
 ax[1].loglog(3 * chain_m[finite], chain_T[finite], "-", color="C1")
 ax[1].set_xlabel("tokens $n$")
@@ -790,11 +797,13 @@ if rows:
 
     change = abs(last[1] / rows[-2][1] - 1) if len(rows) >= 2 else None
     meta_text = (
-        f"At n = {fmt(int(first[0]))} the mean exit time is {fmt(first[1], '.1f')} steps "
+        f"At n = {fmt(int(first[0]))} the mean exit time is {fmt(first[1], '.1f')} "
+        "steps "
         f"({_iv(first)}); at n = {fmt(int(last[0]))} it is {fmt(last[1], '.1f')} "
         f"({_iv(last)})"
         + (
-            f", {fmt(100 * change, '.1f')}% from its value at n = {fmt(int(rows[-2][0]))}"
+            f", {fmt(100 * change, '.1f')}% from its value at n = "
+            f"{fmt(int(rows[-2][0]))}"
             if change is not None
             else ""
         )
@@ -803,15 +812,18 @@ if rows:
     if len(rows) >= 3 and all(r[2] is not None for r in rows[-3:]):
         overlap = max(r[2] for r in rows[-3:]) <= min(r[3] for r in rows[-3:])
         meta_text += (
-            " The intervals of the three largest n overlap: over this range T2 settles to a "
+            " The intervals of the three largest n overlap: over this range T2 "
+            "settles to a "
             "limit rather than growing or falling with n."
             if overlap
-            else " The intervals of the three largest n do not all overlap: over this range T2 "
+            else " The intervals of the three largest n do not all overlap: over this "
+                 "range T2 "
             "still moves with n."
         )
 else:
     meta_text = (
-        f"No configuration exited within {fmt(p.meta_cap)} steps: at this β the clusters "
+        f"No configuration exited within {fmt(p.meta_cap)} steps: at this β the "
+        "clusters "
         "held for the whole run at every n, and no exit time is measured."
     )
 if n_cens and rows:
@@ -831,7 +843,8 @@ page.glue(
         f"{fmt(int(3 * chain_m[-1]))}"
         if np.isfinite(ch_lo)
         else f"above every float at n = 3 (the escape probability underflows at β = "
-        f"{fmt(p.meta_beta, 'g')}) and {fmt(ch_hi, '.4f')} at n = {fmt(int(3 * chain_m[-1]))}"
+        f"{fmt(p.meta_beta, 'g')}) and {fmt(ch_hi, '.4f')} at n = "
+        f"{fmt(int(3 * chain_m[-1]))}"
     ),
 )
 page.figure(
@@ -886,8 +899,7 @@ page.figure(
 # neighbourhood transversally, which the panel (a) is consistent with over this range; this is
 # computed, not proved.
 
-
-#
+# %% [markdown]
 # ## The sphere $S^2$
 #
 # Tokens on the unit sphere of $\mathbb R^3$ follow the tangential part of
@@ -910,7 +922,8 @@ for a, beta in enumerate(p.s2_betas):
     )
     s2.append(r)
     print(
-        f"beta = {beta:5g}: {r.k_observed} clusters; force error {r.force_error:.1e} e^beta "
+        f"beta = {beta:5g}: {r.k_observed} clusters; force error {r.force_error:.1e} "
+        "e^beta "
         f"(bound {r.bound:.1e} e^beta, K = {r.K})"
     )
 

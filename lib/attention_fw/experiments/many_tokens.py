@@ -106,8 +106,8 @@ def gaussian_polygon_mass(polygon: npt.ArrayLike, mean: npt.ArrayLike, cov: npt.
     ``r(theta) = h / cos(alpha)`` on the edge's line (``h`` its distance to the origin, ``alpha`` the angle from the
     foot of the perpendicular). So each edge gives ``Delta/(2 pi) - int_{alpha_a}^{alpha_b} e^{-h^2/(2 cos^2
     alpha)} d alpha / (2 pi)`` (``Delta`` the signed angle it subtends), the last integral by adaptive quadrature
-    (:func:`scipy.integrate.quad`, absolute tolerance :data:`GAUSS_TOL`). That integral is Owen's ``T(h, tan alpha)``
-    difference; the tests check against :func:`scipy.special.owens_t`, independent code.
+    (``scipy.integrate.quad``, absolute tolerance ``GAUSS_TOL``). That integral is Owen's ``T(h, tan alpha)``
+    difference; the tests check against ``scipy.special.owens_t``, independent code.
 
     Returns ``mass`` and ``error``: the sum of quad's error estimates, of the rounding of the angle sum (a few
     ulps per edge) and of the masses of the triangles dropped as degenerate (edges on a line within about

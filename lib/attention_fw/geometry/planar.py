@@ -53,9 +53,14 @@ _EMPTY = np.zeros((0, 2))
 # Vertex sampling and hulls
 # ---------------------------------------------------------------------------------------------
 class NoDrawError(ValueError):
-    """:func:`sample_vertices` found no draw with every point a hull vertex within ``max_tries``: an
-    outcome of the authors' recipe (likely from ``k = 10`` on with unequal norms), not a bad argument.
-    Callers that show an empty panel instead catch this class; a :class:`ValueError` all the same."""
+    """:func:`sample_vertices` found no draw with every point a hull vertex in ``max_tries`` (likely
+    from ``k = 10`` with unequal norms): an outcome, not a bad argument; a :class:`ValueError` too.
+
+    Examples
+    --------
+    >>> issubclass(NoDrawError, ValueError)
+    True
+    """
 
 
 def sample_vertices(k: int, *, rng: V.SeedLike, equal_norm: bool = False, enforce_bijection: bool = False,
