@@ -138,5 +138,7 @@ def test_chaos_exact_part():
     assert both.exact.shape == both.sliced_exact.shape == both.baseline.shape == (2, 2)
     assert np.all(both.sliced_exact <= both.exact + TOL)
     assert np.all(both.exact > 0) and np.all(both.baseline > 0)
-    with pytest.raises(ValueError, match="reference must hold"):
-        MT.chaos([20], 250, 0.5, 1.0, 2, 2, exact_ns=[10, 30], exact_reference=200, **kw)
+    with pytest.raises(ValueError, match="reference must exceed exact_reference"):
+        MT.chaos([20], 200, 0.5, 1.0, 2, 2, exact_ns=[10, 30], exact_reference=200, **kw)
+    small = MT.chaos([20], 210, 0.5, 1.0, 2, 2, exact_ns=[30], exact_reference=200, **kw)   # drawn with replacement
+    assert np.all(small.baseline > 0)

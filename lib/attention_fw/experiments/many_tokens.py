@@ -361,18 +361,18 @@ def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, 
     With ``exact_ns``, also for each of those ``n`` and each replicate (new runs, streams spawned after the
     others so that ``distances`` do not change): the exact ``W1`` (:func:`w1_exact`) and the sliced ``W1`` between
     the ``n``-token measure and the first ``exact_reference`` tokens of the reference run (``exact``,
-    ``sliced_exact``), and ``baseline``: the exact ``W1`` between that block and a disjoint block of ``n`` further
-    tokens of the reference run (the pure sampling error of ``n`` tokens of the large system, measured the same
-    way). The reference run must hold ``exact_reference + replicates * sum(exact_ns)`` tokens."""
+    ``sliced_exact``), and ``baseline``: the exact ``W1`` between that block and ``n`` other tokens of the reference
+    run, drawn at random from the rest of it (the sampling error of ``n`` tokens of the large system, measured the
+    same way; without replacement when the rest holds ``n`` tokens, else with). ``reference`` must exceed
+    ``exact_reference``."""
     ss = np.random.SeedSequence(int(chk.rng("rng", rng).integers(2**63)))
     ref_seq, *run_seqs = ss.spawn(1 + len(ns))
     ex_ns = [chk.positive_int("exact_ns", k) for k in exact_ns]
     if ex_ns:
         exact_reference = chk.positive_int("exact_reference", exact_reference)
-        need = exact_reference + replicates * sum(ex_ns)
-        if need > reference:
-            raise ValueError(f"reference must hold exact_reference + replicates * sum(exact_ns) = {need:,} tokens "
-                             f"(disjoint blocks of the reference run), got {reference:,}")
+        if not reference > exact_reference:
+            raise ValueError(f"reference must exceed exact_reference (a block of the reference run and other "
+                             f"tokens of it), got reference {reference:,} and exact_reference {exact_reference:,}")
     ref = sabeta_measure(reference, gamma, beta, steps, rng=np.random.default_rng(ref_seq))
     d = np.empty((len(ns), replicates))
     for a, (n, sq) in enumerate(zip(ns, run_seqs)):
@@ -380,14 +380,14 @@ def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, 
             d[a, r] = sliced_w1(sabeta_measure(n, gamma, beta, steps, rng=np.random.default_rng(s)), ref, directions)
     out = dict(ns=np.asarray(ns), reference=reference, distances=d)
     if ex_ns:
-        block, start = ref[:exact_reference], exact_reference
+        block, rest = ref[:exact_reference], ref[exact_reference:]
         W, S, base = (np.empty((len(ex_ns), replicates)) for _ in range(3))
         for a, (n, sq) in enumerate(zip(ex_ns, ss.spawn(len(ex_ns)))):
-            for r, s in enumerate(sq.spawn(replicates)):
+            for r, (s, sb) in enumerate(s.spawn(2) for s in sq.spawn(replicates)):
                 x = sabeta_measure(n, gamma, beta, steps, rng=np.random.default_rng(s))
                 W[a, r], S[a, r] = w1_exact(x, block), sliced_w1(x, block, directions)
-                base[a, r] = w1_exact(ref[start:start + n], block)
-                start += n
+                pick = np.random.default_rng(sb).choice(len(rest), n, replace=n > len(rest))
+                base[a, r] = w1_exact(rest[pick], block)
         out.update(exact_ns=np.asarray(ex_ns), exact_reference=exact_reference, exact=W, sliced_exact=S,
                    baseline=base)
     return Result(**out)
