@@ -596,7 +596,8 @@ ch = MT.chaos(
     exact_ns=p.chaos_exact_ns, exact_reference=p.chaos_exact_reference,
 )
 for n, row in zip(p.chaos_ns, ch.distances):
-    print(f"n = {n:>7,}: sliced W1 to the reference {row.mean():.2e} (mean of {len(row)})")
+    print(f"n = {n:>7,}: sliced W1 to the reference {row.mean():.2e}"
+          f" (mean of {len(row)})")
 for n, w, s, b in zip(ch.exact_ns, ch.exact, ch.sliced_exact, ch.baseline):
     print(f"n = {n:>7,}, to the block: exact W1 {w.mean():.2e}, sliced {s.mean():.2e},"
           f" baseline {b.mean():.2e}")
@@ -609,7 +610,7 @@ xs = np.repeat(en, p.chaos_reps)
 fit_w = MT.slope(xs, ch.exact.ravel())
 fit_s = MT.slope(xs, ch.sliced_exact.ravel())
 ratio = ch.sliced_exact / ch.exact
-fit_r = MT.slope(xs, ratio.ravel())  # the slope of the ratio: the difference of the two
+fit_r = MT.slope(xs, ratio.ravel())  # the ratio's slope: the two slopes' difference
 base = ch.baseline.mean(axis=1) / ch.exact.mean(axis=1)
 fig, ax = plt.subplots(1, 2, figsize=(10.0, 3.9))
 ax[0].loglog(np.repeat(cn, p.chaos_reps), ch.distances.ravel(), "s", color="C0", ms=4,
@@ -632,7 +633,8 @@ for a in ax:
     a.set_xlabel("tokens $n$")
 handles = [
     plt.Line2D([], [], color="C1", marker="o", mfc="none", label="exact $W_1$"),
-    plt.Line2D([], [], color="C0", marker="s", mfc="none", label="sliced $W_1$ (lower bound)"),
+    plt.Line2D([], [], color="C0", marker="s", mfc="none",
+               label="sliced $W_1$ (lower bound)"),
     plt.Line2D([], [], color="C2", marker="^", mfc="none",
                label="exact, $n$ tokens of the reference run"),
     plt.Line2D([], [], color="0.3", ls="--", label="$n^{-1/2}$"),
@@ -672,12 +674,12 @@ page.glue(
         "is the mean of |⟨u, s⟩| over the directions, (2/π)|s|; tested), as if the "
         "n-token measure differed from the block mostly by a shift of the whole cloud"
         if near
-        else "not near 2/π ≈ 0.637, the ratio for a translate, so the difference is not "
-        "a shift of the whole cloud alone"
+        else "not near 2/π ≈ 0.637, the ratio for a translate, so the difference is "
+        "not a shift of the whole cloud alone"
     ),
     chaos_same=(
-        "contains 0: over this range the data do not tell the rates of the bound and of "
-        "W1 apart, and the slope of panel (a) is consistent with a slope of W1"
+        "contains 0: over this range the data do not tell the rates of the bound and "
+        "of W1 apart, and the slope of panel (a) is consistent with a slope of W1"
         if same
         else "does not contain 0: over this range the bound does not fall at the rate "
         "of W1, and the slope of panel (a) is not a slope of W1"
