@@ -138,6 +138,9 @@ def test_chaos_exact_part():
     assert both.exact.shape == both.sliced_exact.shape == both.baseline.shape == (2, 2)
     assert np.all(both.sliced_exact <= both.exact + TOL)
     assert np.all(both.exact > 0) and np.all(both.baseline > 0)
+    three = MT.chaos([20], 400, 0.5, 1.0, 2, 2, exact_ns=[10, 30], exact_reference=200,
+                     exact_replicates=3, **kw)
+    assert three.exact.shape == three.baseline.shape == (2, 3) and three.distances.shape == (1, 2)
     with pytest.raises(ValueError, match="reference must exceed exact_reference"):
         MT.chaos([20], 200, 0.5, 1.0, 2, 2, exact_ns=[10, 30], exact_reference=200, **kw)
     small = MT.chaos([20], 210, 0.5, 1.0, 2, 2, exact_ns=[30], exact_reference=200, **kw)   # drawn with replacement

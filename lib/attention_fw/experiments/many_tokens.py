@@ -354,12 +354,13 @@ def sabeta_measure(n: int, gamma: float, beta: float, steps: int, *, rng: chk.Se
 
 def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, replicates: int, *,
           rng: chk.SeedLike, directions: int = 64, exact_ns: list[int] | tuple[int, ...] = (),
-          exact_reference: int = 0) -> Result:
+          exact_reference: int = 0, exact_replicates: int | None = None) -> Result:
     """Sliced ``W1`` between the ``n``-token measure and an independent ``reference``-token measure after ``steps``
     steps, ``replicates`` independent runs per ``n`` (each run its own stream, spawned from one drawn from ``rng``).
 
-    With ``exact_ns``, also for each of those ``n`` and each replicate (new runs, streams spawned after the
-    others so that ``distances`` do not change): the exact ``W1`` (:func:`w1_exact`) and the sliced ``W1`` between
+    With ``exact_ns``, also for each of those ``n`` and each of ``exact_replicates`` runs (``replicates`` when
+    ``None``; new runs, streams spawned after the others so that ``distances`` do not change): the exact ``W1``
+    (:func:`w1_exact`) and the sliced ``W1`` between
     the ``n``-token measure and the first ``exact_reference`` tokens of the reference run (``exact``,
     ``sliced_exact``), and ``baseline``: the exact ``W1`` between that block and ``n`` other tokens of the reference
     run, drawn at random from the rest of it (the sampling error of ``n`` tokens of the large system, measured the
@@ -370,6 +371,7 @@ def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, 
     ex_ns = [chk.positive_int("exact_ns", k) for k in exact_ns]
     if ex_ns:
         exact_reference = chk.positive_int("exact_reference", exact_reference)
+        ex_reps = chk.positive_int("exact_replicates", replicates if exact_replicates is None else exact_replicates)
         if not reference > exact_reference:
             raise ValueError(f"reference must exceed exact_reference (a block of the reference run and other "
                              f"tokens of it), got reference {reference:,} and exact_reference {exact_reference:,}")
@@ -381,9 +383,9 @@ def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, 
     out = dict(ns=np.asarray(ns), reference=reference, distances=d)
     if ex_ns:
         block, rest = ref[:exact_reference], ref[exact_reference:]
-        W, S, base = (np.empty((len(ex_ns), replicates)) for _ in range(3))
+        W, S, base = (np.empty((len(ex_ns), ex_reps)) for _ in range(3))
         for a, (n, sq) in enumerate(zip(ex_ns, ss.spawn(len(ex_ns)))):
-            for r, (s, sb) in enumerate(s.spawn(2) for s in sq.spawn(replicates)):
+            for r, (s, sb) in enumerate(s.spawn(2) for s in sq.spawn(ex_reps)):
                 x = sabeta_measure(n, gamma, beta, steps, rng=np.random.default_rng(s))
                 W[a, r], S[a, r] = w1_exact(x, block), sliced_w1(x, block, directions)
                 pick = np.random.default_rng(sb).choice(len(rest), n, replace=n > len(rest))
