@@ -281,7 +281,7 @@ def w1_exact(x: npt.ArrayLike, y: npt.ArrayLike, a: npt.ArrayLike | None = None,
     ``a`` and ``b`` are probability weights (uniform when omitted); ``x`` is ``(n, d)``, ``y`` is ``(m, d)``.
     The value is exact up to the rounding of the float64 costs (the simplex ends at an optimal vertex of the
     transport polytope; it is checked to have ended so). The cost matrix is dense, ``n * m`` entries: above
-    ``max_entries`` (:data:`W1_MAX_ENTRIES` by default, about 0.4 GB) the call is refused. POT is imported here
+    ``max_entries`` (``W1_MAX_ENTRIES`` by default, about 0.4 GB) the call is refused. POT is imported here
     only (``pip install attention-fw[transport]``); the rest of the library does not need it.
 
     Examples
