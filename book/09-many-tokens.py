@@ -777,7 +777,7 @@ page.figure(
 low = MT.low_temperature(p.low_n, p.low_betas, p.low_steps, 0.5, rng=seed_of(4))
 for b, row in zip(p.low_betas, low.distances):
     print(
-        f"beta = {b:6g}: W1 at t = {list(low.steps)}: "
+        f"beta = {b:6g}: W1 at t = {[int(t) for t in low.steps]}: "
         + ", ".join(f"{w:.2e}" for w in row)
     )
 
