@@ -613,15 +613,11 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     J3 = np.empty(x3.shape[:2], dtype=np.int64)
     counts = np.zeros(3, dtype=np.int64)
     for r in range(x3.shape[0]):      # a loop over systems (each of many tokens), not over tokens
-        perm, start, end, lo, hi, left, right = K.kdtree(xs3[r], SAP_LEAF)
-        xt = np.ascontiguousarray(xs3[r][perm])
+        tree = _sap_tree(xs3[r])
+        xt = tree[1]
         Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
-        q = np.ascontiguousarray(b * (xt if Br is None else xt @ _t(Br)))
-        seed = np.uint64(rng.integers(0, 2**64, dtype=np.uint64))
-        pos = np.empty(n, dtype=np.int64)
-        K.sap_rows(q, xt, start, end, lo, hi, left, right, np.log((end - start).astype(float)), perm, seed,
-                   SAP_OMEGA, pos, counts)
-        J3[r, perm] = perm[pos]
+        q = b * (xt if Br is None else xt @ _t(Br))       # the queries in the tree's order, row i: perm[i]
+        J3[r, tree[0]] = _sap_picks(tree, q, tree[0], rng.integers(0, 2**64, dtype=np.uint64), counts)
     SAP_STATS["fast_systems"] += x3.shape[0]
     SAP_STATS["rows"] += x3.shape[0] * n
     for key, c in zip(("opened", "elements", "proposals"), counts):
@@ -630,3 +626,22 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     out = (x3 + gamma * (target - x3)).reshape(x.shape)
     J = J3.reshape(x.shape[:-1])
     return (out, J) if return_choice else out
+
+
+def _sap_tree(x):
+    """The tree of :func:`sap_step` over the tokens ``x`` (n, d): ``(perm, x[perm], boxes...)``."""
+    K = _fast_kernels.sap_impl()
+    perm, start, end, lo, hi, left, right = K.kdtree(np.ascontiguousarray(x, dtype=float), SAP_LEAF)
+    return (perm, np.ascontiguousarray(x[perm]), start, end, lo, hi, left, right,
+            np.log((end - start).astype(float)))
+
+
+def _sap_picks(tree, q, rowid, seed, counts):
+    """Original indices of the picks of the queries ``q`` (m, d), row ``t`` seeded by ``seed`` and ``rowid[t]``,
+    among the tokens of ``tree`` (:func:`_sap_tree`)."""
+    perm, xt, start, end, lo, hi, left, right, lcnt = tree
+    pos = np.empty(q.shape[0], dtype=np.int64)
+    _fast_kernels.sap_impl().sap_rows(np.ascontiguousarray(q, dtype=float), xt, start, end, lo, hi, left, right,
+                                      lcnt, np.ascontiguousarray(rowid, dtype=np.int64), np.uint64(seed),
+                                      SAP_OMEGA, pos, counts)
+    return perm[pos]
