@@ -670,12 +670,13 @@ def _compile_sap():
         return sc
 
     @jit
-    def sap_rows(q, x, start, end, lo, hi, left, right, lcnt, rowid, seed, omega, J, counts):
+    def sap_rows(q, x, h, start, end, lo, hi, left, right, lcnt, rowid, seed, omega, J, counts):
         """The picks ``J_i``, ``P(J_i = p) = e^{<q_i, x_p>} / sum_k e^{<q_i, x_k>}``, by rejection from an
         envelope made of the boxes of the tree of :func:`kdtree` (``attention_fw.model.fast.sap_step``
         states the argument). ``x`` the tokens in the tree's order (box ``v`` holds ``x[start[v]:end[v]]``),
         ``lcnt`` the log of each box's count, the picks are positions in that order.
 
+        ``h[i]``: the row's largest score when known (NaN: found here by branch and bound over the boxes).
         Row ``i`` draws from its own generator, seeded by ``seed`` and ``rowid[i]``. ``omega``: the
         envelope is refined until its excess over its lower bound is at most ``omega`` times that bound.
         ``counts`` += (boxes opened, frontier elements, proposals), summed over the rows.
@@ -715,7 +716,10 @@ def _compile_sap():
             ne = 0
             best = -np.inf
             nub[0] = _bound(q, i, lo, hi, 0, eps4)[0]
-            hsize = _push(hkey, hid, hsize, nub[0], 0)
+            if h[i] == h[i]:
+                best = h[i]
+            else:
+                hsize = _push(hkey, hid, hsize, nub[0], 0)
             while hsize > 0 and hkey[0] > best:
                 v = hid[0]
                 hsize = _pop(hkey, hid, hsize)
@@ -736,7 +740,12 @@ def _compile_sap():
             for t in range(hsize):      # the frontier so far: the boxes left and the leaves scanned
                 flist[nf] = hid[t]
                 nf += 1
-            # ---- the envelope: refined best-first by waste, the mass above the box's lower bound
+            if nf == 0:                 # the largest score given: the root alone
+                flist[0] = 0
+                nf = 1
+            # ---- the envelope: refined best-first by waste, the mass above the box's lower bound (heap
+            # keys: its log, exact at any beta; the sums W, LB with masses capped at e^600, added up again
+            # before stopping when they met larger ones)
             hsize = 0
             W = 0.0
             LB = 0.0
@@ -751,7 +760,7 @@ def _compile_sap():
                 nwaste[v] = -math.exp(min(lm, 600.0)) * math.expm1(-span)
                 W += nwaste[v]
                 LB += nlbm[v]
-                hsize = _push(hkey, hid, hsize, nwaste[v], v)
+                hsize = _push(hkey, hid, hsize, lm + math.log(-math.expm1(-span)) if span > 0.0 else -np.inf, v)
             Wmax = W
             while hsize > 0:
                 if not W > omega * LB:
@@ -782,7 +791,8 @@ def _compile_sap():
                         nwaste[c] = -math.exp(min(lm, 600.0)) * math.expm1(-span)
                         W += nwaste[c]
                         LB += nlbm[c]
-                        hsize = _push(hkey, hid, hsize, nwaste[c], c)
+                        hsize = _push(hkey, hid, hsize, lm + math.log(-math.expm1(-span)) if span > 0.0
+                                      else -np.inf, c)
                     Wmax = max(Wmax, W)
                 else:
                     for p in range(start[v], end[v]):

@@ -560,16 +560,22 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     of zero width). For row ``i`` with ``q = beta B x_i`` and scores ``L_j = <q, x_j>``, a box ``v`` with
     ``c_v`` tokens has the bound ``u_v = max over the box of <q, y>`` (from its corners, raised by four
     roundings of a score) and the envelope weight ``c_v e^{u_v}``. The row first finds its largest
-    score ``h`` by branch and bound over the boxes, then refines a frontier of boxes (a partition of all
+    score ``h`` (by branch and bound over the boxes; over the hull candidates, by BLAS, for the rows
+    whose kernel is smooth, ``|q| diam <= 20``), then refines a frontier of boxes (a partition of all
     the tokens) best-first, opening the box whose envelope exceeds its lower bound ``c_v e^{u_v - span_v}``
     the most, and a leaf into its single tokens (weight ``e^{L_j}``, exact), until the envelope's total
-    excess is at most twice its lower bound. Then, repeatedly: pick a frontier element with probability
+    excess is at most twice its lower bound (a smooth row: a few boxes, often the root alone). Then, repeatedly: pick a frontier element with probability
     proportional to its envelope weight, a token ``j`` uniformly in it, and accept ``j`` with probability
     ``e^{L_j - u_v}``. A token of box ``v`` is proposed with probability ``e^{u_v} / E`` (``E`` the
     envelope's total) and accepted with ``e^{L_j - u_v}``, so each round returns ``j`` with probability
     ``e^{L_j} / E``, proportional to ``A_ij``; the rounds are independent, so the accepted ``j`` has law
     exactly ``A_i.`` (the rejection argument), whatever the envelope. The envelope only sets the cost:
-    at most about 3 rounds per row, and boxes far from the row's direction are never opened.
+    at most about 3 rounds per row, and boxes far from the row's direction are never opened. (The lazy
+    Gumbel-max sampler is the same argument in other clothes; rejection needs no truncated Gumbels.)
+    The cost is the boxes opened: a few where the kernel is smooth, tens to about a hundred on a
+    uniform disk at any beta; most on the sparse rim of a Gaussian cloud at large beta, whose
+    axis-aligned leaf boxes reach the row's supporting line far from their tokens (hundreds per row,
+    :data:`SAP_STATS` counts them; ``tools/bench_manytok.py`` reports them).
 
     **Nothing is dropped.** Every token belongs to one frontier element, however small its weight. The
     weights are handled as logarithms: the elements are grouped by log-weight in steps of 4, the group
@@ -617,7 +623,8 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
         xt = tree[1]
         Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
         q = b * (xt if Br is None else xt @ _t(Br))       # the queries in the tree's order, row i: perm[i]
-        J3[r, tree[0]] = _sap_picks(tree, q, tree[0], rng.integers(0, 2**64, dtype=np.uint64), counts)
+        J3[r, tree[0]] = _sap_picks(tree, q, tree[0], rng.integers(0, 2**64, dtype=np.uint64), counts,
+                                    _smooth_row_max(xs3[r], q, tree))
     SAP_STATS["fast_systems"] += x3.shape[0]
     SAP_STATS["rows"] += x3.shape[0] * n
     for key, c in zip(("opened", "elements", "proposals"), counts):
@@ -636,12 +643,32 @@ def _sap_tree(x):
             np.log((end - start).astype(float)))
 
 
-def _sap_picks(tree, q, rowid, seed, counts):
+def _sap_picks(tree, q, rowid, seed, counts, h=None):
     """Original indices of the picks of the queries ``q`` (m, d), row ``t`` seeded by ``seed`` and ``rowid[t]``,
-    among the tokens of ``tree`` (:func:`_sap_tree`)."""
+    among the tokens of ``tree`` (:func:`_sap_tree`); ``h`` the rows' largest scores if known (else NaN:
+    branch and bound)."""
     perm, xt, start, end, lo, hi, left, right, lcnt = tree
     pos = np.empty(q.shape[0], dtype=np.int64)
-    _fast_kernels.sap_impl().sap_rows(np.ascontiguousarray(q, dtype=float), xt, start, end, lo, hi, left, right,
+    h = np.full(q.shape[0], np.nan) if h is None else np.ascontiguousarray(h, dtype=float)
+    _fast_kernels.sap_impl().sap_rows(np.ascontiguousarray(q, dtype=float), xt, h, start, end, lo, hi, left, right,
                                       lcnt, np.ascontiguousarray(rowid, dtype=np.int64), np.uint64(seed),
                                       SAP_OMEGA, pos, counts)
     return perm[pos]
+
+
+SAP_SMOOTH = 20.0   # rows with |q_i| (diameter of the tokens' box) <= 20 start from the root with their maximum
+
+
+def _smooth_row_max(x, q, tree):
+    """The largest score of the rows whose kernel is smooth over the tokens (``|q_i|`` times the diagonal of
+    their box at most ``SAP_SMOOTH``), over the hull candidates; NaN for the others (and for all when the
+    hull is flat), which find it by branch and bound. The smooth rows' envelope is then refined from the
+    root (a few boxes), the others' from the boxes met on the way to their maximum."""
+    h = np.full(q.shape[0], np.nan)
+    lo, hi = tree[4][0], tree[5][0]
+    smooth = np.sqrt(np.einsum("ij,ij->i", q, q)) * float(np.linalg.norm(hi - lo)) <= SAP_SMOOTH
+    if smooth.any():
+        cand, _ = _candidates(x, 0.0)
+        if cand is not None:
+            h[smooth] = _row_max(q[smooth], x, cand)
+    return h
