@@ -120,7 +120,7 @@ display(
 import importlib.metadata as md
 
 key = [
-    "numpy", "numba", "llvmlite", "scipy", "matplotlib", "shapely", "papermill",
+    "numpy", "numba", "llvmlite", "scipy", "POT", "matplotlib", "shapely", "papermill",
     "jupytext", "jupyter-book", "myst-nb", "Sphinx", "sphinxcontrib-bibtex",
     "sphinx-mathjax-offline", "ipywidgets",
 ]

@@ -2,9 +2,11 @@
 low temperature; with the engines of :mod:`attention_fw.model.fast` and :mod:`attention_fw.model.sphere`.
 
 Distances between measures are exact where they can be: in one dimension by sorting (:func:`w1_line`,
-:func:`w1_circle`), between two measures of ``n`` equal atoms by an optimal assignment (:func:`w1_equal`);
+:func:`w1_circle`), between two measures of ``n`` equal atoms by an optimal assignment (:func:`w1_equal`),
+between any two point measures of moderate size (``n m <= W1_MAX_ENTRIES``, unequal sizes and weights) by the
+network simplex of POT (:func:`w1_exact`; POT is the extra ``transport`` of the library, imported only there);
 in the plane otherwise the sliced distance (:func:`sliced_w1`, exact on each direction, a lower bound
-of ``W1``: its bias is stated where it is used).
+of ``W1``: its bias is stated where it is used, and measured against :func:`w1_exact` where both fit).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import integrate
 from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
 
 from .. import _validate as chk
 from ..geometry import planar
@@ -22,7 +25,7 @@ from ..model import dynamics, fast, sphere
 from ..results import Result
 
 __all__ = ["cell_masses", "sample_polygon", "gaussian_polygon_mass", "gaussian_cell_masses", "sample_gaussian_polygon",
-           "hardmax_limit", "w1_line", "w1_circle", "w1_equal", "sliced_w1",
+           "hardmax_limit", "w1_line", "w1_circle", "w1_equal", "w1_exact", "sliced_w1",
            "circle_clusters", "sample_disk", "sabeta_measure", "chaos", "low_temperature",
            "sector_configuration", "polygon_distance", "sabeta_exit_at_scale", "exit_at_scale_task",
            "chain_exit_mean", "sample_sphere", "sphere_clusters"]
@@ -251,6 +254,64 @@ def w1_equal(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     return float(C[i, j].mean())
 
 
+W1_MAX_ENTRIES = 10_000_000
+"""Largest ``n * m`` that :func:`w1_exact` accepts: its cost matrix and POT's transport plan (float64) and the
+solver's own arrays took about 40 bytes per entry here (0.35 GB beyond the interpreter at 2,000 x 4,000, 1.1 s of
+CPU; 4,000 x 4,000: 0.67 GB, 2.5 s)."""
+
+
+def _weights(name: str, w: npt.ArrayLike | None, size: int) -> np.ndarray:
+    if w is None:
+        return np.full(size, 1.0 / size)
+    v = chk.as_float_array(name, w, ndim=1)
+    if v.shape != (size,):
+        raise ValueError(f"{name} must have shape ({size},) (one weight per point), got {v.shape}")
+    if v.min() < 0:
+        raise ValueError(f"{name} must be nonnegative, got a minimum of {v.min():.3g}")
+    if not abs(v.sum() - 1.0) <= 1e-9:
+        raise ValueError(f"{name} must sum to 1 (a probability measure), got {v.sum():.12g}")
+    return v / v.sum()
+
+
+def w1_exact(x: npt.ArrayLike, y: npt.ArrayLike, a: npt.ArrayLike | None = None, b: npt.ArrayLike | None = None,
+             *, max_entries: int = W1_MAX_ENTRIES) -> float:
+    """``W1`` (Euclidean cost) between ``sum_i a_i delta_{x_i}`` and ``sum_j b_j delta_{y_j}`` in ``R^d``, exact:
+    the optimal transport plan by the network simplex of POT (``ot.emd2``), any sizes ``n`` and ``m``.
+
+    ``a`` and ``b`` are probability weights (uniform when omitted); ``x`` is ``(n, d)``, ``y`` is ``(m, d)``.
+    The value is exact up to the rounding of the float64 costs (the simplex ends at an optimal vertex of the
+    transport polytope; it is checked to have ended so). The cost matrix is dense, ``n * m`` entries: above
+    ``max_entries`` (``W1_MAX_ENTRIES`` by default, about 0.4 GB) the call is refused. POT is imported here
+    only (``pip install attention-fw[transport]``); the rest of the library does not need it.
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> round(w1_exact(x, x + [0.0, 2.0]), 12)          # a translate: W1 = |shift|
+    2.0
+    >>> round(w1_exact(x, [[0.0, 0.0]], a=[0.25, 0.75]), 12)   # sizes 2 and 1
+    0.75
+    """
+    X = chk.as_float_array("x", x, ndim=2)
+    Y = chk.as_float_array("y", y, ndim=2)
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"x and y must have the same dimension d, got x {X.shape} and y {Y.shape}")
+    n, m = len(X), len(Y)
+    A, Bw = _weights("a", a, n), _weights("b", b, m)
+    max_entries = chk.positive_int("max_entries", max_entries)
+    if n * m > max_entries:
+        raise ValueError(f"w1_exact: the cost matrix would have n * m = {n:,} * {m:,} = {n * m:,} entries, above "
+                         f"max_entries = {max_entries:,} (about 40 bytes each: {40 * n * m / 1e9:.2g} GB); use "
+                         "sliced_w1 (a lower bound) or smaller samples, or raise max_entries knowingly")
+    import ot   # POT: the library's extra "transport"
+
+    C = cdist(X, Y)     # each entry from the differences (no cancellation: 0 between equal points)
+    value, log = ot.emd2(A, Bw, C, numItermax=max(100_000, 50 * (n + m) ** 2), log=True)
+    if log.get("warning") is not None:
+        raise RuntimeError(f"w1_exact: the network simplex did not end at an optimum ({log['warning']})")
+    return float(value)
+
+
 def sliced_w1(x: npt.ArrayLike, y: npt.ArrayLike, directions: int = 64) -> float:
     """The sliced distance ``mean_u W1(<u, x>, <u, y>)`` over ``directions`` equally spaced directions of the plane,
     exact on each direction; a lower bound of ``W1(x, y)`` (a projection is 1-Lipschitz), not equal to it."""
@@ -292,17 +353,46 @@ def sabeta_measure(n: int, gamma: float, beta: float, steps: int, *, rng: chk.Se
 
 
 def chaos(ns: list[int], reference: int, gamma: float, beta: float, steps: int, replicates: int, *,
-          rng: chk.SeedLike, directions: int = 64) -> Result:
+          rng: chk.SeedLike, directions: int = 64, exact_ns: list[int] | tuple[int, ...] = (),
+          exact_reference: int = 0, exact_replicates: int | None = None) -> Result:
     """Sliced ``W1`` between the ``n``-token measure and an independent ``reference``-token measure after ``steps``
-    steps, ``replicates`` independent runs per ``n`` (each run its own stream, spawned from one drawn from ``rng``)."""
+    steps, ``replicates`` independent runs per ``n`` (each run its own stream, spawned from one drawn from ``rng``).
+
+    With ``exact_ns``, also for each of those ``n`` and each of ``exact_replicates`` runs (``replicates`` when
+    ``None``; new runs, streams spawned after the others so that ``distances`` do not change): the exact ``W1``
+    (:func:`w1_exact`) and the sliced ``W1`` between
+    the ``n``-token measure and the first ``exact_reference`` tokens of the reference run (``exact``,
+    ``sliced_exact``), and ``baseline``: the exact ``W1`` between that block and ``n`` other tokens of the reference
+    run, drawn at random from the rest of it (the sampling error of ``n`` tokens of the large system, measured the
+    same way; without replacement when the rest holds ``n`` tokens, else with). ``reference`` must exceed
+    ``exact_reference``."""
     ss = np.random.SeedSequence(int(chk.rng("rng", rng).integers(2**63)))
     ref_seq, *run_seqs = ss.spawn(1 + len(ns))
+    ex_ns = [chk.positive_int("exact_ns", k) for k in exact_ns]
+    if ex_ns:
+        exact_reference = chk.positive_int("exact_reference", exact_reference)
+        ex_reps = chk.positive_int("exact_replicates", replicates if exact_replicates is None else exact_replicates)
+        if not reference > exact_reference:
+            raise ValueError(f"reference must exceed exact_reference (a block of the reference run and other "
+                             f"tokens of it), got reference {reference:,} and exact_reference {exact_reference:,}")
     ref = sabeta_measure(reference, gamma, beta, steps, rng=np.random.default_rng(ref_seq))
     d = np.empty((len(ns), replicates))
     for a, (n, sq) in enumerate(zip(ns, run_seqs)):
         for r, s in enumerate(sq.spawn(replicates)):
             d[a, r] = sliced_w1(sabeta_measure(n, gamma, beta, steps, rng=np.random.default_rng(s)), ref, directions)
-    return Result(ns=np.asarray(ns), reference=reference, distances=d)
+    out = dict(ns=np.asarray(ns), reference=reference, distances=d)
+    if ex_ns:
+        block, rest = ref[:exact_reference], ref[exact_reference:]
+        W, S, base = (np.empty((len(ex_ns), ex_reps)) for _ in range(3))
+        for a, (n, sq) in enumerate(zip(ex_ns, ss.spawn(len(ex_ns)))):
+            for r, (s, sb) in enumerate(s.spawn(2) for s in sq.spawn(ex_reps)):
+                x = sabeta_measure(n, gamma, beta, steps, rng=np.random.default_rng(s))
+                W[a, r], S[a, r] = w1_exact(x, block), sliced_w1(x, block, directions)
+                pick = np.random.default_rng(sb).choice(len(rest), n, replace=n > len(rest))
+                base[a, r] = w1_exact(rest[pick], block)
+        out.update(exact_ns=np.asarray(ex_ns), exact_reference=exact_reference, exact=W, sliced_exact=S,
+                   baseline=base)
+    return Result(**out)
 
 
 def low_temperature(n: int, betas: list[float], steps: list[int], gamma: float, *, rng: chk.SeedLike) -> Result:

@@ -168,7 +168,7 @@ def _compile():
         full_rows = 0
         first = np.full(u, -1, dtype=np.int64)   # first and last candidate at each position
         last = np.full(u, -1, dtype=np.int64)
-        mark = np.full(u, -1, dtype=np.int64)     # mark[g] == i: position g tied in row i (binned rows)
+        mark = np.full(u, -1, dtype=np.int64)     # mark[g] == i: position g tied in row i
         Ub = np.empty((idx.shape[0], d))            # the lists' positions, in list order (binned rows)
         longest = 0
         for k in range(nb):
@@ -243,49 +243,30 @@ def _compile():
                     s += b1 * Ub[t, 1]
                     low = min(low, s)
                 threshold = top - tol * max(top, -low)
-                lone = -1
+                lone = -1  # the one tied position when exactly one is tied, -2 when several
                 for t in range(t0, ptr[kb + 1]):
                     if local[t - t0] >= threshold:
                         g = idx[t]
                         lone = g if lone == -1 else -2
                         mark[g] = i
-                if lone >= 0 and first[lone] == last[lone]:
-                    j = cand[first[lone]]
-                    for k in range(d):
-                        xi = x[i, k]
-                        out[i, k] = xi + gamma * ((0.0 + x[j, k]) / 1 - xi)
-                    continue
-                for k in range(d):
-                    acc[k] = 0.0
-                count = 0
-                for c in range(m):
-                    if mark[group[c]] == i:
-                        count += 1
-                        j = cand[c]
-                        for k in range(d):
-                            acc[k] += x[j, k]
-                for k in range(d):
-                    xi = x[i, k]
-                    out[i, k] = xi + gamma * (acc[k] / count - xi)
-                continue
-            for g in range(u):
-                s = bx[i, 0] * U[g, 0]
-                for k in range(1, d):
-                    s += bx[i, k] * U[g, k]
-                scores[g] = s
-            top = scores[0]
-            low = scores[0]
-            for g in range(1, u):
-                top = max(top, scores[g])
-                low = min(low, scores[g])
-            threshold = top - tol * max(top, -low)
-            slot = -1
-            key = np.uint64(0)
-            h = 0
-            lone = -1  # the one tied position when exactly one is tied, -2 when several
-            for g in range(u):
-                if scores[g] >= threshold:
-                    lone = g if lone == -1 else -2
+            else:
+                for g in range(u):
+                    s = bx[i, 0] * U[g, 0]
+                    for k in range(1, d):
+                        s += bx[i, k] * U[g, k]
+                    scores[g] = s
+                top = scores[0]
+                low = scores[0]
+                for g in range(1, u):
+                    top = max(top, scores[g])
+                    low = min(low, scores[g])
+                threshold = top - tol * max(top, -low)
+                lone = -1
+                for g in range(u):
+                    if scores[g] >= threshold:
+                        lone = g if lone == -1 else -2
+                        mark[g] = i
+            # one tail for both paths: the positions tied in row i are those with mark[g] == i
             if lone >= 0 and first[lone] == last[lone]:
                 # one tied token: the dense pass's acc = 0 + x_j, count = 1
                 j = cand[first[lone]]
@@ -293,9 +274,12 @@ def _compile():
                     xi = x[i, k]
                     out[i, k] = xi + gamma * ((0.0 + x[j, k]) / 1 - xi)
                 continue
-            if u <= 64:
+            slot = -1
+            key = np.uint64(0)
+            h = 0
+            if u <= 64:   # (never binned: the binned path needs more positions)
                 for g in range(u):
-                    if scores[g] >= threshold:
+                    if mark[g] == i:
                         key |= np.uint64(1) << np.uint64(g)
                 h = np.int64((key * np.uint64(11400714819323198485)) >> np.uint64(52))  # 12 bits: cap = 4096
                 while keys[h] != 0:
@@ -308,7 +292,7 @@ def _compile():
                     acc[k] = 0.0
                 count = 0
                 for c in range(m):
-                    if scores[group[c]] >= threshold:
+                    if mark[group[c]] == i:
                         count += 1
                         j = cand[c]
                         for k in range(d):
