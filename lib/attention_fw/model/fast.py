@@ -564,7 +564,8 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
     whose kernel is smooth, ``|q| diam <= 20``), then refines a frontier of boxes (a partition of all
     the tokens) best-first, opening the box whose envelope exceeds its lower bound ``c_v e^{u_v - span_v}``
     the most, and a leaf into its single tokens (weight ``e^{L_j}``, exact), until the envelope's total
-    excess is at most twice its lower bound (a smooth row: a few boxes, often the root alone). Then, repeatedly: pick a frontier element with probability
+    excess is at most twice its lower bound (a smooth row: a few boxes, often the root alone).
+    Then, repeatedly: pick a frontier element with probability
     proportional to its envelope weight, a token ``j`` uniformly in it, and accept ``j`` with probability
     ``e^{L_j - u_v}``. A token of box ``v`` is proposed with probability ``e^{u_v} / E`` (``E`` the
     envelope's total) and accepted with ``e^{L_j - u_v}``, so each round returns ``j`` with probability
