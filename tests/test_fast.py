@@ -207,8 +207,8 @@ def test_method_keyword_bad_values():
     x = np.zeros((4, 2))
     with pytest.raises(ValueError, match="method"):
         afw.hardmax_step(x, 0.5, method="fastest")
-    with pytest.raises(ValueError, match="SAP"):
-        afw.sap_step(x, 0.5, 1.0, rng=0, method="fast")
+    with pytest.raises(ValueError, match="hull"):
+        afw.sap_step(x, 0.5, 1.0, rng=0, method="hull")
     with pytest.raises(ValueError, match="hull"):
         afw.softmax_step(x, 0.5, 1.0, method="hull")
     with pytest.raises(TypeError, match="method"):

@@ -10,8 +10,17 @@ Entries (each with its target from issue 37; CPU seconds, robust to other jobs, 
   (rows by expansion / pruned sum / dense tiles, terms per pruned row) is made first; the step is run
   when its estimated work is at most 3e9 source terms, otherwise the entry says so and gives the estimate
   from the dense rate (what the dense-tile fallback costs), marked "estimated", not measured.
+* (SAP) one fast step of the chain at n = 10^6, d = 2, beta = 1, 10, 100, 1000 (no target in the issue):
+  the exact-in-law sampler of fast.sap_step (rejection from an envelope of kd-tree boxes), with its
+  boxes opened, envelope elements and proposals per row; beside a dense numpy (SAP) step (BLAS scores
+  in row blocks, shifted exp, one inverse-CDF pick per row) timed at n = 8,192 and extrapolated as n^2.
 * the circle: N = 2 x 10^4, beta = 5, dt = 1e-4, 6,000 steps, target 5 s; beside the dense force
   (N x N, numpy, float64) timed over 3 steps and extrapolated to 6,000.
+
+Where each method is used (attention_fw.model.dynamics, method="auto"): the hull step for (SA-inf) in
+d = 2 from HULL_MIN_N = 2,048 tokens; the fast (SA-beta) step and the fast (SAP) sampler in d = 2 from
+FAST_MIN_N = 131,072 tokens; the dense steps (tiles above the memory budget) otherwise. The (SA-beta)
+step's own rows go to the expansion, the pruned sum or dense tiles as its plan (printed) says.
 
 Writes _build/bench/manytok.json. On a machine shared with other jobs wall times are noisy; the CPU
 time is the one to compare with a target.
@@ -64,6 +73,20 @@ def dense_softmax(x, gamma, beta, block=512):
     return out
 
 
+def dense_sap(x, gamma, beta, rng, block=512):
+    """Dense numpy (SAP) step: BLAS scores in row blocks, shifted exp, one inverse-CDF pick per row (not
+    exact in the far tail, which the library's samplers are: a lower bound on the cost of a dense step)."""
+    out = np.empty_like(x)
+    for a in range(0, x.shape[0], block):
+        S = beta * (x[a:a + block] @ x.T)
+        S -= S.max(axis=1, keepdims=True)
+        np.exp(S, out=S)
+        np.cumsum(S, axis=1, out=S)
+        J = (S < rng.random((S.shape[0], 1)) * S[:, -1:]).sum(axis=1)
+        out[a:a + block] = x[a:a + block] + gamma * (x[J] - x[a:a + block])
+    return out
+
+
 def states(n, rng):
     a, r = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
     return {"gaussian": rng.normal(size=(n, 2)), "disk": np.stack([r * np.cos(a), r * np.sin(a)], 1)}
@@ -75,7 +98,7 @@ def main(argv=None) -> int:
     nd = 4096 if quick else 8192
     rng = np.random.default_rng(0)
     big, small = states(n, rng), states(nd, rng)
-    report: dict = {"n": n, "dense_n": nd, "hardmax": {}, "softmax": {}, "circle": {}}
+    report: dict = {"n": n, "dense_n": nd, "hardmax": {}, "softmax": {}, "sap": {}, "circle": {}}
     print(f"== many tokens: n = {n:,} (dense numpy at n = {nd:,}, extrapolated as n^2); CPU s / wall s")
 
     dc, dw = timed(dense_hardmax, small["gaussian"], 0.5, reps=2)
@@ -106,6 +129,23 @@ def main(argv=None) -> int:
             print(f"SA-beta beta={beta:<6g} {name:9s} rows: expansion {plan['taylor_rows'] / n:.3f}, pruned "
                   f"{plan['pruned_rows'] / n:.3f} ({plan['terms_per_pruned_row']:,.0f} terms/row), dense "
                   f"{plan['dense_rows'] / n:.3f} | {res} | dense (extrapolated) {dc * scale:,.0f} CPU s")
+
+    report["sap"] = {}
+    for beta in (1.0, 10.0, 100.0, 1000.0):
+        dc, _ = timed(dense_sap, small["gaussian"], 0.5, beta, np.random.default_rng(1), reps=2)
+        for name, x in big.items():
+            fast.sap_step(x[:2000], 0.5, beta, rng=1)      # compiled (or loaded from numba's cache) first
+            before = dict(fast.SAP_STATS)
+            c, w = time.process_time(), time.perf_counter()
+            fast.sap_step(x, 0.5, beta, rng=1)               # one step: at n = 10^6 it takes seconds
+            c, w = time.process_time() - c, time.perf_counter() - w
+            per = {k: (fast.SAP_STATS[k] - before[k]) / n for k in ("opened", "elements", "proposals")}
+            report["sap"][f"{name} beta={beta:g}"] = {"cpu": c, "wall": w, "per_row": per,
+                                                      "dense_cpu_extrapolated": dc * scale,
+                                                      "ratio": dc * scale / c}
+            print(f"SAP     beta={beta:<6g} {name:9s} {c:7.2f} / {w:7.2f}   per row: {per['opened']:.0f} boxes "
+                  f"opened, {per['elements']:.0f} elements, {per['proposals']:.2f} proposals | dense "
+                  f"(extrapolated) {dc * scale:,.0f} CPU s   x{dc * scale / c:,.0f}")
 
     N, beta, dt, steps = 20_000, 5.0, 1e-4, (600 if quick else 6000)
     t0 = np.random.default_rng(1).uniform(0, 2 * np.pi, N)

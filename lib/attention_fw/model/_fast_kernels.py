@@ -7,6 +7,7 @@ set it produces the same bits.
 """
 from __future__ import annotations
 
+import math
 import types
 
 import numpy as np
@@ -431,3 +432,468 @@ def softmax_impl() -> types.SimpleNamespace | None:
     if _SOFTMAX is None:
         _SOFTMAX = _compile_softmax()
     return _SOFTMAX
+
+
+# ----------------------------------------------------------------------------- the chain (SAP)
+SAP_DELTA = 4.0    # the ladder's groups of frontier elements span a factor e^4 of mass each
+SAP_CHUNK = 8.0    # a Bernoulli(e^{-t}) is drawn as Bernoulli(e^{-8}) draws and one of e^{-(t mod 8)}
+SAP_GROUPS = 64    # ... at most 64 groups; the last holds every element lighter than e^{-252} of the heaviest
+
+
+def _compile_sap():
+    decorators = jit_decorators()
+    if decorators is None:
+        return None
+    jit, _ = decorators
+    delta, chunk, ngroups = SAP_DELTA, SAP_CHUNK, SAP_GROUPS
+    e_chunk = float(np.exp(-chunk))
+
+    @jit
+    def kdtree(x, leaf):
+        """A binary tree of boxes over the tokens ``x`` (n, d): each node is split at the midpoint of
+        the widest side of its tight bounding box (both halves are then non-empty), down to at most
+        ``leaf`` tokens or a box of zero width (coincident tokens). Returns ``perm`` (the tokens in
+        tree order: node ``v`` holds ``perm[start[v]:end[v]]``), ``start``, ``end``, the boxes ``lo``,
+        ``hi`` (m, d) and the children ``left``, ``right`` (-1: a leaf); node 0 is the root."""
+        n, d = x.shape
+        cap = 2 * n + 1
+        perm = np.arange(n)
+        start = np.empty(cap, dtype=np.int64)
+        end = np.empty(cap, dtype=np.int64)
+        left = np.full(cap, -1, dtype=np.int64)
+        right = np.full(cap, -1, dtype=np.int64)
+        lo = np.empty((cap, d))
+        hi = np.empty((cap, d))
+        stack = np.empty(cap, dtype=np.int64)
+        start[0] = 0
+        end[0] = n
+        m = 1
+        stack[0] = 0
+        top = 1
+        while top > 0:
+            top -= 1
+            v = stack[top]
+            a = start[v]
+            b = end[v]
+            for k in range(d):
+                lo[v, k] = np.inf
+                hi[v, k] = -np.inf
+            for s in range(a, b):
+                j = perm[s]
+                for k in range(d):
+                    lo[v, k] = min(lo[v, k], x[j, k])
+                    hi[v, k] = max(hi[v, k], x[j, k])
+            if b - a <= leaf:
+                continue
+            ax = 0
+            w = hi[v, 0] - lo[v, 0]
+            for k in range(1, d):
+                if hi[v, k] - lo[v, k] > w:
+                    w = hi[v, k] - lo[v, k]
+                    ax = k
+            if not w > 0.0:
+                continue
+            mid = 0.5 * lo[v, ax] + 0.5 * hi[v, ax]
+            i0 = a
+            i1 = b - 1
+            while True:
+                while i0 <= i1 and x[perm[i0], ax] < mid:
+                    i0 += 1
+                while i0 <= i1 and x[perm[i1], ax] >= mid:
+                    i1 -= 1
+                if i0 > i1:
+                    break
+                t = perm[i0]
+                perm[i0] = perm[i1]
+                perm[i1] = t
+                i0 += 1
+                i1 -= 1
+            if i0 == a or i0 == b:      # no double between the two sides: the box stays a leaf
+                continue
+            c = m
+            m += 2
+            start[c] = a
+            end[c] = i0
+            start[c + 1] = i0
+            end[c + 1] = b
+            left[v] = c
+            right[v] = c + 1
+            stack[top] = c
+            stack[top + 1] = c + 1
+            top += 2
+        return perm, start[:m].copy(), end[:m].copy(), lo[:m].copy(), hi[:m].copy(), left[:m].copy(), \
+            right[:m].copy()
+
+    @jit
+    def _mix(z):
+        """SplitMix64's finaliser (a bijection of the 64-bit words)."""
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+    @jit
+    def _seed(s, seed, i):
+        """The xoshiro256** state of row ``i`` of the stream ``seed``: four SplitMix64 outputs from
+        ``seed + mix(i)`` (each row its own stream, whatever the order in which rows are drawn)."""
+        z = seed + _mix(np.uint64(i) + np.uint64(0x9E3779B97F4A7C15))
+        for k in range(4):
+            z += np.uint64(0x9E3779B97F4A7C15)
+            s[k] = _mix(z)
+
+    @jit
+    def _rotl(v, k):
+        return (v << np.uint64(k)) | (v >> np.uint64(64 - k))
+
+    @jit
+    def _uniform(s):
+        """A uniform double in [0, 1) with 53 random bits (xoshiro256**, Blackman and Vigna)."""
+        result = _rotl(s[1] * np.uint64(5), 7) * np.uint64(9)
+        t = s[1] << np.uint64(17)
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = _rotl(s[3], 45)
+        return float(result >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+    @jit
+    def _bernoulli(s, t):
+        """True with probability ``e^{-t}`` (``t >= 0``, inf: False), exact however small: the event is
+        that of independent draws with probabilities ``e^{-8}`` (one per whole chunk of 8 in ``t``) and
+        ``e^{-(rest)}``; each is a uniform below a probability >= e^{-8}, so the 53-bit grid of the
+        uniforms changes it by at most a relative 2^-53 e^8 = 3e-13."""
+        if t == np.inf:
+            return False
+        while t > chunk:
+            if not _uniform(s) < e_chunk:
+                return False
+            t -= chunk
+        return _uniform(s) < np.exp(-t)
+
+    @jit
+    def _push(key, ids, size, k, v):
+        """Push ``(k, v)`` on the max-heap ``key[:size], ids[:size]``; returns the new size."""
+        p = size
+        key[p] = k
+        ids[p] = v
+        while p > 0:
+            par = (p - 1) // 2
+            if key[par] >= key[p]:
+                break
+            tk = key[par]
+            key[par] = key[p]
+            key[p] = tk
+            tv = ids[par]
+            ids[par] = ids[p]
+            ids[p] = tv
+            p = par
+        return size + 1
+
+    @jit
+    def _pop(key, ids, size):
+        """Remove the top of the max-heap (its id is ``ids[0]`` before the call); returns the new size."""
+        size -= 1
+        key[0] = key[size]
+        ids[0] = ids[size]
+        p = 0
+        while True:
+            c = 2 * p + 1
+            if c >= size:
+                break
+            if c + 1 < size and key[c + 1] > key[c]:
+                c += 1
+            if key[p] >= key[c]:
+                break
+            tk = key[c]
+            key[c] = key[p]
+            key[p] = tk
+            tv = ids[c]
+            ids[c] = ids[p]
+            ids[p] = tv
+            p = c
+        return size
+
+    @jit
+    def _pick_in_logs(s, lm, order, a, b, suf):
+        """One of the elements ``order[a:b]`` with probability proportional to ``e^{lm}``, each in turn
+        kept or passed by a Bernoulli draw from its -log (exact however far apart the masses); ``suf``
+        scratch. The lightest group's pick: reached with probability below e^{-4 (SAP_GROUPS - 1)}."""
+        logt = -np.inf
+        for p in range(b - 1, a - 1, -1):
+            lg = lm[order[p]]
+            logt = max(lg, logt) + math.log1p(math.exp(-abs(lg - logt)))
+            suf[p] = logt
+        for p in range(a, b - 1):
+            # P(pass p | reached p) = (mass after p) / (mass from p) = e^{-t}
+            if not _bernoulli(s, math.log1p(math.exp(lm[order[p]] - suf[p + 1]))):
+                return order[p]
+        return order[b - 1]
+
+    @jit
+    def _bound(q, i, lo, hi, v, eps4):
+        """``max_{y in box v} <q_i, y>`` computed from the box's corners, raised by four roundings of a
+        score (so that no computed score of a token in the box exceeds it), and ``span``, the bound minus
+        the minimum over the box: ``sum_k |q_ik| (hi_vk - lo_vk)``."""
+        ub = 0.0
+        ab = 0.0
+        span = 0.0
+        for k in range(q.shape[1]):
+            a1 = q[i, k] * lo[v, k]
+            a2 = q[i, k] * hi[v, k]
+            ub += max(a1, a2)
+            ab += max(abs(a1), abs(a2))
+            span += abs(q[i, k]) * (hi[v, k] - lo[v, k])
+        return ub + eps4 * ab, span
+
+    @jit
+    def _score(q, i, x, p):
+        sc = 0.0
+        for k in range(x.shape[1]):
+            sc += q[i, k] * x[p, k]
+        return sc
+
+    @jit
+    def sap_rows(q, x, h, start, end, lo, hi, left, right, lcnt, rowid, seed, omega, J, counts):
+        """The picks ``J_i``, ``P(J_i = p) = e^{<q_i, x_p>} / sum_k e^{<q_i, x_k>}``, by rejection from an
+        envelope made of the boxes of the tree of :func:`kdtree` (``attention_fw.model.fast.sap_step``
+        states the argument). ``x`` the tokens in the tree's order (box ``v`` holds ``x[start[v]:end[v]]``),
+        ``lcnt`` the log of each box's count, the picks are positions in that order.
+
+        ``h[i]``: the row's largest score when known (NaN: found here by branch and bound over the boxes).
+        Row ``i`` draws from its own generator, seeded by ``seed`` and ``rowid[i]``. ``omega``: the
+        envelope is refined until its excess over its lower bound is at most ``omega`` times that bound.
+        ``counts`` += (boxes opened, frontier elements, proposals), summed over the rows.
+        """
+        n, d = x.shape
+        m = start.shape[0]
+        eps4 = 4.0 * 2.220446049250313e-16
+        nub = np.empty(m)        # per box of this row's frontier: bound, log-mass, waste, lower-bound mass
+        nlm = np.empty(m)
+        nwaste = np.empty(m)
+        nlbm = np.empty(m)
+        hkey = np.empty(m)
+        hid = np.empty(m, dtype=np.int64)
+        flist = np.empty(m, dtype=np.int64)
+        cap = m + n
+        e_pos = np.empty(cap, dtype=np.int64)   # frontier elements: the tokens x[pos:pos + cnt] of a box,
+        e_cnt = np.empty(cap, dtype=np.int64)   # or one token (cnt = 1), with the bound e_ub of their
+        e_ub = np.empty(cap)                    # scores and the log-mass e_lm = log(cnt) + e_ub - best
+        e_lm = np.empty(cap)
+        e_grp = np.empty(cap, dtype=np.int64)
+        e_ord = np.empty(cap, dtype=np.int64)
+        cum = np.empty(cap)
+        gsum = np.empty(ngroups)
+        glog = np.empty(ngroups)
+        gptr = np.empty(ngroups + 1, dtype=np.int64)
+        gfill = np.empty(ngroups, dtype=np.int64)
+        tneg = np.empty(ngroups)
+        s = np.empty(4, dtype=np.uint64)
+        opened = 0
+        elements = 0
+        proposals = 0
+        for i in range(q.shape[0]):
+            _seed(s, seed, rowid[i])
+            # ---- the row's largest score: best-first over the boxes by their bound (branch and bound)
+            hsize = 0
+            nf = 0
+            ne = 0
+            best = -np.inf
+            nub[0] = _bound(q, i, lo, hi, 0, eps4)[0]
+            if h[i] == h[i]:
+                best = h[i]
+            else:
+                hsize = _push(hkey, hid, hsize, nub[0], 0)
+            while hsize > 0 and hkey[0] > best:
+                v = hid[0]
+                hsize = _pop(hkey, hid, hsize)
+                opened += 1
+                if left[v] >= 0:
+                    for c in (left[v], right[v]):
+                        nub[c] = _bound(q, i, lo, hi, c, eps4)[0]
+                        hsize = _push(hkey, hid, hsize, nub[c], c)
+                else:
+                    last = start[v] + 1      # coincident tokens: one score
+                    for k in range(d):
+                        if hi[v, k] > lo[v, k]:
+                            last = end[v]
+                    for p in range(start[v], last):
+                        best = max(best, _score(q, i, x, p))
+                    flist[nf] = v
+                    nf += 1
+            for t in range(hsize):      # the frontier so far: the boxes left and the leaves scanned
+                flist[nf] = hid[t]
+                nf += 1
+            if nf == 0:                 # the largest score given: the root alone
+                flist[0] = 0
+                nf = 1
+            # ---- the envelope: refined best-first by waste, the mass above the box's lower bound (heap
+            # keys: its log, exact at any beta; the sums W, LB with masses capped at e^600, added up again
+            # before stopping when they met larger ones)
+            hsize = 0
+            W = 0.0
+            LB = 0.0
+            for t in range(nf):
+                v = flist[t]
+                span = _bound(q, i, lo, hi, v, eps4)[1]
+                if span == 0.0:      # coincident tokens (or q orthogonal to the box): one score for all
+                    nub[v] = _score(q, i, x, start[v])
+                lm = lcnt[v] + nub[v] - best
+                nlm[v] = lm
+                nlbm[v] = math.exp(lm - span)
+                nwaste[v] = -math.exp(min(lm, 600.0)) * math.expm1(-span)
+                W += nwaste[v]
+                LB += nlbm[v]
+                hsize = _push(hkey, hid, hsize, lm + math.log(-math.expm1(-span)) if span > 0.0 else -np.inf, v)
+            Wmax = W
+            while hsize > 0:
+                if not W > omega * LB:
+                    if not Wmax > 1e8 * omega * LB:
+                        break
+                    W = 0.0         # the running sums met large masses: add them up again
+                    LB = 0.0
+                    for t in range(hsize):
+                        W += nwaste[hid[t]]
+                        LB += nlbm[hid[t]]
+                    for e in range(ne):
+                        LB += math.exp(e_lm[e])
+                    Wmax = W
+                    if not W > omega * LB:
+                        break
+                v = hid[0]
+                hsize = _pop(hkey, hid, hsize)
+                opened += 1
+                W -= nwaste[v]
+                LB -= nlbm[v]
+                if left[v] >= 0:
+                    for c in (left[v], right[v]):
+                        ub, span = _bound(q, i, lo, hi, c, eps4)
+                        nub[c] = _score(q, i, x, start[c]) if span == 0.0 else ub
+                        lm = lcnt[c] + nub[c] - best
+                        nlm[c] = lm
+                        nlbm[c] = math.exp(lm - span)
+                        nwaste[c] = -math.exp(min(lm, 600.0)) * math.expm1(-span)
+                        W += nwaste[c]
+                        LB += nlbm[c]
+                        hsize = _push(hkey, hid, hsize, lm + math.log(-math.expm1(-span)) if span > 0.0
+                                      else -np.inf, c)
+                    Wmax = max(Wmax, W)
+                else:
+                    for p in range(start[v], end[v]):
+                        sc = _score(q, i, x, p)
+                        e_pos[ne] = p
+                        e_cnt[ne] = 1
+                        e_ub[ne] = sc
+                        e_lm[ne] = sc - best
+                        LB += math.exp(sc - best)
+                        ne += 1
+            for t in range(hsize):
+                v = hid[t]
+                e_pos[ne] = start[v]
+                e_cnt[ne] = end[v] - start[v]
+                e_ub[ne] = nub[v]
+                e_lm[ne] = nlm[v]
+                ne += 1
+            elements += ne
+            # ---- the ladder: groups of elements by log-mass, e^{-4} apart (the last of SAP_GROUPS holds
+            # every lighter element); the groups' masses and the tail sums in logs
+            lmax = -np.inf
+            lmin = np.inf
+            for e in range(ne):
+                lmax = max(lmax, e_lm[e])
+                lmin = min(lmin, e_lm[e])
+            G = ngroups if (lmax - lmin) / delta >= ngroups - 1 else int((lmax - lmin) / delta) + 1
+            for g in range(G):
+                gfill[g] = 0
+            for e in range(ne):
+                gf = (lmax - e_lm[e]) / delta     # in floats: the scores may reach 1e300
+                g = G - 1 if gf >= G - 1 else int(gf)
+                e_grp[e] = g
+                gfill[g] += 1
+            gptr[0] = 0
+            for g in range(G):
+                gptr[g + 1] = gptr[g] + gfill[g]
+                gfill[g] = gptr[g]
+            for e in range(ne):
+                g = e_grp[e]
+                e_ord[gfill[g]] = e
+                gfill[g] += 1
+            for g in range(G):
+                ref = lmax - g * delta
+                if g == ngroups - 1:     # the lightest group: its log-mass about its own largest
+                    ref = -np.inf
+                    for p in range(gptr[g], gptr[g + 1]):
+                        ref = max(ref, e_lm[e_ord[p]])
+                run = 0.0
+                for p in range(gptr[g], gptr[g + 1]):
+                    run += math.exp(e_lm[e_ord[p]] - ref)
+                    cum[p] = run
+                gsum[g] = run
+                glog[g] = math.log(run) + ref if run > 0.0 else -np.inf
+            # tneg[g] = -log P(go past group g | reached it) = log(1 + mass_g / mass of the later groups)
+            logt = -np.inf
+            for g in range(G - 1, -1, -1):
+                lg = glog[g]
+                if lg > -np.inf:
+                    tneg[g] = math.log1p(math.exp(lg - logt))
+                    logt = max(lg, logt) + math.log1p(math.exp(-abs(lg - logt)))
+                else:
+                    tneg[g] = 0.0
+            # ---- propose from the envelope, accept with e^{score - bound}
+            while True:
+                proposals += 1
+                g = 0
+                while _bernoulli(s, tneg[g]):
+                    g += 1
+                if g == ngroups - 1:
+                    e = _pick_in_logs(s, e_lm, e_ord, gptr[g], gptr[g + 1], cum)
+                else:
+                    u = _uniform(s) * gsum[g]
+                    a = gptr[g]
+                    b = gptr[g + 1] - 1
+                    while a < b:
+                        c = (a + b) // 2
+                        if cum[c] > u:
+                            b = c
+                        else:
+                            a = c + 1
+                    e = e_ord[a]
+                cnt = e_cnt[e]
+                if cnt == 1:
+                    j = e_pos[e]
+                    break
+                j = e_pos[e] + min(int(_uniform(s) * cnt), cnt - 1)
+                sc = _score(q, i, x, j)
+                if _bernoulli(s, max(e_ub[e] - sc, 0.0)):
+                    break
+            J[i] = j
+        counts[0] += opened
+        counts[1] += elements
+        counts[2] += proposals
+
+    @jit
+    def bernoulli_draws(seed, t, reps):
+        """``reps`` draws of :func:`_bernoulli` at each ``t`` (row ``r`` of the output from stream
+        ``seed``, row ``r``): the count of successes per ``t``, for the tests."""
+        out = np.zeros(t.shape[0], dtype=np.int64)
+        s = np.empty(4, dtype=np.uint64)
+        for r in range(t.shape[0]):
+            _seed(s, seed, r)
+            for _ in range(reps):
+                if _bernoulli(s, t[r]):
+                    out[r] += 1
+        return out
+
+    compiled = locals()
+    return types.SimpleNamespace(**{k: compiled[k] for k in ("kdtree", "sap_rows", "bernoulli_draws")})
+
+
+_SAP: types.SimpleNamespace | None = None
+
+
+def sap_impl() -> types.SimpleNamespace | None:
+    """The compiled passes of the fast (SAP) step, or None without numba."""
+    global _SAP
+    if _SAP is None:
+        _SAP = _compile_sap()
+    return _SAP

@@ -123,7 +123,7 @@ def _tiled_for(x, *, hardmax=False):
 
 
 METHODS = ("auto", "dense", "tiled", "hull", "fast")
-FAST_MIN_N = 2**17  # method="auto": the fast (SA-beta) step from this many tokens per system (no book run reaches it)
+FAST_MIN_N = 2**17  # method="auto": the fast (SA-beta) and (SAP) steps from this many tokens per system (no book run reaches it)
 HULL_MIN_N = 2048   # method="auto": the hull (SA-inf) step from this many tokens per system (d = 2, numba: same bits)
 
 
@@ -131,17 +131,19 @@ def _route(method, x, kind):
     """Which engine a step of the paper's model runs: "dense" (dense, tiles above the memory budget),
     "tiled" or "fast" (:mod:`attention_fw.model.fast`).
 
-    ``method="auto"`` picks the fast engine only where it changes no result of the dense path: the
-    hull step (bitwise the dense one) for d = 2 from ``HULL_MIN_N`` tokens with the numba passes, and
-    the fast (SA-beta) step (within 1e-8 of the tokens' radius) from ``FAST_MIN_N`` tokens.
+    ``method="auto"`` picks the fast engine only where it changes no result of the dense path beyond
+    its stated tolerance: the hull step (bitwise the dense one) for d = 2 from ``HULL_MIN_N`` tokens
+    with the numba passes, the fast (SA-beta) step (within 1e-8 of the tokens' radius) and the fast
+    (SAP) sampler (the same law, exactly; other random draws than the dense sampler's) from
+    ``FAST_MIN_N`` tokens. ``method="fast"`` forces the (SA-beta) or (SAP) engine, ``"hull"`` the
+    (SA-inf) one.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if method in ("hull", "fast"):
-        if kind == "sap":
-            raise ValueError(f"method={method!r} has no (SAP) engine; use 'auto', 'dense' or 'tiled'")
-        if kind == "hardmax" and method == "fast" or kind == "softmax" and method == "hull":
-            raise ValueError(f"method={method!r} is not a {kind} engine: 'hull' steps (SA-inf), 'fast' (SA-beta)")
+        if kind == "hardmax" and method == "fast" or kind in ("softmax", "sap") and method == "hull":
+            raise ValueError(f"method={method!r} is not a {kind} engine: 'hull' steps (SA-inf), 'fast' (SA-beta "
+                             "and SAP)")
         return "fast"
     if method != "auto":
         return method
@@ -149,7 +151,7 @@ def _route(method, x, kind):
     if kind == "hardmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= HULL_MIN_N \
             and _kernels.impl().name == "numba":
         return "fast"
-    if kind == "softmax" and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= FAST_MIN_N:
+    if kind in ("softmax", "sap") and len(shape) >= 2 and shape[-1] == 2 and shape[-2] >= FAST_MIN_N:
         return "fast"
     return "dense"
 
@@ -173,7 +175,8 @@ def _dispatch(kind, x, gamma, beta, B, *, tie_rtol=TIE_RTOL, rng=None, return_ch
         elif kind == "softmax":
             out = (fast.softmax_step if route == "fast" else tiled.softmax_step)(x, gamma, beta, B)
         else:
-            out = tiled.sap_step(x, gamma, beta, B, rng=rng, return_choice=return_choice)
+            out = (fast.sap_step if route == "fast" else tiled.sap_step)(x, gamma, beta, B, rng=rng,
+                                                                          return_choice=return_choice)
     elif V is None and mask is None and norm is None:
         if kind == "hardmax":
             out = _hardmax_plain(x, gamma, B, tie_rtol=tie_rtol)
@@ -626,8 +629,11 @@ def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | Non
         Allowed (query, key) pairs; a forbidden key is never picked.
     norm : None, "layernorm" or "sphere", keyword-only
         Normalisation of every token after the step.
-    method : "auto", "dense" or "tiled", keyword-only
-        "auto" and "dense": dense, tiles above the memory budget (no fast engine for the chain).
+    method : "auto", "dense", "tiled" or "fast", keyword-only
+        "fast": the sampler of :func:`attention_fw.model.fast.sap_step` (d <= 3; rejection from an
+        envelope of boxes, exact in law, far below ``n`` per row); "auto": that sampler for d = 2 from
+        ``FAST_MIN_N`` tokens (the same law, other draws), else as "dense": dense, tiles above the
+        memory budget.
 
     Examples
     --------
@@ -954,4 +960,4 @@ def simulate(x0: npt.ArrayLike, rule: Rule, steps: int, recorders: Iterable[Reco
     )
 
 
-fast._DENSE_STEPS.update(hardmax=hardmax_step, softmax=softmax_step)   # the fast steps' dense fall-back
+fast._DENSE_STEPS.update(hardmax=hardmax_step, softmax=softmax_step, sap=sap_step)   # the fast steps' dense fall-back

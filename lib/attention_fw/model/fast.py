@@ -1,4 +1,4 @@
-"""Steps whose cost grows like ``n``: (SA-inf) through the hull, (SA-beta) and (SAP) through a pruned sum.
+"""Steps whose cost grows like ``n``: (SA-inf) through the hull, (SA-beta) through a pruned sum, (SAP) by rejection.
 
 The dense steps of :mod:`attention_fw.model.dynamics` compare every token with every token,
 ``O(n^2 d)`` per step. Here the same steps for one or a few systems of many tokens in low dimension.
@@ -42,6 +42,12 @@ every step: vertices are stationary only when they own their cells (Section 4 of
 a vertex that moves can let interior tokens become vertices, so a candidate set computed once and
 only pruned would be wrong in general. A hull Qhull cannot build (all tokens on a line or a plane)
 sends the step to the dense path (counted in :data:`STATS`).
+
+(SA-beta) and (SAP)
+-------------------
+:func:`softmax_step` sums the weights by a Taylor expansion, a pruned sum or dense tiles (its
+docstring); :func:`sap_step` draws the chain's picks exactly in law by rejection from an envelope of
+boxes of a tree over the tokens (its docstring), a few rounds per row.
 """
 from __future__ import annotations
 
@@ -60,9 +66,8 @@ from ._checks import transpose as _t
 from ._scaling import fit_scores as _fit_scores
 from ._scaling import max_sq_norm as _max_sq_norm
 
-__all__ = ["STATS", "SOFTMAX_STATS", "STEP_TOL", "available", "hull_candidates", "hardmax_step", "softmax_step",
-           "softmax_plan",
-           "taylor_order"]
+__all__ = ["STATS", "SOFTMAX_STATS", "SAP_STATS", "STEP_TOL", "available", "hull_candidates", "hardmax_step",
+           "softmax_step", "softmax_plan", "sap_step", "taylor_order"]
 
 EPS = float(np.finfo(float).eps)
 TINY = 1e-250  # rows with max_k |(B x_i)_k| max_j |x_j| below: products near underflow, scanned in full
@@ -527,3 +532,144 @@ def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) 
         plan["terms_per_pruned_row"] = terms / probe.size
         plan["dense_rows" if dense else "pruned_rows"] = int(rows.size)
     return plan
+
+
+# ----------------------------------------------------------------------------- the chain (SAP)
+SAP_DIMS = (1, 2, 3)
+SAP_LEAF = 8        # tokens per leaf box of the tree (at most; more when they coincide)
+SAP_OMEGA = 2.0     # the envelope is refined until its excess is at most twice its lower bound
+
+SAP_STATS: dict[str, int] = {"fast_systems": 0, "dense_systems": 0, "rows": 0, "opened": 0, "elements": 0,
+                             "proposals": 0}
+"""Counters since import of systems stepped by the fast sampler and sent to the dense step, rows drawn, boxes
+opened, envelope elements (boxes and single tokens) and proposals (at least one per row)."""
+
+
+def _dense_sap(x, gamma, beta, B, rng, return_choice):
+    return _DENSE_STEPS["sap"](x, gamma, beta, B, rng=rng, return_choice=return_choice, method="dense")
+
+
+def sap_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None, *,
+             rng: chk.SeedLike, return_choice: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """One step of the chain (SAP): each token independently picks ``J_i = j`` with probability
+    ``A_ij = e^{beta <B x_i, x_j>} / sum_k e^{beta <B x_i, x_k>}`` and moves to ``x_i + gamma (x_J - x_i)``;
+    for tokens in ``d <= 3`` at a cost per row far below ``n``, **exact in law**.
+
+    **The sampler: rejection from an envelope of boxes.** The tokens are sorted once per step into a
+    binary tree of boxes (each box split at the midpoint of its widest side, down to 8 tokens or a box
+    of zero width). For row ``i`` with ``q = beta B x_i`` and scores ``L_j = <q, x_j>``, a box ``v`` with
+    ``c_v`` tokens has the bound ``u_v = max over the box of <q, y>`` (from its corners, raised by four
+    roundings of a score) and the envelope weight ``c_v e^{u_v}``. The row first finds its largest
+    score ``h`` (by branch and bound over the boxes; over the hull candidates, by BLAS, for the rows
+    whose kernel is smooth, ``|q| diam <= 20``), then refines a frontier of boxes (a partition of all
+    the tokens) best-first, opening the box whose envelope exceeds its lower bound ``c_v e^{u_v - span_v}``
+    the most, and a leaf into its single tokens (weight ``e^{L_j}``, exact), until the envelope's total
+    excess is at most twice its lower bound (a smooth row: a few boxes, often the root alone).
+    Then, repeatedly: pick a frontier element with probability
+    proportional to its envelope weight, a token ``j`` uniformly in it, and accept ``j`` with probability
+    ``e^{L_j - u_v}``. A token of box ``v`` is proposed with probability ``e^{u_v} / E`` (``E`` the
+    envelope's total) and accepted with ``e^{L_j - u_v}``, so each round returns ``j`` with probability
+    ``e^{L_j} / E``, proportional to ``A_ij``; the rounds are independent, so the accepted ``j`` has law
+    exactly ``A_i.`` (the rejection argument), whatever the envelope. The envelope only sets the cost:
+    at most about 3 rounds per row, and boxes far from the row's direction are never opened. (The lazy
+    Gumbel-max sampler is the same argument in other clothes; rejection needs no truncated Gumbels.)
+    The cost is the boxes opened: a few where the kernel is smooth, tens to about a hundred on a
+    uniform disk at any beta; most on the sparse rim of a Gaussian cloud at large beta, whose
+    axis-aligned leaf boxes reach the row's supporting line far from their tokens (hundreds per row,
+    :data:`SAP_STATS` counts them; ``tools/bench_manytok.py`` reports them).
+
+    **Nothing is dropped.** Every token belongs to one frontier element, however small its weight. The
+    weights are handled as logarithms: the elements are grouped by log-weight in steps of 4, the group
+    is chosen by walking down the groups with a Bernoulli draw per group of probability ``e^{-t}`` given
+    by its ``-log`` (``t = log(1 + mass of the group / mass of the lighter groups)``), each drawn as
+    Bernoulli(``e^{-8}``) draws for the whole chunks of ``t`` and one for the rest (exact to a relative
+    ``3e-13`` however small ``e^{-t}``); the element within a group, by inverting the group's
+    cumulative weights (within a factor ``e^4`` of each other); the acceptance likewise from its ``-log``.
+    So a pick of probability ``1e-30`` (or ``1e-300``) keeps that probability; a 53-bit uniform alone
+    could not draw it. The 64th group holds every element lighter than ``e^{-252}`` of the heaviest and,
+    when reached, picks among them by the same walk, element by element.
+
+    Randomness: row ``i`` draws from its own xoshiro256** generator seeded from one 64-bit word drawn
+    from ``rng`` per system and from ``i``, so the same seed gives the same picks. Memory ``O(n)``.
+    ``d`` not in 1, 2, 3, or numba missing: the dense step (counted in :data:`SAP_STATS`). Scores that
+    need rescaling are drawn from the rescaled tokens (the same logits, ``_scaling``).
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(3000, 2))
+    >>> y, J = sap_step(x, 0.5, 10.0, rng=1, return_choice=True)
+    >>> bool(np.allclose(y, x + 0.5 * (x[J] - x)))
+    True
+    >>> bool(np.array_equal(J, sap_step(x, 0.5, 10.0, rng=1, return_choice=True)[1]))   # same seed
+    True
+    """
+    gamma = _gamma(gamma)
+    beta = _beta_check(beta, allow_inf=False)
+    rng = chk.rng("rng", rng)
+    x = chk.tokens("x", x)
+    Bk: np.ndarray | None = key_query(B, x.shape)
+    d = x.shape[-1]
+    K = _fast_kernels.sap_impl()
+    if d not in SAP_DIMS or K is None:
+        SAP_STATS["dense_systems"] += int(np.prod(x.shape[:-2], dtype=np.int64))
+        return _dense_sap(x, gamma, beta, Bk, rng, return_choice)
+    xs, b, _ = _fit_scores(x, Bk, beta)      # the same logits b <B xs_i, xs_j> = beta <B x_i, x_j>
+    x3 = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
+    xs3 = np.ascontiguousarray(xs.reshape(x3.shape))
+    n = x3.shape[1]
+    J3 = np.empty(x3.shape[:2], dtype=np.int64)
+    counts = np.zeros(3, dtype=np.int64)
+    for r in range(x3.shape[0]):      # a loop over systems (each of many tokens), not over tokens
+        tree = _sap_tree(xs3[r])
+        xt = tree[1]
+        Br = None if Bk is None else (Bk if Bk.ndim == 2 else Bk[r])
+        q = b * (xt if Br is None else xt @ _t(Br))       # the queries in the tree's order, row i: perm[i]
+        J3[r, tree[0]] = _sap_picks(tree, q, tree[0], rng.integers(0, 2**64, dtype=np.uint64), counts,
+                                    _smooth_row_max(xs3[r], q, tree))
+    SAP_STATS["fast_systems"] += x3.shape[0]
+    SAP_STATS["rows"] += x3.shape[0] * n
+    for key, c in zip(("opened", "elements", "proposals"), counts):
+        SAP_STATS[key] += int(c)
+    target = np.take_along_axis(x3, J3[..., None], axis=-2)
+    out = (x3 + gamma * (target - x3)).reshape(x.shape)
+    J = J3.reshape(x.shape[:-1])
+    return (out, J) if return_choice else out
+
+
+def _sap_tree(x):
+    """The tree of :func:`sap_step` over the tokens ``x`` (n, d): ``(perm, x[perm], boxes...)``."""
+    K = _fast_kernels.sap_impl()
+    perm, start, end, lo, hi, left, right = K.kdtree(np.ascontiguousarray(x, dtype=float), SAP_LEAF)
+    return (perm, np.ascontiguousarray(x[perm]), start, end, lo, hi, left, right,
+            np.log((end - start).astype(float)))
+
+
+def _sap_picks(tree, q, rowid, seed, counts, h=None):
+    """Original indices of the picks of the queries ``q`` (m, d), row ``t`` seeded by ``seed`` and ``rowid[t]``,
+    among the tokens of ``tree`` (:func:`_sap_tree`); ``h`` the rows' largest scores if known (else NaN:
+    branch and bound)."""
+    perm, xt, start, end, lo, hi, left, right, lcnt = tree
+    pos = np.empty(q.shape[0], dtype=np.int64)
+    h = np.full(q.shape[0], np.nan) if h is None else np.ascontiguousarray(h, dtype=float)
+    _fast_kernels.sap_impl().sap_rows(np.ascontiguousarray(q, dtype=float), xt, h, start, end, lo, hi, left, right,
+                                      lcnt, np.ascontiguousarray(rowid, dtype=np.int64), np.uint64(seed),
+                                      SAP_OMEGA, pos, counts)
+    return perm[pos]
+
+
+SAP_SMOOTH = 20.0   # rows with |q_i| (diameter of the tokens' box) <= 20 start from the root with their maximum
+
+
+def _smooth_row_max(x, q, tree):
+    """The largest score of the rows whose kernel is smooth over the tokens (``|q_i|`` times the diagonal of
+    their box at most ``SAP_SMOOTH``), over the hull candidates; NaN for the others (and for all when the
+    hull is flat), which find it by branch and bound. The smooth rows' envelope is then refined from the
+    root (a few boxes), the others' from the boxes met on the way to their maximum."""
+    h = np.full(q.shape[0], np.nan)
+    lo, hi = tree[4][0], tree[5][0]
+    smooth = np.sqrt(np.einsum("ij,ij->i", q, q)) * float(np.linalg.norm(hi - lo)) <= SAP_SMOOTH
+    if smooth.any():
+        cand, _ = _candidates(x, 0.0)
+        if cand is not None:
+            h[smooth] = _row_max(q[smooth], x, cand)
+    return h
