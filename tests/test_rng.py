@@ -19,6 +19,7 @@ import attention_fw
 from attention_fw.experiments import context_length as CTX
 from attention_fw.experiments import convergence as C
 from attention_fw.model import dynamics as D
+from attention_fw.model import fast as FAST
 from attention_fw.model import tiled as T
 from attention_fw.experiments import exit_times as ET
 from attention_fw.geometry import planar as G
@@ -70,6 +71,7 @@ CALLS = {
     "experiments.context_length.ownership_task": lambda rng: CTX.ownership_task(n=40, d=3, systems=2, rng=rng),
     "experiments.context_length.hardmax_run_task": lambda rng: CTX.hardmax_run_task(n=40, d=3, gamma=0.5, steps=2, rng=rng),
     "model.dynamics.sap_step": lambda rng: D.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
+    "model.fast.sap_step": lambda rng: FAST.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, return_choice=True),
     "model.tiled.sap_step": lambda rng: T.sap_step(np.stack([X2] * 5), 0.5, 2.0, rng=rng, key_tile=2, return_choice=True),
     "model.dynamics.bernoulli_from_neg_log": lambda rng: D.bernoulli_from_neg_log(np.linspace(0, 3, 50), rng=rng),
     "model.dynamics.MarkovChain": lambda rng: D.simulate(np.stack([X2] * 4), D.MarkovChain(0.5, 2.0, rng=rng), 5).x,
