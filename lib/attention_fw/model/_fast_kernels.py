@@ -7,6 +7,7 @@ set it produces the same bits.
 """
 from __future__ import annotations
 
+import functools
 import math
 import types
 
@@ -16,17 +17,12 @@ from ._kernels import jit_decorators
 
 __all__ = ["impl"]
 
-_IMPL: types.SimpleNamespace | None = None
-_TRIED = False
-
-
+# Each family of passes is compiled once per process, on first use (functools.cache keeps the None
+# of a process without numba too, so that it is not tried again).
+@functools.cache
 def impl() -> types.SimpleNamespace | None:
     """The compiled passes, or None when numba is not importable."""
-    global _IMPL, _TRIED
-    if not _TRIED:
-        _TRIED = True
-        _IMPL = _compile()
-    return _IMPL
+    return _compile()
 
 
 def _compile():
@@ -423,15 +419,10 @@ def _compile_softmax():
     return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows")})
 
 
-_SOFTMAX: types.SimpleNamespace | None = None
-
-
+@functools.cache
 def softmax_impl() -> types.SimpleNamespace | None:
     """The compiled passes of the fast (SA-beta) step, or None without numba."""
-    global _SOFTMAX
-    if _SOFTMAX is None:
-        _SOFTMAX = _compile_softmax()
-    return _SOFTMAX
+    return _compile_softmax()
 
 
 # ----------------------------------------------------------------------------- the chain (SAP)
@@ -888,12 +879,7 @@ def _compile_sap():
     return types.SimpleNamespace(**{k: compiled[k] for k in ("kdtree", "sap_rows", "bernoulli_draws")})
 
 
-_SAP: types.SimpleNamespace | None = None
-
-
+@functools.cache
 def sap_impl() -> types.SimpleNamespace | None:
     """The compiled passes of the fast (SAP) step, or None without numba."""
-    global _SAP
-    if _SAP is None:
-        _SAP = _compile_sap()
-    return _SAP
+    return _compile_sap()
