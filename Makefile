@@ -77,7 +77,8 @@ test:
 	[ $$status -eq 0 ] && [ $$typed -eq 0 ]
 
 # make test, with every chapter re-executed from nothing in the heal test (make test re-executes
-# one chapter of each kind: tests/test_figures_heal.py) and every page served at every width
+# one chapter of each kind: tests/test_figures_heal.py) and every page served at every width, with a
+# full-page screenshot of each in _build/screenshots (make test: of two pages)
 test-full:
 	HEAL_CHAPTERS=all BROWSER_ALL=1 $(MAKE) --no-print-directory test
 
