@@ -612,6 +612,34 @@ def _blk_sums4(V0, V1, V2, V3, e, R0, R1, R2, R3, C0, C1, C2, C3, nb):
 
 
 @jit
+def _half_self_scores(xt, Bm, r, hb, b, n, D):
+    """``hb_j = beta <B x_j, x_j> / 2`` for ``j < n`` (``B = Bm[r]``, D = 2 or 3): the operations of the
+    loops over k and m in their order (from a sum at 0.0), written out so that LLVM vectorises along j."""
+    zero = _u64(0)
+    one = _u64(1)
+    if D == 2:
+        B00, B01, B10, B11 = Bm[r, 0, 0], Bm[r, 0, 1], Bm[r, 1, 0], Bm[r, 1, 1]
+        for jj in range(n):
+            j = _u64(jj)
+            x0 = xt[zero, j]
+            x1 = xt[one, j]
+            b0 = (0.0 + B00 * x0) + B01 * x1
+            b1 = (0.0 + B10 * x0) + B11 * x1
+            hb[j] = 0.5 * b * ((0.0 + b0 * x0) + b1 * x1)
+        return
+    two = _u64(2)
+    for jj in range(n):
+        j = _u64(jj)
+        x0 = xt[zero, j]
+        x1 = xt[one, j]
+        x2 = xt[two, j]
+        b0 = ((0.0 + Bm[r, 0, 0] * x0) + Bm[r, 0, 1] * x1) + Bm[r, 0, 2] * x2
+        b1 = ((0.0 + Bm[r, 1, 0] * x0) + Bm[r, 1, 1] * x1) + Bm[r, 1, 2] * x2
+        b2 = ((0.0 + Bm[r, 2, 0] * x0) + Bm[r, 2, 1] * x1) + Bm[r, 2, 2] * x2
+        hb[j] = 0.5 * b * (((0.0 + b0 * x0) + b1 * x1) + b2 * x2)
+
+
+@jit
 def _sym_step(xt, yt, Bm, r, hb, V0, V1, V2, V3, a, e, R0, R1, R2, R3, C0, C1, C2, C3, b, gm, n, nb, D, low):
     """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Bm[r]``, D x D), D = 2 or 3,
     the tokens padded with zeros to ``nb`` columns; ``V0`` holds the weights ``w_j = m_j e^{hb_j}``.
@@ -640,12 +668,17 @@ def _sym_step(xt, yt, Bm, r, hb, V0, V1, V2, V3, a, e, R0, R1, R2, R3, C0, C1, C
         _blk_sums3(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb)
     else:
         _blk_sums4(V0, V1, V2, V3, e, R0, R1, R2, R3, C0, C1, C2, C3, nb)
-    for i in range(n):
-        yt[0, i] = xt[0, i] + gm * (R1[i] / R0[i] - xt[0, i])
-        yt[1, i] = xt[1, i] + gm * (R2[i] / R0[i] - xt[1, i])
+    zero = _u64(0)
+    one = _u64(1)
+    two = _u64(2)
+    for ii in range(n):
+        i = _u64(ii)
+        yt[zero, i] = xt[zero, i] + gm * (R1[i] / R0[i] - xt[zero, i])
+        yt[one, i] = xt[one, i] + gm * (R2[i] / R0[i] - xt[one, i])
     if D == 3:
-        for i in range(n):
-            yt[2, i] = xt[2, i] + gm * (R3[i] / R0[i] - xt[2, i])
+        for ii in range(n):
+            i = _u64(ii)
+            yt[two, i] = xt[two, i] + gm * (R3[i] / R0[i] - xt[two, i])
 
 
 @pjit
@@ -712,16 +745,10 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
         t = 0
         while t < cap[r]:
             t += 1
+            _half_self_scores(xt, Bm, r, hb, b, n, D)   # beta <B x_j, x_j> / 2
             top = 0.0
             low = np.inf
-            for j in range(n):                 # half the scaled self-scores, beta <B x_j, x_j> / 2
-                s = 0.0
-                for k in range(D):
-                    bk = 0.0
-                    for m in range(D):
-                        bk += Bm[r, k, m] * xt[m, j]
-                    s += bk * xt[k, j]
-                hb[j] = 0.5 * b * s
+            for j in range(n):
                 top = max(top, hb[j])
                 low = min(low, hb[j])
             if sym[r] and low >= 0.0 and top <= 600.0:
