@@ -30,8 +30,9 @@ from ._exit_common import ExitSample, _check_common, _ExitRegion, _key_query, _w
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
 _KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
-# The kernel's symmetric path (n (n + 1) / 2 exponentials per step) for symmetric positive semi-definite
-# B; False sends every system through the per-row path (n^2), as the tests do to compare the two.
+# The kernel's symmetric path (the blocks of 4 rows on and right of the diagonal: about n^2 / 2 exponentials
+# per step) for symmetric positive semi-definite B; False sends every system through the per-row path (n^2),
+# as the tests do to compare the two.
 _SYMMETRIC_PATH = True
 
 
@@ -359,7 +360,7 @@ def _blk_entries(nb):
 def _blk_scores(xt, Bm, r, hb, a, b, nb, D):
     """The scores ``a = beta <B x_i, x_j> - hb_i - hb_j`` (``B = Bm[r]``, D = 2 or 3) in the block layout:
     rows ``i < nb``, columns ``j >= 4 floor(i / 4)``; returns their number. The operations and their
-    order are those of the earlier packed triangle's pair scores (so the same numbers for ``j >= i``).
+    order are those of the earlier packed triangle's pair scores (the same numbers for ``j >= i``).
     Computing each score inside the exponential's loop instead (one loop per row) was measured slower:
     the loop then reloads the polynomial's constants at every iteration."""
     if D == 2:
@@ -691,8 +692,8 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
     """Step every system r until its exit or ``cap[r]`` steps; one system per thread.
 
     Two paths per step, with ``hb_j = beta <B x_j, x_j> / 2``: for symmetric positive semi-definite B
-    (``sym[r]``) and ``0 <= hb_j <= 600`` for all j, the symmetric path (:func:`_sym_step`:
-    ``n (n + 1) / 2`` exponentials, each at most 1, the row sums at least ``w_i = m_i e^{hb_i}``, at
+    (``sym[r]``) and ``0 <= hb_j <= 600`` for all j, the symmetric path (:func:`_sym_step`: about
+    ``n^2 / 2`` exponentials, each at most 1, the row sums at least ``w_i = m_i e^{hb_i}``, at
     most ``sum_j m_j e^{600}``: no overflow, no underflow of a row sum), with its pass for exponential
     arguments below -708 only when some ``hb_j > 176``; otherwise the per-row path (shift: the row
     maximum; ``n^2`` exponentials, every argument through that pass).
