@@ -119,12 +119,12 @@ def _exp_loop_py(a, e, loops):
         _sb._exp_into(a, e, a.size, False)
 
 
-try:
-    import numba as _numba
+try:                          # compiled at each run, not cached: numba's cache of a function does not notice a
+    import numba as _numba    # change of the kernel functions it inlines (it would time the previous kernel)
 
-    _scores_loop = _numba.njit(cache=True)(_scores_loop_py)
-    _sums_loop = _numba.njit(cache=True)(_sums_loop_py)
-    _exp_loop = _numba.njit(cache=True)(_exp_loop_py)
+    _scores_loop = _numba.njit(_scores_loop_py)
+    _sums_loop = _numba.njit(_sums_loop_py)
+    _exp_loop = _numba.njit(_exp_loop_py)
 except ImportError:                                   # pragma: no cover - numba is pinned
     _scores_loop, _sums_loop, _exp_loop = _scores_loop_py, _sums_loop_py, _exp_loop_py
 
