@@ -421,9 +421,9 @@ def _blk_sums3(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb):
 
     Per block of 4 rows (columns ``j >= s``): one loop over j with the 12 row sums (each row's sum runs
     along its columns, in lanes of 4 with the reassociation LLVM chooses); then the block's columns to
-    the right receive ``E_ij V_c[i]`` of the 4 rows (in ``C_c``, read when row j's block comes), one
-    loop per c written out (a call per loop costs more than the loop). The column loops also run over
-    the diagonal block, whose ``C_c`` entries have been read by then.
+    the right receive ``E_ij V_c[i]`` of the 4 rows (in ``C_c``, read when row j's block comes), in one
+    loop over j for every c, written out (a call per loop costs more than the loop). The column loop also
+    runs over the diagonal block, whose ``C_c`` entries have been read by then.
     """
     for j in range(nb):
         C0[j] = 0.0
@@ -487,24 +487,26 @@ def _blk_sums3(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb):
         R0[s + three] = C0[s + three] + d0
         R1[s + three] = C1[s + three] + d1
         R2[s + three] = C2[s + three] + d2
-        ga = V0[s]
-        gb = V0[s + one]
-        gc = V0[s + two]
-        gd = V0[s + three]
+        ga0 = V0[s]
+        gb0 = V0[s + one]
+        gc0 = V0[s + two]
+        gd0 = V0[s + three]
+        ga1 = V1[s]
+        gb1 = V1[s + one]
+        gc1 = V1[s + two]
+        gd1 = V1[s + three]
+        ga2 = V2[s]
+        gb2 = V2[s + one]
+        gc2 = V2[s + two]
+        gd2 = V2[s + three]
         for q in range(m):
-            C0[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
-        ga = V1[s]
-        gb = V1[s + one]
-        gc = V1[s + two]
-        gd = V1[s + three]
-        for q in range(m):
-            C1[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
-        ga = V2[s]
-        gb = V2[s + one]
-        gc = V2[s + two]
-        gd = V2[s + three]
-        for q in range(m):
-            C2[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
+            ta = e[pa + q]
+            tb = e[pb + q]
+            tc = e[pc + q]
+            td = e[pd + q]
+            C0[s + q] += (ta * ga0 + tb * gb0) + (tc * gc0 + td * gd0)
+            C1[s + q] += (ta * ga1 + tb * gb1) + (tc * gc1 + td * gd1)
+            C2[s + q] += (ta * ga2 + tb * gb2) + (tc * gc2 + td * gd2)
         o = pd + m
         s += four
 
@@ -588,30 +590,31 @@ def _blk_sums4(V0, V1, V2, V3, e, R0, R1, R2, R3, C0, C1, C2, C3, nb):
         R1[s + three] = C1[s + three] + d1
         R2[s + three] = C2[s + three] + d2
         R3[s + three] = C3[s + three] + d3
-        ga = V0[s]
-        gb = V0[s + one]
-        gc = V0[s + two]
-        gd = V0[s + three]
+        ga0 = V0[s]
+        gb0 = V0[s + one]
+        gc0 = V0[s + two]
+        gd0 = V0[s + three]
+        ga1 = V1[s]
+        gb1 = V1[s + one]
+        gc1 = V1[s + two]
+        gd1 = V1[s + three]
+        ga2 = V2[s]
+        gb2 = V2[s + one]
+        gc2 = V2[s + two]
+        gd2 = V2[s + three]
+        ga3 = V3[s]
+        gb3 = V3[s + one]
+        gc3 = V3[s + two]
+        gd3 = V3[s + three]
         for q in range(m):
-            C0[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
-        ga = V1[s]
-        gb = V1[s + one]
-        gc = V1[s + two]
-        gd = V1[s + three]
-        for q in range(m):
-            C1[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
-        ga = V2[s]
-        gb = V2[s + one]
-        gc = V2[s + two]
-        gd = V2[s + three]
-        for q in range(m):
-            C2[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
-        ga = V3[s]
-        gb = V3[s + one]
-        gc = V3[s + two]
-        gd = V3[s + three]
-        for q in range(m):
-            C3[s + q] += (e[pa + q] * ga + e[pb + q] * gb) + (e[pc + q] * gc + e[pd + q] * gd)
+            ta = e[pa + q]
+            tb = e[pb + q]
+            tc = e[pc + q]
+            td = e[pd + q]
+            C0[s + q] += (ta * ga0 + tb * gb0) + (tc * gc0 + td * gd0)
+            C1[s + q] += (ta * ga1 + tb * gb1) + (tc * gc1 + td * gd1)
+            C2[s + q] += (ta * ga2 + tb * gb2) + (tc * gc2 + td * gd2)
+            C3[s + q] += (ta * ga3 + tb * gb3) + (tc * gc3 + td * gd3)
         o = pd + m
         s += four
 
