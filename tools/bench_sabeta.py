@@ -6,7 +6,8 @@ Setting: the equilateral triangle with ``m`` tokens at distance 0.05 around each
 (n = 3 (1 + m) tokens, d = 2), gamma = 0.1, eps = 0.1, and beta = 40, where no token leaves
 within the horizon, so every step is stepped and every exit test that can matter is made: the
 cost of reaching T2 = horizon is the cost of ``horizon`` steps. B = I, so the kernel takes its
-symmetric path (n (n + 1) / 2 exponentials per step). Reports, for n = 3 ... 48, the
+symmetric path (blocks of 4 rows on and right of the diagonal: 8 K (K + 1) exponentials per step,
+K = ceil(n / 4); 1248 at n = 48, n (n + 1) / 2 = 1176 for the triangle). Reports, for n = 3 ... 48, the
 cost per step of one system, and of two systems at once (one per core: the kernel runs one
 system per thread), and the wall time of 10^7 steps (10^6 with --quick) at n = 48, each with the CPU
 time per system (what an unloaded core takes; on a shared machine the wall time also counts the
@@ -15,8 +16,9 @@ waiting for a core).
 At n = 48 the report also splits one step into its phases (pair scores, exponentials, weighted
 sums, the rest), CPU time on one core.
 
-The bound beside it, measured in the same run: a step of the symmetric path evaluates n (n + 1) / 2
-exponentials, so it cannot cost less than that many exponentials at the machine's exp rate. Two
+The bound beside it, measured in the same run: a step of a symmetric method evaluates at least
+n (n + 1) / 2 exponentials, so it cannot cost less than that many exponentials at the machine's exp
+rate. Two
 rates are measured on one core (CPU time): numpy's ``exp`` on float64 arrays (on CPUs without
 AVX-512 a library call per entry) and the kernel's own vectorised exponential
 (``sabeta._exp_into``, as the symmetric path calls it when every argument is at least -708) on arrays
@@ -75,20 +77,26 @@ def exp_rates(n: int, reps: int) -> tuple[float, float]:
 
 
 def phases(m: int, loops: int) -> dict[str, float]:
-    """CPU seconds of each phase of one symmetric-path step, on one core: the packed pair scores
-    (``_sym_scores``), their exponentials (``_exp_into``) and the weighted row and column sums
-    (``_sym_sums``), each repeated ``loops`` times on the n = 3 (1 + m) configuration at beta 40."""
+    """CPU seconds of each phase of one symmetric-path step, on one core: the pair scores of the block
+    layout (``_blk_scores``), their exponentials (``_exp_into``) and the weighted row and column sums
+    (``_blk_sums3``), each repeated ``loops`` times on the n = 3 (1 + m) configuration at beta 40."""
     x0, _ = _config(m)
     n, D = x0.shape
-    P = n * (n + 1) // 2
-    xt, B, b = np.ascontiguousarray(x0.T), np.eye(D), 40.0
+    nb = (n + 3) // 4 * 4
+    P = 8 * (nb // 4) * (nb // 4 + 1)
+    xt = np.zeros((D, nb))
+    xt[:, :n] = x0.T
+    Bm, b = np.eye(D)[None], 40.0
     hb = 0.5 * b * (xt * xt).sum(0)
-    w = np.exp(hb)
-    a, e, bxi, tot, acc = np.empty(P), np.empty(P), np.empty(D), np.empty(n), np.empty((D, n))
+    V = np.zeros((D + 1, nb))
+    V[0, :n] = np.exp(hb[:n])
+    V[1:] = V[0] * xt
+    a, e = np.empty(P), np.empty(P)
+    R, C = [np.empty(nb) for _ in range(D + 1)], [np.empty(nb) for _ in range(D + 1)]
     out = {}
-    for name, run in (("scores", lambda L: _scores_loop(xt, B, hb, a, bxi, b, n, D, L)),
+    for name, run in (("scores", lambda L: _scores_loop(xt, Bm, hb, a, b, nb, D, L)),
                       ("exponentials", lambda L: _exp_loop(a, e, L)),
-                      ("sums", lambda L: _sums_loop(xt, w, e, tot, acc, n, D, L))):
+                      ("sums", lambda L: _sums_loop(V[0], V[1], V[2], e, *R, *C, nb, L))):
         run(1)
         c0 = time.process_time()
         run(loops)
@@ -96,35 +104,29 @@ def phases(m: int, loops: int) -> dict[str, float]:
     return out
 
 
-try:
-    import numba as _numba
+def _scores_loop_py(xt, Bm, hb, a, b, nb, D, loops):
+    for _ in range(loops):
+        _sb._blk_scores(xt, Bm, 0, hb, a, b, nb, D)
 
-    @_numba.njit(cache=True)
-    def _scores_loop(xt, B, hb, a, bxi, b, n, D, loops):
-        for _ in range(loops):
-            _sb._sym_scores(xt, B, hb, a, bxi, b, n, D)
 
-    @_numba.njit(cache=True)
-    def _sums_loop(xt, w, e, tot, acc, n, D, loops):
-        for _ in range(loops):
-            _sb._sym_sums(xt, w, e, tot, acc, n, D)
+def _sums_loop_py(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb, loops):
+    for _ in range(loops):
+        _sb._blk_sums3(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb)
 
-    @_numba.njit(cache=True)
-    def _exp_loop(a, e, loops):
-        for _ in range(loops):
-            _sb._exp_into(a, e, a.size, False)
+
+def _exp_loop_py(a, e, loops):
+    for _ in range(loops):
+        _sb._exp_into(a, e, a.size, False)
+
+
+try:                          # compiled at each run, not cached: numba's cache of a function does not notice a
+    import numba as _numba    # change of the kernel functions it inlines (it would time the previous kernel)
+
+    _scores_loop = _numba.njit(_scores_loop_py)
+    _sums_loop = _numba.njit(_sums_loop_py)
+    _exp_loop = _numba.njit(_exp_loop_py)
 except ImportError:                                   # pragma: no cover - numba is pinned
-    def _scores_loop(xt, B, hb, a, bxi, b, n, D, loops):
-        for _ in range(loops):
-            _sb._sym_scores(xt, B, hb, a, bxi, b, n, D)
-
-    def _sums_loop(xt, w, e, tot, acc, n, D, loops):
-        for _ in range(loops):
-            _sb._sym_sums(xt, w, e, tot, acc, n, D)
-
-    def _exp_loop(a, e, loops):
-        for _ in range(loops):
-            _sb._exp_into(a, e, a.size, False)
+    _scores_loop, _sums_loop, _exp_loop = _scores_loop_py, _sums_loop_py, _exp_loop_py
 
 
 def main(argv=None) -> int:

@@ -43,14 +43,14 @@ from .. import _validate as V
 from ..model import dynamics
 from ..results import Result
 from .sabeta_family import FAMILY, beta_grid, family_configuration, family_task
-from .sabeta_kernel import _dist2, _exp_into, _exp_row, _sym_scores, _sym_sums, hull_primitives, sabeta_exit_times
+from .sabeta_kernel import _blk_scores, _blk_sums3, _dist2, _exp_into, _exp_row, hull_primitives, sabeta_exit_times
 from .sabeta_reduced import _GroupDistance, leading_order_exit, reduced_exit_times, settled_points
 
 __all__ = ["hull_primitives", "sabeta_exit_times", "settled_points", "reduced_exit_times",
            "leading_order_exit", "fit_rate", "fit_chain_rate", "coupling_distances", "FAMILY", "family_configuration",
            "beta_grid", "family_task"]
 # used by the tests and the bench through this module
-_PRIVATE = (_dist2, _exp_into, _exp_row, _sym_scores, _sym_sums, _GroupDistance)
+_PRIVATE = (_dist2, _exp_into, _exp_row, _blk_scores, _blk_sums3, _GroupDistance)
 
 # ----------------------------------------------------------------------------------------
 # rates and the coupling

@@ -30,8 +30,9 @@ from ._exit_common import ExitSample, _check_common, _ExitRegion, _key_query, _w
 __all__ = ["hull_primitives", "sabeta_exit_times"]
 
 _KIND_POINT, _KIND_SEGMENT, _KIND_TRIANGLE = 1, 2, 3
-# The kernel's symmetric path (n (n + 1) / 2 exponentials per step) for symmetric positive semi-definite
-# B; False sends every system through the per-row path (n^2), as the tests do to compare the two.
+# The kernel's symmetric path (the blocks of 4 rows on and right of the diagonal: about n^2 / 2 exponentials
+# per step) for symmetric positive semi-definite B; False sends every system through the per-row path (n^2),
+# as the tests do to compare the two.
 _SYMMETRIC_PATH = True
 
 
@@ -160,6 +161,10 @@ else:
     _f64_bits, _bits_f64 = _f64_bits_py, _bits_f64_py
 
 
+# unsigned indices for the symmetric path's loops (numba's uint64 in compiled code, numpy's otherwise)
+_u64: Any = _numba.uint64 if _numba is not None and jit is not _plain else np.uint64
+
+
 def _kernel():
     """The kernel (compiled with numba, one system per thread, unless ``ATTENTION_FW_KERNELS=numpy``);
     its first compile in a fresh cache is announced once, as the steps' are."""
@@ -249,8 +254,12 @@ def _dist2(p, g, eps, hs_lo, hs_hi, HS, pr_lo, pr_hi, PK, PC, D):
     return best
 
 
-# exp(r) = sum_k r^k / k! on |r| <= log(2) / 2: the degree-13 Taylor remainder is below 4e-18
-_EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
+# exp(r) on |r| <= log(2) / 2 by its degree-11 interpolant at the 12 Chebyshev nodes (computed in 60-digit
+# decimal arithmetic, rounded to doubles): relative error below 1.7e-17 with these double coefficients
+# (the degree-13 Taylor polynomial of an earlier version: 4e-18), two multiply-adds fewer per exponential
+_EXP_C = (1.0, 1.0, 0.5000000000000019, 0.1666666666666668, 0.0416666666664881, 0.008333333333319601,
+          0.0013888888952314775, 0.00019841269890047113, 2.4801485482328494e-05, 2.755724091857897e-06,
+          2.763263963904103e-07, 2.5110037605963777e-08)
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.6931471803691238           # Cody-Waite split of log(2): k * _LN2_HI is exact for |k| < 2^20
 _LN2_LO = 1.9082149292705877e-10
@@ -263,18 +272,18 @@ def _exp1(x):
     """``exp(x)`` for ``-708 <= x <= 709``, about 1 ulp, branch-free (LLVM vectorises a loop of it).
 
     ``exp(x) = 2^k exp(r)``, ``k = round(x / log 2)``, ``r = x - k log 2`` (Cody-Waite), ``exp(r)``
-    by its Taylor polynomial of degree 13 on ``|r| <= log(2) / 2`` (remainder below 4e-18; Horner,
-    fused multiply-adds where the CPU has them). ``k`` is rounded by adding and subtracting
-    ``1.5 * 2^52`` (no float-to-integer conversion, which AVX2 cannot vectorise), and ``2^k`` is
-    written into the exponent bits from the integer bits of that sum (a bit cast, no memory).
+    by a polynomial of degree 11 on ``|r| <= log(2) / 2`` (its Chebyshev interpolant, error below
+    1.7e-17; Horner, fused multiply-adds where the CPU has them). Measured against a long-double
+    exponential: at most 0.63 ulp (the degree-13 Taylor polynomial of the previous version: 0.60).
+    ``k`` is rounded by adding and subtracting ``1.5 * 2^52`` (no float-to-integer conversion, which
+    AVX2 cannot vectorise), and ``2^k`` is written into the exponent bits from the integer bits of that
+    sum (a bit cast, no memory).
     """
-    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _EXP_C
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11 = _EXP_C
     t = x * _LOG2E + _ROUND
     k = t - _ROUND
     r = (x - k * _LN2_HI) - k * _LN2_LO
-    p = c13
-    p = p * r + c12
-    p = p * r + c11
+    p = c11
     p = p * r + c10
     p = p * r + c9
     p = p * r + c8
@@ -329,141 +338,355 @@ def _dot(e, v, n):
     return s
 
 
-@jit_sum
-def _wsum(e, w, m):
-    s = 0.0
-    for q in range(m):
-        s += e[q] * w[q]
-    return s
-
-
-@jit_sum
-def _wdot(e, w, x, m):
-    s = 0.0
-    for q in range(m):
-        s += e[q] * w[q] * x[q]
-    return s
+# ----------------------------------------------------------------------------------------
+# the symmetric path: blocks of 4 rows
+# ----------------------------------------------------------------------------------------
+# The tokens are padded with zeros to nb = 4 ceil(n / 4) (coordinates, hb_j and the weights: a padded
+# column adds exact zeros to every sum). Row i of the scores holds the columns j = s .. nb - 1 with
+# s = 4 floor(i / 4): its diagonal block of 4 and every block to its right; the 4 rows of a block are
+# stored one after the other (P = 8 K (K + 1) entries, K = nb / 4). The indices are unsigned (numba then
+# emits no wrap-around test and no reference counting in the loops), so that LLVM vectorises the loops
+# along j, and every loop runs over a multiple of 4 entries.
 
 
 @jit
-def _sym_scores(xt, Br, hb, a, bxi, b, n, D):
-    """The packed upper triangle ``a[o_i + j - i] = beta <B x_i, x_j> - hb_i - hb_j`` (j >= i); returns its length.
+def _blk_entries(nb):
+    """The number of stored scores for ``nb`` (a multiple of 4) padded tokens: ``8 K (K + 1)``, K = nb / 4."""
+    K = nb // 4
+    return 8 * K * (K + 1)
 
-    One loop per row for D = 2 and D = 3 (the same operations in the same order as the loop over
-    the coordinates for any D, so the same numbers)."""
+
+@jit
+def _blk_scores(xt, Bm, r, hb, a, b, nb, D):
+    """The scores ``a = beta <B x_i, x_j> - hb_i - hb_j`` (``B = Bm[r]``, D = 2 or 3) in the block layout:
+    rows ``i < nb``, columns ``j >= 4 floor(i / 4)``; returns their number. The operations and their
+    order are those of the earlier packed triangle's pair scores (the same numbers for ``j >= i``).
+    Computing each score inside the exponential's loop instead (one loop per row) was measured slower:
+    the loop then reloads the polynomial's constants at every iteration."""
     if D == 2:
-        return _sym_scores2(xt[0], xt[1], Br, hb, a, b, n)
-    if D == 3:
-        return _sym_scores3(xt[0], xt[1], xt[2], Br, hb, a, b, n)
-    o = 0
-    for i in range(n):
-        for k in range(D):
-            bk = 0.0
-            for m in range(D):
-                bk += Br[k, m] * xt[m, i]
-            bxi[k] = b * bk
+        return _blk_scores2(xt, Bm, r, hb, a, b, nb)
+    return _blk_scores3(xt, Bm, r, hb, a, b, nb)
+
+
+@jit
+def _blk_scores2(xt, Bm, r, hb, a, b, nb):
+    zero = _u64(0)
+    one = _u64(1)
+    three = _u64(3)
+    n_ = _u64(nb)
+    o = _u64(0)
+    for ii in range(nb):
+        i = _u64(ii)
+        bx0 = b * (Bm[r, 0, 0] * xt[zero, i] + Bm[r, 0, 1] * xt[one, i])
+        bx1 = b * (Bm[r, 1, 0] * xt[zero, i] + Bm[r, 1, 1] * xt[one, i])
         h = hb[i]
-        m_ = n - i
-        ar = a[o:o + m_]
-        hr = hb[i:]
-        for q in range(m_):
-            ar[q] = -h - hr[q]
-        for k in range(D):
-            c = bxi[k]
-            xr = xt[k, i:]
-            for q in range(m_):
-                ar[q] += c * xr[q]
-        o += m_
+        s = i - (i & three)
+        m = n_ - s
+        for q in range(m):
+            j = s + q
+            a[o + q] = ((-h - hb[j]) + bx0 * xt[zero, j]) + bx1 * xt[one, j]
+        o += m
     return o
 
 
 @jit
-def _sym_scores2(x0, x1, Br, hb, a, b, n):
-    o = 0
-    for i in range(n):
-        bx0 = b * (Br[0, 0] * x0[i] + Br[0, 1] * x1[i])
-        bx1 = b * (Br[1, 0] * x0[i] + Br[1, 1] * x1[i])
+def _blk_scores3(xt, Bm, r, hb, a, b, nb):
+    zero = _u64(0)
+    one = _u64(1)
+    two = _u64(2)
+    three = _u64(3)
+    n_ = _u64(nb)
+    o = _u64(0)
+    for ii in range(nb):
+        i = _u64(ii)
+        x0 = xt[zero, i]
+        x1 = xt[one, i]
+        x2 = xt[two, i]
+        bx0 = b * ((Bm[r, 0, 0] * x0 + Bm[r, 0, 1] * x1) + Bm[r, 0, 2] * x2)
+        bx1 = b * ((Bm[r, 1, 0] * x0 + Bm[r, 1, 1] * x1) + Bm[r, 1, 2] * x2)
+        bx2 = b * ((Bm[r, 2, 0] * x0 + Bm[r, 2, 1] * x1) + Bm[r, 2, 2] * x2)
         h = hb[i]
-        m_ = n - i
-        ar = a[o:o + m_]
-        hr = hb[i:]
-        xr0 = x0[i:]
-        xr1 = x1[i:]
-        for q in range(m_):
-            ar[q] = ((-h - hr[q]) + bx0 * xr0[q]) + bx1 * xr1[q]
-        o += m_
+        s = i - (i & three)
+        m = n_ - s
+        for q in range(m):
+            j = s + q
+            a[o + q] = (((-h - hb[j]) + bx0 * xt[zero, j]) + bx1 * xt[one, j]) + bx2 * xt[two, j]
+        o += m
     return o
 
 
-@jit
-def _sym_scores3(x0, x1, x2, Br, hb, a, b, n):
-    o = 0
-    for i in range(n):
-        bx0 = b * ((Br[0, 0] * x0[i] + Br[0, 1] * x1[i]) + Br[0, 2] * x2[i])
-        bx1 = b * ((Br[1, 0] * x0[i] + Br[1, 1] * x1[i]) + Br[1, 2] * x2[i])
-        bx2 = b * ((Br[2, 0] * x0[i] + Br[2, 1] * x1[i]) + Br[2, 2] * x2[i])
-        h = hb[i]
-        m_ = n - i
-        ar = a[o:o + m_]
-        hr = hb[i:]
-        xr0 = x0[i:]
-        xr1 = x1[i:]
-        xr2 = x2[i:]
-        for q in range(m_):
-            ar[q] = (((-h - hr[q]) + bx0 * xr0[q]) + bx1 * xr1[q]) + bx2 * xr2[q]
-        o += m_
-    return o
+@jit_sum
+def _blk_sums3(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb):
+    """``R_c[i] = sum_j E_ij V_c[j]`` (c = 0, 1, 2; ``i < nb``) from the block layout ``e`` of the symmetric E.
+
+    Per block of 4 rows (columns ``j >= s``): one loop over j with the 12 row sums (each row's sum runs
+    along its columns, in lanes of 4 with the reassociation LLVM chooses); then the block's columns to
+    the right receive ``E_ij V_c[i]`` of the 4 rows (in ``C_c``, read when row j's block comes), in one
+    loop over j for every c, written out (a call per loop costs more than the loop). The column loop also
+    runs over the diagonal block, whose ``C_c`` entries have been read by then.
+    """
+    for j in range(nb):
+        C0[j] = 0.0
+        C1[j] = 0.0
+        C2[j] = 0.0
+    one = _u64(1)
+    two = _u64(2)
+    three = _u64(3)
+    four = _u64(4)
+    n_ = _u64(nb)
+    o = _u64(0)
+    s = _u64(0)
+    while s < n_:
+        m = n_ - s
+        pa = o
+        pb = o + m
+        pc = pb + m
+        pd = pc + m
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        b0 = 0.0
+        b1 = 0.0
+        b2 = 0.0
+        c0 = 0.0
+        c1 = 0.0
+        c2 = 0.0
+        d0 = 0.0
+        d1 = 0.0
+        d2 = 0.0
+        for q in range(m):
+            j = s + q
+            ta = e[pa + q]
+            tb = e[pb + q]
+            tc = e[pc + q]
+            td = e[pd + q]
+            u0 = V0[j]
+            u1 = V1[j]
+            u2 = V2[j]
+            a0 += ta * u0
+            a1 += ta * u1
+            a2 += ta * u2
+            b0 += tb * u0
+            b1 += tb * u1
+            b2 += tb * u2
+            c0 += tc * u0
+            c1 += tc * u1
+            c2 += tc * u2
+            d0 += td * u0
+            d1 += td * u1
+            d2 += td * u2
+        R0[s] = C0[s] + a0
+        R1[s] = C1[s] + a1
+        R2[s] = C2[s] + a2
+        R0[s + one] = C0[s + one] + b0
+        R1[s + one] = C1[s + one] + b1
+        R2[s + one] = C2[s + one] + b2
+        R0[s + two] = C0[s + two] + c0
+        R1[s + two] = C1[s + two] + c1
+        R2[s + two] = C2[s + two] + c2
+        R0[s + three] = C0[s + three] + d0
+        R1[s + three] = C1[s + three] + d1
+        R2[s + three] = C2[s + three] + d2
+        ga0 = V0[s]
+        gb0 = V0[s + one]
+        gc0 = V0[s + two]
+        gd0 = V0[s + three]
+        ga1 = V1[s]
+        gb1 = V1[s + one]
+        gc1 = V1[s + two]
+        gd1 = V1[s + three]
+        ga2 = V2[s]
+        gb2 = V2[s + one]
+        gc2 = V2[s + two]
+        gd2 = V2[s + three]
+        for q in range(m):
+            ta = e[pa + q]
+            tb = e[pb + q]
+            tc = e[pc + q]
+            td = e[pd + q]
+            C0[s + q] += (ta * ga0 + tb * gb0) + (tc * gc0 + td * gd0)
+            C1[s + q] += (ta * ga1 + tb * gb1) + (tc * gc1 + td * gd1)
+            C2[s + q] += (ta * ga2 + tb * gb2) + (tc * gc2 + td * gd2)
+        o = pd + m
+        s += four
+
+
+@jit_sum
+def _blk_sums4(V0, V1, V2, V3, e, R0, R1, R2, R3, C0, C1, C2, C3, nb):
+    """:func:`_blk_sums3` with four right-hand sides (D = 3)."""
+    for j in range(nb):
+        C0[j] = 0.0
+        C1[j] = 0.0
+        C2[j] = 0.0
+        C3[j] = 0.0
+    one = _u64(1)
+    two = _u64(2)
+    three = _u64(3)
+    four = _u64(4)
+    n_ = _u64(nb)
+    o = _u64(0)
+    s = _u64(0)
+    while s < n_:
+        m = n_ - s
+        pa = o
+        pb = o + m
+        pc = pb + m
+        pd = pc + m
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        b0 = 0.0
+        b1 = 0.0
+        b2 = 0.0
+        b3 = 0.0
+        c0 = 0.0
+        c1 = 0.0
+        c2 = 0.0
+        c3 = 0.0
+        d0 = 0.0
+        d1 = 0.0
+        d2 = 0.0
+        d3 = 0.0
+        for q in range(m):
+            j = s + q
+            ta = e[pa + q]
+            tb = e[pb + q]
+            tc = e[pc + q]
+            td = e[pd + q]
+            u0 = V0[j]
+            u1 = V1[j]
+            u2 = V2[j]
+            u3 = V3[j]
+            a0 += ta * u0
+            a1 += ta * u1
+            a2 += ta * u2
+            a3 += ta * u3
+            b0 += tb * u0
+            b1 += tb * u1
+            b2 += tb * u2
+            b3 += tb * u3
+            c0 += tc * u0
+            c1 += tc * u1
+            c2 += tc * u2
+            c3 += tc * u3
+            d0 += td * u0
+            d1 += td * u1
+            d2 += td * u2
+            d3 += td * u3
+        R0[s] = C0[s] + a0
+        R1[s] = C1[s] + a1
+        R2[s] = C2[s] + a2
+        R3[s] = C3[s] + a3
+        R0[s + one] = C0[s + one] + b0
+        R1[s + one] = C1[s + one] + b1
+        R2[s + one] = C2[s + one] + b2
+        R3[s + one] = C3[s + one] + b3
+        R0[s + two] = C0[s + two] + c0
+        R1[s + two] = C1[s + two] + c1
+        R2[s + two] = C2[s + two] + c2
+        R3[s + two] = C3[s + two] + c3
+        R0[s + three] = C0[s + three] + d0
+        R1[s + three] = C1[s + three] + d1
+        R2[s + three] = C2[s + three] + d2
+        R3[s + three] = C3[s + three] + d3
+        ga0 = V0[s]
+        gb0 = V0[s + one]
+        gc0 = V0[s + two]
+        gd0 = V0[s + three]
+        ga1 = V1[s]
+        gb1 = V1[s + one]
+        gc1 = V1[s + two]
+        gd1 = V1[s + three]
+        ga2 = V2[s]
+        gb2 = V2[s + one]
+        gc2 = V2[s + two]
+        gd2 = V2[s + three]
+        ga3 = V3[s]
+        gb3 = V3[s + one]
+        gc3 = V3[s + two]
+        gd3 = V3[s + three]
+        for q in range(m):
+            ta = e[pa + q]
+            tb = e[pb + q]
+            tc = e[pc + q]
+            td = e[pd + q]
+            C0[s + q] += (ta * ga0 + tb * gb0) + (tc * gc0 + td * gd0)
+            C1[s + q] += (ta * ga1 + tb * gb1) + (tc * gc1 + td * gd1)
+            C2[s + q] += (ta * ga2 + tb * gb2) + (tc * gc2 + td * gd2)
+            C3[s + q] += (ta * ga3 + tb * gb3) + (tc * gc3 + td * gd3)
+        o = pd + m
+        s += four
 
 
 @jit
-def _sym_sums(xt, w, e, tot, acc, n, D):
-    """``tot_i = sum_j E_ij w_j`` and ``acc_ki = sum_j E_ij w_j x_kj`` from the packed upper triangle ``e`` of E."""
-    for j in range(n):
-        tot[j] = 0.0
-        for k in range(D):
-            acc[k, j] = 0.0
-    o = 0
-    for i in range(n):
-        m_ = n - i
-        er = e[o:o + m_]
-        wr = w[i:]
-        tot[i] += _wsum(er, wr, m_)               # row i, j >= i: weights w_j
-        for k in range(D):
-            acc[k, i] += _wdot(er, wr, xt[k, i:], m_)
-        wi = w[i]                                  # rows j > i: the same E_ij with the weight w_i
-        tr = tot[i:]
-        for q in range(1, m_):
-            tr[q] += er[q] * wi
-        for k in range(D):
-            c = wi * xt[k, i]
-            ak = acc[k, i:]
-            for q in range(1, m_):
-                ak[q] += er[q] * c
-        o += m_
+def _half_self_scores(xt, Bm, r, hb, b, n, D):
+    """``hb_j = beta <B x_j, x_j> / 2`` for ``j < n`` (``B = Bm[r]``, D = 2 or 3): the operations of the
+    loops over k and m in their order (from a sum at 0.0), written out so that LLVM vectorises along j."""
+    zero = _u64(0)
+    one = _u64(1)
+    if D == 2:
+        B00, B01, B10, B11 = Bm[r, 0, 0], Bm[r, 0, 1], Bm[r, 1, 0], Bm[r, 1, 1]
+        for jj in range(n):
+            j = _u64(jj)
+            x0 = xt[zero, j]
+            x1 = xt[one, j]
+            b0 = (0.0 + B00 * x0) + B01 * x1
+            b1 = (0.0 + B10 * x0) + B11 * x1
+            hb[j] = 0.5 * b * ((0.0 + b0 * x0) + b1 * x1)
+        return
+    two = _u64(2)
+    for jj in range(n):
+        j = _u64(jj)
+        x0 = xt[zero, j]
+        x1 = xt[one, j]
+        x2 = xt[two, j]
+        b0 = ((0.0 + Bm[r, 0, 0] * x0) + Bm[r, 0, 1] * x1) + Bm[r, 0, 2] * x2
+        b1 = ((0.0 + Bm[r, 1, 0] * x0) + Bm[r, 1, 1] * x1) + Bm[r, 1, 2] * x2
+        b2 = ((0.0 + Bm[r, 2, 0] * x0) + Bm[r, 2, 1] * x1) + Bm[r, 2, 2] * x2
+        hb[j] = 0.5 * b * (((0.0 + b0 * x0) + b1 * x1) + b2 * x2)
 
 
 @jit
-def _sym_step(xt, yt, Br, hb, w, a, e, tot, acc, bxi, b, gm, n, D, low):
-    """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Br``, D x D).
+def _sym_step(xt, yt, Bm, r, hb, V0, V1, V2, V3, a, e, R0, R1, R2, R3, C0, C1, C2, C3, b, gm, n, nb, D, low):
+    """One (SA-beta) step ``xt -> yt`` for symmetric positive semi-definite B (``Bm[r]``, D x D), D = 2 or 3,
+    the tokens padded with zeros to ``nb`` columns; ``V0`` holds the weights ``w_j = m_j e^{hb_j}``.
 
     With ``hb_j = beta <B x_j, x_j> / 2`` the shifted scores ``E_ij = exp(beta <B x_i, x_j> - hb_i - hb_j)``
-    are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only ``j >= i`` is
-    evaluated: ``n (n + 1) / 2`` exponentials instead of ``n^2``, in one vectorised call over the
-    packed upper triangle (``a``, ``e`` hold ``n (n + 1) / 2`` entries). Every argument is at least
-    ``-2 (hb_i + hb_j)`` (Cauchy-Schwarz again), so when ``hb_j <= 176`` for all j none is below
-    -708 and the caller passes ``low=False``: the exponentials skip their pass for such arguments.
-    ``E_ij`` enters row i with the weight ``w_j = m_j e^{hb_j}`` and row j with ``w_i``, and
-    ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of ``beta <B x_i, x_j> + log m_j``
-    (the score of a pair is computed once, from ``B x_i`` with ``i <= j``; the difference to a
-    row-by-row evaluation is rounding). The loops run over row views (``a[o:o + m]``), whose
-    indices numba knows to be non-negative, so that LLVM vectorises them.
+    are at most 1 (Cauchy-Schwarz for the form of B) and symmetric, so only the blocks on and right of
+    the diagonal (blocks of 4 rows) are evaluated: ``8 K (K + 1)`` exponentials (K = nb / 4; 1248 for
+    n = 48, against ``n (n + 1) / 2 = 1176`` for the triangle and ``n^2`` for all pairs), in one vectorised
+    call. Every argument is at least ``-2 (hb_i + hb_j)`` (Cauchy-Schwarz again), so when ``hb_j <= 176``
+    for all j none is below -708 and the caller passes ``low=False``: the exponentials skip their pass
+    for such arguments. A pair in different blocks enters row i with the weight ``w_j`` and row j with
+    ``w_i`` (its score computed once, from ``B x_i``, i the row of the upper block); a pair in the same
+    block is computed from both rows. ``A_ij = E_ij w_j / sum_l E_il w_l`` is the softmax of
+    ``beta <B x_i, x_j> + log m_j``; the sums ``sum_j E_ij w_j`` and ``sum_j E_ij w_j x_kj`` are those
+    of ``V_0 = w`` and ``V_{k+1} = w x_k`` (:func:`_blk_sums3`, :func:`_blk_sums4`).
     """
-    o = _sym_scores(xt, Br, hb, a, bxi, b, n, D)
+    for j in range(n):
+        V1[j] = V0[j] * xt[0, j]
+        V2[j] = V0[j] * xt[1, j]
+    if D == 3:
+        for j in range(n):
+            V3[j] = V0[j] * xt[2, j]
+    o = _blk_scores(xt, Bm, r, hb, a, b, nb, D)
     _exp_into(a, e, o, low)
-    _sym_sums(xt, w, e, tot, acc, n, D)
-    for i in range(n):
-        for k in range(D):
-            yt[k, i] = xt[k, i] + gm * (acc[k, i] / tot[i] - xt[k, i])
+    if D == 2:
+        _blk_sums3(V0, V1, V2, e, R0, R1, R2, C0, C1, C2, nb)
+    else:
+        _blk_sums4(V0, V1, V2, V3, e, R0, R1, R2, R3, C0, C1, C2, C3, nb)
+    zero = _u64(0)
+    one = _u64(1)
+    two = _u64(2)
+    for ii in range(n):
+        i = _u64(ii)
+        yt[zero, i] = xt[zero, i] + gm * (R1[i] / R0[i] - xt[zero, i])
+        yt[one, i] = xt[one, i] + gm * (R2[i] / R0[i] - xt[one, i])
+    if D == 3:
+        for ii in range(n):
+            i = _u64(ii)
+            yt[two, i] = xt[two, i] + gm * (R3[i] / R0[i] - xt[two, i])
 
 
 @pjit
@@ -472,8 +695,8 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
     """Step every system r until its exit or ``cap[r]`` steps; one system per thread.
 
     Two paths per step, with ``hb_j = beta <B x_j, x_j> / 2``: for symmetric positive semi-definite B
-    (``sym[r]``) and ``0 <= hb_j <= 600`` for all j, the symmetric path (:func:`_sym_step`:
-    ``n (n + 1) / 2`` exponentials, each at most 1, the row sums at least ``w_i = m_i e^{hb_i}``, at
+    (``sym[r]``) and ``0 <= hb_j <= 600`` for all j, the symmetric path (:func:`_sym_step`: about
+    ``n^2 / 2`` exponentials, each at most 1, the row sums at least ``w_i = m_i e^{hb_i}``, at
     most ``sum_j m_j e^{600}``: no overflow, no underflow of a row sum), with its pass for exponential
     arguments below -708 only when some ``hb_j > 176``; otherwise the per-row path (shift: the row
     maximum; ``n^2`` exponentials, every argument through that pass).
@@ -488,21 +711,31 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
     K = rec_t.shape[0]
     for r in prange(R):
         n = nact[r]
-        xt = np.empty((D, n))                  # the tokens, transposed: the inner loops run over j
-        yt = np.empty((D, n))
+        nb = (n + 3) // 4 * 4                  # padded with zeros to blocks of 4 (the symmetric path)
+        xt = np.zeros((D, nb))                 # the tokens, transposed: the inner loops run over j
+        yt = np.zeros((D, nb))
         for i in range(n):
             for k in range(D):
                 xt[k, i] = X0[r, i, k]
-        P = n * (n + 1) // 2                   # the packed upper triangle of the symmetric path
+        P = _blk_entries(nb)                   # the scores of the symmetric path's blocks
         a = np.empty(P)
         e = np.empty(P)
-        w = np.empty(n)
-        hb = np.empty(n)
+        w = np.zeros(nb)                       # weights w_j = m_j e^{hb_j}, then w_j x_kj (zero-padded)
+        V1 = np.zeros(nb)
+        V2 = np.zeros(nb)
+        V3 = np.zeros(nb)
+        R0 = np.empty(nb)                      # the row sums and the column parts (separate 1-d arrays:
+        R1 = np.empty(nb)                      # views of a 2-d array cost reference counting per step)
+        R2 = np.empty(nb)
+        R3 = np.empty(nb)
+        C0 = np.empty(nb)
+        C1 = np.empty(nb)
+        C2 = np.empty(nb)
+        C3 = np.empty(nb)
+        hb = np.zeros(nb)
         logm = np.empty(n)
         bxi = np.empty(D)
         p = np.empty(D)
-        tot = np.empty(n)
-        acc = np.empty((D, n))
         for j in range(n):
             logm[j] = math.log(W[r, j])
         b = beta[r]
@@ -520,16 +753,10 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
         t = 0
         while t < cap[r]:
             t += 1
+            _half_self_scores(xt, Bm, r, hb, b, n, D)   # beta <B x_j, x_j> / 2
             top = 0.0
             low = np.inf
-            for j in range(n):                 # half the scaled self-scores, beta <B x_j, x_j> / 2
-                s = 0.0
-                for k in range(D):
-                    bk = 0.0
-                    for m in range(D):
-                        bk += Bm[r, k, m] * xt[m, j]
-                    s += bk * xt[k, j]
-                hb[j] = 0.5 * b * s
+            for j in range(n):
                 top = max(top, hb[j])
                 low = min(low, hb[j])
             if sym[r] and low >= 0.0 and top <= 600.0:
@@ -538,7 +765,8 @@ def _run(X0, W, nact, Bm, sym, beta, gamma, eps, check, gid, hs_lo, hs_hi, HS, p
                 for j in range(n):
                     a[j] = hb[j] + logm[j]
                 _exp_into(a, w, n, True)
-                _sym_step(xt, yt, Bm[r], hb, w, a, e, tot, acc, bxi, b, gm, n, D, top > 176.0)
+                _sym_step(xt, yt, Bm, r, hb, w, V1, V2, V3, a, e, R0, R1, R2, R3, C0, C1, C2, C3, b, gm, n, nb, D,
+                          top > 176.0)
             else:
                 for i in range(n):             # any B: the row maximum as the shift
                     for k in range(D):
@@ -725,6 +953,7 @@ def sabeta_exit_times(x0, sigma, gamma, beta, eps, *, B=None, cap=10**6, watch=N
     D = max(a.shape[1] for a in xs)
     if D > 3:
         raise ValueError(f"x0 must be in dimension 1, 2 or 3, got {D}")
+    D = max(D, 2)                                    # the kernel's symmetric path: D = 2 or 3 (a zero coordinate)
     if isinstance(B, (list, tuple)):
         Bs = list(B)
     elif B is None:
