@@ -463,8 +463,9 @@ def _compile_softmax():
         return out, start
 
     @jit_sum
-    def grid_spread(y, order, start, lo, h, ncell, nodes, wts, Q, first, last):
-        """Anterpolation over the cells ``first <= c < last`` (row-major): each source ``y_j`` of cell ``(c1, c2)``
+    def grid_spread(y, start, lo, h, ncell, nodes, wts, Q, first, last):
+        """Anterpolation over the cells ``first <= c < last`` (row-major; the sources sorted by cell, those of cell
+        ``c`` are ``y[start[c]:start[c + 1]]``): each source ``y_j`` of cell ``(c1, c2)``
         adds ``L_a(y_j1) L_b(y_j2) (1, y_j1, y_j2)`` to ``Q[:, c1 p + a, c2 p + b]`` (the Lagrange bases of
         :func:`_cell_basis`), summed per cell in a ``p x 3p`` block (contiguous rows) and added once to ``Q``:
         each cell writes its own block of ``Q``."""
@@ -478,8 +479,7 @@ def _compile_softmax():
             c1 = c // ncell[1]
             c2 = c - c1 * ncell[1]
             C[:, :] = 0.0
-            for s in range(start[c], start[c + 1]):
-                j = order[s]
+            for j in range(start[c], start[c + 1]):
                 _cell_basis(y[j, 0], lo[0], h[0], ncell[0], nodes, wts, A)
                 _cell_basis(y[j, 1], lo[1], h[1], ncell[1], nodes, wts, R)
                 for b in range(p):
@@ -496,8 +496,9 @@ def _compile_softmax():
                             Q[r, c1 * p + a, c2 * p + b] += C[a, r * p + b]
 
     @jit_sum
-    def grid_gather(q, order, start, lo, h, ncell, nodes, wts, sc1, sc2, Phi, out, first, last):
-        """Interpolation over the target cells ``first <= c < last``: for each row ``i`` of cell ``(c1, c2)``,
+    def grid_gather(q, start, lo, h, ncell, nodes, wts, sc1, sc2, Phi, out, first, last):
+        """Interpolation over the target cells ``first <= c < last`` (the targets sorted by cell, those of cell ``c``
+        are ``q[start[c]:start[c + 1]]``): for each target ``i`` of cell ``(c1, c2)``,
         ``out[i] = (N1 / Z, N2 / Z)`` with ``(Z, N1, N2)`` the Lagrange interpolant at ``q_i`` of ``Phi`` (its
         nodes scaled by ``sc1[l1] sc2[l2]``), as the row ``(L1 sc1) [Phi_0, Phi_1, Phi_2]`` (the cell's block
         copied once, contiguous) dotted with ``L2 sc2``. A row whose ``Z`` is not positive and finite gets NaN;
@@ -518,8 +519,7 @@ def _compile_softmax():
                     for b in range(p):
                         P[a, r * p + b] = Phi[r, c1 * p + a, c2 * p + b]
             if True:
-                for s in range(start[c], start[c + 1]):
-                    i = order[s]
+                for i in range(start[c], start[c + 1]):
                     _cell_basis(q[i, 0], lo[0], h[0], ncell[0], nodes, wts, A)
                     _cell_basis(q[i, 1], lo[1], h[1], ncell[1], nodes, wts, L2)
                     T[:] = 0.0

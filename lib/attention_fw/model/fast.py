@@ -46,8 +46,8 @@ sends the step to the dense path (counted in :data:`STATS`).
 (SA-beta) and (SAP)
 -------------------
 :func:`softmax_step` sums the weights by a Taylor expansion, a Chebyshev grid (middle temperatures), a
-pruned sum or dense tiles (its docstring); :func:`sap_step` draws the chain's picks exactly in law by rejection from an envelope of
-boxes of a tree over the tokens (its docstring), a few rounds per row.
+pruned sum or dense tiles (its docstring); :func:`sap_step` draws the chain's picks exactly in law by
+rejection from an envelope of boxes of a tree over the tokens (its docstring), a few rounds per row.
 """
 from __future__ import annotations
 
@@ -470,7 +470,8 @@ def _grid_rows(q, y, rows, layout, out, workers=2):
     n = y.shape[0]
     Q = np.zeros((3, p * c_t[0], p * c_t[1]))
     order, start = K.cell_order(y, np.arange(n), lo_t, h_t, c_t)
-    _by_cells(lambda a, b: K.grid_spread(y, order, start, lo_t, h_t, c_t, nodes, wts, Q, a, b), start, workers)
+    ys = np.ascontiguousarray(y[order])            # sorted by cell: the passes read memory in order
+    _by_cells(lambda a, b: K.grid_spread(ys, start, lo_t, h_t, c_t, nodes, wts, Q, a, b), start, workers)
     # the transform, one coordinate at a time: E_k[l, m] = e^{S_l T_m - c_l}, c_l = max_m S_l T_m
     E, sc = [], []
     for k in range(2):
@@ -484,9 +485,12 @@ def _grid_rows(q, y, rows, layout, out, workers=2):
         sc.append(np.exp(c - np.repeat(cell_max, p)))
     Phi = np.matmul(np.matmul(E[0], Q), E[1].T)                      # (3, G_s1, G_s2)
     order, start = K.cell_order(q, rows, lo_s, h_s, c_s)
-    _by_cells(lambda a, b: K.grid_gather(q, order, start, lo_s, h_s, c_s, nodes, wts, sc[0], sc[1], Phi, out, a, b),
+    qs = np.ascontiguousarray(q[order])
+    res = np.empty_like(qs)
+    _by_cells(lambda a, b: K.grid_gather(qs, start, lo_s, h_s, c_s, nodes, wts, sc[0], sc[1], Phi, res, a, b),
               start, workers)
-    return rows[~np.isfinite(out[rows, 0])]
+    out[order] = res
+    return order[~np.isfinite(res[:, 0])]
 
 
 def _softmax_kernels():
@@ -551,7 +555,6 @@ def _row_max(q, x, cand, chunk=65536):
 
 def _softmax_one(x, bx, beta):
     """``m_i - x_i`` (``m_i`` the softmax mean of row i) for one system in the plane, or None (dense)."""
-    n = x.shape[0]
     K = _softmax_kernels()
     q = beta * bx
     c = x.mean(axis=0)
