@@ -565,20 +565,17 @@ def _softmax_one(x, bx, beta):
         out[:] = 0.0
         return out
     rho = np.sqrt(np.einsum("ij,ij->i", q, q)) * r
-    smooth = _smooth_rows(q, y, rho)
-    rows = np.flatnonzero(smooth)
+    q = np.ascontiguousarray(q)
+    y = np.ascontiguousarray(y)
+    rows, route = _plan_rows(x, y, q, rho, out)
     if rows.size:
         p = taylor_order(float(rho[rows].max()))
         M = K.moments(np.ascontiguousarray(y / r), p + 1)
         K.taylor_rows(np.ascontiguousarray(q * r), rows, M, p, out)
         out[rows] = (c - x[rows]) + r * out[rows]
         SOFTMAX_STATS["taylor_rows"] += int(rows.size)
-    rows = np.flatnonzero(~smooth)
-    if not rows.size:
+    if route is None:
         return out
-    q = np.ascontiguousarray(q)
-    y = np.ascontiguousarray(y)
-    route = _Route(x, y, q, rows, out)
     if route.grid_rows is None:
         return None
     if route.grid_rows.size:
@@ -601,26 +598,36 @@ def _softmax_one(x, bx, beta):
     return out
 
 
-def _smooth_rows(q, y, rho):
-    """The rows the expansion takes: ``rho_i <= 6``, unless the grid over all rows is estimated at most half the
-    cost of the expansion (its moments of order ``p``, ``O(n p^2)``) and the grid over the other rows."""
+def _plan_rows(x, y, q, rho, out):
+    """``(rows of the expansion, route of the others)`` (the route None when there are no others). The
+    expansion takes the rows with ``rho_i <= 6``, unless the grid can take them for at most half the
+    expansion's estimated cost (its moments of order ``p``, ``O(n p^2)``): the grid's extra cost when its
+    targets include them (or, when every row is smooth, the grid's whole cost)."""
+    n = x.shape[0]
     smooth = rho <= RHO_TAYLOR
-    if not smooth.any():
-        return smooth
-    n = q.shape[0]
-    p = taylor_order(float(rho[smooth].max()))
-    t_cost = COST_TAYLOR * (n * (p + 2) * (p + 3) / 2 + int(smooth.sum()) * 3 * (p + 1) * (p + 2) / 2)
+    tay, rest = np.flatnonzero(smooth), np.flatnonzero(~smooth)
+    route = _Route(x, y, q, rest, out) if rest.size else None
+    if not tay.size or (route is not None and (route.grid_rows is None or not route.grid_rows.size)):
+        return tay, route
+    p = taylor_order(float(rho[tay].max()))
+    t_cost = COST_TAYLOR * (n * (p + 2) * (p + 3) / 2 + tay.size * 3 * (p + 1) * (p + 2) / 2)
     ylo, yhi = y.min(axis=0), y.max(axis=0)
-    rest = 0.0
-    if not smooth.all():
-        lay = _grid_layout(q[~smooth].min(axis=0), q[~smooth].max(axis=0), ylo, yhi, n, int((~smooth).sum()))
-        if lay is None:
-            return smooth
-        rest = lay[0]
-    lay = _grid_layout(q.min(axis=0), q.max(axis=0), ylo, yhi, n, n)
-    if lay is not None and lay[0] < 0.5 * (t_cost + rest):      # clearly cheaper (the model is rough)
-        smooth[:] = False
-    return smooth
+    qt = q[tay]
+    lo, hi = qt.min(axis=0), qt.max(axis=0)
+    if route is None:
+        lay = _grid_layout(lo, hi, ylo, yhi, n, tay.size)
+        if lay is not None and lay[0] < 0.5 * t_cost:
+            return tay[:0], _Route.grid_only(x, q, tay, lay)
+        return tay, None
+    g = q[route.grid_rows]
+    lay = _grid_layout(np.minimum(lo, g.min(axis=0)), np.maximum(hi, g.max(axis=0)), ylo, yhi, n,
+                       route.grid_rows.size + tay.size)
+    if lay is not None and lay[0] - route.layout[0] < 0.5 * t_cost:
+        route.cost += lay[0] - route.layout[0]
+        route.grid_rows = np.concatenate([route.grid_rows, tay])
+        route.layout = lay
+        return tay[:0], route
+    return tay, route
 
 
 BANDS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
@@ -635,21 +642,36 @@ class _Route:
     cost of each band from a probe of 32 of its rows, band by band from the sharpest); the split of least
     estimated cost wins. ``grid_rows`` is None when nothing can be done (a flat hull and no grid)."""
 
-    def __init__(self, x, y, q, rows, out):
-        self.x, self.q, self.out = x, q, out
+    @classmethod
+    def grid_only(cls, x, q, rows, lay):
+        """The route of ``rows`` all on the grid ``lay``."""
+        self = cls.__new__(cls)
+        self._lazy(x, q)
+        self._all_grid(rows, lay)
+        return self
+
+    def _lazy(self, x, q):
+        self.x, self.q = x, q
         n = x.shape[0]
         self.T = math.log(n) + PRUNE_EXTRA
         self.cand: np.ndarray | None = None
         self._tree = None
         self.h = np.full(n, np.nan)
+
+    def _all_grid(self, rows, lay):
+        self.grid_rows, self.layout, self.cost = rows, lay, lay[0]
+        self.pruned = self.dense = np.zeros(0, dtype=np.int64)
+        self.pruned_terms = 0
+
+    def __init__(self, x, y, q, rows, out):
+        self._lazy(x, q)
+        n = x.shape[0]
         m = rows.size
         qr = q[rows]
         ylo, yhi = y.min(axis=0), y.max(axis=0)
         lay = _grid_layout(qr.min(axis=0), qr.max(axis=0), ylo, yhi, n, m)
         if lay is not None and lay[0] <= COST_SETUP * n:   # the grid for all: cheaper than the pruned sum's setup
-            self.grid_rows, self.layout, self.cost = rows, lay, lay[0]
-            self.pruned = self.dense = np.zeros(0, dtype=np.int64)
-            self.pruned_terms = 0
+            self._all_grid(rows, lay)
             return
         srt = rows[np.argsort(-np.abs(qr).max(axis=1), kind="stable")]
         qs = q[srt]
@@ -845,25 +867,25 @@ def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) 
     q = np.ascontiguousarray(beta * (x if Bk is None else x @ _t(Bk)))
     y = np.ascontiguousarray(x - x.mean(axis=0))
     r = math.sqrt(float(np.einsum("ij,ij->i", y, y).max()))
-    smooth = _smooth_rows(q, y, np.sqrt(np.einsum("ij,ij->i", q, q)) * r)
-    rows = np.flatnonzero(~smooth)
-    plan = {"n": n, "taylor_rows": int(smooth.sum()), "grid_rows": 0, "pruned_rows": 0, "dense_rows": 0,
+    plan = {"n": n, "taylor_rows": n, "grid_rows": 0, "pruned_rows": 0, "dense_rows": 0,
             "terms_per_pruned_row": 0.0, "grid_p": 0, "grid_nodes": 0, "est_seconds": 0.0}
-    if rows.size and r > 0.0:
-        route = _Route(x, y, q, rows, np.empty_like(x))
-        if route.grid_rows is None:
-            plan["dense_rows"] = int(rows.size)
-            return plan
-        plan.update(grid_rows=int(route.grid_rows.size), pruned_rows=int(route.pruned.size),
-                    dense_rows=int(route.dense.size), est_seconds=float(route.cost))
-        if route.pruned.size:
-            plan["terms_per_pruned_row"] = route.pruned_terms / route.pruned.size
-        if route.grid_rows.size:
-            _, _, p, tax, sax = route.layout
-            plan["grid_p"] = p
-            plan["grid_nodes"] = p * max(a[2] for a in tax + sax)
-    elif rows.size:
-        plan["taylor_rows"] = n
+    if r == 0.0:
+        return plan
+    tay, route = _plan_rows(x, y, q, np.sqrt(np.einsum("ij,ij->i", q, q)) * r, np.empty_like(x))
+    plan["taylor_rows"] = int(tay.size)
+    if route is None:
+        return plan
+    if route.grid_rows is None:
+        plan["dense_rows"] = n - int(tay.size)
+        return plan
+    plan.update(grid_rows=int(route.grid_rows.size), pruned_rows=int(route.pruned.size),
+                dense_rows=int(route.dense.size), est_seconds=float(route.cost))
+    if route.pruned.size:
+        plan["terms_per_pruned_row"] = route.pruned_terms / route.pruned.size
+    if route.grid_rows.size:
+        _, _, p, tax, sax = route.layout
+        plan["grid_p"] = p
+        plan["grid_nodes"] = p * max(a[2] for a in tax + sax)
     return plan
 
 
