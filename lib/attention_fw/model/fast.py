@@ -853,7 +853,7 @@ def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) 
     Examples
     --------
     >>> x = np.random.default_rng(0).uniform(-1, 1, size=(5000, 2))
-    >>> softmax_plan(x, 1.0)["taylor_rows"]
+    >>> softmax_plan(x, 0.5)["taylor_rows"]
     5000
     >>> softmax_plan(x, 20.0)["grid_rows"] > 4000
     True
