@@ -364,14 +364,15 @@ def _compile_softmax():
             out[i, 1] = N2 / Z
 
     @jit
-    def pruned_rows(q, x, rows, h, T, order, start, lo, hi, fanout, levels, out):
+    def pruned_rows(q, x, rows, h, T, xs, start, lo, hi, fanout, levels, out):
         """For each row ``i`` of ``rows``: ``out[i] = sum_j w_j (x_j - x_i) / sum_j w_j``, ``w_j = e^{<q_i, x_j> - h_i}``,
         over the sources of the cells whose largest possible ``<q_i, x>`` is at least ``h_i - T``.
 
         A tree of ``levels`` levels of boxes, ``fanout`` children each: box ``b`` of level ``l`` has the
         children ``b * fanout ... b * fanout + fanout - 1`` at level ``l + 1``; ``lo[l], hi[l]`` (padded
         arrays) their bounding boxes, empty boxes with ``lo > hi``; the leaves are cells whose sources are
-        ``x[order[start[c]:start[c + 1]]]``. Returns the number of source terms summed and of boxes bounded.
+        ``xs[start[c]:start[c + 1]]`` (the tokens sorted by cell, read in memory order; ``x`` holds the rows'
+        own tokens). Returns the number of source terms summed and of boxes bounded.
         """
         d = x.shape[1]
         terms = 0
@@ -401,12 +402,11 @@ def _compile_softmax():
                     continue
                 if lev == levels - 1:
                     for s in range(start[b], start[b + 1]):
-                        j = order[s]
-                        e = q[i, 0] * x[j, 0] + q[i, 1] * x[j, 1] - h[i]
+                        e = q[i, 0] * xs[s, 0] + q[i, 1] * xs[s, 1] - h[i]
                         w = np.exp(e)
                         Z += w
-                        N0 += w * (x[j, 0] - x[i, 0])
-                        N1 += w * (x[j, 1] - x[i, 1])
+                        N0 += w * (xs[s, 0] - x[i, 0])
+                        N1 += w * (xs[s, 1] - x[i, 1])
                     terms += start[b + 1] - start[b]
                 else:
                     for c in range(b * fanout, b * fanout + fanout):

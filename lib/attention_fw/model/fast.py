@@ -726,8 +726,10 @@ class _Route:
         return self.cand
 
     def tree(self):
+        """The quadtree of :func:`_grid` with the tokens themselves sorted by cell (the pruned sum's sources)."""
         if self._tree is None:
-            self._tree = _grid(self.x)
+            order, *rest = _grid(self.x)
+            self._tree = (np.ascontiguousarray(self.x[order]), *rest)
         return self._tree
 
     def row_max(self, rows):
