@@ -50,13 +50,31 @@
 # (SA$\beta$) in the plane takes, row by row, a Taylor expansion about the centroid where
 # $\beta|Bx_i|\,r\le6$ (Jensen's inequality bounds its error by $10^{-10}r$), a sum pruned to the
 # grid cells that can hold a term above $e^{-(\log n+25)}$ of the row's largest where the kernel is
-# sharp, and dense BLAS tiles where neither applies; every row is within $10^{-8}r$ of the dense
-# float64 step. {py:mod}`attention_fw.model.sphere` steps the circle model of the cited works with
+# sharp, a Chebyshev grid in between (below), and dense BLAS tiles where none applies; every row
+# is within $10^{-8}r$ of the dense float64 step. {py:mod}`attention_fw.model.sphere` steps the circle model of the cited works with
 # the force as a Fourier series in modified Bessel functions, truncated by a proved bound; on $S^2$
 # ({py:func}`attention_fw.model.sphere.force_s2`) the kernel's Taylor series, each power expanded by
 # the multinomial theorem into moments of the tokens, $O(NK^3/6)$ for $K$ terms, truncated where the
 # proved tail $\sum_{k>K}\beta^k/k!$ is below $10^{-13}e^\beta$.
 # `make bench` times them beside dense numpy steps.
+
+# %% [markdown]
+# **Middle temperatures.** Where $\beta|Bx_i|\,r$ is too large for the expansion and the kernel
+# is not sharp enough to prune (a disk at $\beta=10$ to $100$), the weights are summed on a grid.
+# With $q_i=\beta Bx_i$ and $y_j=x_j-c$ the kernel $e^{\langle q,y\rangle}=\prod_k e^{q_ky_k}$ is
+# separable for any $B$, so each coordinate is cut into cells with $p$ Chebyshev nodes: each
+# source spreads $(1,y_j)$ to the $p^2$ nodes of its cell by its Lagrange weights, two dense matrix
+# products per right-hand side with $e^{S_lT_m}$ (each row scaled by its largest entry) carry the
+# sums to the target nodes, and each target interpolates them in its cell: $O(np^2+G^3)$ for $G$
+# nodes per coordinate. Cells of half-width $a/\max_j|y_{jk}|$ for the targets and $a/\max_i|q_{ik}|$
+# for the sources make each term's relative error at most
+# $\varepsilon_k=e(a)+\Lambda_pe^{2a}e(a)$ per coordinate, with $e(a)=4e^a\sum_{k\ge p}I_k(a)$ the
+# interpolation error of $e^{au}$ on $[-1,1]$ and $\Lambda_p$ the Lebesgue constant. The terms of
+# the normaliser are positive and $|y_j|\le r$, so the mean moves by at most
+# $2\varepsilon r/(1-\varepsilon)$, $\varepsilon=(1+\varepsilon_1)(1+\varepsilon_2)-1$; $p$ is
+# chosen to hold it below $10^{-10}r$, and $a$, and the split of the rows between the grid and the
+# pruned sum, by estimated cost. $G$ grows like $p\beta R^2/a$, so the grid serves $\beta R^2$ up to a
+# few hundred; the bench gives its share and time.
 
 # %% [markdown]
 # **The chain's step.** {py:func}`attention_fw.model.fast.sap_step` draws each token's pick

@@ -1,13 +1,14 @@
 """Benchmark (not a test): the many-token engines of attention_fw.model.fast and .sphere beside dense numpy.
 
-Usage:  .venv/bin/python tools/bench_manytok.py [--quick]
+Usage:  .venv/bin/python tools/bench_manytok.py [--quick] [--softmax-only]
 
 Entries (each with its target from issue 37; CPU seconds, robust to other jobs, and wall seconds):
 
 * (SA-inf) one hull step at n = 10^6, d = 2 (Gaussian cloud and uniform disk), target 0.2 s; beside a
   dense numpy hardmax step (BLAS scores, argmax) timed at n = 8,192 and extrapolated as n^2.
 * (SA-beta) one fast step at n = 10^6, d = 2, beta = 1, 10, 100, 1000, target 2 s: the plan of the step
-  (rows by expansion / pruned sum / dense tiles, terms per pruned row) is made first; the step is run
+  (rows by expansion / Chebyshev grid (its nodes per cell p and nodes per coordinate) / pruned sum / dense
+  tiles, terms per pruned row) is made first; the step is run
   when its estimated work is at most 3e9 source terms, otherwise the entry says so and gives the estimate
   from the dense rate (what the dense-tile fallback costs), marked "estimated", not measured.
 * (SAP) one fast step of the chain at n = 10^6, d = 2, beta = 1, 10, 100, 1000 (no target in the issue):
@@ -22,10 +23,11 @@ Entries (each with its target from issue 37; CPU seconds, robust to other jobs, 
 Where each method is used (attention_fw.model.dynamics, method="auto"): the hull step for (SA-inf) in
 d = 2 from HULL_MIN_N = 2,048 tokens; the fast (SA-beta) step and the fast (SAP) sampler in d = 2 from
 FAST_MIN_N = 131,072 tokens; the dense steps (tiles above the memory budget) otherwise. The (SA-beta)
-step's own rows go to the expansion, the pruned sum or dense tiles as its plan (printed) says.
+step's own rows go to the expansion, the Chebyshev grid, the pruned sum or dense tiles as its plan
+(printed) says.
 
-Writes _build/bench/manytok.json. On a machine shared with other jobs wall times are noisy; the CPU
-time is the one to compare with a target.
+Writes _build/bench/manytok.json (with --softmax-only, the (SA-beta) rows alone: manytok_softmax.json).
+On a machine shared with other jobs wall times are noisy; the CPU time is the one to compare with a target.
 """
 from __future__ import annotations
 
@@ -96,7 +98,9 @@ def states(n, rng):
 
 
 def main(argv=None) -> int:
-    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    quick = "--quick" in args
+    only_softmax = "--softmax-only" in args     # the (SA-beta) rows alone (with --quick or not)
     n = 10**5 if quick else 10**6
     nd = 4096 if quick else 8192
     rng = np.random.default_rng(0)
@@ -106,7 +110,7 @@ def main(argv=None) -> int:
 
     dc, dw = timed(dense_hardmax, small["gaussian"], 0.5, reps=2)
     scale = (n / nd) ** 2
-    for name, x in big.items():
+    for name, x in ({} if only_softmax else big).items():
         c, w = timed(fast.hardmax_step, x, 0.5)
         report["hardmax"][name] = {"cpu": c, "wall": w, "dense_cpu_extrapolated": dc * scale,
                                    "ratio": dc * scale / c, "target": 0.2, "met": c <= 0.2}
@@ -129,10 +133,18 @@ def main(argv=None) -> int:
                 entry.update(cpu_estimated=est, measured=False, met=False)
                 res = f"not run: {work:.1e} terms, estimated {est:,.0f} CPU s   target 2 s: NOT met"
             report["softmax"][f"{name} beta={beta:g}"] = entry
-            print(f"SA-beta beta={beta:<6g} {name:9s} rows: expansion {plan['taylor_rows'] / n:.3f}, pruned "
+            grid = (f"grid {plan['grid_rows'] / n:.3f} (p {plan['grid_p']}, {plan['grid_nodes']} nodes), "
+                    if plan["grid_rows"] else "grid 0, ")
+            print(f"SA-beta beta={beta:<6g} {name:9s} rows: expansion {plan['taylor_rows'] / n:.3f}, {grid}pruned "
                   f"{plan['pruned_rows'] / n:.3f} ({plan['terms_per_pruned_row']:,.0f} terms/row), dense "
                   f"{plan['dense_rows'] / n:.3f} | {res} | dense (extrapolated) {dc * scale:,.0f} CPU s")
 
+    if only_softmax:
+        out = ROOT / "_build" / "bench"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "manytok_softmax.json").write_text(json.dumps(report, indent=1, default=float))
+        print(f"wrote {out / 'manytok_softmax.json'}")
+        return 0
     report["sap"] = {}
     for beta in (1.0, 10.0, 100.0, 1000.0):
         dc, _ = timed(dense_sap, small["gaussian"], 0.5, beta, np.random.default_rng(1), reps=2)

@@ -364,17 +364,19 @@ def _compile_softmax():
             out[i, 1] = N2 / Z
 
     @jit
-    def pruned_rows(q, x, rows, h, T, order, start, lo, hi, fanout, levels, out):
+    def pruned_rows(q, x, rows, h, T, xs, start, lo, hi, fanout, levels, out):
         """For each row ``i`` of ``rows``: ``out[i] = sum_j w_j (x_j - x_i) / sum_j w_j``, ``w_j = e^{<q_i, x_j> - h_i}``,
         over the sources of the cells whose largest possible ``<q_i, x>`` is at least ``h_i - T``.
 
         A tree of ``levels`` levels of boxes, ``fanout`` children each: box ``b`` of level ``l`` has the
         children ``b * fanout ... b * fanout + fanout - 1`` at level ``l + 1``; ``lo[l], hi[l]`` (padded
         arrays) their bounding boxes, empty boxes with ``lo > hi``; the leaves are cells whose sources are
-        ``x[order[start[c]:start[c + 1]]]``. Returns the number of source terms summed.
+        ``xs[start[c]:start[c + 1]]`` (the tokens sorted by cell, read in memory order; ``x`` holds the rows'
+        own tokens). Returns the number of source terms summed and of boxes bounded.
         """
         d = x.shape[1]
         terms = 0
+        boxes = 0
         stack = np.empty((levels * fanout + 1, 2), dtype=np.int64)
         for t in range(rows.shape[0]):
             i = rows[t]
@@ -392,6 +394,7 @@ def _compile_softmax():
                 b = stack[top, 1]
                 if lo[lev, b, 0] > hi[lev, b, 0]:
                     continue
+                boxes += 1
                 ub = 0.0
                 for k in range(d):
                     ub += max(q[i, k] * lo[lev, b, k], q[i, k] * hi[lev, b, k])
@@ -399,12 +402,11 @@ def _compile_softmax():
                     continue
                 if lev == levels - 1:
                     for s in range(start[b], start[b + 1]):
-                        j = order[s]
-                        e = q[i, 0] * x[j, 0] + q[i, 1] * x[j, 1] - h[i]
+                        e = q[i, 0] * xs[s, 0] + q[i, 1] * xs[s, 1] - h[i]
                         w = np.exp(e)
                         Z += w
-                        N0 += w * (x[j, 0] - x[i, 0])
-                        N1 += w * (x[j, 1] - x[i, 1])
+                        N0 += w * (xs[s, 0] - x[i, 0])
+                        N1 += w * (xs[s, 1] - x[i, 1])
                     terms += start[b + 1] - start[b]
                 else:
                     for c in range(b * fanout, b * fanout + fanout):
@@ -413,10 +415,138 @@ def _compile_softmax():
                         top += 1
             out[i, 0] = N0 / Z
             out[i, 1] = N1 / Z
-        return terms
+        return terms, boxes
+
+    @jit_sum
+    def _cell_basis(t, lo, h, ncell, nodes, wts, L):
+        """The cell of ``t`` among ``ncell`` cells of width ``2 h`` from ``lo`` (clipped to the first and the
+        last) and, in ``L``, the Lagrange basis at the cell's Chebyshev nodes ``centre + h nodes`` (barycentric
+        weights ``wts``); exactly 1 and 0 at a node."""
+        c = int(math.floor((t - lo) / (2.0 * h)))
+        c = min(max(c, 0), ncell - 1)
+        u = (t - (lo + (2 * c + 1) * h)) / h
+        p = nodes.shape[0]
+        tot = 0.0
+        for a in range(p):      # no branch in this loop: it vectorises
+            L[a] = wts[a] / (u - nodes[a])
+            tot += L[a]
+        if math.isfinite(tot):
+            inv = 1.0 / tot
+            for a in range(p):
+                L[a] *= inv
+        else:                   # u on a node (a division by zero above)
+            for a in range(p):
+                L[a] = 1.0 if u == nodes[a] else 0.0
+        return c
+
+    @jit
+    def cell_order(t, rows, lo, h, ncell):
+        """The rows ``rows`` of the points ``t`` (n, 2) sorted by their cell (counting sort, row-major cells of
+        width ``2 h`` from ``lo``, clipped as in :func:`_cell_basis`), and the start of each cell's rows (cell
+        ``c1 ncell[1] + c2`` holds ``order[start[c]:start[c + 1]]``)."""
+        m = rows.shape[0]
+        key = np.empty(m, dtype=np.int64)
+        count = np.zeros(ncell[0] * ncell[1] + 1, dtype=np.int64)
+        for s in range(m):
+            i = rows[s]
+            c0 = min(max(int(math.floor((t[i, 0] - lo[0]) / (2.0 * h[0]))), 0), ncell[0] - 1)
+            c1 = min(max(int(math.floor((t[i, 1] - lo[1]) / (2.0 * h[1]))), 0), ncell[1] - 1)
+            key[s] = c0 * ncell[1] + c1
+            count[key[s] + 1] += 1
+        for c in range(1, count.shape[0]):
+            count[c] += count[c - 1]
+        start = count.copy()
+        out = np.empty(m, dtype=np.int64)
+        for s in range(m):
+            out[count[key[s]]] = rows[s]
+            count[key[s]] += 1
+        return out, start
+
+    @jit_sum
+    def grid_spread(y, start, lo, h, ncell, nodes, wts, Q, first, last):
+        """Anterpolation over the cells ``first <= c < last`` (row-major; the sources sorted by cell, those of cell
+        ``c`` are ``y[start[c]:start[c + 1]]``): each source ``y_j`` of cell ``(c1, c2)``
+        adds ``L_a(y_j1) L_b(y_j2) (1, y_j1, y_j2)`` to ``Q[:, c1 p + a, c2 p + b]`` (the Lagrange bases of
+        :func:`_cell_basis`), summed per cell in a ``p x 3p`` block (contiguous rows) and added once to ``Q``:
+        each cell writes its own block of ``Q``."""
+        p = nodes.shape[0]
+        A = np.empty(p)
+        R = np.empty(3 * p)
+        C = np.empty((p, 3 * p))
+        for c in range(first, last):
+            if start[c + 1] == start[c]:
+                continue
+            c1 = c // ncell[1]
+            c2 = c - c1 * ncell[1]
+            C[:, :] = 0.0
+            for j in range(start[c], start[c + 1]):
+                _cell_basis(y[j, 0], lo[0], h[0], ncell[0], nodes, wts, A)
+                _cell_basis(y[j, 1], lo[1], h[1], ncell[1], nodes, wts, R)
+                for b in range(p):
+                    R[p + b] = R[b] * y[j, 0]
+                    R[2 * p + b] = R[b] * y[j, 1]
+                for a in range(p):
+                    f = A[a]
+                    for k in range(3 * p):
+                        C[a, k] += f * R[k]
+            if True:
+                for r in range(3):
+                    for a in range(p):
+                        for b in range(p):
+                            Q[r, c1 * p + a, c2 * p + b] += C[a, r * p + b]
+
+    @jit_sum
+    def grid_gather(q, start, lo, h, ncell, nodes, wts, sc1, sc2, Phi, out, first, last):
+        """Interpolation over the target cells ``first <= c < last`` (the targets sorted by cell, those of cell ``c``
+        are ``q[start[c]:start[c + 1]]``): for each target ``i`` of cell ``(c1, c2)``,
+        ``out[i] = (N1 / Z, N2 / Z)`` with ``(Z, N1, N2)`` the Lagrange interpolant at ``q_i`` of ``Phi`` (its
+        nodes scaled by ``sc1[l1] sc2[l2]``), as the row ``(L1 sc1) [Phi_0, Phi_1, Phi_2]`` (the cell's block
+        copied once, contiguous) dotted with ``L2 sc2``. A row whose ``Z`` is not positive and finite gets NaN;
+        returns their number."""
+        p = nodes.shape[0]
+        A = np.empty(p)
+        L2 = np.empty(p)
+        P = np.empty((p, 3 * p))
+        T = np.empty(3 * p)
+        bad = 0
+        for c in range(first, last):
+            if start[c + 1] == start[c]:
+                continue
+            c1 = c // ncell[1]
+            c2 = c - c1 * ncell[1]
+            for r in range(3):
+                for a in range(p):
+                    for b in range(p):
+                        P[a, r * p + b] = Phi[r, c1 * p + a, c2 * p + b]
+            if True:
+                for i in range(start[c], start[c + 1]):
+                    _cell_basis(q[i, 0], lo[0], h[0], ncell[0], nodes, wts, A)
+                    _cell_basis(q[i, 1], lo[1], h[1], ncell[1], nodes, wts, L2)
+                    T[:] = 0.0
+                    for a in range(p):
+                        f = A[a] * sc1[c1 * p + a]
+                        for k in range(3 * p):
+                            T[k] += f * P[a, k]
+                    Z = 0.0
+                    N1 = 0.0
+                    N2 = 0.0
+                    for b in range(p):
+                        g = L2[b] * sc2[c2 * p + b]
+                        Z += T[b] * g
+                        N1 += T[p + b] * g
+                        N2 += T[2 * p + b] * g
+                    if Z > 0.0 and Z < np.inf:
+                        out[i, 0] = N1 / Z
+                        out[i, 1] = N2 / Z
+                    else:
+                        out[i, 0] = np.nan
+                        out[i, 1] = np.nan
+                        bad += 1
+        return bad
 
     compiled = locals()
-    return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows")})
+    return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows",
+                                                              "cell_order", "grid_spread", "grid_gather")})
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""Steps whose cost grows like ``n``: (SA-inf) through the hull, (SA-beta) through a pruned sum, (SAP) by rejection.
+"""Steps whose cost grows like ``n``: (SA-inf) through the hull, (SA-beta) through sums with proved errors, (SAP) by rejection.
 
 The dense steps of :mod:`attention_fw.model.dynamics` compare every token with every token,
 ``O(n^2 d)`` per step. Here the same steps for one or a few systems of many tokens in low dimension.
@@ -45,9 +45,9 @@ sends the step to the dense path (counted in :data:`STATS`).
 
 (SA-beta) and (SAP)
 -------------------
-:func:`softmax_step` sums the weights by a Taylor expansion, a pruned sum or dense tiles (its
-docstring); :func:`sap_step` draws the chain's picks exactly in law by rejection from an envelope of
-boxes of a tree over the tokens (its docstring), a few rounds per row.
+:func:`softmax_step` sums the weights by a Taylor expansion, a Chebyshev grid (middle temperatures), a
+pruned sum or dense tiles (its docstring); :func:`sap_step` draws the chain's picks exactly in law by
+rejection from an envelope of boxes of a tree over the tokens (its docstring), a few rounds per row.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ from ._scaling import fit_scores as _fit_scores
 from ._scaling import max_sq_norm as _max_sq_norm
 
 __all__ = ["STATS", "SOFTMAX_STATS", "SAP_STATS", "STEP_TOL", "available", "hull_candidates", "hardmax_step",
-           "softmax_step", "softmax_plan", "sap_step", "taylor_order"]
+           "softmax_step", "softmax_plan", "sap_step", "taylor_order", "grid_error_bound", "grid_order"]
 
 EPS = float(np.finfo(float).eps)
 TINY = 1e-250  # rows with max_k |(B x_i)_k| max_j |x_j| below: products near underflow, scanned in full
@@ -312,6 +312,187 @@ def taylor_order(rho: float, tol: float = TAYLOR_TOL) -> int:
     return p
 
 
+# ----------------------------------------------------------------------------- (SA-beta): the Chebyshev grid
+GRID_TOL = 1e-10          # the grid's proved bound on |m_fast - m| / r
+GRID_RATES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0)   # the candidate rates a = |s| h per cell
+GRID_MAX_NODES = 2048     # Chebyshev nodes per coordinate, at most (memory 3 G^2 doubles per grid)
+GRID_MAX_EXP = 700.0      # 2 sum_k max|q_k| max|y_k| at most: no entry of the scaled transform underflows
+# rough seconds per unit of work on one core, for the routing only (results do not depend on them)
+COST_TERM = 4e-9          # a source term of the pruned sum
+COST_BOX = 2e-8           # a box of the quadtree bounded by the pruned sum
+COST_TAYLOR = 1.5e-9      # a term of the expansion's moments or of its rows
+COST_SETUP = 1e-6         # a token in the pruned sum's setup (hull candidates, quadtree)
+COST_DENSE = 1.2e-9       # a source term of the dense tiles
+COST_NODE = 2e-9          # a source or target times p^2 in the spreading and the interpolation
+COST_FLOP = 8e-11         # a BLAS multiply-add of the transform
+
+
+def _lebesgue(p: int) -> float:
+    return 1.0 + 2.0 / math.pi * math.log(p + 1.0)
+
+
+def _cheb_error(a: float, p: int) -> float:
+    """A bound on the relative error of the ``p``-node Chebyshev interpolant of ``e^{a u}`` on ``[-1, 1]``:
+    ``4 e^a sum_{k >= p} I_k(a)`` with ``I_k(a) <= (a/2)^k / k! e^{a^2 / (4 (k + 1))}`` (inf when ``a >= 2 p + 2``)."""
+    if a <= 0.0:
+        return 0.0
+    if a >= 2.0 * p + 2.0:
+        return math.inf
+    lg = (p * math.log(a / 2.0) - math.lgamma(p + 1.0) + a * a / (4.0 * (p + 1.0)) + a
+          - math.log1p(-a / (2.0 * p + 2.0)))
+    return 4.0 * math.exp(min(lg, 700.0))
+
+
+def grid_error_bound(a_s: float, a_t: float, p: int, d: int = 2) -> float:
+    """The bound on ``|m_fast - m| / r`` of the Chebyshev grid of :func:`softmax_step` with ``p`` nodes per cell,
+    target cells of half-width ``h_s`` and source cells of half-width ``h_t`` such that ``max|y_k| h_s <= a_s``
+    and ``max|q_k| h_t <= a_t`` in every coordinate ``k`` (``r = max_j |y_j|``; the derivation is in
+    :func:`softmax_step`).
+
+    Examples
+    --------
+    >>> grid_error_bound(2.0, 2.0, 20) < 1e-10 < grid_error_bound(2.0, 2.0, 14)
+    True
+    """
+    a_s = chk.real_scalar("a_s", a_s, low=0.0)
+    a_t = chk.real_scalar("a_t", a_t, low=0.0)
+    if int(p) != p or p < 1 or int(d) != d or d < 1:
+        raise ValueError(f"p and d must be positive integers, got p = {p}, d = {d}")
+    p, d = int(p), int(d)
+    e = _cheb_error(a_s, p) + _lebesgue(p) * math.exp(2.0 * a_s) * _cheb_error(a_t, p)
+    eps = (1.0 + e) ** d - 1.0
+    return math.inf if eps >= 1.0 else 2.0 * eps / (1.0 - eps)
+
+
+def grid_order(a: float, tol: float = GRID_TOL) -> int:
+    """The smallest ``p`` with ``grid_error_bound(a, a, p) <= tol``: the nodes per cell at the rate ``a``.
+
+    Examples
+    --------
+    >>> grid_order(1.0), grid_order(4.0)
+    (13, 25)
+    """
+    a = chk.real_scalar("a", a, low=0.0)
+    p = 1
+    while grid_error_bound(a, a, p) > tol:
+        p += 1
+        if p > 200:
+            raise ValueError(f"no p <= 200 meets tol = {tol} at a = {a}")
+    return p
+
+
+_GRID_ORDERS = {a: grid_order(a * (1.0 + 1e-9)) for a in GRID_RATES}   # cells may be wider by 1e-12
+
+
+def _cheb_nodes(p):
+    k = np.arange(p)
+    nodes = np.cos((2 * k + 1) * np.pi / (2 * p))
+    wts = (-1.0) ** k * np.sin((2 * k + 1) * np.pi / (2 * p))
+    return nodes, wts
+
+
+def _axis(lo, hi, other_max, a):
+    """Cells of one coordinate over ``[lo, hi]`` of half-width ``h <= a / other_max``: ``(start, h, cells)``."""
+    hreq = a / other_max if other_max > 0.0 else math.inf
+    width = hi - lo
+    if width <= 0.0:
+        h = hreq if math.isfinite(hreq) else 1.0
+        return lo - h, h, 1
+    cells = max(1, math.ceil(width / (2.0 * hreq))) if math.isfinite(hreq) else 1
+    return lo, width / (2.0 * cells) * (1.0 + 1e-12), cells
+
+
+def _grid_layout(qlo, qhi, ylo, yhi, n_src, n_tgt):
+    """The cheapest grid (by the cost model) meeting :data:`GRID_TOL` for targets in the box ``[qlo, qhi]`` and
+    sources in ``[ylo, yhi]``: ``(seconds, a, p, target axes, source axes)``, or None (too many nodes, or
+    exponents beyond :data:`GRID_MAX_EXP`)."""
+    smax = np.maximum(np.abs(qlo), np.abs(qhi))
+    tmax = np.maximum(np.abs(ylo), np.abs(yhi))
+    if not 2.0 * float(np.dot(smax, tmax)) <= GRID_MAX_EXP:
+        return None
+    best = None
+    for a in GRID_RATES:
+        lay = _grid_layout_at(qlo, qhi, ylo, yhi, n_src, n_tgt, a, _GRID_ORDERS[a])
+        if lay is not None and (best is None or lay[0] < best[0]):
+            best = lay
+    return best
+
+
+def _grid_layout_at(qlo, qhi, ylo, yhi, n_src, n_tgt, a, p):
+    """The grid of rate ``a`` with ``p`` nodes per cell (:func:`_grid_layout`), or None beyond
+    :data:`GRID_MAX_NODES`."""
+    smax = np.maximum(np.abs(qlo), np.abs(qhi))
+    tmax = np.maximum(np.abs(ylo), np.abs(yhi))
+    tax = [_axis(float(qlo[k]), float(qhi[k]), float(tmax[k]), a) for k in range(2)]
+    sax = [_axis(float(ylo[k]), float(yhi[k]), float(smax[k]), a) for k in range(2)]
+    gs = [p * c for _, _, c in tax]
+    gt = [p * c for _, _, c in sax]
+    if max(gs + gt) > GRID_MAX_NODES:
+        return None
+    cost = (COST_NODE * p * p * (n_src + n_tgt)
+            + COST_FLOP * 3 * (gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1]))
+    return cost, a, p, tax, sax
+
+
+def _grid_nodes(axis, nodes):
+    start, h, cells = axis
+    centres = start + (2 * np.arange(cells) + 1) * h
+    return (centres[:, None] + h * nodes[None, :]).reshape(-1)
+
+
+def _by_cells(fn, start, workers):
+    """``fn(a, b)`` over the cells ``a <= c < b``, in ``workers`` threads of about equal numbers of points
+    (the compiled passes release the GIL; each cell writes its own block)."""
+    from concurrent.futures import ThreadPoolExecutor
+    m = int(start[-1])
+    parts = max(1, min(workers, m // 50000 + 1))
+    cuts = np.unique(np.searchsorted(start, np.linspace(0, m, parts + 1)[1:-1]))
+    bounds = [0, *[int(c) for c in cuts], start.size - 1]
+    if len(bounds) == 2:
+        fn(0, start.size - 1)
+        return
+    with ThreadPoolExecutor(len(bounds) - 1) as ex:
+        list(ex.map(lambda k: fn(bounds[k], bounds[k + 1]), range(len(bounds) - 1)))
+
+
+def _grid_rows(q, y, rows, layout, out, workers=2):
+    """``out[i] = sum_j w_ij y_j / sum_j w_ij`` (``w_ij = e^{<q_i, y_j>}``) for ``i`` in ``rows`` by the grid
+    ``layout`` of :func:`_grid_layout`; returns the rows whose interpolated ``Z`` was not positive (NaN)."""
+    K = _softmax_kernels()
+    _, _, p, tax, sax = layout
+    nodes, wts = _cheb_nodes(p)
+    lo_t = np.array([a[0] for a in sax])
+    h_t = np.array([a[1] for a in sax])
+    c_t = np.array([a[2] for a in sax], dtype=np.int64)
+    lo_s = np.array([a[0] for a in tax])
+    h_s = np.array([a[1] for a in tax])
+    c_s = np.array([a[2] for a in tax], dtype=np.int64)
+    n = y.shape[0]
+    Q = np.zeros((3, p * c_t[0], p * c_t[1]))
+    order, start = K.cell_order(y, np.arange(n), lo_t, h_t, c_t)
+    ys = np.ascontiguousarray(y[order])            # sorted by cell: the passes read memory in order
+    _by_cells(lambda a, b: K.grid_spread(ys, start, lo_t, h_t, c_t, nodes, wts, Q, a, b), start, workers)
+    # the transform, one coordinate at a time: E_k[l, m] = e^{S_l T_m - c_l}, c_l = max_m S_l T_m
+    E, sc = [], []
+    for k in range(2):
+        S, T = _grid_nodes(tax[k], nodes), _grid_nodes(sax[k], nodes)
+        A = S[:, None] * T[None, :]
+        c = A.max(axis=1)
+        A -= c[:, None]
+        np.exp(A, out=A)
+        E.append(A)
+        cell_max = c.reshape(-1, p).max(axis=1)
+        sc.append(np.exp(c - np.repeat(cell_max, p)))
+    Phi = np.matmul(np.matmul(E[0], Q), E[1].T)                      # (3, G_s1, G_s2)
+    order, start = K.cell_order(q, rows, lo_s, h_s, c_s)
+    qs = np.ascontiguousarray(q[order])
+    res = np.empty_like(qs)
+    _by_cells(lambda a, b: K.grid_gather(qs, start, lo_s, h_s, c_s, nodes, wts, sc[0], sc[1], Phi, res, a, b),
+              start, workers)
+    out[order] = res
+    return order[~np.isfinite(res[:, 0])]
+
+
 def _softmax_kernels():
     K = _fast_kernels.softmax_impl()
     if K is None:
@@ -356,10 +537,11 @@ def _grid(x, per_cell=16):
     return order.astype(np.int64), start, LO, HI, 4, levels
 
 
-SOFTMAX_STATS: dict[str, int] = {"taylor_rows": 0, "pruned_rows": 0, "pruned_terms": 0, "dense_rows": 0,
-                                  "dense_systems": 0}
-"""Counters since import of rows by the expansion, rows by the pruned sum and the source terms it summed,
-rows by dense tiles (the pruned sum would keep most sources), systems sent to the dense step."""
+SOFTMAX_STATS: dict[str, int] = {"taylor_rows": 0, "grid_rows": 0, "pruned_rows": 0, "pruned_terms": 0,
+                                  "dense_rows": 0, "dense_systems": 0}
+"""Counters since import of rows by the expansion, rows by the Chebyshev grid, rows by the pruned sum and the
+source terms it summed, rows by dense tiles (the pruned sum would keep most sources), systems sent to the
+dense step."""
 
 
 def _row_max(q, x, cand, chunk=65536):
@@ -373,7 +555,6 @@ def _row_max(q, x, cand, chunk=65536):
 
 def _softmax_one(x, bx, beta):
     """``m_i - x_i`` (``m_i`` the softmax mean of row i) for one system in the plane, or None (dense)."""
-    n = x.shape[0]
     K = _softmax_kernels()
     q = beta * bx
     c = x.mean(axis=0)
@@ -384,37 +565,179 @@ def _softmax_one(x, bx, beta):
         out[:] = 0.0
         return out
     rho = np.sqrt(np.einsum("ij,ij->i", q, q)) * r
-    smooth = rho <= RHO_TAYLOR
-    rows = np.flatnonzero(smooth)
+    q = np.ascontiguousarray(q)
+    y = np.ascontiguousarray(y)
+    rows, route = _plan_rows(x, y, q, rho, out)
     if rows.size:
         p = taylor_order(float(rho[rows].max()))
         M = K.moments(np.ascontiguousarray(y / r), p + 1)
         K.taylor_rows(np.ascontiguousarray(q * r), rows, M, p, out)
         out[rows] = (c - x[rows]) + r * out[rows]
         SOFTMAX_STATS["taylor_rows"] += int(rows.size)
-    rows = np.flatnonzero(~smooth)
-    if rows.size:
-        cand, _ = _candidates(x, 0.0)
-        if cand is None:
-            return None
-        h = _row_max(q, x, cand)
-        T = math.log(n) + PRUNE_EXTRA
-        grid = _grid(x)
-        # a probe of the rows shows what the pruned sum would cost; where it keeps more than a
-        # quarter of the sources per row, BLAS tiles over all sources are cheaper (same sums, no pruning)
-        probe = rows[np.random.default_rng(0).permutation(rows.size)[:PROBE_ROWS]] if rows.size > 2 * PROBE_ROWS else rows
-        terms = int(K.pruned_rows(q, x, probe, h, T, *grid, out))
-        SOFTMAX_STATS["pruned_terms"] += terms
-        SOFTMAX_STATS["pruned_rows"] += int(probe.size)
-        rest = np.setdiff1d(rows, probe, assume_unique=True)
-        if rest.size:
-            if terms > probe.size * n / 4:
-                out[rest] = _dense_rows(q[rest], x, x[rest], h[rest])
-                SOFTMAX_STATS["dense_rows"] += int(rest.size)
-            else:
-                SOFTMAX_STATS["pruned_terms"] += int(K.pruned_rows(q, x, rest, h, T, *grid, out))
-                SOFTMAX_STATS["pruned_rows"] += int(rest.size)
+    if route is None:
+        return out
+    if route.grid_rows is None:
+        return None
+    if route.grid_rows.size:
+        g = route.grid_rows
+        bad = _grid_rows(q, y, g, route.layout, out)
+        out[g] = (c - x[g]) + out[g]
+        SOFTMAX_STATS["grid_rows"] += int(g.size - bad.size)
+        if bad.size:           # an interpolated normaliser that is not positive: dense tiles for these rows
+            if route.candidates() is None:
+                return None
+            route.dense = np.concatenate([route.dense, bad])
+    if route.pruned.size:
+        h = route.row_max(route.pruned)
+        SOFTMAX_STATS["pruned_terms"] += int(K.pruned_rows(q, x, route.pruned, h, route.T, *route.tree(), out)[0])
+        SOFTMAX_STATS["pruned_rows"] += int(route.pruned.size)
+    if route.dense.size:
+        d = route.dense
+        out[d] = _dense_rows(q[d], x, x[d], route.row_max(d)[d])
+        SOFTMAX_STATS["dense_rows"] += int(d.size)
     return out
+
+
+def _plan_rows(x, y, q, rho, out):
+    """``(rows of the expansion, route of the others)`` (the route None when there are no others). The
+    expansion takes the rows with ``rho_i <= 6``, unless the grid can take them for at most half the
+    expansion's estimated cost (its moments of order ``p``, ``O(n p^2)``): the grid's extra cost when its
+    targets include them (or, when every row is smooth, the grid's whole cost)."""
+    n = x.shape[0]
+    smooth = rho <= RHO_TAYLOR
+    tay, rest = np.flatnonzero(smooth), np.flatnonzero(~smooth)
+    route = _Route(x, y, q, rest, out) if rest.size else None
+    if not tay.size or (route is not None and (route.grid_rows is None or not route.grid_rows.size)):
+        return tay, route
+    p = taylor_order(float(rho[tay].max()))
+    t_cost = COST_TAYLOR * (n * (p + 2) * (p + 3) / 2 + tay.size * 3 * (p + 1) * (p + 2) / 2)
+    ylo, yhi = y.min(axis=0), y.max(axis=0)
+    qt = q[tay]
+    lo, hi = qt.min(axis=0), qt.max(axis=0)
+    if route is None:
+        lay = _grid_layout(lo, hi, ylo, yhi, n, tay.size)
+        if lay is not None and lay[0] < 0.5 * t_cost:
+            return tay[:0], _Route.grid_only(x, q, tay, lay)
+        return tay, None
+    g = q[route.grid_rows]
+    lay = _grid_layout(np.minimum(lo, g.min(axis=0)), np.maximum(hi, g.max(axis=0)), ylo, yhi, n,
+                       route.grid_rows.size + tay.size)
+    if lay is not None and lay[0] - route.layout[0] < 0.5 * t_cost:
+        route.cost += lay[0] - route.layout[0]
+        route.grid_rows = np.concatenate([route.grid_rows, tay])
+        route.layout = lay
+        return tay[:0], route
+    return tay, route
+
+
+BANDS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
+"""The bands of the rows beyond the expansion, by ``max_k |q_ik|`` from the largest (fractions of the rows)."""
+PROBE_PER_BAND = 32
+
+
+class _Route:
+    """Which rows beyond the expansion take the grid, the pruned sum or dense tiles: the rows sorted by
+    ``max_k |q_ik|``; the grid takes the rows below a split (its estimated cost from :func:`_grid_layout`), the
+    others the pruned sum, or dense tiles in a band whose probe keeps more than ``n / 4`` sources per row (the
+    cost of each band from a probe of 32 of its rows, band by band from the sharpest); the split of least
+    estimated cost wins. ``grid_rows`` is None when nothing can be done (a flat hull and no grid)."""
+
+    @classmethod
+    def grid_only(cls, x, q, rows, lay):
+        """The route of ``rows`` all on the grid ``lay``."""
+        self = cls.__new__(cls)
+        self._lazy(x, q)
+        self._all_grid(rows, lay)
+        return self
+
+    def _lazy(self, x, q):
+        self.x, self.q = x, q
+        n = x.shape[0]
+        self.T = math.log(n) + PRUNE_EXTRA
+        self.cand: np.ndarray | None = None
+        self._tree = None
+        self.h = np.full(n, np.nan)
+
+    def _all_grid(self, rows, lay):
+        self.grid_rows, self.layout, self.cost = rows, lay, lay[0]
+        self.pruned = self.dense = np.zeros(0, dtype=np.int64)
+        self.pruned_terms = 0
+
+    def __init__(self, x, y, q, rows, out):
+        self._lazy(x, q)
+        n = x.shape[0]
+        m = rows.size
+        qr = q[rows]
+        ylo, yhi = y.min(axis=0), y.max(axis=0)
+        lay = _grid_layout(qr.min(axis=0), qr.max(axis=0), ylo, yhi, n, m)
+        if lay is not None and lay[0] <= COST_SETUP * n:   # the grid for all: cheaper than the pruned sum's setup
+            self._all_grid(rows, lay)
+            return
+        srt = rows[np.argsort(-np.abs(qr).max(axis=1), kind="stable")]
+        qs = q[srt]
+        lo = np.minimum.accumulate(qs[::-1], axis=0)[::-1]
+        hi = np.maximum.accumulate(qs[::-1], axis=0)[::-1]
+
+        def grid(b):
+            if b >= m:
+                return 0.0, None
+            lay = _grid_layout(lo[b], hi[b], ylo, yhi, n, m - b)
+            return (math.inf, None) if lay is None else (lay[0], lay)
+
+        cuts = sorted({int(round(f * m)) for f in BANDS})
+        best_cost, best = grid(0)[0], 0
+        kinds: list[str] = []
+        band_terms: list[float] = []
+        spent = 0.0
+        rng = np.random.default_rng(0)
+        for k in range(len(cuts) - 1):
+            if spent >= best_cost:
+                break
+            band = srt[cuts[k]:cuts[k + 1]]
+            if self.candidates() is None:
+                break
+            probe = band[rng.permutation(band.size)[:PROBE_PER_BAND]] if band.size > PROBE_PER_BAND else band
+            self.row_max(probe)
+            terms, boxes = _softmax_kernels().pruned_rows(q, x, probe, self.h, self.T, *self.tree(), out)
+            mean = terms / probe.size
+            dense = mean > n / 4
+            kinds.append("dense" if dense else "pruned")
+            band_terms.append(mean * band.size)
+            spent += band.size * (COST_DENSE * n if dense else (COST_TERM * terms + COST_BOX * boxes) / probe.size)
+            total = spent + grid(cuts[k + 1])[0]
+            if total < best_cost:
+                best_cost, best = total, k + 1
+        if not math.isfinite(best_cost):
+            self.grid_rows = None
+            return
+        split = cuts[best]
+        self.layout = grid(split)[1]
+        self.grid_rows = srt[split:]
+        self.pruned = np.concatenate([np.zeros(0, dtype=np.int64)]
+                                     + [srt[cuts[k]:cuts[k + 1]] for k in range(best) if kinds[k] == "pruned"])
+        self.dense = np.concatenate([np.zeros(0, dtype=np.int64)]
+                                    + [srt[cuts[k]:cuts[k + 1]] for k in range(best) if kinds[k] == "dense"])
+        self.cost = best_cost
+        self.pruned_terms = sum(band_terms[k] for k in range(best) if kinds[k] == "pruned")
+
+    def candidates(self):
+        if self.cand is None:
+            self.cand = _candidates(self.x, 0.0)[0]
+        return self.cand
+
+    def tree(self):
+        """The quadtree of :func:`_grid` with the tokens themselves sorted by cell (the pruned sum's sources)."""
+        if self._tree is None:
+            order, *rest = _grid(self.x)
+            self._tree = (np.ascontiguousarray(self.x[order]), *rest)
+        return self._tree
+
+    def row_max(self, rows):
+        """``h`` with the rows' largest scores filled in (over the hull candidates)."""
+        todo = rows[np.isnan(self.h[rows])]
+        if todo.size:
+            self.h[todo] = _row_max(self.q[todo], self.x, self.candidates())
+        return self.h
 
 
 PROBE_ROWS = 256
@@ -440,7 +763,7 @@ def _dense_rows(q, x, xr, h, rows=512, keys=16384):
 def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike | None = None) -> np.ndarray:
     """One step of (SA-beta), ``x_i + gamma (m_i - x_i)`` with ``m_i = sum_j A_ij x_j``, for tokens in the plane.
 
-    Each row takes one of two sums, both with a proved error (see the section below):
+    Each row takes one of three sums, each with a proved error (see the section below):
 
     * **expansion** where ``rho_i = beta |B x_i| r <= 6`` (``r = max_j |x_j - c|``, ``c`` the centroid): with
       ``y_j = x_j - c``, ``m_i = c + sum_j e^{<q_i, y_j>} y_j / sum_j e^{<q_i, y_j>}`` (``q_i = beta B x_i``), and
@@ -448,6 +771,25 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       ``O(p^2)`` moments of the sources, made once. Each term's error is at most
       ``rho^{p+1} e^rho / (p+1)!`` while, by Jensen's inequality about the centroid, ``sum_j e^{<q, y_j>} >= n``:
       ``|m_fast - m| <= 2.01 rho^{p+1} e^rho / (p+1)! r <= 1e-10 r`` for the ``p`` of :func:`taylor_order`;
+    * **Chebyshev grid** where the kernel is neither smooth nor sharp (or where it is cheaper than the
+      expansion): ``e^{<q, y>} = prod_k e^{q_k y_k}`` is separable for any ``B`` (targets ``q_i = beta B x_i``,
+      sources ``y_j = x_j - c``), so it is interpolated on a tensor grid, per coordinate in cells with ``p``
+      Chebyshev nodes: target cells of half-width ``h_s`` with ``max|y_k| h_s <= a``, source cells of
+      half-width ``h_t`` with ``max|q_k| h_t <= a``. Each source spreads ``(1, y_j)`` to the ``p^2`` nodes of
+      its cell by its Lagrange weights; the grid sums are two dense products per right-hand side with
+      ``E_k[l, m] = e^{S_l T_m - c_l}`` (``c_l`` the row's largest exponent, BLAS); each target interpolates
+      them in its cell. Per coordinate the relative error of every term is at most
+      ``e(a) + Lambda_p e^{2a} e(a)`` with ``e(a) = 4 e^a sum_{k >= p} I_k(a)`` (the Chebyshev interpolation
+      error of ``e^{a u}`` on ``[-1, 1]`` relative to its value, ``I_k(a) <= (a/2)^k / k! e^{a^2/(4(k+1))}``)
+      and ``Lambda_p <= 1 + (2/pi) log(p + 1)`` the Lebesgue constant: the first term interpolates in the
+      target, the second the source's interpolation error carried through the target's interpolation
+      (which can scale a value by ``e^{2a}`` across a cell). With ``eps = (1 + eps_1)(1 + eps_2) - 1``,
+      ``|Z_fast - Z| <= eps Z`` (positive terms) and ``|N_fast - N| <= eps sum_j w_ij |y_j| <= eps r Z``, so
+      ``|m_fast - m| <= 2 eps r / (1 - eps)``, held below ``1e-10 r`` by the ``p`` of :func:`grid_order`
+      (:func:`grid_error_bound`). The rate ``a`` of least estimated cost is taken; the cost is
+      ``O(n p^2 + G^3)`` with ``G`` about ``p max|q_k| (y range) / (2 a)`` nodes per coordinate, so the grid
+      is for ``beta R^2`` up to a few hundred; it is not used where ``2 sum_k max|q_k| max|y_k| > 700``
+      (the scaled products could underflow) or ``G > 2048``. Memory ``O(n + G^2)``;
     * **pruned sum** elsewhere: ``w_ij = e^{<q_i, x_j> - h_i}`` with ``h_i = max_j <q_i, x_j>`` found among the
       hull candidates, over the sources of the quadtree cells whose bounding box allows a term of at least
       ``e^{-T}``, ``T = log n + 25``. The terms dropped weigh at most ``n e^{-T} = e^{-25}`` of the row's
@@ -457,7 +799,14 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       than ``n / 4`` sources per row the other rows are summed over all sources in BLAS tiles of
       ``512 x 16384`` scores (the **dense-tile fallback**: exact, ``O(n)`` memory, ``O(n)`` per row).
 
-    Both errors are far below ``STEP_TOL r = 1e-8 r``, which the tests check against the dense float64
+    **Routing.** The rows beyond the expansion are sorted by ``max_k |q_ik|``; the grid takes those below a
+    split, the pruned sum (or dense tiles) those above, and the split of least estimated cost (a rough
+    model of the grid's work and a probe of 32 rows per band of the pruned sum's terms and boxes, from
+    the sharpest band down) is taken: on a Gaussian cloud at ``beta = 10`` the sparse rim goes to the
+    pruned sum and the rest to the grid. The routing is deterministic (no timing); its choice changes the
+    result only within the bounds above. :func:`softmax_plan` reports it.
+
+    All three errors are far below ``STEP_TOL r = 1e-8 r``, which the tests check against the dense float64
     step (rounding included) over beta in [0.1, 1000] and random, clustered, coincident and
     near-origin states. Memory ``O(n)``. Only ``d = 2``; other dimensions, ``beta = 0`` and scores that
     need rescaling take the dense step.
@@ -498,39 +847,47 @@ def _dense_softmax(x, gamma, beta, B):
 
 def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) -> dict[str, float]:
     """What :func:`softmax_step` would do for one system in the plane, without doing it: the rows by the
-    expansion, by the pruned sum and by dense tiles, and the source terms per pruned row (from the same
-    256-row probe). For benchmarks: a step whose rows go to dense tiles costs ``O(n)`` per row.
+    expansion, by the Chebyshev grid, by the pruned sum and by dense tiles, the source terms per pruned row
+    (from the probes of the routing), the grid's nodes per cell ``grid_p`` and largest number of nodes per
+    coordinate ``grid_nodes``, and the routing's estimated seconds ``est_seconds`` beyond the expansion. For
+    benchmarks: a row that goes to dense tiles costs ``O(n)``.
 
     Examples
     --------
     >>> x = np.random.default_rng(0).uniform(-1, 1, size=(5000, 2))
-    >>> softmax_plan(x, 1.0)["taylor_rows"]
+    >>> softmax_plan(x, 0.5)["taylor_rows"]
     5000
+    >>> softmax_plan(x, 20.0)["grid_rows"] > 4000
+    True
     """
     beta = _beta_check(beta, allow_inf=False)
-    x = np.ascontiguousarray(chk.tokens("x", x, batched_ok=False))
+    x = np.ascontiguousarray(chk.tokens("x", x, batched_ok=False), dtype=float)
     if x.shape[1] != 2:
         raise ValueError(f"x must hold tokens in the plane (d = 2), got d = {x.shape[1]}")
     Bk = key_query(B, x.shape)
     n = x.shape[0]
-    q = beta * (x if Bk is None else x @ Bk.T)
-    y = x - x.mean(axis=0)
+    q = np.ascontiguousarray(beta * (x if Bk is None else x @ _t(Bk)))
+    y = np.ascontiguousarray(x - x.mean(axis=0))
     r = math.sqrt(float(np.einsum("ij,ij->i", y, y).max()))
-    smooth = np.sqrt(np.einsum("ij,ij->i", q, q)) * r <= RHO_TAYLOR
-    rows = np.flatnonzero(~smooth)
-    plan = {"n": n, "taylor_rows": int(smooth.sum()), "pruned_rows": 0, "dense_rows": 0, "terms_per_pruned_row": 0.0}
-    if rows.size:
-        cand, _ = _candidates(x, 0.0)
-        if cand is None:
-            plan["dense_rows"] = int(rows.size)
-            return plan
-        h = _row_max(q, x, cand)
-        probe = rows[np.random.default_rng(0).permutation(rows.size)[:PROBE_ROWS]] if rows.size > 2 * PROBE_ROWS else rows
-        terms = int(_softmax_kernels().pruned_rows(q, x, probe, h, math.log(n) + PRUNE_EXTRA, *_grid(x),
-                                                  np.empty_like(x)))
-        dense = terms > probe.size * n / 4
-        plan["terms_per_pruned_row"] = terms / probe.size
-        plan["dense_rows" if dense else "pruned_rows"] = int(rows.size)
+    plan = {"n": n, "taylor_rows": n, "grid_rows": 0, "pruned_rows": 0, "dense_rows": 0,
+            "terms_per_pruned_row": 0.0, "grid_p": 0, "grid_nodes": 0, "est_seconds": 0.0}
+    if r == 0.0:
+        return plan
+    tay, route = _plan_rows(x, y, q, np.sqrt(np.einsum("ij,ij->i", q, q)) * r, np.empty_like(x))
+    plan["taylor_rows"] = int(tay.size)
+    if route is None:
+        return plan
+    if route.grid_rows is None:
+        plan["dense_rows"] = n - int(tay.size)
+        return plan
+    plan.update(grid_rows=int(route.grid_rows.size), pruned_rows=int(route.pruned.size),
+                dense_rows=int(route.dense.size), est_seconds=float(route.cost))
+    if route.pruned.size:
+        plan["terms_per_pruned_row"] = route.pruned_terms / route.pruned.size
+    if route.grid_rows.size:
+        _, _, p, tax, sax = route.layout
+        plan["grid_p"] = p
+        plan["grid_nodes"] = p * max(a[2] for a in tax + sax)
     return plan
 
 

@@ -1,0 +1,156 @@
+"""The Chebyshev grid of the fast (SA-beta) step (issue 37, middle temperatures): against the dense float64
+step over beta and states, its error bound against measured errors, the routing, bad input."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attention_fw.model import dynamics as D
+from attention_fw.model import fast as F
+
+B = np.array([[1.0, 0.3], [0.1, 0.8]])     # not symmetric: the grid needs no eigenbasis
+
+
+def _states(rng, n=1024):
+    a, rr = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    yield "disk", np.stack([rr * np.cos(a), rr * np.sin(a)], 1)
+    yield "gaussian", rng.normal(size=(n, 2))
+    yield "clusters", np.concatenate([rng.normal(m, 0.01, (n // 4, 2)) for m in ([1, 0], [0, 1], [-1, -1], [1, 1])])
+    yield "coincident", np.tile([[0.3, 0.4]], (n, 1))
+    half = np.tile([[0.5, -0.2]], (n // 2, 1))
+    yield "two points", np.concatenate([half, half + [0.1, 0.3]])
+    near = rng.normal(size=(n, 2)) * 1e-3
+    near[: n // 50] += [1.0, 0.0]                     # most tokens near the origin, a few far
+    yield "near the origin", near
+    yield "shifted", rng.normal(size=(n, 2)) * 0.3 + 2.0
+
+
+def _bound(x):
+    r = np.sqrt(((x - x.mean(0)) ** 2).sum(1).max())
+    return F.STEP_TOL * r + 64 * np.finfo(float).eps * np.abs(x).max()
+
+
+@pytest.fixture
+def grid_first(monkeypatch):
+    """The routing's costs of the other sums made huge: every row the grid can take, it takes."""
+    for name in ("COST_TERM", "COST_BOX", "COST_DENSE", "COST_TAYLOR", "COST_SETUP"):
+        monkeypatch.setattr(F, name, 1.0)
+
+
+@pytest.mark.parametrize("beta", [0.1, 1.0, 10.0, 100.0, 1000.0])
+def test_grid_step_within_tolerance_of_the_dense_step(beta, grid_first):
+    """|m_fast - m_dense| <= 1e-8 r + 64 eps max|x| for every token, the grid taking every row it can."""
+    rng = np.random.default_rng(int(beta * 10) + 1)
+    taken = 0
+    for name, x in _states(rng):
+        for Bm in (None, B):
+            before = F.SOFTMAX_STATS["grid_rows"]
+            a, b = F.softmax_step(x, 1.0, beta, Bm), D.softmax_step(x, 1.0, beta, Bm)
+            assert np.linalg.norm(a - b, axis=1).max() <= _bound(x), (name, Bm is None)
+            taken += F.SOFTMAX_STATS["grid_rows"] - before
+    if beta <= 100.0:
+        assert taken > 0
+
+
+def test_grid_rows_direct_over_rates():
+    """``_grid_rows`` at every rate of GRID_RATES (its p of grid_order) meets GRID_TOL on a disk and a cloud."""
+    rng = np.random.default_rng(3)
+    a_, rr = rng.uniform(0, 2 * np.pi, 2000), np.sqrt(rng.random(2000))
+    for x in (np.stack([rr * np.cos(a_), rr * np.sin(a_)], 1), rng.normal(size=(2000, 2))):
+        y = np.ascontiguousarray(x - x.mean(0))
+        r = np.sqrt((y ** 2).sum(1).max())
+        for beta in (3.0, 30.0):
+            q = np.ascontiguousarray(beta * x @ B.T)
+            ref = _dense_mean(q, y)
+            for a in F.GRID_RATES:
+                lay = F._grid_layout_at(q.min(0), q.max(0), y.min(0), y.max(0), len(x), len(x), a, F._GRID_ORDERS[a])
+                if lay is None:
+                    continue
+                out = np.empty_like(x)
+                assert F._grid_rows(q, y, np.arange(len(x)), lay, out).size == 0
+                assert np.linalg.norm(out - ref, axis=1).max() <= F.GRID_TOL * r + 1e-13 * r, a
+
+
+def _dense_mean(q, y):
+    S = q @ y.T
+    S -= S.max(axis=1, keepdims=True)
+    W = np.exp(S)
+    return (W @ y) / W.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("a", [0.5, 2.0, 5.0])
+def test_error_bound_against_measured_errors(a):
+    """Orders far below the tolerance's: the measured error is below the bound, and the bound is not
+    loose by more than a few orders of magnitude where it is far above rounding."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(1500, 2))
+    y = np.ascontiguousarray(x - x.mean(0))
+    r = np.sqrt((y ** 2).sum(1).max())
+    q = np.ascontiguousarray(4.0 * x)
+    ref = _dense_mean(q, y)
+    for p in (3, 5, 7, 9):
+        bound = F.grid_error_bound(a, a, p)
+        if not bound < 0.5:           # no bound (a >= 2p + 2) or a useless one: not checked
+            continue
+        lay = F._grid_layout_at(q.min(0), q.max(0), y.min(0), y.max(0), len(x), len(x), a, p)
+        out = np.empty_like(x)
+        F._grid_rows(q, y, np.arange(len(x)), lay, out)
+        err = np.linalg.norm(out - ref, axis=1).max() / r
+        assert err <= bound, (a, p, err, bound)
+        if 1e-3 > bound > 1e-9:
+            assert err > bound * 1e-6, (a, p, err, bound)
+
+
+def test_grid_order_meets_its_bound():
+    for a in (0.5, 1.0, 3.0, 6.0):
+        p = F.grid_order(a)
+        assert F.grid_error_bound(a, a, p) <= F.GRID_TOL < F.grid_error_bound(a, a, p - 1)
+    # the 1-D term against the exact Bessel sum it bounds: 4 e^a sum_{k >= p} I_k(a)
+    from scipy.special import iv
+    for a in (0.5, 2.0, 6.0):
+        for p in (4, 10, 20):
+            exact = 4 * math.exp(a) * sum(iv(k, a) for k in range(p, p + 60))
+            assert exact <= F._cheb_error(a, p) <= 10 * exact + 1e-300
+
+
+def test_routing_where_the_grid_goes():
+    """Defaults: a disk at beta = 10 and 100 goes to the grid; beta = 1000 (exponents beyond 700) never;
+    the Gaussian cloud at beta = 10 splits (rim pruned, bulk on the grid) at n = 50,000; the plan agrees
+    with the step's counters."""
+    rng = np.random.default_rng(8)
+    n = 50_000
+    a_, rr = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    disk = np.stack([rr * np.cos(a_), rr * np.sin(a_)], 1)
+    for beta in (10.0, 100.0):
+        plan = F.softmax_plan(disk, beta)
+        assert plan["grid_rows"] >= 0.9 * n and plan["dense_rows"] == 0, plan
+        before = dict(F.SOFTMAX_STATS)
+        F.softmax_step(disk, 0.5, beta)
+        for k in ("taylor_rows", "grid_rows", "pruned_rows", "dense_rows"):
+            assert F.SOFTMAX_STATS[k] - before[k] == plan[k], (k, plan)
+    plan = F.softmax_plan(disk, 1000.0)
+    assert plan["grid_rows"] == 0 and plan["grid_p"] == 0
+    g = rng.normal(size=(n, 2))
+    plan = F.softmax_plan(g, 10.0)
+    assert plan["grid_rows"] > n / 2 and plan["pruned_rows"] > 0 and plan["dense_rows"] == 0, plan
+    # the underflow guard and the node cap
+    assert F._grid_layout(np.array([-400.0, -1.0]), np.array([400.0, 1.0]), np.array([-1.0, -1.0]),
+                          np.array([1.0, 1.0]), 10, 10) is None
+
+
+def test_bad_input():
+    with pytest.raises(ValueError):
+        F.grid_error_bound(-1.0, 1.0, 5)
+    with pytest.raises(ValueError):
+        F.grid_error_bound(1.0, 1.0, 0)
+    with pytest.raises(ValueError):
+        F.grid_error_bound(1.0, 1.0, 2.5)
+    with pytest.raises(ValueError):
+        F.grid_order(float("nan"))
+    with pytest.raises(ValueError):
+        F.softmax_plan(np.zeros((10, 3)), 1.0)
+    with pytest.raises(ValueError):
+        F.softmax_plan(np.zeros((10, 2)), -1.0)
+    assert F.grid_error_bound(1.0, 1.0, 1) == math.inf or F.grid_error_bound(1.0, 1.0, 1) > 1.0
