@@ -27,11 +27,14 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 # Fixtures (or their dependencies) that are the session's quick book build.
 BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "offline_book"}
-# Modules whose tests share an expensive module-scoped fixture: one unit, one worker.
+# Modules whose tests share an expensive module-scoped fixture (or compile the same kernels): one unit, one worker.
 # test_figures_heal.py: its two re-execution tests share one private copy of the build, and only one
 # worker waits for the quick build's figures step (the other goes on with tests that need no build).
 MODULE_GROUPS = {"test_install.py", "test_reruns.py", "test_figures_heal.py",
-                 "test_trained_heads.py", "test_published_data.py", "test_encoder.py"}
+                 "test_trained_heads.py", "test_published_data.py", "test_encoder.py",
+                 # their first tests compile numba kernels (SAP d = 1, 2, 3; the hull; the grid):
+                 # split over two workers, both compiled the same kernels at once (about 10 CPU-s each)
+                 "test_fast_sap.py", "test_fast.py", "test_fast_midbeta.py"}
 # Modules split into units by the module-scoped fixture their tests share (each unit makes its own
 # copy of the module's cheap fixtures: a server on its own port, a Chromium): test name (or name
 # with its parameters) -> unit; the module's other tests form one more unit. The browser checks

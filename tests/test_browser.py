@@ -33,7 +33,8 @@ At a 1280-px window (issue 13), every page must also show that:
 
 What a reader sees while scrolling (issue 23), at window widths of 1280, 1600, 1920 (and 1440
 with ``BROWSER_ALL=1``, as in ``make test-full``), 800 and 390 px (390: a phone, emulated with
-touch), each figure scrolled into view at the top and at the bottom of the window (where sticky
+touch; the library reference's pages at 1280, 800 and 390 px unless ``BROWSER_ALL=1``), each
+figure scrolled into view at the top and at the bottom of the window (where sticky
 sidebars would cover it):
 
 * no figure (numbered figure, gallery thumbnail, animation) meets the box of a sidebar;
@@ -721,6 +722,18 @@ def _navigate(browser, session, url, lands_on: str | None = None):
     raise AssertionError(f"{url} did not finish loading at {lands_on} in {PAGE_TIMEOUT} s")
 
 
+# The library reference's pages (autodoc: no figures, one layout) are laid out at 1280, 800 and
+# 390 px in make test, at every width with BROWSER_ALL=1 (make test-full); the book's pages at every
+# width always. (A pass over every page at one width is about 15 s of a make test's eight minutes.)
+REFERENCE_WIDTHS = (1280, 800, PHONE)
+
+
+def _layout_widths(page: str, widths) -> list[int]:
+    if BROWSER_ALL or not page.startswith("book/reference/"):
+        return list(widths)
+    return [w for w in widths if w in REFERENCE_WIDTHS]
+
+
 @pytest.fixture(scope="module")
 def page_layouts(served_book, browser):
     """Every page of the book loaded once, straight from disk (file://), in a window of the widest
@@ -732,9 +745,10 @@ def page_layouts(served_book, browser):
     origin = html.as_uri() + "/"
     widths = sorted({*SIDEBAR_WIDTHS, *LEGIBLE_WIDTHS, PHONE}, reverse=True)
     out = {"file": {}, "layout": {w: {} for w in widths}, "code": {w: {} for w in CODE_WIDTHS}}
-    steps = [(("layout", w), w, LAYOUT_JS) for w in widths] + [(("code", w), w, CODE_JS) for w in CODE_WIDTHS]
     for page in book_pages(html):
-        report = check_page(browser, origin + page, origin, width=widths[0], steps=steps)
+        at = _layout_widths(page, widths)
+        steps = [(("layout", w), w, LAYOUT_JS) for w in at] + [(("code", w), w, CODE_JS) for w in CODE_WIDTHS]
+        report = check_page(browser, origin + page, origin, width=at[0], steps=steps)
         for (kind, w), result in report.pop("steps").items():
             out[kind][w][page] = result
         out["file"][page] = report
@@ -756,7 +770,8 @@ def file_reports(served_book, browser, page_layouts):
 
 @pytest.fixture(scope="module")
 def layouts(page_layouts):
-    """{width: {page: layout report}} for every page at every width of this module."""
+    """{width: {page: layout report}} for every page at every width of this module (the reference's
+    pages at ``REFERENCE_WIDTHS`` only, unless ``BROWSER_ALL``)."""
     return page_layouts["layout"]
 
 
