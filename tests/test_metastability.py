@@ -481,6 +481,33 @@ def test_sweep_exit_time_task_through_dask_matches_serial(tmp_path):
         assert ra["c0"] == pytest.approx(1 - math.cos(2 * math.pi / p["kappa"]))
 
 
+def test_local_dask_leaves_port_8787_alone():
+    """The local cluster's HTTP server listens on the loopback at a free port: a reader's own
+    cluster on 8787 (the dashboard's default) is not touched, and no warning about it is raised."""
+    import socket
+    import warnings
+
+    from afw_book import sweeps
+    holder = socket.socket()
+    try:
+        try:
+            holder.bind(("0.0.0.0", 8787))
+            holder.listen()
+        except OSError:
+            pass                                   # already taken by someone else: the same situation
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = sweeps.run(_square, sweeps.grid(v=[1, 2]), executor="local-dask", cache=False,
+                             progress=False)
+    finally:
+        holder.close()
+    assert out == [1, 4]
+
+
+def _square(v):
+    return v * v
+
+
 def test_sweep_grid_is_the_cartesian_product_and_rejects_an_empty_axis():
     from afw_book import sweeps
     params = sweeps.grid(beta=np.array([1.0, 2.0]), seed=[0, 1, 2], n=np.int64(4))

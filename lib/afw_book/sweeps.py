@@ -315,8 +315,10 @@ def _executor(executor, max_workers):
 
     if executor == "local-dask":
         n = max_workers or min(2, os.cpu_count() or 1)
+        # The scheduler's HTTP server listens even without a dashboard: on the loopback and a free
+        # port, not on 8787 (where a reader's own cluster may be, with a warning to them)
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=False,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
             yield client.get_executor()
         return
     if "://" not in executor and ":" not in executor:
