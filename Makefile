@@ -78,9 +78,10 @@ test:
 
 # make test, with every chapter re-executed from nothing in the heal test (make test re-executes
 # one chapter of each kind: tests/test_figures_heal.py) and every page served at every width, with a
-# full-page screenshot of each in _build/screenshots (make test: of two pages)
+# full-page screenshot of each in _build/screenshots (make test: of two pages), and make figures
+# interrupted by SIGTERM as well as SIGINT (tests/test_faults.py)
 test-full:
-	HEAL_CHAPTERS=all BROWSER_ALL=1 $(MAKE) --no-print-directory test
+	TEST_FULL=1 HEAL_CHAPTERS=all BROWSER_ALL=1 $(MAKE) --no-print-directory test
 
 # Reruns drawn from every chapter's declared parameters (tools/fuzz.py, Hypothesis): N per chapter,
 # each through tools/run_notebook.py in the quick preset, checked (finished with every figure written,
@@ -149,7 +150,11 @@ JOBS       ?= 2
 CHAPTERS   := $(sort $(wildcard book/[0-9]*.py))
 ERRATA     := $(wildcard book/errata.py)
 REPORT     := $(wildcard book/reproducibility.py)
-EXECUTED   := $(CHAPTERS:.py=.ipynb) $(ERRATA:.py=.ipynb)
+# make -j starts the notebooks in this order: the longest first (chapter 7 takes a third of the
+# paper preset, chapter 5 the most of the quick one), so that no long notebook runs alone at the end
+FIRST      := $(wildcard $(addprefix book/,07-deterministic-dynamics.py 05-finite-beta.py 09-many-tokens.py \
+                03-negative-definite.py 04-positive-definite.py 08-trained-transformer.py 06-context-length.py))
+EXECUTED   := $(FIRST:.py=.ipynb) $(filter-out $(FIRST:.py=.ipynb),$(CHAPTERS:.py=.ipynb)) $(ERRATA:.py=.ipynb)
 REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
