@@ -150,11 +150,7 @@ JOBS       ?= 2
 CHAPTERS   := $(sort $(wildcard book/[0-9]*.py))
 ERRATA     := $(wildcard book/errata.py)
 REPORT     := $(wildcard book/reproducibility.py)
-# make -j starts the notebooks in this order: the longest first (chapter 7 takes a third of the
-# paper preset, chapter 5 the most of the quick one), so that no long notebook runs alone at the end
-FIRST      := $(wildcard $(addprefix book/,07-deterministic-dynamics.py 05-finite-beta.py 09-many-tokens.py \
-                03-negative-definite.py 04-positive-definite.py 08-trained-transformer.py 06-context-length.py))
-EXECUTED   := $(FIRST:.py=.ipynb) $(filter-out $(FIRST:.py=.ipynb),$(CHAPTERS:.py=.ipynb)) $(ERRATA:.py=.ipynb)
+EXECUTED   := $(CHAPTERS:.py=.ipynb) $(ERRATA:.py=.ipynb)
 REPORT_NB  := $(REPORT:.py=.ipynb)
 LIB_SRC    := lib/pyproject.toml $(shell find lib -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null)
 PRESET_TAG := _build/exec-times/.preset
