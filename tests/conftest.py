@@ -28,7 +28,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # Fixtures (or their dependencies) that are the session's quick book build.
 BOOK_FIXTURES = {"quick_book", "quick_figures", "build", "served_book", "offline_book"}
 # Modules whose tests share an expensive module-scoped fixture (or compile the same kernels): one unit, one worker.
-# test_figures_heal.py: its two re-execution tests share one private copy of the build, and only one
+# test_figures_heal.py: its re-execution test works on a private copy of the build, and only one
 # worker waits for the quick build's figures step (the other goes on with tests that need no build).
 MODULE_GROUPS = {"test_install.py", "test_reruns.py", "test_figures_heal.py",
                  "test_trained_heads.py", "test_published_data.py", "test_encoder.py",

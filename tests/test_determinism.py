@@ -158,6 +158,6 @@ def test_manifest_matches_the_figures(offline_book):
     if shutil.which("sha256sum"):
         assert subprocess.run(["sha256sum", "--quiet", "-c", "MANIFEST.sha256"], cwd=figures).returncode == 0
     # That a rebuild rewrites the same bytes is checked once, where every notebook runs again from
-    # nothing: test_figures_heal.test_rm_rf_figures_then_make_figures_restores_every_file (every
+    # nothing: test_figures_heal.test_rm_rf_figures_then_make_figures_restores_every_file_and_names_it (every
     # file restored, equal to the first build's bytes). A change under lib/ re-executes every
     # notebook by make's dependency rule: test_book's dry runs of make check the rule itself.

@@ -56,36 +56,6 @@ def test_every_figure_has_its_writer_on_record(build):
             assert naming[0] in item["notebooks"], (rel, naming, item["notebooks"])
 
 
-def test_a_deleted_and_an_edited_figure_are_restored_and_named(build):
-    repo, figures = build.repo, build.repo / "figures"
-    before = figrun.files(figures)
-    state = json.loads((repo / "_build" / "figures-state.json").read_text())["files"]
-    # files of one writer each, those of the notebooks that executed fastest first (any files would
-    # do; these make the re-execution short)
-    seconds = {json.loads(p.read_text())["notebook"]: json.loads(p.read_text())["seconds"]
-               for p in (repo / "_build" / "exec-times").glob("*.json")}
-    single = sorted((rel for rel, item in state.items() if len(item["notebooks"]) == 1),
-                    key=lambda rel: (seconds.get(state[rel]["notebooks"][0], float("inf")), rel))
-    deleted = next(rel for rel in single if rel.endswith(".pdf"))
-    writer = state[deleted]["notebooks"][0]
-    # an edited file of another notebook where the quick build has one, else of the same notebook
-    jsons = [rel for rel in single if rel.endswith(".json")]
-    edited = next((rel for rel in jsons if state[rel]["notebooks"][0] != writer), jsons[0])
-    (figures / deleted).unlink()
-    with open(figures / edited, "a") as fh:
-        fh.write("hand edit\n")
-    proc = bookbuild.make(repo, "figures", "PRESET=quick")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert f"restored figures/{deleted} (missing; re-executed {writer})" in proc.stderr, proc.stderr
-    assert f"restored figures/{edited} (altered; re-executed {state[edited]['notebooks'][0]})" in proc.stderr
-    # only the two writers ran (and the execution report, which reads their times)
-    assert _executed(proc) == sorted({writer, state[edited]["notebooks"][0], "reproducibility"})
-    assert figrun.files(figures) == before
-    # healed: the next run has nothing to do
-    again = bookbuild.make(repo, "figures", "PRESET=quick")
-    assert again.returncode == 0 and _executed(again) == [] and "restored" not in again.stderr
-
-
 # The chapters re-executed from nothing by the test below: two of the cheapest writers of figures, of
 # two kinds (figures, an animation, widgets' stand-ins and glued numbers; a sweep through the sweep
 # layer's cache), so that ``make test`` stays within its time (issue 36). ``HEAL_CHAPTERS=all``
@@ -100,10 +70,13 @@ def _heal_chapters(state) -> set[str]:
     return set(chosen.split(",")) if chosen else set(HEAL_CHAPTERS)
 
 
-def test_rm_rf_figures_then_make_figures_restores_every_file(build, tmp_path):
-    """``rm -rf figures``, then the files of the chapters not re-executed here put back (every chapter
-    with ``HEAL_CHAPTERS=all``): ``make figures`` re-executes the chosen chapters and writes the same
-    bytes, the manifest included."""
+def test_rm_rf_figures_then_make_figures_restores_every_file_and_names_it(build, tmp_path):
+    """``rm -rf figures``, then the files put back but those of the chosen chapters (every chapter
+    with ``HEAL_CHAPTERS=all``); of the last chosen chapter, every file but one PDF is put back,
+    and one of its data files with a hand edit. ``make figures`` re-executes the chosen chapters
+    only (one make for the three kinds of damage: a folder gone, a file deleted, a file edited),
+    writes the same bytes, the manifest included, and names every file it restored with why and
+    by which notebook; the next ``make figures`` has nothing to do."""
     repo, figures = build.repo, build.repo / "figures"
     manifest_text = (figures / "MANIFEST.sha256").read_text()
     before = figrun.files(figures)          # the quick preset writes everything under presets/quick/
@@ -112,9 +85,15 @@ def test_rm_rf_figures_then_make_figures_restores_every_file(build, tmp_path):
     chosen = _heal_chapters(state)
     writers = {nb for item in state.values() for nb in item["notebooks"]}
     assert chosen <= writers, f"not writers of any figure: {sorted(chosen - writers)}"
-    # a file is removed for good if one of its writers is re-executed
-    removed = sorted(rel for rel, item in state.items() if set(item["notebooks"]) & chosen)
-    assert removed, "no file of the chosen chapters: the test would be vacuous"
+    # the last chosen chapter loses one PDF it alone writes and gets one of its data files edited
+    last = max(chosen)
+    own = sorted(rel for rel, item in state.items() if item["notebooks"] == [last])
+    deleted = next(rel for rel in own if rel.endswith(".pdf"))
+    edited = next(rel for rel in own if rel.endswith(".json"))
+    # a file is removed for good if one of its writers is re-executed (but the last chapter's files)
+    others = chosen - {last}
+    removed = sorted({rel for rel, item in state.items() if set(item["notebooks"]) & others} | {deleted})
+    assert set(before) - {"MANIFEST.sha256"} - set(removed), "nothing is put back: the test would be vacuous"
     kept = tmp_path / "kept"
     shutil.copytree(figures, kept)
     shutil.rmtree(figures)
@@ -122,13 +101,21 @@ def test_rm_rf_figures_then_make_figures_restores_every_file(build, tmp_path):
         if rel not in removed and rel != "MANIFEST.sha256":
             (figures / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(kept / rel, figures / rel)
+    with open(figures / edited, "a") as fh:
+        fh.write("hand edit\n")
     proc = bookbuild.make(repo, "figures", "PRESET=quick")
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert set(_executed(proc)) - {"reproducibility"} == chosen     # the report reads their times
+    # only the chosen chapters ran (and the execution report, which reads their times)
+    assert _executed(proc) == sorted(chosen | {"reproducibility"})
     assert (figures / "MANIFEST.sha256").read_text() == manifest_text
     assert figrun.files(figures) == before
     restored = re.findall(r"^make figures: restored figures/(\S+) \(missing", proc.stderr, re.M)
     assert sorted(restored) == removed
+    assert f"restored figures/{deleted} (missing; re-executed {last})" in proc.stderr, proc.stderr
+    assert f"restored figures/{edited} (altered; re-executed {last})" in proc.stderr, proc.stderr
+    # healed: the next run has nothing to do
+    again = bookbuild.make(repo, "figures", "PRESET=quick")
+    assert again.returncode == 0 and _executed(again) == [] and "restored" not in again.stderr
 
 
 def _manifest_tool(root):
