@@ -279,6 +279,31 @@ def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_pa
     assert [ax.get_position().width for ax in axes.flat] == pytest.approx(widths, rel=1e-9)
 
 
+def test_a_legend_moved_out_is_where_a_draw_of_the_whole_figure_puts_it():
+    """place_legends lays out a legend it moves outside alone, not the whole figure (the panels'
+    places are frozen by then): every legend's box and its entries' texts (which the legibility
+    check measures) are where a draw of the whole figure puts them afterwards."""
+    fig, axes = plt.subplots(2, 2, figsize=(7, 4), layout="constrained")
+    t = np.linspace(0, 1, 100)
+    for ax in axes.flat:
+        for y, label in ((t, "rising, a long label"), (1 - t, "falling"), (0.5 + 0 * t, "flat")):
+            ax.plot(t, y, label=label)
+        ax.legend()
+    fig.draw_without_rendering()
+    moved = L.place_legends(fig, draw=False)
+    assert len(moved) == 4 and all("outside" in m for m in moved), moved
+    renderer = fig.canvas.get_renderer()
+
+    def boxes():
+        return [[a.get_window_extent(renderer).extents.tolist() for a in (leg, *leg.get_texts())]
+                for leg in (ax.get_legend() for ax in axes.flat)]
+
+    measured = boxes()
+    fig.draw_without_rendering()
+    assert boxes() == measured
+    plt.close(fig)
+
+
 def test_legends_moved_out_of_a_row_go_under_and_keep_the_figure_width(tmp_path):
     """A row of three panels at the text width, each legend over data with no free place: the
     legends go under their panels, not to the right (a wider figure would pan in the book's
