@@ -51,7 +51,11 @@ SPLIT_MODULES = {
                          "test_a_quick_build_says_so_on_every_computed_page",
                          "test_references_are_author_year_sorted_and_without_tex",
                          "test_opened_code_cells_do_not_wrap", "test_every_page_renders_offline[file]",
-                         "test_downloads_and_full_size_figures_load[file]"), "layouts"),
+                         "test_downloads_and_full_size_figures_load[file]",
+                         # every page at 1280 px: the loads of the layouts' pass (the at_1280 fixture)
+                         "test_no_sideways_scrolling_at_1280_px", "test_no_raw_markup_or_source_scaffolding",
+                         "test_figures_are_legible_at_1280_px", "test_every_figure_caption_links_to_its_gallery_entry",
+                         "test_math_and_figures_are_present_where_expected"), "layouts"),
         **dict.fromkeys(("test_unconfirmed_badge_opens_on_tap_and_on_keyboard_focus",), "badge"),
     },
 }
@@ -118,8 +122,25 @@ def pytest_xdist_make_scheduler(config, log):
     return ModuleUnits(config, log)
 
 
+# The module-scoped fixture of each unit of a split module: a test that needs it outside its unit
+# would make that unit compute it once more (test_browser's page_layouts: about 100 s).
+UNIT_FIXTURES = {("test_browser.py", "layouts"): "page_layouts"}
+
+
+def _check_units(items) -> None:
+    for (module, unit), fixture in UNIT_FIXTURES.items():
+        units = SPLIT_MODULES[module]
+        stray = [item.nodeid for item in items if item.nodeid.split("::", 1)[0].endswith("/" + module)
+                 and fixture in getattr(item, "fixturenames", ())
+                 and units.get(item.name, units.get(item.name.split("[", 1)[0])) != unit]
+        if stray:
+            raise pytest.UsageError(f"{module}: these tests need {fixture} but are not in the unit {unit!r} of "
+                                    f"SPLIT_MODULES (their unit would compute it again): {stray}")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    _check_units(items)
     items.sort(key=_rank)          # stable: the order inside each rank is the collection's
 
 

@@ -5,8 +5,9 @@ project's environment), and the checkout is left as it was (no ``build/``, no eg
 list holds the library alone (no ``afw_book``, no caches) with its licence, and its metadata the
 README, the licence and the project URLs. It is installed with its extras into a new venv in a
 temporary folder, the dependencies at the versions of ``requirements.txt`` and only those the wheel
-declares, without byte-compiling them (by the project's uv from its cache, then ``pip check``; by
-pip where make venv used pip). Then, from a folder that is not the repository:
+declares, without byte-compiling them (by the project's uv from its cache into a venv without pip,
+then ``uv pip check``; by pip where make venv used pip, then ``pip check``). Then, from a folder
+that is not the repository:
 
 * the README's "use the library in your own code" example and the wheel's own README quickstart
   (cells, exit times, a long context, a figure) run and print what the READMEs say;
@@ -80,21 +81,24 @@ def installed(tmp_path_factory):
     pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*==[^\s\\]+)", (ROOT / "requirements.txt").read_text(), re.M)
     (tmp / "constraints.txt").write_text("\n".join(pins) + "\n")
     venv = tmp / "venv"
-    _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", venv], cwd=tmp)
     py = venv / "bin" / "python"
     wanted = f"{wheels[0]}[plot,encoder]"
     uv = ROOT / ".venv" / "bin" / "uv"
     if uv.exists():
         # The project's uv (make venv's installer), from its cache: the same resolution from the
         # wheel's own metadata (only what it declares, at the pins), in seconds instead of pip's
-        # minute of downloads; pip then checks what is installed against every declared requirement.
+        # minute of downloads; uv then checks what is installed against every declared requirement.
+        # The venv has no pip (ensurepip's install of it was 5 of the fixture's CPU-seconds).
+        _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", venv], cwd=tmp)
         _run([uv, "pip", "install", "--quiet", "--python", py, "-c", tmp / "constraints.txt", wanted], cwd=tmp)
-        _run([py, "-m", "pip", "check", "--disable-pip-version-check"], cwd=tmp)
+        _run([uv, "pip", "check", "--python", py], cwd=tmp)
     else:
+        _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", venv], cwd=tmp)
         # --no-compile: pip would byte-compile all of site-packages (half of the install's time);
         # every module of the wheel is compiled anyway when the import test below imports it.
         _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
               "-c", tmp / "constraints.txt", wanted], cwd=tmp)
+        _run([py, "-m", "pip", "check", "--disable-pip-version-check"], cwd=tmp)
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp), "MPLCONFIGDIR": str(tmp / "mpl")}
