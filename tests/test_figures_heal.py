@@ -85,11 +85,16 @@ def test_rm_rf_figures_then_make_figures_restores_every_file_and_names_it(build,
     chosen = _heal_chapters(state)
     writers = {nb for item in state.values() for nb in item["notebooks"]}
     assert chosen <= writers, f"not writers of any figure: {sorted(chosen - writers)}"
-    # the last chosen chapter loses one PDF it alone writes and gets one of its data files edited
-    last = max(chosen)
-    own = sorted(rel for rel, item in state.items() if item["notebooks"] == [last])
-    deleted = next(rel for rel in own if rel.endswith(".pdf"))
-    edited = next(rel for rel in own if rel.endswith(".json"))
+    # the last chosen chapter that alone writes a PDF and a data file loses the PDF and gets the data
+    # file edited
+    def own(nb):
+        return sorted(rel for rel, item in state.items() if item["notebooks"] == [nb])
+
+    last = max((nb for nb in chosen if any(r.endswith(".pdf") for r in own(nb))
+                and any(r.endswith(".json") for r in own(nb))), default=None)
+    assert last is not None, f"none of {sorted(chosen)} alone writes a PDF and a data file"
+    deleted = next(rel for rel in own(last) if rel.endswith(".pdf"))
+    edited = next(rel for rel in own(last) if rel.endswith(".json"))
     # a file is removed for good if one of its writers is re-executed (but the last chapter's files)
     others = chosen - {last}
     removed = sorted({rel for rel, item in state.items() if set(item["notebooks"]) & others} | {deleted})
