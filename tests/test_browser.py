@@ -734,6 +734,10 @@ def _wait_for_width(browser, session, width: int) -> None:
         time.sleep(0.01)
 
 
+# What the DevTools protocol answers to a question asked while the page is replaced by another.
+NAVIGATING = ("Inspected target navigated or closed", "Cannot find context", "Execution context was destroyed")
+
+
 def _navigate(browser, session, url, lands_on: str | None = None):
     """Open ``url`` and wait until the page at ``lands_on`` (default: ``url``; another address
     for a page that redirects) has finished loading."""
@@ -741,9 +745,15 @@ def _navigate(browser, session, url, lands_on: str | None = None):
     browser.send("Page.navigate", {"url": url}, session)
     deadline = time.monotonic() + PAGE_TIMEOUT
     while time.monotonic() < deadline:
-        if evaluate(browser, session, "document.readyState") == "complete" and \
-                evaluate(browser, session, "location.href") == lands_on:
-            return
+        try:
+            if evaluate(browser, session, "document.readyState") == "complete" and \
+                    evaluate(browser, session, "location.href") == lands_on:
+                return
+        except RuntimeError as err:
+            # asked while the page navigates (a redirect replacing the document between the two
+            # questions): not landed yet, ask again; any other error of the protocol is raised
+            if not any(m in str(err) for m in NAVIGATING):
+                raise
         time.sleep(0.1)
     raise AssertionError(f"{url} did not finish loading at {lands_on} in {PAGE_TIMEOUT} s")
 
