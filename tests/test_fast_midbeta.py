@@ -154,3 +154,43 @@ def test_bad_input():
     with pytest.raises(ValueError):
         F.softmax_plan(np.zeros((10, 2)), -1.0)
     assert F.grid_error_bound(1.0, 1.0, 1) == math.inf or F.grid_error_bound(1.0, 1.0, 1) > 1.0
+
+
+def test_pruned_sum_bits_do_not_depend_on_the_order_or_the_split_of_its_rows():
+    """The pruned sum takes its rows in the order of their tokens' cells, split between threads: each row's
+    result is bitwise that of the rows summed one by one in index order (each row walks the same boxes)."""
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(6000, 2))
+    q = 100.0 * x
+    out = np.empty_like(x)
+    route = F._Route(x, x - x.mean(0), q, np.arange(x.shape[0]), out)
+    rows = np.arange(x.shape[0])
+    h = route.row_max(rows)
+    one = np.empty_like(x)
+    terms = F._softmax_kernels().pruned_rows(q, x, rows, h, route.T, *route.tree(), one)[0]
+    split = np.full_like(x, np.nan)
+    assert route.pruned_sum(rows[::-1].copy(), h, split, workers=3, per_worker=1000) == terms
+    assert np.array_equal(split, one)
+
+
+def test_routing_estimates_the_pruned_sum_of_a_wide_cloud():
+    """A Gaussian cloud at beta = 100 (n = 200,000): the rows nearest the origin (|q| small, a cap holding most
+    of the cloud) are not sent to the pruned sum, whose terms per row the plan estimates within a factor 1.5
+    of what the step sums. (Bands of the rows by |q| that were 25 % wide at the bottom sent every row to the
+    pruned sum at 47 estimated and 878 summed terms per row.)"""
+    rng = np.random.default_rng(8)
+    n = 200_000
+    g = rng.normal(size=(n, 2))
+    plan = F.softmax_plan(g, 100.0)
+    before = dict(F.SOFTMAX_STATS)
+    F.softmax_step(g, 0.5, 100.0)
+    rows = F.SOFTMAX_STATS["pruned_rows"] - before["pruned_rows"]
+    summed = (F.SOFTMAX_STATS["pruned_terms"] - before["pruned_terms"]) / rows
+    assert rows == plan["pruned_rows"] and plan["grid_rows"] + plan["dense_rows"] > 0, plan
+    assert plan["terms_per_pruned_row"] / 1.5 <= summed <= 1.5 * plan["terms_per_pruned_row"], (summed, plan)
+    near = np.argsort(np.abs(g).max(axis=1))[:100]      # the hundred tokens nearest the origin (max norm)
+    q = 100.0 * g
+    c = g.mean(0)
+    route = F._Route(g, g - c, q, np.flatnonzero(np.sqrt((q * q).sum(1)) * np.sqrt(((g - c) ** 2).sum(1).max())
+                                                  > F.RHO_TAYLOR), np.empty_like(g))
+    assert not np.isin(near, route.pruned).any()

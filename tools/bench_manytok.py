@@ -6,7 +6,9 @@ Entries (each with its target from issue 37; CPU seconds, robust to other jobs, 
 
 * (SA-inf) one hull step at n = 10^6, d = 2 (Gaussian cloud and uniform disk), target 0.2 s; beside a
   dense numpy hardmax step (BLAS scores, argmax) timed at n = 8,192 and extrapolated as n^2.
-* (SA-beta) one fast step at n = 10^6, d = 2, beta = 1, 10, 100, 1000, target 2 s: the plan of the step
+* (SA-beta) one fast step at n = 10^6, d = 2, beta = 1, 10, 100, 1000, target 2 s on 2 cores (the issue's
+  words: the wall time of the step, whose grid and pruned sum run on two threads; its CPU time beside,
+  the least of three calls): the plan of the step
   (rows by expansion / Chebyshev grid (its nodes per cell p and nodes per coordinate) / pruned sum / dense
   tiles, terms per pruned row) is made first; the step is run
   when its estimated work is at most 3e9 source terms, otherwise the entry says so and gives the estimate
@@ -27,7 +29,8 @@ step's own rows go to the expansion, the Chebyshev grid, the pruned sum or dense
 (printed) says.
 
 Writes _build/bench/manytok.json (with --softmax-only, the (SA-beta) rows alone: manytok_softmax.json).
-On a machine shared with other jobs wall times are noisy; the CPU time is the one to compare with a target.
+On a machine shared with other jobs wall times are noisy: run it alone. The (SA-beta) entries are judged
+by wall time on 2 cores, as the issue states its target; the others by CPU time (the stricter reading).
 """
 from __future__ import annotations
 
@@ -125,9 +128,10 @@ def main(argv=None) -> int:
             work = plan["pruned_rows"] * plan["terms_per_pruned_row"] + plan["dense_rows"] * n
             entry = {"plan": plan, "dense_cpu_extrapolated": dc * scale, "target": 2.0}
             if work <= 3e9:
-                c, w = timed(fast.softmax_step, x, 0.5, beta, reps=1)
-                entry.update(cpu=c, wall=w, measured=True, met=c <= 2.0, ratio=dc * scale / c)
-                res = f"{c:7.3f} / {w:7.3f}   x{dc * scale / c:,.0f}   target 2 s: {'met' if c <= 2.0 else 'NOT met'}"
+                c, w = timed(fast.softmax_step, x, 0.5, beta, reps=3)
+                entry.update(cpu=c, wall=w, measured=True, met=w <= 2.0, ratio=dc * scale / c)
+                res = (f"{c:7.3f} / {w:7.3f}   x{dc * scale / c:,.0f}   target 2 s on 2 cores (wall): "
+                       f"{'met' if w <= 2.0 else 'NOT met'}")
             else:
                 est = plan["dense_rows"] * n * per_term + plan["pruned_rows"] * plan["terms_per_pruned_row"] * per_term * 3
                 entry.update(cpu_estimated=est, measured=False, met=False)
