@@ -157,8 +157,9 @@ def test_bad_input():
 
 
 def test_pruned_sum_bits_do_not_depend_on_the_order_or_the_split_of_its_rows():
-    """The pruned sum takes its rows in the order of their tokens' cells, split between threads: each row's
-    result is bitwise that of the rows summed one by one in index order (each row walks the same boxes)."""
+    """The pruned sum takes its rows in the order of their tokens' cells, 16 at a time through the tree, split
+    between threads: each row's result is bitwise that of the rows summed one by one in index order (the
+    group keeps every leaf a row keeps, in the same order, and each row tests them as it would alone)."""
     rng = np.random.default_rng(21)
     x = rng.normal(size=(6000, 2))
     q = 100.0 * x

@@ -417,6 +417,85 @@ def _compile_softmax():
             out[i, 1] = N1 / Z
         return terms, boxes
 
+    @jit
+    def pruned_groups(q, x, rows, group, h, T, xs, start, lo, hi, fanout, levels, out):
+        """:func:`pruned_rows` for rows taken ``group`` at a time (consecutive rows, best with nearby ``q``), each
+        result bitwise that of ``pruned_rows``: a group walks the tree once, keeping a box when its largest
+        ``<q, x>`` over the group's box of ``q`` (a bilinear form: at a corner) reaches the least ``h_i - T``;
+        that bound is at least each row's own (floating-point products and sums are monotone), so the kept
+        leaves hold every leaf a row keeps, in the same (depth-first) order. A leaf is kept by a row iff it
+        passes the row's test, since a box contains its children's and the bound grows with the box. Each row
+        then tests the group's leaves and sums as ``pruned_rows`` does. Returns the terms and boxes bounded."""
+        d = x.shape[1]
+        terms = 0
+        boxes = 0
+        stack = np.empty((levels * fanout + 1, 2), dtype=np.int64)
+        leaves = np.empty(lo.shape[1], dtype=np.int64)
+        qlo = np.empty(d)
+        qhi = np.empty(d)
+        for g0 in range(0, rows.shape[0], group):
+            g1 = min(g0 + group, rows.shape[0])
+            low = np.inf
+            for k in range(d):
+                qlo[k] = np.inf
+                qhi[k] = -np.inf
+            for t in range(g0, g1):
+                i = rows[t]
+                low = min(low, h[i] - T)
+                for k in range(d):
+                    qlo[k] = min(qlo[k], q[i, k])
+                    qhi[k] = max(qhi[k], q[i, k])
+            nl = 0
+            stack[0, 0] = 0
+            stack[0, 1] = 0
+            top = 1
+            while top > 0:
+                top -= 1
+                lev = stack[top, 0]
+                b = stack[top, 1]
+                if lo[lev, b, 0] > hi[lev, b, 0]:
+                    continue
+                boxes += 1
+                ub = 0.0
+                for k in range(d):
+                    ub += max(max(qlo[k] * lo[lev, b, k], qlo[k] * hi[lev, b, k]),
+                              max(qhi[k] * lo[lev, b, k], qhi[k] * hi[lev, b, k]))
+                if ub < low:
+                    continue
+                if lev == levels - 1:
+                    leaves[nl] = b
+                    nl += 1
+                else:
+                    for c in range(b * fanout, b * fanout + fanout):
+                        stack[top, 0] = lev + 1
+                        stack[top, 1] = c
+                        top += 1
+            L = levels - 1
+            for t in range(g0, g1):
+                i = rows[t]
+                low_i = h[i] - T
+                Z = 0.0
+                N0 = 0.0
+                N1 = 0.0
+                for m in range(nl):
+                    b = leaves[m]
+                    ub = 0.0
+                    for k in range(d):
+                        ub += max(q[i, k] * lo[L, b, k], q[i, k] * hi[L, b, k])
+                    boxes += 1
+                    if ub < low_i:
+                        continue
+                    for s in range(start[b], start[b + 1]):
+                        e = q[i, 0] * xs[s, 0] + q[i, 1] * xs[s, 1] - h[i]
+                        w = np.exp(e)
+                        Z += w
+                        N0 += w * (xs[s, 0] - x[i, 0])
+                        N1 += w * (xs[s, 1] - x[i, 1])
+                    terms += start[b + 1] - start[b]
+                out[i, 0] = N0 / Z
+                out[i, 1] = N1 / Z
+        return terms, boxes
+
     @jit_sum
     def _cell_basis(t, lo, h, ncell, nodes, wts, L):
         """The cell of ``t`` among ``ncell`` cells of width ``2 h`` from ``lo`` (clipped to the first and the
@@ -546,7 +625,7 @@ def _compile_softmax():
 
     compiled = locals()
     return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows",
-                                                              "cell_order", "grid_spread", "grid_gather")})
+                                                              "pruned_groups", "cell_order", "grid_spread", "grid_gather")})
 
 
 @functools.cache

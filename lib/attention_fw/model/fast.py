@@ -747,10 +747,10 @@ class _Route:
         K = _softmax_kernels()
         parts = max(1, min(workers, rows.size // per_worker))
         if parts == 1:
-            return int(K.pruned_rows(self.q, self.x, rows, h, self.T, *tree, out)[0])
+            return int(K.pruned_groups(self.q, self.x, rows, PRUNE_GROUP, h, self.T, *tree, out)[0])
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(parts) as ex:
-            done = list(ex.map(lambda r: K.pruned_rows(self.q, self.x, r, h, self.T, *tree, out),
+            done = list(ex.map(lambda r: K.pruned_groups(self.q, self.x, r, PRUNE_GROUP, h, self.T, *tree, out),
                                np.array_split(rows, parts)))
         return int(sum(t for t, _ in done))
 
@@ -763,6 +763,7 @@ class _Route:
 
 
 PROBE_ROWS = 256
+PRUNE_GROUP = 16   # rows of the pruned sum that walk the tree together (consecutive in the order of their cells)
 
 
 def _dense_rows(q, x, xr, h, rows=512, keys=16384):
@@ -818,7 +819,9 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       total, so ``|m_fast - m| <= 2 e^{-25} diam <= 1.1e-10 r``. Its cost is the number of sources in the
       cells it keeps: small where the kernel is sharp (a thin cap of the cloud), up to ``n`` per row
       where it is neither sharp nor smooth. Its rows are taken in the order of their own tokens' cells (neighbours
-      walk nearly the same boxes) and split between two threads; each row's bits do not depend on either. Where
+      walk nearly the same boxes), 16 at a time through the tree (the boxes any of them can keep, then each
+      row's own test on those leaves), and split between two threads; each row's bits do not depend on any
+      of this (``_fast_kernels.pruned_groups``). Where
       it keeps more than ``n / 4`` sources per row the rows are summed over all sources in BLAS tiles of
       ``512 x 16384`` scores (the **dense-tile fallback**: exact, ``O(n)`` memory, ``O(n)`` per row).
 
