@@ -56,7 +56,12 @@
 # ({py:func}`attention_fw.model.sphere.force_s2`) the kernel's Taylor series, each power expanded by
 # the multinomial theorem into moments of the tokens, $O(NK^3/6)$ for $K$ terms, truncated where the
 # proved tail $\sum_{k>K}\beta^k/k!$ is below $10^{-13}e^\beta$.
-# `make bench` times them beside dense numpy steps.
+# `make bench` times them beside dense numpy steps. The pruned sum costs the tokens of each row's cap
+# $\{x:\langle q_i,x\rangle\ge h_i-(\log n+25)\}$: few on the sparse rim of a Gaussian cloud, but on a
+# uniform disk at $\beta=10^3$ the cap of a typical token holds about 1.3% of the tokens, so there
+# the step still costs $O(n^2)$ (at $n=10^6$, about $1.2\times10^{10}$ terms). A method in which boxes
+# of targets and of sources interact through low-rank expansions, with $\beta$ times the product of
+# their sizes bounded (a butterfly), would be needed there; it is not built.
 
 # %% [markdown]
 # **Middle temperatures.** Where $\beta|Bx_i|\,r$ is too large for the expansion and the kernel
