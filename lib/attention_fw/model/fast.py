@@ -829,7 +829,7 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     split, the pruned sum (or dense tiles) those above, and the split of least estimated cost (a rough
     model of the grid's work and a probe of 32 rows per band of the pruned sum's terms and boxes, from
     the sharpest band down) is taken: on a Gaussian cloud at ``beta = 10`` the sparse rim goes to the
-    pruned sum and the rest to the grid. The bands (:data:`BANDS`) are thin at both ends: at ``beta = 100``
+    pruned sum and the rest to the grid. The bands (``fast.BANDS``) are thin at both ends: at ``beta = 100``
     the 0.5 % of the rows nearest the origin, whose caps hold most of the cloud, go to the grid (bands of
     a quarter of the rows there sent them to the pruned sum: at ``n = 10^6``, 32 CPU-s instead of 5).
     The routing is deterministic (no timing); its choice changes the
