@@ -737,7 +737,7 @@ class _Route:
 
     def pruned_sum(self, rows, h, out, workers=2, per_worker=20000):
         """The pruned sum of ``rows`` into ``out``, the rows taken in the order of their own tokens' cells (so
-        that consecutive rows walk nearly the same boxes), :data:`PRUNE_GROUP` at a time through the tree, and
+        that consecutive rows walk nearly the same boxes), ``PRUNE_GROUP`` at a time through the tree, and
         split between ``workers`` threads (the compiled pass releases the GIL; each row writes its own
         ``out[i]``, bitwise the same whatever the order, the groups and the split). Returns the number of
         source terms summed."""
