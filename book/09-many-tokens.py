@@ -58,10 +58,13 @@
 # proved tail $\sum_{k>K}\beta^k/k!$ is below $10^{-13}e^\beta$.
 # `make bench` times them beside dense numpy steps. The pruned sum costs the tokens of each row's cap
 # $\{x:\langle q_i,x\rangle\ge h_i-(\log n+25)\}$: few on the sparse rim of a Gaussian cloud, but on a
-# uniform disk at $\beta=10^3$ the cap of a typical token holds about 1.3% of the tokens, so there
-# the step still costs $O(n^2)$ (at $n=10^6$, about $1.2\times10^{10}$ terms). A method in which boxes
-# of targets and of sources interact through low-rank expansions, with $\beta$ times the product of
-# their sizes bounded (a butterfly), would be needed there; it is not built.
+# uniform disk at $\beta=10^3$ the cap of a typical token holds about 1.3% of the tokens (at $n=10^6$,
+# about $1.2\times10^{10}$ terms). There the rows are grouped by octaves of $|q_i|$ and sectors of
+# directions; a cell keeps the sources that can hold a term above $e^{-(\log n+26)}$ of one of its
+# rows' largest ($h_i=|q_i|\max_j\langle u_i,x_j\rangle$ with $u_i=q_i/|q_i|$, bounded over the cell's
+# directions) and sums them by the Chebyshev grid below, in the frame turned to the sector. At fixed
+# $\beta$ the cells do not grow with $n$, so the step is $O(n)$ again, with a constant that grows
+# with $\beta$ (the bench gives it).
 
 # %% [markdown]
 # **Middle temperatures.** Where $\beta|Bx_i|\,r$ is too large for the expansion and the kernel

@@ -195,3 +195,94 @@ def test_routing_estimates_the_pruned_sum_of_a_wide_cloud():
     route = F._Route(g, g - c, q, np.flatnonzero(np.sqrt((q * q).sum(1)) * np.sqrt(((g - c) ** 2).sum(1).max())
                                                   > F.RHO_TAYLOR), np.empty_like(g))
     assert not np.isin(near, route.pruned).any()
+
+
+@pytest.mark.parametrize("beta", [30.0, 100.0, 1000.0])
+def test_sector_grids_within_tolerance_of_the_dense_step(beta, monkeypatch):
+    """The sector grids taking every band they can (their costs set to 0): within 1e-8 r + 64 eps max|x| of the
+    dense float64 step for every token, over the states and a general B; they take rows at every beta."""
+    monkeypatch.setattr(F, "COST_SECTOR", 0.0)
+    monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean, y: 0.0)
+    rng = np.random.default_rng(int(beta) + 7)
+    taken = 0
+    for name, x in _states(rng, 2000):
+        for Bm in (None, B):
+            before = F.SOFTMAX_STATS["sector_rows"]
+            a, b = F.softmax_step(x, 1.0, beta, Bm), D.softmax_step(x, 1.0, beta, Bm)
+            assert np.linalg.norm(a - b, axis=1).max() <= _bound(x), (name, Bm is None)
+            taken += F.SOFTMAX_STATS["sector_rows"] - before
+    assert taken > 0
+
+
+def test_sector_sources_hold_every_term_a_row_of_the_cell_needs():
+    """``_sector_sources`` keeps every source ``x_j`` with ``<q_i, x_j> >= h_i - T - 1`` for some row ``i`` of the cell
+    (the bound the step's error rests on), and drops most of the others on a disk at beta = 1000."""
+    rng = np.random.default_rng(12)
+    n = 20_000
+    a_, rr = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    x = np.stack([rr * np.cos(a_), rr * np.sin(a_)], 1)
+    q = 1000.0 * x
+    route = F._Route(x, x - x.mean(0), q, np.arange(n), np.empty_like(x))
+    xs, start, LO, HI, _, levels = route.tree()
+    lo, hi = LO[levels - 1], HI[levels - 1]
+    T1 = route.T + 1.0
+    for theta in np.linspace(-np.pi, np.pi, 7)[:-1]:
+        ang = np.arctan2(x[:, 1], x[:, 0])
+        rows = np.flatnonzero((np.abs(np.angle(np.exp(1j * (ang - theta)))) < 0.1) & (rr > 0.5))
+        h = (q[rows] @ x.T).max(axis=1)
+        mag = np.linalg.norm(q[rows], axis=1)
+        R = np.array([[np.cos(theta), np.sin(theta)], [-np.sin(theta), np.cos(theta)]])
+        kept, xr = F._sector_sources(q[rows] / mag[:, None], float(((h - T1) / mag).min()), R, xs, start, lo, hi,
+                                     lo[:, 0] <= hi[:, 0])
+        need = np.flatnonzero(((q[rows] @ xs.T) >= (h - T1)[:, None]).any(axis=0))
+        assert np.isin(need, kept).all() and np.allclose(xr, xs[kept] @ R.T)
+        assert kept.size < 0.5 * n
+
+
+def test_hull_row_max_is_the_largest_score():
+    """``_hull_row_max`` (a binary search over the hull's edge normals) gives ``max_j <q_i, x_j>`` within 4 eps of
+    ``max_i |q_i| max_j |x_j|`` per coordinate, over the states whose hull is not flat."""
+    rng = np.random.default_rng(3)
+    for name, x in _states(rng, 3000):
+        cand = F._candidates(np.ascontiguousarray(x), 0.0)[0]
+        if cand is None:
+            continue
+        q = rng.normal(size=(5000, 2)) * 100.0
+        q[:8] = [[1, 0], [0, 1], [-1, 0], [0, -1], [1, 1], [-1, 1], [1e-300, 0], [-3, 1e-12]]
+        exact = (q @ x.T).max(axis=1)
+        scale = np.abs(q).max(axis=1) * np.abs(x).max()
+        assert (np.abs(F._hull_row_max(q, x, cand) - exact) <= 4 * np.finfo(float).eps * scale).all(), name
+
+
+def _disk(rng, n):
+    a_, rr = rng.uniform(0, 2 * np.pi, n), np.sqrt(rng.random(n))
+    return np.stack([rr * np.cos(a_), rr * np.sin(a_)], 1)
+
+
+def test_routing_sends_a_wide_sharp_disk_to_the_sector_grids():
+    """Defaults: a uniform disk at beta = 1000 with n = 200,000 (caps of about 1.3 % of the tokens) goes to the sector
+    grids, and the step's counters agree with the plan."""
+    disk = _disk(np.random.default_rng(8), 200_000)
+    plan = F.softmax_plan(disk, 1000.0)
+    assert plan["sector_rows"] >= 0.9 * disk.shape[0], plan
+    before = dict(F.SOFTMAX_STATS)
+    F.softmax_step(disk, 0.5, 1000.0)
+    for k in ("taylor_rows", "grid_rows", "sector_rows", "pruned_rows", "dense_rows"):
+        assert F.SOFTMAX_STATS[k] - before[k] == plan[k], (k, plan)
+
+
+def test_sector_grids_agree_with_the_pruned_sum_at_scale(monkeypatch):
+    """n = 60,000 on a disk at beta = 300 and 1000 and a general B: the step by the sector grids (forced) and by the
+    pruned sum (forced; the grid keeps the rows nearest the origin) agree within twice the step's tolerance (each is
+    within it of the exact step)."""
+    x = _disk(np.random.default_rng(9), 60_000)
+    for beta in (300.0, 1000.0):
+        for Bm in (None, B):
+            monkeypatch.setattr(F, "COST_SECTOR", 0.0)
+            monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean, y: 0.0)
+            before = F.SOFTMAX_STATS["sector_rows"]
+            a = F.softmax_step(x, 1.0, beta, Bm)
+            assert F.SOFTMAX_STATS["sector_rows"] - before > 0.25 * x.shape[0]
+            monkeypatch.setattr(F, "COST_SECTOR", math.inf)
+            b = F.softmax_step(x, 1.0, beta, Bm)
+            assert np.linalg.norm(a - b, axis=1).max() <= 2 * _bound(x), (beta, Bm is None)

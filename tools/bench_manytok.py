@@ -9,12 +9,12 @@ Entries (each with its target from issue 37; CPU seconds, robust to other jobs, 
 * (SA-beta) one fast step at n = 10^6, d = 2, beta = 1, 10, 100, 1000, target 2 s on 2 cores (the issue's
   words: the wall time of the step, whose grid and pruned sum run on two threads; its CPU time beside,
   the least of three calls): the plan of the step
-  (rows by expansion / Chebyshev grid (its nodes per cell p and nodes per coordinate) / pruned sum / dense
-  tiles, terms per pruned row) is made first; the step is run
+  (rows by expansion / Chebyshev grid (its nodes per cell p and nodes per coordinate) / sector grids / pruned
+  sum / dense tiles, terms per pruned row) is made first; the step is run
   when its estimated work is at most 3e9 source terms, otherwise the entry says so and gives the estimate
   from the step timed on n / 10 tokens of the same law, scaled by the two plans' source terms, marked
-  "estimated", not measured (the uniform disk at beta = 1000: 1.2e10 terms; estimated 122 CPU s, 64 s wall; the
-  whole step measured 90 CPU s, 46 s wall, on 2026-12-04).
+  "estimated", not measured (before the sector grids, the uniform disk at beta = 1000: 1.2e10 terms; estimated
+  122 CPU s, 64 s wall; the whole step measured 90 CPU s, 46 s wall, on 2026-12-04; with them it runs).
 * (SAP) one fast step of the chain at n = 10^6, d = 2, beta = 1, 10, 100, 1000 (no target in the issue):
   the exact-in-law sampler of fast.sap_step (rejection from an envelope of kd-tree boxes), with its
   boxes opened, envelope elements and proposals per row; beside a dense numpy (SAP) step (BLAS scores
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
                        f"about {est:,.0f} / {est_w:,.0f} s   target 2 s: NOT met")
             report["softmax"][f"{name} beta={beta:g}"] = entry
             grid = (f"grid {plan['grid_rows'] / n:.3f} (p {plan['grid_p']}, {plan['grid_nodes']} nodes), "
-                    if plan["grid_rows"] else "grid 0, ")
+                    if plan["grid_rows"] else "grid 0, ") + f"sectors {plan['sector_rows'] / n:.3f}, "
             print(f"SA-beta beta={beta:<6g} {name:9s} rows: expansion {plan['taylor_rows'] / n:.3f}, {grid}pruned "
                   f"{plan['pruned_rows'] / n:.3f} ({plan['terms_per_pruned_row']:,.0f} terms/row), dense "
                   f"{plan['dense_rows'] / n:.3f} | {res} | dense (extrapolated) {dc * scale:,.0f} CPU s")
