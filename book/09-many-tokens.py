@@ -63,8 +63,8 @@
 # directions; a cell keeps the sources that can hold a term above $e^{-(\log n+26)}$ of one of its
 # rows' largest ($h_i=|q_i|\max_j\langle u_i,x_j\rangle$ with $u_i=q_i/|q_i|$, bounded over the cell's
 # directions) and sums them by the Chebyshev grid below, in the frame turned to the sector. At fixed
-# $\beta$ the cells do not grow with $n$, so the step is $O(n)$ again, with a constant that grows
-# with $\beta$ (the bench gives it).
+# $\beta$ the cells do not multiply with $n$ and the caps deepen only like $\log n$, so the cost grows
+# like $n$ up to powers of $\log n$ again, with a constant that grows with $\beta$ (the bench gives it).
 
 # %% [markdown]
 # **Middle temperatures.** Where $\beta|Bx_i|\,r$ is too large for the expansion and the kernel

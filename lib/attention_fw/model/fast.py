@@ -978,7 +978,8 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       bound holds on the kept sources, whose radius about their box's centre is at most ``diam <= 2 r``:
       ``|m_fast - m| <= 2 e^{-26} diam + 2 GRID_TOL r <= 2.2e-10 r``. A cell whose grid is not feasible (the
       exponent guard, the node cap) or whose interpolated normaliser is not positive goes to the pruned sum.
-      At fixed ``beta`` the cells and their grids do not grow with ``n``: ``O(n p^2)`` plus a transform per cell.
+      At fixed ``beta`` the cells do not multiply with ``n`` and the caps deepen like ``T = log n + 25``: ``O(n p^2)``
+      up to powers of ``log n``, plus a transform per cell.
 
     **Routing.** The rows beyond the expansion are sorted by ``max_k |q_ik|``; the grid takes those below a
     split, the pruned sum (or dense tiles) those above, and the split of least estimated cost (a rough
