@@ -200,13 +200,13 @@ def test_routing_estimates_the_pruned_sum_of_a_wide_cloud():
 @pytest.mark.parametrize("beta", [30.0, 100.0, 1000.0])
 def test_sector_grids_within_tolerance_of_the_dense_step(beta, monkeypatch):
     """The sector grids taking every band they can (their costs set to 0): within 1e-8 r + 64 eps max|x| of the
-    dense float64 step for every token, over the states and a general B; they take rows at every beta."""
+    dense float64 step for every token, over the states, a general B and B = -I; they take rows at every beta."""
     monkeypatch.setattr(F, "COST_SECTOR", 0.0)
     monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean, y: 0.0)
     rng = np.random.default_rng(int(beta) + 7)
     taken = 0
     for name, x in _states(rng, 2000):
-        for Bm in (None, B):
+        for Bm in (None, B, -np.eye(2)):
             before = F.SOFTMAX_STATS["sector_rows"]
             a, b = F.softmax_step(x, 1.0, beta, Bm), D.softmax_step(x, 1.0, beta, Bm)
             assert np.linalg.norm(a - b, axis=1).max() <= _bound(x), (name, Bm is None)
