@@ -833,7 +833,8 @@ class _Route:
         u = qr / mag[:, None]
         low_i = (h[rows] - T1) / mag                       # keep x for row i iff <u_i, x> >= low_i
         ang = np.arctan2(qr[:, 1], qr[:, 0])
-        size = float(np.sqrt(np.einsum("ij,ij->i", xs - xs.mean(axis=0), xs - xs.mean(axis=0)).max()))
+        dev = xs - xs.mean(axis=0)
+        size = math.sqrt(float(np.einsum("ij,ij->i", dev, dev).max()))     # the tokens' radius about their mean
         band = np.floor(SECTOR_BANDS * np.log2(mag / mag.min())).astype(np.int64)
         left = [np.zeros(0, dtype=np.int64)]
         cells = []
@@ -843,7 +844,6 @@ class _Route:
             sec = np.minimum(((ang[inb] + math.pi) * (nsec / (2 * math.pi))).astype(np.int64), nsec - 1)
             for c in np.unique(sec):
                 cells.append((inb[sec == c], -math.pi + (c + 0.5) * (2 * math.pi / nsec)))
-
         for loc, theta in cells:      # one at a time: each cell's transform is a BLAS product on both cores
             self._sector_cell(rows[loc], qr[loc], u[loc], float(low_i[loc].min()), theta, xs, start, leaf_lo,
                               leaf_hi, full, out, left)
@@ -880,6 +880,9 @@ class _Route:
 
 
 PROBE_ROWS = 256
+PRUNE_GROUP = 16   # rows of the pruned sum that walk the tree together (consecutive in the order of their cells)
+SECTOR_MAX = 512   # sectors of directions per band of |q|, at most
+SECTOR_BANDS = 1.0  # bands of |q| per octave in the sector grids
 
 
 def _sectors(top, size, T1):
@@ -904,9 +907,6 @@ def _sector_sources(uc, low, R, xs, start, leaf_lo, leaf_hi, full):
     rlo, rhi = _span(ur)
     near = sum(np.maximum(rlo[k] * xr[:, k], rhi[k] * xr[:, k]) for k in range(2)) >= low
     return src[near], xr[near]
-PRUNE_GROUP = 16   # rows of the pruned sum that walk the tree together (consecutive in the order of their cells)
-SECTOR_MAX = 512   # sectors of directions per band of |q|, at most
-SECTOR_BANDS = 1.0  # bands of |q| per octave in the sector grids
 
 
 def _dense_rows(q, x, xr, h, rows=512, keys=16384):
