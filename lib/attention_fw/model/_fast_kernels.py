@@ -364,6 +364,25 @@ def _compile_softmax():
             out[i, 1] = N2 / Z
 
     @jit
+    def _row_bound(q, i, lo, hi, lev, b):
+        """The largest ``<q_i, x>`` over box ``b`` of level ``lev`` (at a corner), as every pruned walk bounds it."""
+        ub = 0.0
+        for k in range(q.shape[1]):
+            ub += max(q[i, k] * lo[lev, b, k], q[i, k] * hi[lev, b, k])
+        return ub
+
+    @jit
+    def _leaf_sum(q, x, i, h, xs, s0, s1, Z, N0, N1):
+        """Row ``i``'s sums ``(Z, N0, N1)`` with the sources ``xs[s0:s1]`` added in order (``w = e^{<q_i, x_s> - h_i}``)."""
+        for s in range(s0, s1):
+            e = q[i, 0] * xs[s, 0] + q[i, 1] * xs[s, 1] - h[i]
+            w = np.exp(e)
+            Z += w
+            N0 += w * (xs[s, 0] - x[i, 0])
+            N1 += w * (xs[s, 1] - x[i, 1])
+        return Z, N0, N1
+
+    @jit
     def pruned_rows(q, x, rows, h, T, xs, start, lo, hi, fanout, levels, out):
         """For each row ``i`` of ``rows``: ``out[i] = sum_j w_j (x_j - x_i) / sum_j w_j``, ``w_j = e^{<q_i, x_j> - h_i}``,
         over the sources of the cells whose largest possible ``<q_i, x>`` is at least ``h_i - T``.
@@ -374,7 +393,6 @@ def _compile_softmax():
         ``xs[start[c]:start[c + 1]]`` (the tokens sorted by cell, read in memory order; ``x`` holds the rows'
         own tokens). Returns the number of source terms summed and of boxes bounded.
         """
-        d = x.shape[1]
         terms = 0
         boxes = 0
         stack = np.empty((levels * fanout + 1, 2), dtype=np.int64)
@@ -395,18 +413,10 @@ def _compile_softmax():
                 if lo[lev, b, 0] > hi[lev, b, 0]:
                     continue
                 boxes += 1
-                ub = 0.0
-                for k in range(d):
-                    ub += max(q[i, k] * lo[lev, b, k], q[i, k] * hi[lev, b, k])
-                if ub < low:
+                if _row_bound(q, i, lo, hi, lev, b) < low:
                     continue
                 if lev == levels - 1:
-                    for s in range(start[b], start[b + 1]):
-                        e = q[i, 0] * xs[s, 0] + q[i, 1] * xs[s, 1] - h[i]
-                        w = np.exp(e)
-                        Z += w
-                        N0 += w * (xs[s, 0] - x[i, 0])
-                        N1 += w * (xs[s, 1] - x[i, 1])
+                    Z, N0, N1 = _leaf_sum(q, x, i, h, xs, start[b], start[b + 1], Z, N0, N1)
                     terms += start[b + 1] - start[b]
                 else:
                     for c in range(b * fanout, b * fanout + fanout):
@@ -479,18 +489,10 @@ def _compile_softmax():
                 N1 = 0.0
                 for m in range(nl):
                     b = leaves[m]
-                    ub = 0.0
-                    for k in range(d):
-                        ub += max(q[i, k] * lo[L, b, k], q[i, k] * hi[L, b, k])
                     boxes += 1
-                    if ub < low_i:
+                    if _row_bound(q, i, lo, hi, L, b) < low_i:
                         continue
-                    for s in range(start[b], start[b + 1]):
-                        e = q[i, 0] * xs[s, 0] + q[i, 1] * xs[s, 1] - h[i]
-                        w = np.exp(e)
-                        Z += w
-                        N0 += w * (xs[s, 0] - x[i, 0])
-                        N1 += w * (xs[s, 1] - x[i, 1])
+                    Z, N0, N1 = _leaf_sum(q, x, i, h, xs, start[b], start[b + 1], Z, N0, N1)
                     terms += start[b + 1] - start[b]
                 out[i, 0] = N0 / Z
                 out[i, 1] = N1 / Z
