@@ -202,7 +202,7 @@ def test_sector_grids_within_tolerance_of_the_dense_step(beta, monkeypatch):
     """The sector grids taking every band they can (their costs set to 0): within 1e-8 r + 64 eps max|x| of the
     dense float64 step for every token, over the states, a general B and B = -I; they take rows at every beta."""
     monkeypatch.setattr(F, "COST_SECTOR", 0.0)
-    monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean, y: 0.0)
+    monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean: 0.0)
     rng = np.random.default_rng(int(beta) + 7)
     taken = 0
     for name, x in _states(rng, 2000):
@@ -276,7 +276,7 @@ def test_sector_grids_agree_with_the_pruned_sum_at_scale(monkeypatch):
     pruned sum (forced; the grid keeps the rows nearest the origin) agree within twice the step's tolerance (each is
     within it of the exact step)."""
     x = _disk(np.random.default_rng(9), 40_000)
-    monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean, y: 0.0)
+    monkeypatch.setattr(F._Route, "_sector_estimate", lambda self, rows, mean: 0.0)
     for beta, Bm in ((1000.0, None), (300.0, B)):
         monkeypatch.setattr(F, "COST_SECTOR", 0.0)
         before = F.SOFTMAX_STATS["sector_rows"]

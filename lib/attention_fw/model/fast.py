@@ -700,6 +700,7 @@ class _Route:
         self.T = math.log(n) + PRUNE_EXTRA
         self.cand: np.ndarray | None = None
         self._tree = None
+        self._size: float | None = None
         self.h = np.full(n, np.nan)
 
     def _all_grid(self, rows, lay):
@@ -761,7 +762,7 @@ class _Route:
         wide = [k for k in range(best) if kinds[k] == "pruned" and costs[k] > COST_SECTOR * (cuts[k + 1] - cuts[k])]
         if wide:
             rows_s = np.concatenate([srt[cuts[k]:cuts[k + 1]] for k in wide])
-            est = self._sector_estimate(rows_s, sum(band_terms[k] for k in wide) / rows_s.size, y)
+            est = self._sector_estimate(rows_s, sum(band_terms[k] for k in wide) / rows_s.size)
             if est < sum(costs[k] for k in wide):
                 for k in wide:
                     kinds[k] = "sector"
@@ -811,13 +812,20 @@ class _Route:
                                np.array_split(rows, parts)))
         return int(sum(t for t, _ in done))
 
-    def _sector_estimate(self, rows, mean, y):
+    def _radius(self):
+        """The tokens' radius about their mean (once per route)."""
+        if self._size is None:
+            dev = self.x - self.x.mean(axis=0)
+            self._size = math.sqrt(float(np.einsum("ij,ij->i", dev, dev).max()))
+        return self._size
+
+    def _sector_estimate(self, rows, mean):
         """Seconds of the sector grids for ``rows`` whose caps keep ``mean`` sources on average (the probes'):
         cells from the octaves of ``|q|`` and the sectors of :meth:`sector_rows`, each spreading ``SECTOR_UNION``
         caps and paying a transform; every row interpolated."""
         mag = np.sqrt(np.einsum("ij,ij->i", self.q[rows], self.q[rows]))
         octaves = int(np.floor(np.log2(mag.max() / mag.min()))) + 1
-        cells = octaves * _sectors(float(mag.max()), math.sqrt(float(np.einsum("ij,ij->i", y, y).max())), self.T + 1.0)
+        cells = octaves * _sectors(float(mag.max()), self._radius(), self.T + 1.0)
         return (COST_NODE * SECTOR_P**2 * (rows.size + SECTOR_UNION * mean * cells)
                 + COST_SECTOR_CELL * min(cells, rows.size))
 
@@ -833,8 +841,7 @@ class _Route:
         u = qr / mag[:, None]
         low_i = (h[rows] - T1) / mag                       # keep x for row i iff <u_i, x> >= low_i
         ang = np.arctan2(qr[:, 1], qr[:, 0])
-        dev = xs - xs.mean(axis=0)
-        size = math.sqrt(float(np.einsum("ij,ij->i", dev, dev).max()))     # the tokens' radius about their mean
+        size = self._radius()
         band = np.floor(SECTOR_BANDS * np.log2(mag / mag.min())).astype(np.int64)
         left = [np.zeros(0, dtype=np.int64)]
         cells = []
