@@ -262,10 +262,8 @@ def test_save_drops_colliding_minor_tick_labels(tmp_path):
     assert meta["legibility"] == []
 
 
-def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_path):
-    """Four panels in a constrained grid, each legend over data with no free place: the legends
-    go outside (to the right, under, or to the right of the figure), none over another, and the
-    panels keep the size the layout gave them."""
+def _four_panels_with_legends():
+    """Four panels in a constrained grid, three lines each under a legend that has no free place; drawn."""
     fig, axes = plt.subplots(2, 2, figsize=(7, 4), layout="constrained")
     t = np.linspace(0, 1, 100)
     for ax in axes.flat:
@@ -273,6 +271,14 @@ def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_pa
             ax.plot(t, y, label=label)
         ax.legend()
     fig.draw_without_rendering()
+    return fig, axes
+
+
+def test_legends_moved_out_of_a_grid_keep_the_panels_and_each_other_apart(tmp_path):
+    """Four panels in a constrained grid, each legend over data with no free place: the legends
+    go outside (to the right, under, or to the right of the figure), none over another, and the
+    panels keep the size the layout gave them."""
+    fig, axes = _four_panels_with_legends()
     widths = [ax.get_position().width for ax in axes.flat]
     meta, _ = _saved_meta(fig, tmp_path, "grid")
     assert meta["legibility"] == []
@@ -283,13 +289,7 @@ def test_a_legend_moved_out_is_where_a_draw_of_the_whole_figure_puts_it():
     """place_legends lays out a legend it moves outside alone, not the whole figure (the panels'
     places are frozen by then): every legend's box and its entries' texts (which the legibility
     check measures) are where a draw of the whole figure puts them afterwards."""
-    fig, axes = plt.subplots(2, 2, figsize=(7, 4), layout="constrained")
-    t = np.linspace(0, 1, 100)
-    for ax in axes.flat:
-        for y, label in ((t, "rising, a long label"), (1 - t, "falling"), (0.5 + 0 * t, "flat")):
-            ax.plot(t, y, label=label)
-        ax.legend()
-    fig.draw_without_rendering()
+    fig, axes = _four_panels_with_legends()
     moved = L.place_legends(fig, draw=False)
     assert len(moved) == 4 and all("outside" in m for m in moved), moved
     renderer = fig.canvas.get_renderer()
