@@ -521,6 +521,24 @@ def _compile_softmax():
         return c
 
     @jit
+    def sector_select(xs, start, leaves, R, rlo, rhi, low, idx, xr):
+        """The sources of the leaves ``leaves`` (``xs[start[l]:start[l + 1]]``) turned by ``R``, kept where
+        ``max(rlo_0 a, rhi_0 a) + max(rlo_1 b, rhi_1 b) >= low`` (``(a, b)`` the turned source): their
+        indices into ``xs`` in ``idx`` and the turned sources in ``xr``, in order; returns their number."""
+        m = 0
+        for t in range(leaves.shape[0]):
+            lf = leaves[t]
+            for j in range(start[lf], start[lf + 1]):
+                a = R[0, 0] * xs[j, 0] + R[0, 1] * xs[j, 1]
+                b = R[1, 0] * xs[j, 0] + R[1, 1] * xs[j, 1]
+                if max(rlo[0] * a, rhi[0] * a) + max(rlo[1] * b, rhi[1] * b) >= low:
+                    idx[m] = j
+                    xr[m, 0] = a
+                    xr[m, 1] = b
+                    m += 1
+        return m
+
+    @jit
     def cell_order(t, rows, lo, h, ncell):
         """The rows ``rows`` of the points ``t`` (n, 2) sorted by their cell (counting sort, row-major cells of
         width ``2 h`` from ``lo``, clipped as in :func:`_cell_basis`), and the start of each cell's rows (cell
@@ -544,37 +562,47 @@ def _compile_softmax():
         return out, start
 
     @jit_sum
-    def grid_spread(y, start, lo, h, ncell, nodes, wts, Q, first, last):
+    def grid_spread(y, w, start, lo, h, ncell, nodes, wts, Q, first, last):
         """Anterpolation over the cells ``first <= c < last`` (row-major; the sources sorted by cell, those of cell
-        ``c`` are ``y[start[c]:start[c + 1]]``): each source ``y_j`` of cell ``(c1, c2)``
-        adds ``L_a(y_j1) L_b(y_j2) (1, y_j1, y_j2)`` to ``Q[:, c1 p + a, c2 p + b]`` (the Lagrange bases of
-        :func:`_cell_basis`), summed per cell in a ``p x 3p`` block (contiguous rows) and added once to ``Q``:
-        each cell writes its own block of ``Q``."""
+        ``c`` are ``y[start[c]:start[c + 1]]``, of weights ``w``): each source ``y_j`` of cell ``(c1, c2)``
+        adds ``w_j L_a(y_j1) L_b(y_j2) (1, y_j1, y_j2)`` to ``Q[:, c1 p + a, c2 p + b]`` (the Lagrange bases of
+        :func:`_cell_basis`), summed per cell in a ``p x 3p`` block (contiguous rows), four sources to a pass
+        over the block, and added once to ``Q``: each cell writes its own block of ``Q``."""
         p = nodes.shape[0]
-        A = np.empty(p)
-        R = np.empty(3 * p)
+        A = np.zeros((4, p))
+        R = np.zeros((4, 3 * p))
         C = np.empty((p, 3 * p))
         for c in range(first, last):
-            if start[c + 1] == start[c]:
+            s0 = start[c]
+            s1 = start[c + 1]
+            if s1 == s0:
                 continue
             c1 = c // ncell[1]
             c2 = c - c1 * ncell[1]
             C[:, :] = 0.0
-            for j in range(start[c], start[c + 1]):
-                _cell_basis(y[j, 0], lo[0], h[0], ncell[0], nodes, wts, A)
-                _cell_basis(y[j, 1], lo[1], h[1], ncell[1], nodes, wts, R)
-                for b in range(p):
-                    R[p + b] = R[b] * y[j, 0]
-                    R[2 * p + b] = R[b] * y[j, 1]
+            for j in range(s0, s1, 4):
+                m = min(4, s1 - j)
+                for t in range(m):
+                    _cell_basis(y[j + t, 0], lo[0], h[0], ncell[0], nodes, wts, A[t])
+                    _cell_basis(y[j + t, 1], lo[1], h[1], ncell[1], nodes, wts, R[t])
+                    wj = w[j + t]
+                    for b in range(p):
+                        R[t, b] *= wj
+                        R[t, p + b] = R[t, b] * y[j + t, 0]
+                        R[t, 2 * p + b] = R[t, b] * y[j + t, 1]
+                for t in range(m, 4):      # the last pass of a cell: the missing sources weigh nothing
+                    A[t, :] = 0.0
                 for a in range(p):
-                    f = A[a]
+                    f0 = A[0, a]
+                    f1 = A[1, a]
+                    f2 = A[2, a]
+                    f3 = A[3, a]
                     for k in range(3 * p):
-                        C[a, k] += f * R[k]
-            if True:
-                for r in range(3):
-                    for a in range(p):
-                        for b in range(p):
-                            Q[r, c1 * p + a, c2 * p + b] += C[a, r * p + b]
+                        C[a, k] += f0 * R[0, k] + f1 * R[1, k] + f2 * R[2, k] + f3 * R[3, k]
+            for r in range(3):
+                for a in range(p):
+                    for b in range(p):
+                        Q[r, c1 * p + a, c2 * p + b] += C[a, r * p + b]
 
     @jit_sum
     def grid_gather(q, start, lo, h, ncell, nodes, wts, sc1, sc2, Phi, out, first, last):
@@ -582,16 +610,18 @@ def _compile_softmax():
         are ``q[start[c]:start[c + 1]]``): for each target ``i`` of cell ``(c1, c2)``,
         ``out[i] = (N1 / Z, N2 / Z)`` with ``(Z, N1, N2)`` the Lagrange interpolant at ``q_i`` of ``Phi`` (its
         nodes scaled by ``sc1[l1] sc2[l2]``), as the row ``(L1 sc1) [Phi_0, Phi_1, Phi_2]`` (the cell's block
-        copied once, contiguous) dotted with ``L2 sc2``. A row whose ``Z`` is not positive and finite gets NaN;
-        returns their number."""
+        copied once, contiguous; four targets to a pass over it) dotted with ``L2 sc2``. A row whose ``Z`` is
+        not positive and finite gets NaN; returns their number."""
         p = nodes.shape[0]
-        A = np.empty(p)
-        L2 = np.empty(p)
+        A = np.zeros((4, p))
+        L2 = np.zeros((4, p))
         P = np.empty((p, 3 * p))
-        T = np.empty(3 * p)
+        T = np.empty((4, 3 * p))
         bad = 0
         for c in range(first, last):
-            if start[c + 1] == start[c]:
+            s0 = start[c]
+            s1 = start[c + 1]
+            if s1 == s0:
                 continue
             c1 = c // ncell[1]
             c2 = c - c1 * ncell[1]
@@ -599,35 +629,47 @@ def _compile_softmax():
                 for a in range(p):
                     for b in range(p):
                         P[a, r * p + b] = Phi[r, c1 * p + a, c2 * p + b]
-            if True:
-                for i in range(start[c], start[c + 1]):
-                    _cell_basis(q[i, 0], lo[0], h[0], ncell[0], nodes, wts, A)
-                    _cell_basis(q[i, 1], lo[1], h[1], ncell[1], nodes, wts, L2)
-                    T[:] = 0.0
+            for i in range(s0, s1, 4):
+                m = min(4, s1 - i)
+                for t in range(m):
+                    _cell_basis(q[i + t, 0], lo[0], h[0], ncell[0], nodes, wts, A[t])
+                    _cell_basis(q[i + t, 1], lo[1], h[1], ncell[1], nodes, wts, L2[t])
                     for a in range(p):
-                        f = A[a] * sc1[c1 * p + a]
-                        for k in range(3 * p):
-                            T[k] += f * P[a, k]
+                        A[t, a] *= sc1[c1 * p + a]
+                T[:, :] = 0.0
+                for a in range(p):
+                    f0 = A[0, a]
+                    f1 = A[1, a]
+                    f2 = A[2, a]
+                    f3 = A[3, a]
+                    for k in range(3 * p):
+                        v = P[a, k]
+                        T[0, k] += f0 * v
+                        T[1, k] += f1 * v
+                        T[2, k] += f2 * v
+                        T[3, k] += f3 * v
+                for t in range(m):
                     Z = 0.0
                     N1 = 0.0
                     N2 = 0.0
                     for b in range(p):
-                        g = L2[b] * sc2[c2 * p + b]
-                        Z += T[b] * g
-                        N1 += T[p + b] * g
-                        N2 += T[2 * p + b] * g
+                        g = L2[t, b] * sc2[c2 * p + b]
+                        Z += T[t, b] * g
+                        N1 += T[t, p + b] * g
+                        N2 += T[t, 2 * p + b] * g
                     if Z > 0.0 and Z < np.inf:
-                        out[i, 0] = N1 / Z
-                        out[i, 1] = N2 / Z
+                        out[i + t, 0] = N1 / Z
+                        out[i + t, 1] = N2 / Z
                     else:
-                        out[i, 0] = np.nan
-                        out[i, 1] = np.nan
+                        out[i + t, 0] = np.nan
+                        out[i + t, 1] = np.nan
                         bad += 1
         return bad
 
     compiled = locals()
     return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows",
-                                                              "pruned_groups", "cell_order", "grid_spread", "grid_gather")})
+                                                              "pruned_groups", "cell_order", "grid_spread", "grid_gather",
+                                                              "sector_select")})
 
 
 @functools.cache

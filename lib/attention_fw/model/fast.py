@@ -432,18 +432,25 @@ def _grid_layout(qlo, qhi, ylo, yhi, n_src, n_tgt):
 
 def _grid_layout_at(qlo, qhi, ylo, yhi, n_src, n_tgt, a, p):
     """The grid of rate ``a`` with ``p`` nodes per cell (:func:`_grid_layout`), or None beyond
-    :data:`GRID_MAX_NODES`."""
-    smax = np.maximum(np.abs(qlo), np.abs(qhi))
+    :data:`GRID_MAX_NODES`: ``(seconds, a, p, target axes, source axes, q0)``. The targets are taken about the
+    centre ``q0`` of their box (:func:`_grid_rows`), so the source cells are sized by the box's half-widths."""
+    q0 = 0.5 * (np.asarray(qlo, dtype=float) + np.asarray(qhi, dtype=float))
+    smax = 0.5 * (np.asarray(qhi, dtype=float) - np.asarray(qlo, dtype=float))
     tmax = np.maximum(np.abs(ylo), np.abs(yhi))
-    tax = [_axis(float(qlo[k]), float(qhi[k]), float(tmax[k]), a) for k in range(2)]
+    tax = [_axis(float(qlo[k] - q0[k]), float(qhi[k] - q0[k]), float(tmax[k]), a) for k in range(2)]
     sax = [_axis(float(ylo[k]), float(yhi[k]), float(smax[k]), a) for k in range(2)]
     gs = [p * c for _, _, c in tax]
     gt = [p * c for _, _, c in sax]
     if max(gs + gt) > GRID_MAX_NODES:
         return None
-    cost = (COST_NODE * p * p * (n_src + n_tgt)
-            + COST_FLOP * 3 * (gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1]))
-    return cost, a, p, tax, sax
+    cost = COST_NODE * p * p * (n_src + n_tgt) + COST_FLOP * 3 * _transform_flops(gs, gt)
+    return cost, a, p, tax, sax, q0
+
+
+def _transform_flops(gs, gt):
+    """Multiply-adds of the grid's transform ``E_0 Q E_1^T`` (``Q`` of ``gt[0] x gt[1]`` source nodes, ``gs``
+    target nodes per coordinate), in the cheaper of its two orders."""
+    return min(gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1], gt[0] * gt[1] * gs[1] + gs[0] * gt[0] * gs[1])
 
 
 def _grid_nodes(axis, nodes):
@@ -469,40 +476,89 @@ def _by_cells(fn, start, workers):
 
 def _grid_rows(q, y, rows, layout, out, workers=2):
     """``out[i] = sum_j w_ij y_j / sum_j w_ij`` (``w_ij = e^{<q_i, y_j>}``) for ``i`` in ``rows`` by the grid
-    ``layout`` of :func:`_grid_layout`; returns the rows whose interpolated ``Z`` was not positive (NaN)."""
-    K = _softmax_kernels()
-    _, _, p, tax, sax = layout
-    nodes, wts = _cheb_nodes(p)
-    lo_t = np.array([a[0] for a in sax])
-    h_t = np.array([a[1] for a in sax])
-    c_t = np.array([a[2] for a in sax], dtype=np.int64)
-    lo_s = np.array([a[0] for a in tax])
-    h_s = np.array([a[1] for a in tax])
-    c_s = np.array([a[2] for a in tax], dtype=np.int64)
-    n = y.shape[0]
-    Q = np.zeros((3, p * c_t[0], p * c_t[1]))
-    order, start = K.cell_order(y, np.arange(n), lo_t, h_t, c_t)
-    ys = np.ascontiguousarray(y[order])            # sorted by cell: the passes read memory in order
-    _by_cells(lambda a, b: K.grid_spread(ys, start, lo_t, h_t, c_t, nodes, wts, Q, a, b), start, workers)
-    # the transform, one coordinate at a time: E_k[l, m] = e^{S_l T_m - c_l}, c_l = max_m S_l T_m
-    E, sc = [], []
-    for k in range(2):
-        S, T = _grid_nodes(tax[k], nodes), _grid_nodes(sax[k], nodes)
-        A = S[:, None] * T[None, :]
-        c = A.max(axis=1)
-        A -= c[:, None]
-        np.exp(A, out=A)
-        E.append(A)
-        cell_max = c.reshape(-1, p).max(axis=1)
-        sc.append(np.exp(c - np.repeat(cell_max, p)))
-    Phi = np.matmul(np.matmul(E[0], Q), E[1].T)                      # (3, G_s1, G_s2)
-    order, start = K.cell_order(q, rows, lo_s, h_s, c_s)
-    qs = np.ascontiguousarray(q[order])
-    res = np.empty_like(qs)
-    _by_cells(lambda a, b: K.grid_gather(qs, start, lo_s, h_s, c_s, nodes, wts, sc[0], sc[1], Phi, res, a, b),
-              start, workers)
-    out[order] = res
-    return order[~np.isfinite(res[:, 0])]
+    ``layout`` of :func:`_grid_layout` (:class:`_GridJob`); returns the rows whose interpolated ``Z`` was not
+    positive (NaN)."""
+    job = _GridJob(q, y, rows, layout)
+    job.spread(workers)
+    job.transform()
+    vals, bad = job.gather(workers)
+    out[rows] = vals
+    return rows[bad]
+
+
+class _GridJob:
+    """One Chebyshev grid in three passes: :meth:`spread` (compiled, the sources to the nodes), :meth:`transform`
+    (BLAS) and :meth:`gather` (compiled, the nodes to the targets), so that many grids can run each pass in
+    turn: threads over the grids for the compiled passes, BLAS on both cores for the transforms (a compiled
+    pass that follows a BLAS call on both cores shares them with BLAS's idle threads while they spin).
+
+    The targets are taken about the centre ``q0`` of the layout's box: ``w_ij = e^{<q0, y_j>} e^{<q_i - q0, y_j>}``,
+    the first factor a weight of source ``j`` (scaled by its largest, a common factor of the row's sums), the
+    second interpolated. The weights' exponents span at most ``2 sum_k |q0_k| max|y_k|``, and with the
+    transform's ``2 sum_k max|q_k - q0_k| max|y_k|`` at most :data:`GRID_MAX_EXP` (``|q0_k| + max|q_k - q0_k|``
+    is ``max|q_k|``): no term underflows."""
+
+    def __init__(self, q, y, rows, layout):
+        K = self.K = _softmax_kernels()
+        _, _, p, self.tax, self.sax, q0 = layout
+        self.p = p
+        self.nodes, self.wts = _cheb_nodes(p)
+        self.lo_t = np.array([a[0] for a in self.sax])
+        self.h_t = np.array([a[1] for a in self.sax])
+        self.c_t = np.array([a[2] for a in self.sax], dtype=np.int64)
+        self.lo_s = np.array([a[0] for a in self.tax])
+        self.h_s = np.array([a[1] for a in self.tax])
+        self.c_s = np.array([a[2] for a in self.tax], dtype=np.int64)
+        order, self.src_start = K.cell_order(y, np.arange(y.shape[0]), self.lo_t, self.h_t, self.c_t)
+        self.ys = np.ascontiguousarray(y[order])   # sorted by cell: the passes read memory in order
+        e = self.ys @ q0
+        e -= e.max()
+        self.w = np.exp(e, out=e)
+        qr = q[rows] - q0
+        self.tgt_order, self.tgt_start = K.cell_order(qr, np.arange(rows.size), self.lo_s, self.h_s, self.c_s)
+        self.qs = np.ascontiguousarray(qr[self.tgt_order])
+        self.size = self.ys.shape[0] + self.qs.shape[0]
+
+    def spread(self, workers=2):
+        p, c_t, K = self.p, self.c_t, self.K
+        self.Q = Q = np.zeros((3, p * c_t[0], p * c_t[1]))
+        _by_cells(lambda a, b: K.grid_spread(self.ys, self.w, self.src_start, self.lo_t, self.h_t, c_t, self.nodes,
+                                             self.wts, Q, a, b), self.src_start, workers)
+        del self.ys, self.w
+
+    def transform(self):
+        """``Phi = E_0 Q E_1^T``, one coordinate at a time: ``E_k[l, m] = e^{S_l T_m - c_l}``,
+        ``c_l = max_m S_l T_m``, in the cheaper order (:func:`_transform_flops`)."""
+        p = self.p
+        E, self.sc = [], []
+        for k in range(2):
+            S, T = _grid_nodes(self.tax[k], self.nodes), _grid_nodes(self.sax[k], self.nodes)
+            A = S[:, None] * T[None, :]
+            c = A.max(axis=1)
+            A -= c[:, None]
+            np.exp(A, out=A)
+            E.append(A)
+            cell_max = c.reshape(-1, p).max(axis=1)
+            self.sc.append(np.exp(c - np.repeat(cell_max, p)))
+        gs, gt = [E[0].shape[0], E[1].shape[0]], [E[0].shape[1], E[1].shape[1]]
+        Q = self.Q
+        if gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1] <= gt[0] * gt[1] * gs[1] + gs[0] * gt[0] * gs[1]:
+            self.Phi = np.matmul(np.matmul(E[0], Q), E[1].T)              # (3, G_s1, G_s2)
+        else:
+            self.Phi = np.matmul(E[0], np.matmul(Q, E[1].T))
+        del self.Q
+
+    def gather(self, workers=2):
+        """``(values, bad)``: the rows' ``sum_j w_ij y_j / sum_j w_ij`` in the order of ``rows``, and the positions
+        whose interpolated ``Z`` was not positive (NaN values)."""
+        K, st = self.K, self.tgt_start
+        res = np.empty_like(self.qs)
+        _by_cells(lambda a, b: K.grid_gather(self.qs, st, self.lo_s, self.h_s, self.c_s, self.nodes, self.wts,
+                                             self.sc[0], self.sc[1], self.Phi, res, a, b), st, workers)
+        del self.Phi
+        vals = np.empty_like(res)
+        vals[self.tgt_order] = res
+        return vals, np.flatnonzero(~np.isfinite(vals[:, 0]))
 
 
 def _softmax_kernels():
@@ -833,9 +889,6 @@ class _Route:
         """The rows by the sector grids (:func:`softmax_step`) into ``out`` (``m_i - x_i``); returns the rows left
         to the pruned sum (a cell without a feasible grid, an interpolated normaliser that is not positive)."""
         q, T1 = self.q, self.T + 1.0
-        xs, start, LO, HI, _, levels = self.tree()
-        leaf_lo, leaf_hi = LO[levels - 1], HI[levels - 1]
-        full = leaf_lo[:, 0] <= leaf_hi[:, 0]
         qr = q[rows]
         mag = np.sqrt(np.einsum("ij,ij->i", qr, qr))
         u = qr / mag[:, None]
@@ -849,34 +902,55 @@ class _Route:
             inb = np.flatnonzero(band == b)
             nsec = _sectors(float(mag[inb].max()), size, T1)
             sec = np.minimum(((ang[inb] + math.pi) * (nsec / (2 * math.pi))).astype(np.int64), nsec - 1)
-            for c in np.unique(sec):
-                cells.append((inb[sec == c], -math.pi + (c + 0.5) * (2 * math.pi / nsec)))
-        for loc, theta in cells:      # one at a time: each cell's transform is a BLAS product on both cores
-            self._sector_cell(rows[loc], qr[loc], u[loc], float(low_i[loc].min()), theta, xs, start, leaf_lo,
-                              leaf_hi, full, out, left)
-        return np.concatenate(left)
+            srt = np.argsort(sec, kind="stable")
+            cuts = np.flatnonzero(np.diff(sec[srt])) + 1
+            for part in np.split(srt, cuts):
+                c = int(sec[part[0]])
+                cells.append((inb[part], -math.pi + (c + 0.5) * (2 * math.pi / nsec)))
+        return self._sector_cells(cells, rows, qr, u, low_i, out, left)
 
-    def _sector_cell(self, rows, qc, uc, low, theta, xs, start, leaf_lo, leaf_hi, full, out, left):
-        """One cell of :meth:`sector_rows`: the sources that can hold a term above ``e^{-(T+1)}`` of some row's
-        largest (a bilinear bound over the cell's box of directions ``u``: on the leaves, then per source in
-        the frame turned by ``-theta``), and the Chebyshev grid over them in that frame."""
-        R = np.array([[math.cos(theta), math.sin(theta)], [-math.sin(theta), math.cos(theta)]])
-        xr = _sector_sources(uc, low, R, xs, start, leaf_lo, leaf_hi, full)[1]
-        if xr.shape[0] == 0:
-            left.append(rows)
-            return
-        ctr = 0.5 * np.add(*_span(xr))
-        y = np.ascontiguousarray(xr - ctr)
-        qt = np.ascontiguousarray(qc @ R.T)
-        lay = _grid_layout(*_span(qt), *_span(y), y.shape[0], qt.shape[0])
-        if lay is None:
-            left.append(rows)
-            return
-        res = np.empty_like(qt)
-        bad = _grid_rows(qt, y, np.arange(qt.shape[0]), lay, res)
-        out[rows] = (res + ctr) @ R - self.x[rows]
-        if bad.size:
-            left.append(rows[bad])
+    def _sector_cells(self, cells, rows, qr, u, low_i, out, left, workers=2):
+        """The cells of :meth:`sector_rows`, each pass over all cells in turn (:class:`_GridJob`): the sources and
+        the spreading on ``workers`` threads (a cell to a thread, the largest first), the transforms one at a time
+        (BLAS on both cores), the interpolation on the threads again."""
+        from concurrent.futures import ThreadPoolExecutor
+        xs, start, LO, HI, _, levels = self.tree()
+        leaf_lo, leaf_hi = LO[levels - 1], HI[levels - 1]
+        full = leaf_lo[:, 0] <= leaf_hi[:, 0]
+
+        def prepare(cell):
+            loc, theta = cell
+            R = np.array([[math.cos(theta), math.sin(theta)], [-math.sin(theta), math.cos(theta)]])
+            xr = _sector_sources(u[loc], float(low_i[loc].min()), R, xs, start, leaf_lo, leaf_hi, full)[1]
+            if xr.shape[0] == 0:
+                return rows[loc], None
+            ctr = 0.5 * np.add(*_span(xr))
+            y = np.ascontiguousarray(xr - ctr)
+            qt = np.ascontiguousarray(qr[loc] @ R.T)
+            lay = _grid_layout(*_span(qt), *_span(y), y.shape[0], qt.shape[0])
+            if lay is None:
+                return rows[loc], None
+            job = _GridJob(qt, y, np.arange(qt.shape[0]), lay)
+            job.spread(1)
+            return rows[loc], (job, R, ctr)
+
+        big = sorted(cells, key=lambda c: -c[0].size)
+        with ThreadPoolExecutor(workers) as ex:
+            jobs = list(ex.map(prepare, big))
+            for _, j in jobs:
+                if j is not None:
+                    j[0].transform()
+            done = list(ex.map(lambda j: None if j[1] is None else j[1][0].gather(1), jobs))
+        for (rr, j), res in zip(jobs, done):
+            if j is None:
+                left.append(rr)
+                continue
+            vals, bad = res
+            _, R, ctr = j
+            out[rr] = (vals + ctr) @ R - self.x[rr]
+            if bad.size:
+                left.append(rr[bad])
+        return np.concatenate(left)
 
     def row_max(self, rows):
         """``h`` with the rows' largest scores filled in (over the hull candidates)."""
@@ -907,13 +981,12 @@ def _sector_sources(uc, low, R, xs, start, leaf_lo, leaf_hi, full):
     ub = sum(np.maximum(np.maximum(ulo[k] * leaf_lo[:, k], ulo[k] * leaf_hi[:, k]),
                         np.maximum(uhi[k] * leaf_lo[:, k], uhi[k] * leaf_hi[:, k])) for k in range(2))
     keep = np.flatnonzero(full & (ub >= low))
-    a, cnt = start[keep], start[keep + 1] - start[keep]
-    src = np.repeat(a - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
-    xr = xs[src] @ R.T
+    total = int((start[keep + 1] - start[keep]).sum())
+    idx, xr = np.empty(total, dtype=np.int64), np.empty((total, 2))
     ur = uc @ R.T
     rlo, rhi = _span(ur)
-    near = sum(np.maximum(rlo[k] * xr[:, k], rhi[k] * xr[:, k]) for k in range(2)) >= low
-    return src[near], xr[near]
+    m = _softmax_kernels().sector_select(xs, start, keep, np.ascontiguousarray(R), rlo, rhi, float(low), idx, xr)
+    return idx[:m], xr[:m]
 
 
 def _dense_rows(q, x, xr, h, rows=512, keys=16384):
@@ -1081,7 +1154,7 @@ def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) 
     if route.pruned.size:
         plan["terms_per_pruned_row"] = route.pruned_terms / route.pruned.size
     if route.grid_rows.size:
-        _, _, p, tax, sax = route.layout
+        _, _, p, tax, sax, _ = route.layout
         plan["grid_p"] = p
         plan["grid_nodes"] = p * max(a[2] for a in tax + sax)
     return plan
