@@ -80,7 +80,7 @@
 # interpolation error of $e^{au}$ on $[-1,1]$ and $\Lambda_p$ the Lebesgue constant. The terms of
 # the normaliser are positive and $|y_j|\le r$, so the mean moves by at most
 # $2\varepsilon r/(1-\varepsilon)$, $\varepsilon=(1+\varepsilon_1)(1+\varepsilon_2)-1$; $p$ is
-# chosen to hold it below $10^{-10}r$, and $a$, and the split of the rows between the grid and the
+# chosen to hold it below $10^{-9}r$, and $a$, and the split of the rows between the grid and the
 # pruned sum, by estimated cost. $G$ grows like $p\beta R^2/a$, so the grid serves $\beta R^2$ up to a
 # few hundred; the bench gives its share and time.
 

@@ -285,3 +285,32 @@ def test_sector_grids_agree_with_the_pruned_sum_at_scale(monkeypatch):
         monkeypatch.setattr(F, "COST_SECTOR", math.inf)
         b = F.softmax_step(x, 1.0, beta, Bm)
         assert np.linalg.norm(a - b, axis=1).max() <= 2 * _bound(x), (beta, Bm is None)
+
+
+def test_quadtree_leaves_are_the_morton_cells_of_their_points():
+    """``_grid``: the points in the stable order of their Morton keys (bits of the cell's column and row
+    interleaved), each leaf's box the bounding box of its points, each parent's box that of its four children;
+    on a cloud with coincident points, a degenerate (flat) one and a tiny one."""
+    rng = np.random.default_rng(21)
+    clouds = [rng.normal(size=(5000, 2)), np.repeat(rng.uniform(size=(40, 2)), 50, axis=0),
+              np.stack([rng.uniform(size=3000), np.full(3000, 0.5)], 1), rng.uniform(size=(3, 2))]
+    for x in clouds:
+        order, start, LO, HI, fan, levels = F._grid(x)
+        L = levels - 1
+        g = 2 ** L
+        lo, hi = x.min(0), x.max(0)
+        span = np.where(hi > lo, hi - lo, 1.0)
+        ij = np.minimum((((x - lo) / span) * g).astype(np.int64), g - 1)
+        key = np.zeros(len(x), dtype=np.int64)
+        for bit in range(L - 1, -1, -1):
+            key = key * 4 + ((ij[:, 0] >> bit) & 1) * 2 + ((ij[:, 1] >> bit) & 1)
+        assert np.array_equal(order, np.argsort(key, kind="stable"))
+        assert np.array_equal(np.diff(start), np.bincount(key, minlength=g * g))
+        for c in np.flatnonzero(np.diff(start)):
+            pts = x[order[start[c]:start[c + 1]]]
+            assert np.array_equal(LO[L, c], pts.min(0)) and np.array_equal(HI[L, c], pts.max(0))
+        for lev in range(L):
+            m = 4 ** lev
+            assert np.array_equal(LO[lev, :m], LO[lev + 1, :4 * m].reshape(m, 4, 2).min(axis=1))
+            assert np.array_equal(HI[lev, :m], HI[lev + 1, :4 * m].reshape(m, 4, 2).max(axis=1))
+        assert fan == 4 and np.array_equal(LO[0, 0], lo) and np.array_equal(HI[0, 0], hi)

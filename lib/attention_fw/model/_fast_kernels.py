@@ -521,6 +521,39 @@ def _compile_softmax():
         return c
 
     @jit
+    def morton_leaves(x, lo, span, g, L):
+        """The quadtree's leaves of :func:`fast._grid`: each point's cell ``(i, j)`` of a ``g x g`` grid over the box
+        from ``lo`` of sides ``span`` (``g = 2^L``), its Morton key (the bits of ``i`` and ``j`` interleaved), the
+        points in the order of their keys (a counting sort: stable), the start of each leaf, and each leaf's
+        bounding box (``inf, -inf`` when empty). Returns ``(order, start, blo, bhi)``."""
+        n = x.shape[0]
+        key = np.empty(n, dtype=np.int64)
+        start = np.zeros(g * g + 1, dtype=np.int64)
+        blo = np.full((g * g, 2), np.inf)
+        bhi = np.full((g * g, 2), -np.inf)
+        for j in range(n):
+            i0 = min(int(((x[j, 0] - lo[0]) / span[0]) * g), g - 1)
+            i1 = min(int(((x[j, 1] - lo[1]) / span[1]) * g), g - 1)
+            c = 0
+            for bit in range(L - 1, -1, -1):
+                c = c * 4 + ((i0 >> bit) & 1) * 2 + ((i1 >> bit) & 1)
+            key[j] = c
+            start[c + 1] += 1
+            for k in range(2):
+                if x[j, k] < blo[c, k]:
+                    blo[c, k] = x[j, k]
+                if x[j, k] > bhi[c, k]:
+                    bhi[c, k] = x[j, k]
+        for c in range(g * g):
+            start[c + 1] += start[c]
+        fill = start[:-1].copy()
+        order = np.empty(n, dtype=np.int64)
+        for j in range(n):
+            order[fill[key[j]]] = j
+            fill[key[j]] += 1
+        return order, start, blo, bhi
+
+    @jit
     def sector_select(xs, start, leaves, R, rlo, rhi, low, idx, xr):
         """The sources of the leaves ``leaves`` (``xs[start[l]:start[l + 1]]``) turned by ``R``, kept where
         ``max(rlo_0 a, rhi_0 a) + max(rlo_1 b, rhi_1 b) >= low`` (``(a, b)`` the turned source): their
@@ -669,7 +702,7 @@ def _compile_softmax():
     compiled = locals()
     return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows",
                                                               "pruned_groups", "cell_order", "grid_spread", "grid_gather",
-                                                              "sector_select")})
+                                                              "sector_select", "morton_leaves")})
 
 
 @functools.cache

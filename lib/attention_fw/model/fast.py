@@ -321,7 +321,7 @@ def taylor_order(rho: float, tol: float = TAYLOR_TOL) -> int:
 
 
 # ----------------------------------------------------------------------------- (SA-beta): the Chebyshev grid
-GRID_TOL = 1e-10          # the grid's proved bound on |m_fast - m| / r
+GRID_TOL = 1e-9           # the grid's proved bound on |m_fast - m| / r (a fifth of STEP_TOL, with the sectors' 2x)
 GRID_RATES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0)   # the candidate rates a = |s| h per cell
 GRID_MAX_NODES = 2048     # Chebyshev nodes per coordinate, at most (memory 3 G^2 doubles per grid)
 GRID_MAX_EXP = 700.0      # 2 sum_k max|q_k| max|y_k| at most: no entry of the scaled transform underflows
@@ -358,7 +358,8 @@ def _cheb_error(a: float, p: int) -> float:
 def grid_error_bound(a_s: float, a_t: float, p: int, d: int = 2) -> float:
     """The bound on ``|m_fast - m| / r`` of the Chebyshev grid of :func:`softmax_step` with ``p`` nodes per cell,
     target cells of half-width ``h_s`` and source cells of half-width ``h_t`` such that ``max|y_k| h_s <= a_s``
-    and ``max|q_k| h_t <= a_t`` in every coordinate ``k`` (``r = max_j |y_j|``; the derivation is in
+    and ``max|q_k - q0_k| h_t <= a_t`` in every coordinate ``k`` (``q0`` the centre of the targets' box,
+    ``r = max_j |y_j|``; the derivation is in
     :func:`softmax_step`).
 
     Examples
@@ -382,7 +383,7 @@ def grid_order(a: float, tol: float = GRID_TOL) -> int:
     Examples
     --------
     >>> grid_order(1.0), grid_order(4.0)
-    (13, 25)
+    (12, 24)
     """
     a = chk.real_scalar("a", a, low=0.0)
     p = 1
@@ -577,22 +578,8 @@ def _grid(x, per_cell=16):
     L = max(1, math.ceil(math.log2(max(1.0, math.sqrt(n / per_cell)))))
     g = 2**L
     span = np.where(hi > lo, hi - lo, 1.0)
-    ij = np.minimum((((x - lo) / span) * g).astype(np.int64), g - 1)
-    cid = np.zeros(n, dtype=np.int64)   # Morton order: the four children of a box are consecutive
-    for bit in range(L - 1, -1, -1):
-        cid = cid * 4 + ((ij[:, 0] >> bit) & 1) * 2 + ((ij[:, 1] >> bit) & 1)
-    # a stable sort (numpy's radix sort on keys of 16 bits or fewer: O(n), against O(n log n) for int64)
-    order = np.argsort(cid.astype(np.uint16) if g * g <= 2**16 else cid, kind="stable")
-    counts = np.bincount(cid, minlength=g * g)
-    start = np.zeros(g * g + 1, dtype=np.int64)
-    np.cumsum(counts, out=start[1:])
-    xs = x[order]
-    full = counts > 0
-    blo = np.full((g * g, 2), np.inf)
-    bhi = np.full((g * g, 2), -np.inf)
-    for k in range(2):
-        blo[full, k] = np.minimum.reduceat(xs[:, k], start[:-1][full])
-        bhi[full, k] = np.maximum.reduceat(xs[:, k], start[:-1][full])
+    # Morton order (the four children of a box are consecutive), by a counting sort with the leaves' boxes
+    order, start, blo, bhi = _softmax_kernels().morton_leaves(x, lo, span, g, L)
     los, his = [blo], [bhi]
     for _ in range(L):
         los.append(los[-1].reshape(-1, 4, 2).min(axis=1))
@@ -603,7 +590,7 @@ def _grid(x, per_cell=16):
     for lev, (a_, b_) in enumerate(zip(los[::-1], his[::-1])):
         LO[lev, : len(a_)] = a_
         HI[lev, : len(b_)] = b_
-    return order.astype(np.int64), start, LO, HI, 4, levels
+    return order, start, LO, HI, 4, levels
 
 
 SOFTMAX_STATS: dict[str, int] = {"taylor_rows": 0, "grid_rows": 0, "sector_rows": 0, "pruned_rows": 0,
@@ -657,10 +644,11 @@ def _softmax_one(x, bx, beta):
     if r == 0.0:
         out[:] = 0.0
         return out
-    rho = np.sqrt(np.einsum("ij,ij->i", q, q)) * r
+    qn = np.sqrt(np.einsum("ij,ij->i", q, q))
+    rho = qn * r
     q = np.ascontiguousarray(q)
     y = np.ascontiguousarray(y)
-    rows, route = _plan_rows(x, y, q, rho, out)
+    rows, route = _plan_rows(x, y, q, qn, r, out)
     if rows.size:
         p = taylor_order(float(rho[rows].max()))
         M = K.moments(np.ascontiguousarray(y / r), p + 1)
@@ -696,15 +684,16 @@ def _softmax_one(x, bx, beta):
     return out
 
 
-def _plan_rows(x, y, q, rho, out):
+def _plan_rows(x, y, q, qn, r, out):
     """``(rows of the expansion, route of the others)`` (the route None when there are no others). The
     expansion takes the rows with ``rho_i <= 6``, unless the grid can take them for at most half the
     expansion's estimated cost (its moments of order ``p``, ``O(n p^2)``): the grid's extra cost when its
     targets include them (or, when every row is smooth, the grid's whole cost)."""
     n = x.shape[0]
+    rho = qn * r
     smooth = rho <= RHO_TAYLOR
     tay, rest = np.flatnonzero(smooth), np.flatnonzero(~smooth)
-    route = _Route(x, y, q, rest, out) if rest.size else None
+    route = _Route(x, y, q, rest, out, qn, r) if rest.size else None
     if not tay.size or (route is not None and (route.grid_rows is None or not route.grid_rows.size)):
         return tay, route
     p = taylor_order(float(rho[tay].max()))
@@ -750,13 +739,14 @@ class _Route:
         self._all_grid(rows, lay)
         return self
 
-    def _lazy(self, x, q):
+    def _lazy(self, x, q, qn=None, r=None):
         self.x, self.q = x, q
         n = x.shape[0]
         self.T = math.log(n) + PRUNE_EXTRA
         self.cand: np.ndarray | None = None
         self._tree = None
-        self._size: float | None = None
+        self._size: float | None = r            # the tokens' radius about their mean, |q_i|: given or computed
+        self._mag: np.ndarray | None = qn
         self.h = np.full(n, np.nan)
 
     def _all_grid(self, rows, lay):
@@ -764,8 +754,8 @@ class _Route:
         self.pruned = self.dense = self.sector = np.zeros(0, dtype=np.int64)
         self.pruned_terms = 0
 
-    def __init__(self, x, y, q, rows, out):
-        self._lazy(x, q)
+    def __init__(self, x, y, q, rows, out, qn=None, r=None):
+        self._lazy(x, q, qn, r)
         n = x.shape[0]
         m = rows.size
         qr = q[rows]
@@ -774,18 +764,24 @@ class _Route:
         if lay is not None and lay[0] <= COST_SETUP * n:   # the grid for all: cheaper than the pruned sum's setup
             self._all_grid(rows, lay)
             return
-        srt = rows[np.argsort(-np.abs(qr).max(axis=1), kind="stable")]
+        # the bands: the rows whose rank by -max_k |q_ik| falls between two cuts (thresholds by a partition, the
+        # rows grouped by band in their own order: O(m)); tied rows at a threshold go to the later band
+        key = -np.abs(qr).max(axis=1)
+        inner = sorted({int(round(f * m)) for f in BANDS} - {0, m})
+        band = np.searchsorted(np.partition(key, inner)[inner], key, side="right") if inner else np.zeros(m, int)
+        srt = rows[np.argsort(band.astype(np.uint8), kind="stable")]
+        cuts = sorted({0, *np.cumsum(np.bincount(band, minlength=len(inner) + 1)).tolist()})
         qs = q[srt]
-        lo = np.minimum.accumulate(qs[::-1], axis=0)[::-1]
-        hi = np.maximum.accumulate(qs[::-1], axis=0)[::-1]
+        lo = np.minimum.accumulate(np.minimum.reduceat(qs, cuts[:-1], axis=0)[::-1], axis=0)[::-1]
+        hi = np.maximum.accumulate(np.maximum.reduceat(qs, cuts[:-1], axis=0)[::-1], axis=0)[::-1]
+        at = {c: k for k, c in enumerate(cuts[:-1])}
 
         def grid(b):
             if b >= m:
                 return 0.0, None
-            lay = _grid_layout(lo[b], hi[b], ylo, yhi, n, m - b)
+            lay = _grid_layout(lo[at[b]], hi[at[b]], ylo, yhi, n, m - b)
             return (math.inf, None) if lay is None else (lay[0], lay)
 
-        cuts = sorted({int(round(f * m)) for f in BANDS})
         best_cost, best = grid(0)[0], 0
         kinds: list[str] = []
         band_terms: list[float] = []
@@ -868,6 +864,12 @@ class _Route:
                                np.array_split(rows, parts)))
         return int(sum(t for t, _ in done))
 
+    def _norms(self):
+        """``|q_i|`` for every token (once per route)."""
+        if self._mag is None:
+            self._mag = np.sqrt(np.einsum("ij,ij->i", self.q, self.q))
+        return self._mag
+
     def _radius(self):
         """The tokens' radius about their mean (once per route)."""
         if self._size is None:
@@ -879,7 +881,7 @@ class _Route:
         """Seconds of the sector grids for ``rows`` whose caps keep ``mean`` sources on average (the probes'):
         cells from the octaves of ``|q|`` and the sectors of :meth:`sector_rows`, each spreading ``SECTOR_UNION``
         caps and paying a transform; every row interpolated."""
-        mag = np.sqrt(np.einsum("ij,ij->i", self.q[rows], self.q[rows]))
+        mag = self._norms()[rows]
         octaves = int(np.floor(np.log2(mag.max() / mag.min()))) + 1
         cells = octaves * _sectors(float(mag.max()), self._radius(), self.T + 1.0)
         return (COST_NODE * SECTOR_P**2 * (rows.size + SECTOR_UNION * mean * cells)
@@ -890,7 +892,7 @@ class _Route:
         to the pruned sum (a cell without a feasible grid, an interpolated normaliser that is not positive)."""
         q, T1 = self.q, self.T + 1.0
         qr = q[rows]
-        mag = np.sqrt(np.einsum("ij,ij->i", qr, qr))
+        mag = self._norms()[rows]
         u = qr / mag[:, None]
         low_i = (h[rows] - T1) / mag                       # keep x for row i iff <u_i, x> >= low_i
         ang = np.arctan2(qr[:, 1], qr[:, 0])
@@ -1020,9 +1022,11 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     * **Chebyshev grid** where the kernel is neither smooth nor sharp (or where it is cheaper than the
       expansion): ``e^{<q, y>} = prod_k e^{q_k y_k}`` is separable for any ``B`` (targets ``q_i = beta B x_i``,
       sources ``y_j = x_j - c``), so it is interpolated on a tensor grid, per coordinate in cells with ``p``
-      Chebyshev nodes: target cells of half-width ``h_s`` with ``max|y_k| h_s <= a``, source cells of
-      half-width ``h_t`` with ``max|q_k| h_t <= a``. Each source spreads ``(1, y_j)`` to the ``p^2`` nodes of
-      its cell by its Lagrange weights; the grid sums are two dense products per right-hand side with
+      Chebyshev nodes, about the centre ``q0`` of the targets' box (``e^{<q0, y_j>}`` is a weight of source
+      ``j``, ``e^{<q_i - q0, y_j>}`` is interpolated): target cells of half-width ``h_s`` with
+      ``max|y_k| h_s <= a``, source cells of half-width ``h_t`` with ``max|q_k - q0_k| h_t <= a``. Each source
+      spreads ``(1, y_j)`` times its weight to the ``p^2`` nodes of its cell by its Lagrange weights; the grid
+      sums are two dense products per right-hand side with
       ``E_k[l, m] = e^{S_l T_m - c_l}`` (``c_l`` the row's largest exponent, BLAS); each target interpolates
       them in its cell. Per coordinate the relative error of every term is at most
       ``e(a) + Lambda_p e^{2a} e(a)`` with ``e(a) = 4 e^a sum_{k >= p} I_k(a)`` (the Chebyshev interpolation
@@ -1031,9 +1035,9 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       target, the second the source's interpolation error carried through the target's interpolation
       (which can scale a value by ``e^{2a}`` across a cell). With ``eps = (1 + eps_1)(1 + eps_2) - 1``,
       ``|Z_fast - Z| <= eps Z`` (positive terms) and ``|N_fast - N| <= eps sum_j w_ij |y_j| <= eps r Z``, so
-      ``|m_fast - m| <= 2 eps r / (1 - eps)``, held below ``1e-10 r`` by the ``p`` of :func:`grid_order`
+      ``|m_fast - m| <= 2 eps r / (1 - eps)``, held below ``GRID_TOL r = 1e-9 r`` by the ``p`` of :func:`grid_order`
       (:func:`grid_error_bound`). The rate ``a`` of least estimated cost is taken; the cost is
-      ``O(n p^2 + G^3)`` with ``G`` about ``p max|q_k| (y range) / (2 a)`` nodes per coordinate, so the grid
+      ``O(n p^2 + G^3)`` with ``G`` about ``p (q range) (y range) / (4 a)`` nodes per coordinate, so the grid
       is for ``beta R^2`` up to a few hundred; it is not used where ``2 sum_k max|q_k| max|y_k| > 700``
       (the scaled products could underflow) or ``G > 2048``. Memory ``O(n + G^2)``;
     * **pruned sum** elsewhere: ``w_ij = e^{<q_i, x_j> - h_i}`` with ``h_i = max_j <q_i, x_j>`` found among the
@@ -1056,7 +1060,7 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
       (``_sector_sources``), and sums them by the Chebyshev grid above in that frame
       (``e^{<q, x>} = e^{<Rq, Rx>}``). Each term dropped is below ``e^{-(T+1)}`` of its row's largest, and the grid's
       bound holds on the kept sources, whose radius about their box's centre is at most ``diam <= 2 r``:
-      ``|m_fast - m| <= 2 e^{-26} diam + 2 GRID_TOL r <= 2.2e-10 r``. A cell whose grid is not feasible (the
+      ``|m_fast - m| <= 2 e^{-26} diam + 2 GRID_TOL r <= 2.1e-9 r``. A cell whose grid is not feasible (the
       exponent guard, the node cap) or whose interpolated normaliser is not positive goes to the pruned sum.
       At fixed ``beta`` the cells do not multiply with ``n`` and the caps deepen like ``T = log n + 25``: ``O(n p^2)``
       up to powers of ``log n``, plus a transform per cell.
@@ -1074,10 +1078,10 @@ def softmax_step(x: npt.ArrayLike, gamma: float, beta: float, B: npt.ArrayLike |
     The routing is deterministic (no timing); its choice changes the
     result only within the bounds above. :func:`softmax_plan` reports it.
 
-    All four errors are far below ``STEP_TOL r = 1e-8 r``, which the tests check against the dense float64
-    step (rounding included) over beta in [0.1, 1000] and random, clustered, coincident and
-    near-origin states. Memory ``O(n)``. Only ``d = 2``; other dimensions, ``beta = 0`` and scores that
-    need rescaling take the dense step.
+    All four errors are below ``STEP_TOL r = 1e-8 r`` (the largest, the sector grids', by a factor of 4.7),
+    which the tests check against the dense float64 step (rounding included) over beta in [0.1, 1000] and
+    random, clustered, coincident and near-origin states. Memory ``O(n)``. Only ``d = 2``; other dimensions,
+    ``beta = 0`` and scores that need rescaling take the dense step.
 
     Examples
     --------
@@ -1142,7 +1146,7 @@ def softmax_plan(x: npt.ArrayLike, beta: float, B: npt.ArrayLike | None = None) 
             "terms_per_pruned_row": 0.0, "grid_p": 0, "grid_nodes": 0, "est_seconds": 0.0}
     if r == 0.0:
         return plan
-    tay, route = _plan_rows(x, y, q, np.sqrt(np.einsum("ij,ij->i", q, q)) * r, np.empty_like(x))
+    tay, route = _plan_rows(x, y, q, np.sqrt(np.einsum("ij,ij->i", q, q)), r, np.empty_like(x))
     plan["taylor_rows"] = int(tay.size)
     if route is None:
         return plan
