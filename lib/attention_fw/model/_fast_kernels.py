@@ -554,6 +554,32 @@ def _compile_softmax():
         return order, start, blo, bhi
 
     @jit
+    def hull_row_max(q, rows, V, alpha, k0, h):
+        """``h[i] = max_j <q_i, x_j>`` for ``i`` in ``rows`` over a hull's vertices ``V`` (counter-clockwise), whose
+        edges' outward normals have the angles ``alpha`` (increasing, from edge ``k0`` on): the vertex at the end of
+        the last edge whose normal's angle is at most ``q_i``'s (a binary search), and its two neighbours."""
+        m = V.shape[0]
+        for t in range(rows.shape[0]):
+            i = rows[t]
+            ang = math.atan2(q[i, 1], q[i, 0])
+            lo = 0
+            hi = alpha.shape[0]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if alpha[mid] <= ang:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            top = (lo + k0) % m
+            best = -np.inf
+            for s in range(-1, 2):
+                k = (top + s + m) % m
+                val = q[i, 0] * V[k, 0] + q[i, 1] * V[k, 1]
+                if val > best:
+                    best = val
+            h[i] = best
+
+    @jit
     def sector_select(xs, start, leaves, R, rlo, rhi, low, idx, xr):
         """The sources of the leaves ``leaves`` (``xs[start[l]:start[l + 1]]``) turned by ``R``, kept where
         ``max(rlo_0 a, rhi_0 a) + max(rlo_1 b, rhi_1 b) >= low`` (``(a, b)`` the turned source): their
@@ -702,7 +728,8 @@ def _compile_softmax():
     compiled = locals()
     return types.SimpleNamespace(**{k: compiled[k] for k in ("moments", "taylor_rows", "pruned_rows",
                                                               "pruned_groups", "cell_order", "grid_spread", "grid_gather",
-                                                              "sector_select", "morton_leaves")})
+                                                              "sector_select", "morton_leaves",
+                                                              "hull_row_max")})
 
 
 @functools.cache

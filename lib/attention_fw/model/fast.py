@@ -562,6 +562,30 @@ class _GridJob:
         return vals, np.flatnonzero(~np.isfinite(vals[:, 0]))
 
 
+def _run_grids(tasks, ex, early=()):
+    """Many grids, pass by pass (:class:`_GridJob`): ``tasks`` are ``(size, make)``, ``make()`` a grid (or None);
+    on the threads of the executor ``ex`` the grids are made and spread (a grid to a thread, the largest first),
+    then transformed one at a time (BLAS on both cores), and gathered on the threads again. ``early``: futures of
+    grids already made and spread (:func:`_made`) on ``ex``, taken first. Returns each grid's ``(values, bad)`` of
+    :meth:`_GridJob.gather`, or None, in the order of ``early`` then ``tasks``."""
+    idx = sorted(range(len(tasks)), key=lambda k: -tasks[k][0])
+    futs = {k: ex.submit(_made, tasks[k][1]) for k in idx}
+    jobs = [f.result() for f in early] + [futs[k].result() for k in range(len(tasks))]
+    for job in jobs[:len(early)] + [jobs[len(early) + k] for k in idx]:
+        if job is not None:
+            job.transform()
+    done = [None if job is None else ex.submit(job.gather, 1) for job in jobs]
+    return [None if f is None else f.result() for f in done]
+
+
+def _made(make):
+    """``make()``'s grid, spread on one thread (or None)."""
+    job = make()
+    if job is not None:
+        job.spread(1)
+    return job
+
+
 def _softmax_kernels():
     K = _fast_kernels.softmax_impl()
     if K is None:
@@ -600,28 +624,34 @@ source terms it summed, rows by dense tiles (the pruned sum would keep most sour
 dense step."""
 
 
-def _hull_row_max(q, x, cand):
+def _hull_row_max(q, x, cand, hull=None):
     """``max_j <q_i, x_j>`` for tokens in the plane, at the vertex of their hull whose normal cone holds ``q_i``: a
     binary search over the angles of the edges' outward normals (increasing around a counter-clockwise hull),
     then the largest score of that vertex and its two neighbours (a direction within rounding of a cone's
-    edge). ``O(n log h)``, against ``O(n c)`` over the ``c`` hull candidates (:func:`_row_max`, its fall-back)."""
+    edge). ``O(n log h)``, against ``O(n c)`` over the ``c`` hull candidates (:func:`_row_max`, its fall-back).
+    ``hull``: the tokens' :func:`_hull_normals`, when already made."""
+    hull = _hull_normals(x, cand) if hull is None else hull
+    if hull is False:
+        return _row_max(q, x, cand)
+    V, alpha, k0 = hull
+    h = np.empty(q.shape[0])
+    _softmax_kernels().hull_row_max(np.ascontiguousarray(q), np.arange(q.shape[0]), V, alpha, k0, h)
+    return h
+
+
+def _hull_normals(x, cand):
+    """``(V, alpha, k0)``: the hull's vertices counter-clockwise, the angles of its edges' outward normals from the
+    least (edge ``k0``) on, increasing; False for a hull qhull cannot make (flat, too few points)."""
     from scipy.spatial import ConvexHull, QhullError
     xc = x[cand]
     try:
         V = xc[ConvexHull(xc).vertices]                          # counter-clockwise in the plane
     except (QhullError, ValueError):
-        return _row_max(q, x, cand)
-    m = V.shape[0]
+        return False
     e = np.roll(V, -1, axis=0) - V                               # edge k: V[k] -> V[k + 1]
     alpha = np.arctan2(-e[:, 0], e[:, 1])                        # its outward normal (e_1, -e_0)
     k0 = int(np.argmin(alpha))
-    j = np.searchsorted(np.roll(alpha, -k0), np.arctan2(q[:, 1], q[:, 0]), side="right") - 1
-    top = (j + k0 + 1) % m                                       # the end of the last edge turned past
-    h = np.full(q.shape[0], -np.inf)
-    for s in (-1, 0, 1):
-        v = V[(top + s) % m]
-        np.maximum(h, q[:, 0] * v[:, 0] + q[:, 1] * v[:, 1], out=h)
-    return h
+    return np.ascontiguousarray(V), np.ascontiguousarray(np.roll(alpha, -k0)), k0
 
 
 def _row_max(q, x, cand, chunk=65536):
@@ -659,20 +689,31 @@ def _softmax_one(x, bx, beta):
         return out
     if route.grid_rows is None:
         return None
-    if route.grid_rows.size:
-        g = route.grid_rows
-        bad = _grid_rows(q, y, g, route.layout, out)
+    g = route.grid_rows
+    main = None
+    if route.sector.size:     # the sector cells, and the grid with them (made and spread while the cells are cut)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(2) as ex:
+            early = [ex.submit(_made, lambda: _GridJob(q, y, g, route.layout))] if g.size else []
+            tasks, finish = route.sector_tasks(route.sector, route.row_max(route.sector))
+            results = _run_grids(tasks, ex, early)
+        if g.size:
+            main, results = results[0], results[1:]
+        left = finish(results, out)
+        SOFTMAX_STATS["sector_rows"] += int(route.sector.size - left.size)
+        route.pruned = np.concatenate([route.pruned, left])
+    if g.size:
+        if main is None:
+            bad = _grid_rows(q, y, g, route.layout, out)
+        else:
+            out[g] = main[0]
+            bad = g[main[1]]
         out[g] = (c - x[g]) + out[g]
         SOFTMAX_STATS["grid_rows"] += int(g.size - bad.size)
         if bad.size:           # an interpolated normaliser that is not positive: dense tiles for these rows
             if route.candidates() is None:
                 return None
             route.dense = np.concatenate([route.dense, bad])
-    if route.sector.size:
-        h = route.row_max(route.sector)
-        left = route.sector_rows(route.sector, h, out)
-        SOFTMAX_STATS["sector_rows"] += int(route.sector.size - left.size)
-        route.pruned = np.concatenate([route.pruned, left])
     if route.pruned.size:
         h = route.row_max(route.pruned)
         SOFTMAX_STATS["pruned_terms"] += route.pruned_sum(route.pruned, h, out)
@@ -747,6 +788,7 @@ class _Route:
         self._tree = None
         self._size: float | None = r            # the tokens' radius about their mean, |q_i|: given or computed
         self._mag: np.ndarray | None = qn
+        self._hull = None
         self.h = np.full(n, np.nan)
 
     def _all_grid(self, rows, lay):
@@ -879,7 +921,7 @@ class _Route:
 
     def _sector_estimate(self, rows, mean):
         """Seconds of the sector grids for ``rows`` whose caps keep ``mean`` sources on average (the probes'):
-        cells from the octaves of ``|q|`` and the sectors of :meth:`sector_rows`, each spreading ``SECTOR_UNION``
+        cells from the octaves of ``|q|`` and the sectors of :meth:`sector_tasks`, each spreading ``SECTOR_UNION``
         caps and paying a transform; every row interpolated."""
         mag = self._norms()[rows]
         octaves = int(np.floor(np.log2(mag.max() / mag.min()))) + 1
@@ -887,9 +929,10 @@ class _Route:
         return (COST_NODE * SECTOR_P**2 * (rows.size + SECTOR_UNION * mean * cells)
                 + COST_SECTOR_CELL * min(cells, rows.size))
 
-    def sector_rows(self, rows, h, out):
-        """The rows by the sector grids (:func:`softmax_step`) into ``out`` (``m_i - x_i``); returns the rows left
-        to the pruned sum (a cell without a feasible grid, an interpolated normaliser that is not positive)."""
+    def sector_tasks(self, rows, h):
+        """The rows by the sector grids (:func:`softmax_step`): ``(tasks, finish)``, the cells as tasks of
+        :func:`_run_grids` and ``finish(results, out)``, which writes ``m_i - x_i`` into ``out`` and returns the rows
+        left to the pruned sum (a cell without a feasible grid, an interpolated normaliser that is not positive)."""
         q, T1 = self.q, self.T + 1.0
         qr = q[rows]
         mag = self._norms()[rows]
@@ -898,7 +941,6 @@ class _Route:
         ang = np.arctan2(qr[:, 1], qr[:, 0])
         size = self._radius()
         band = np.floor(SECTOR_BANDS * np.log2(mag / mag.min())).astype(np.int64)
-        left = [np.zeros(0, dtype=np.int64)]
         cells = []
         for b in np.unique(band):
             inb = np.flatnonzero(band == b)
@@ -909,56 +951,52 @@ class _Route:
             for part in np.split(srt, cuts):
                 c = int(sec[part[0]])
                 cells.append((inb[part], -math.pi + (c + 0.5) * (2 * math.pi / nsec)))
-        return self._sector_cells(cells, rows, qr, u, low_i, out, left)
-
-    def _sector_cells(self, cells, rows, qr, u, low_i, out, left, workers=2):
-        """The cells of :meth:`sector_rows`, each pass over all cells in turn (:class:`_GridJob`): the sources and
-        the spreading on ``workers`` threads (a cell to a thread, the largest first), the transforms one at a time
-        (BLAS on both cores), the interpolation on the threads again."""
-        from concurrent.futures import ThreadPoolExecutor
         xs, start, LO, HI, _, levels = self.tree()
         leaf_lo, leaf_hi = LO[levels - 1], HI[levels - 1]
         full = leaf_lo[:, 0] <= leaf_hi[:, 0]
-
-        def prepare(cell):
-            loc, theta = cell
+        tasks, meta = [], []
+        for loc, theta in cells:
             R = np.array([[math.cos(theta), math.sin(theta)], [-math.sin(theta), math.cos(theta)]])
-            xr = _sector_sources(u[loc], float(low_i[loc].min()), R, xs, start, leaf_lo, leaf_hi, full)[1]
-            if xr.shape[0] == 0:
-                return rows[loc], None
-            ctr = 0.5 * np.add(*_span(xr))
-            y = np.ascontiguousarray(xr - ctr)
-            qt = np.ascontiguousarray(qr[loc] @ R.T)
-            lay = _grid_layout(*_span(qt), *_span(y), y.shape[0], qt.shape[0])
-            if lay is None:
-                return rows[loc], None
-            job = _GridJob(qt, y, np.arange(qt.shape[0]), lay)
-            job.spread(1)
-            return rows[loc], (job, R, ctr)
+            slot: dict = {}
 
-        big = sorted(cells, key=lambda c: -c[0].size)
-        with ThreadPoolExecutor(workers) as ex:
-            jobs = list(ex.map(prepare, big))
-            for _, j in jobs:
-                if j is not None:
-                    j[0].transform()
-            done = list(ex.map(lambda j: None if j[1] is None else j[1][0].gather(1), jobs))
-        for (rr, j), res in zip(jobs, done):
-            if j is None:
-                left.append(rr)
-                continue
-            vals, bad = res
-            _, R, ctr = j
-            out[rr] = (vals + ctr) @ R - self.x[rr]
-            if bad.size:
-                left.append(rr[bad])
-        return np.concatenate(left)
+            def make(loc=loc, R=R, slot=slot):
+                # the sources any row of the cell needs, turned to the sector's frame, about their box's centre
+                xr = _sector_sources(u[loc], float(low_i[loc].min()), R, xs, start, leaf_lo, leaf_hi, full)[1]
+                if xr.shape[0] == 0:
+                    return None
+                slot["ctr"] = ctr = 0.5 * np.add(*_span(xr))
+                y = np.ascontiguousarray(xr - ctr)
+                qt = np.ascontiguousarray(qr[loc] @ R.T)
+                lay = _grid_layout(*_span(qt), *_span(y), y.shape[0], qt.shape[0])
+                return None if lay is None else _GridJob(qt, y, np.arange(qt.shape[0]), lay)
+
+            tasks.append((loc.size, make))
+            meta.append((rows[loc], R, slot))
+
+        def finish(results, out):
+            left = [np.zeros(0, dtype=np.int64)]
+            for (rr, R, slot), res in zip(meta, results):
+                if res is None:
+                    left.append(rr)
+                    continue
+                vals, bad = res
+                out[rr] = (vals + slot["ctr"]) @ R - self.x[rr]
+                if bad.size:
+                    left.append(rr[bad])
+            return np.concatenate(left)
+
+        return tasks, finish
 
     def row_max(self, rows):
         """``h`` with the rows' largest scores filled in (over the hull candidates)."""
         todo = rows[np.isnan(self.h[rows])]
         if todo.size:
-            self.h[todo] = _hull_row_max(self.q[todo], self.x, self.candidates())
+            if self._hull is None:
+                self._hull = _hull_normals(self.x, self.candidates())
+            if self._hull is False:
+                self.h[todo] = _row_max(self.q[todo], self.x, self.candidates())
+            else:
+                _softmax_kernels().hull_row_max(self.q, todo, *self._hull, self.h)
         return self.h
 
 
