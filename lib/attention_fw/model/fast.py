@@ -328,15 +328,15 @@ GRID_MAX_EXP = 700.0      # 2 sum_k max|q_k| max|y_k| at most: no entry of the s
 # rough seconds per unit of work on one core, for the routing only (results do not depend on them)
 COST_TERM = 4e-9          # a source term of the pruned sum
 COST_BOX = 2e-8           # a box of the quadtree bounded by the pruned sum
-COST_TAYLOR = 1.5e-9      # a term of the expansion's moments or of its rows
+COST_TAYLOR = 0.85e-9     # a term of the expansion's moments or of its rows
 COST_SETUP = 1e-6         # a token in the pruned sum's setup (hull candidates, quadtree)
 COST_DENSE = 1.2e-9       # a source term of the dense tiles
 COST_SECTOR = 6e-6        # a band of the pruned sum costing more per row may go to the sector grids
-COST_SECTOR_CELL = 0.015  # the transform of one cell of the sector grids (p = 17, ~600 nodes per coordinate)
-SECTOR_P = 17             # nodes per cell of the sector grids, as estimated by the routing
+COST_SECTOR_CELL = 0.009  # the transform of one cell of the sector grids (p = 16, ~600 nodes per coordinate)
+SECTOR_P = 16             # nodes per cell of the sector grids, as estimated by the routing
 SECTOR_UNION = 4.0        # sources of a cell of the sector grids, in terms kept by one of its rows (estimate)
-COST_NODE = 2e-9          # a source or target times p^2 in the spreading and the interpolation
-COST_FLOP = 8e-11         # a BLAS multiply-add of the transform
+COST_NODE = 1e-9          # a source or target times p^2 in the spreading and the interpolation
+COST_FLOP = 4e-11         # a BLAS multiply-add of the transform
 
 
 def _lebesgue(p: int) -> float:
@@ -527,27 +527,34 @@ class _GridJob:
                                              self.wts, Q, a, b), self.src_start, workers)
         del self.ys, self.w
 
-    def transform(self):
-        """``Phi = E_0 Q E_1^T``, one coordinate at a time: ``E_k[l, m] = e^{S_l T_m - c_l}``,
-        ``c_l = max_m S_l T_m``, in the cheaper order (:func:`_transform_flops`)."""
+    def kernels(self):
+        """The transform's matrices, one per coordinate: ``E_k[l, m] = e^{S_l T_m - c_l}``, ``c_l = max_m S_l T_m``
+        (``S`` the target nodes, ``T`` the source nodes), and the scales ``sc_k`` of the target nodes (``c_l`` less
+        its cell's largest, exponentiated)."""
         p = self.p
-        E, self.sc = [], []
+        self.E, self.sc = [], []
         for k in range(2):
             S, T = _grid_nodes(self.tax[k], self.nodes), _grid_nodes(self.sax[k], self.nodes)
             A = S[:, None] * T[None, :]
             c = A.max(axis=1)
             A -= c[:, None]
             np.exp(A, out=A)
-            E.append(A)
+            self.E.append(A)
             cell_max = c.reshape(-1, p).max(axis=1)
             self.sc.append(np.exp(c - np.repeat(cell_max, p)))
+
+    def transform(self):
+        """``Phi = E_0 Q E_1^T`` (:meth:`kernels`) in the cheaper order (:func:`_transform_flops`)."""
+        if not hasattr(self, "E"):
+            self.kernels()
+        E = self.E
         gs, gt = [E[0].shape[0], E[1].shape[0]], [E[0].shape[1], E[1].shape[1]]
         Q = self.Q
         if gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1] <= gt[0] * gt[1] * gs[1] + gs[0] * gt[0] * gs[1]:
             self.Phi = np.matmul(np.matmul(E[0], Q), E[1].T)              # (3, G_s1, G_s2)
         else:
             self.Phi = np.matmul(E[0], np.matmul(Q, E[1].T))
-        del self.Q
+        del self.Q, self.E
 
     def gather(self, workers=2):
         """``(values, bad)``: the rows' ``sum_j w_ij y_j / sum_j w_ij`` in the order of ``rows``, and the positions
@@ -579,10 +586,11 @@ def _run_grids(tasks, ex, early=()):
 
 
 def _made(make):
-    """``make()``'s grid, spread on one thread (or None)."""
+    """``make()``'s grid, spread and its transform's matrices made on one thread (or None)."""
     job = make()
     if job is not None:
         job.spread(1)
+        job.kernels()
     return job
 
 
@@ -941,16 +949,24 @@ class _Route:
         ang = np.arctan2(qr[:, 1], qr[:, 0])
         size = self._radius()
         band = np.floor(SECTOR_BANDS * np.log2(mag / mag.min())).astype(np.int64)
+        # the cells: the rows grouped by (band, sector) in their own order (counting sorts on small keys)
+        counts = np.bincount(band)
+        full_b = counts > 0
+        top = np.zeros(counts.size)
+        top[full_b] = np.maximum.reduceat(mag[_small_argsort(band, counts.size)],
+                                          np.concatenate([[0], np.cumsum(counts)[:-1]])[full_b])
+        nsec = np.array([_sectors(float(t), size, T1) if f else 1 for t, f in zip(top, full_b)])
+        ns = nsec[band]
+        sec = np.minimum(((ang + math.pi) * (ns / (2 * math.pi))).astype(np.int64), ns - 1)
+        off = np.concatenate([[0], np.cumsum(nsec)])
+        key = off[band] + sec
+        order = _small_argsort(key, int(off[-1]))
+        kstart = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=int(off[-1])))])
         cells = []
-        for b in np.unique(band):
-            inb = np.flatnonzero(band == b)
-            nsec = _sectors(float(mag[inb].max()), size, T1)
-            sec = np.minimum(((ang[inb] + math.pi) * (nsec / (2 * math.pi))).astype(np.int64), nsec - 1)
-            srt = np.argsort(sec, kind="stable")
-            cuts = np.flatnonzero(np.diff(sec[srt])) + 1
-            for part in np.split(srt, cuts):
-                c = int(sec[part[0]])
-                cells.append((inb[part], -math.pi + (c + 0.5) * (2 * math.pi / nsec)))
+        for k in np.flatnonzero(np.diff(kstart)):
+            b = int(np.searchsorted(off, k, side="right")) - 1
+            c = int(k - off[b])
+            cells.append((order[kstart[k]:kstart[k + 1]], -math.pi + (c + 0.5) * (2 * math.pi / int(nsec[b]))))
         xs, start, LO, HI, _, levels = self.tree()
         leaf_lo, leaf_hi = LO[levels - 1], HI[levels - 1]
         full = leaf_lo[:, 0] <= leaf_hi[:, 0]
@@ -1004,6 +1020,11 @@ PROBE_ROWS = 256
 PRUNE_GROUP = 16   # rows of the pruned sum that walk the tree together (consecutive in the order of their cells)
 SECTOR_MAX = 512   # sectors of directions per band of |q|, at most
 SECTOR_BANDS = 1.0  # bands of |q| per octave in the sector grids
+
+
+def _small_argsort(key, bound):
+    """A stable argsort of non-negative integer keys below ``bound`` (numpy's radix sort when they fit in 16 bits)."""
+    return np.argsort(key.astype(np.uint16) if bound <= 2**16 else key, kind="stable")
 
 
 def _sectors(top, size, T1):
