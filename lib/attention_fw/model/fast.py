@@ -814,9 +814,14 @@ class _Route:
         if lay is not None and lay[0] <= COST_SETUP * n:   # the grid for all: cheaper than the pruned sum's setup
             self._all_grid(rows, lay)
             return
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(1) as ex:    # the hull candidates beside the quadtree (compiled passes, no GIL)
+            cand = ex.submit(self.candidates)
+            self.tree()
+            cand.result()
         # the bands: the rows whose rank by -max_k |q_ik| falls between two cuts (thresholds by a partition, the
         # rows grouped by band in their own order: O(m)); tied rows at a threshold go to the later band
-        key = -np.abs(qr).max(axis=1)
+        key = -np.maximum(np.abs(qr[:, 0]), np.abs(qr[:, 1]))
         inner = sorted({int(round(f * m)) for f in BANDS} - {0, m})
         band = np.searchsorted(np.partition(key, inner)[inner], key, side="right") if inner else np.zeros(m, int)
         srt = rows[np.argsort(band.astype(np.uint8), kind="stable")]
