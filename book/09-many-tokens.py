@@ -70,12 +70,15 @@
 # **Middle temperatures.** Where $\beta|Bx_i|\,r$ is too large for the expansion and the kernel
 # is not sharp enough to prune (a disk at $\beta=10$ to $100$), the weights are summed on a grid.
 # With $q_i=\beta Bx_i$ and $y_j=x_j-c$ the kernel $e^{\langle q,y\rangle}=\prod_k e^{q_ky_k}$ is
-# separable for any $B$, so each coordinate is cut into cells with $p$ Chebyshev nodes: each
-# source spreads $(1,y_j)$ to the $p^2$ nodes of its cell by its Lagrange weights, two dense matrix
+# separable for any $B$. The targets are taken about the centre $q^0$ of their box:
+# $e^{\langle q^0,y_j\rangle}$ becomes a weight of source $j$ and $e^{\langle q_i-q^0,y_j\rangle}$ is
+# interpolated. Each coordinate is cut into cells with $p$ Chebyshev nodes: each source spreads its
+# weight times $(1,y_j)$ to the $p^2$ nodes of its cell by its Lagrange weights, two dense matrix
 # products per right-hand side with $e^{s_lt_m}$, between the target nodes $s_l$ and the source
-# nodes $t_m$ of a coordinate (each row scaled by its largest entry), carry the sums to the target nodes, and each target interpolates them in its cell: $O(np^2+G^3)$ for $G$
-# nodes per coordinate. Cells of half-width $a/\max_j|y_{jk}|$ for the targets and $a/\max_i|q_{ik}|$
-# for the sources make each term's relative error at most
+# nodes $t_m$ of a coordinate (each row scaled by its largest entry), carry the sums to the target
+# nodes, and each target interpolates them in its cell: $O(np^2+G^3)$ for $G$ nodes per coordinate.
+# Cells of half-width $a/\max_j|y_{jk}|$ for the targets and $a/\max_i|q_{ik}-q^0_k|$ for the
+# sources make each term's relative error at most
 # $\varepsilon_k=e(a)+\Lambda_pe^{2a}e(a)$ per coordinate, with $e(a)=4e^a\sum_{k\ge p}I_k(a)$ the
 # interpolation error of $e^{au}$ on $[-1,1]$ and $\Lambda_p$ the Lebesgue constant. The terms of
 # the normaliser are positive and $|y_j|\le r$, so the mean moves by at most

@@ -314,3 +314,73 @@ def test_quadtree_leaves_are_the_morton_cells_of_their_points():
             assert np.array_equal(LO[lev, :m], LO[lev + 1, :4 * m].reshape(m, 4, 2).min(axis=1))
             assert np.array_equal(HI[lev, :m], HI[lev + 1, :4 * m].reshape(m, 4, 2).max(axis=1))
         assert fan == 4 and np.array_equal(LO[0, 0], lo) and np.array_equal(HI[0, 0], hi)
+
+
+def test_grids_pass_by_pass_are_bitwise_one_at_a_time():
+    """``_run_grids`` (grids made and spread on two threads, transformed in turn, gathered on the threads) gives
+    each grid bitwise what ``_grid_rows`` gives it alone (on one thread or two), keeps a task without a grid as
+    None, and returns the early grids first."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(11)
+    x = _disk(rng, 6000)
+    y = np.ascontiguousarray(x - x.mean(0))
+    jobs = []
+    for beta, part in ((20.0, slice(0, 3000)), (60.0, slice(1000, 6000)), (5.0, slice(0, 6000))):
+        q = np.ascontiguousarray(beta * x @ B.T)
+        rows = np.arange(x.shape[0])[part]
+        lay = F._grid_layout(*F._span(q[rows]), *F._span(y), y.shape[0], rows.size)
+        assert lay is not None
+        alone = []
+        for workers in (1, 2):
+            out = np.full_like(x, np.nan)
+            assert F._grid_rows(q, y, rows, lay, out, workers).size == 0
+            alone.append(out[rows])
+        assert np.array_equal(alone[0], alone[1])
+        jobs.append((q, rows, lay, alone[0]))
+    with ThreadPoolExecutor(2) as ex:
+        q0, rows0, lay0, _ = jobs[0]
+        early = [ex.submit(F._made, lambda: F._GridJob(q0, y, rows0, lay0))]
+        tasks = [(rows.size, (lambda q=q, rows=rows, lay=lay: F._GridJob(q, y, rows, lay))) for q, rows, lay, _ in jobs[1:]]
+        tasks.insert(1, (10**9, lambda: None))
+        res = F._run_grids(tasks, ex, early)
+    assert len(res) == 4 and res[2] is None
+    for (q, rows, lay, ref), got in zip(jobs, [res[0], res[1], res[3]]):
+        vals, bad = got
+        assert bad.size == 0 and np.array_equal(vals, ref)
+
+
+def test_route_row_max_over_states():
+    """The route's row maxima (the hull's normals made once, or the candidates where the hull is flat) are the
+    largest scores within 4 eps of ``|q_i| max_j |x_j|`` per coordinate, also when asked again for some rows."""
+    rng = np.random.default_rng(12)
+    for name, x in _states(rng, 2000):
+        x = np.ascontiguousarray(x)
+        q = np.ascontiguousarray(300.0 * x @ B.T)
+        route = F._Route(x, x - x.mean(0), q, np.arange(x.shape[0]), np.empty_like(x))
+        if route.candidates() is None:
+            continue
+        rows = rng.permutation(x.shape[0])
+        route.row_max(rows[:500])
+        h = route.row_max(rows)
+        exact = (q @ x.T).max(axis=1)
+        scale = np.abs(q).max(axis=1) * np.abs(x).max()
+        assert (np.abs(h - exact) <= 4 * np.finfo(float).eps * scale + 1e-300).all(), name
+
+
+def test_small_argsort_is_the_stable_sort():
+    rng = np.random.default_rng(13)
+    for bound in (7, 2**16, 2**16 + 1, 10**6):
+        key = rng.integers(0, bound, size=5000)
+        assert np.array_equal(F._small_argsort(key, bound), np.argsort(key, kind="stable"))
+
+
+def test_hull_row_max_falls_back_where_qhull_cannot_make_the_hull():
+    """Candidates that qhull cannot take (two points, three on a line): ``_hull_normals`` says so (False) and the
+    maxima come from the candidates themselves, exactly."""
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=(50, 2))
+    x[:3] = [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
+    q = rng.normal(size=(400, 2)) * 50.0
+    for cand in (np.array([0, 2]), np.array([0, 1, 2])):
+        assert F._hull_normals(x, cand) is False
+        assert np.array_equal(F._hull_row_max(q, x, cand), (q @ x[cand].T).max(axis=1))
