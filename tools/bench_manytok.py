@@ -37,7 +37,6 @@ by wall time on 2 cores, as the issue states its target; the others by CPU time 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -103,9 +102,13 @@ def states(n, rng):
 
 
 def main(argv=None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    quick = "--quick" in args
-    only_softmax = "--softmax-only" in args     # the (SA-beta) rows alone (with --quick or not)
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="n = 10^5 instead of 10^6")
+    ap.add_argument("--softmax-only", action="store_true", help="the (SA-beta) rows alone")
+    opts = ap.parse_args(argv)
+    quick, only_softmax = opts.quick, opts.softmax_only
     n = 10**5 if quick else 10**6
     nd = 4096 if quick else 8192
     rng = np.random.default_rng(0)

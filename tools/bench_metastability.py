@@ -12,7 +12,6 @@ feasible when 10^4 exits would take less than one hour.
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
@@ -62,8 +61,10 @@ def bench(betas=(3.0, 4.0, 5.0, 6.0, 7.0, 16.0, 20.0, 25.0), *, exits: int = 10_
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    quick = "--quick" in argv
+    import argparse
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="three temperatures and shorter budgets")
+    quick = ap.parse_args(argv).quick
     betas = (3.0, 5.0, 16.0) if quick else (3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 16.0, 20.0, 25.0, 40.0)
     rows = bench(betas, step_budget_s=1.0 if quick else 4.0)
     hdr = f"{'beta':>6} {'E[T2]':>10} {'engine exits/s':>15} {'engine s/1e4':>12} {'plain steps/s':>14} " \

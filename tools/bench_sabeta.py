@@ -130,7 +130,10 @@ except ImportError:                                   # pragma: no cover - numba
 
 
 def main(argv=None) -> int:
-    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    import argparse
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="20,000 steps instead of 200,000")
+    quick = ap.parse_args(argv).quick
     steps = 20_000 if quick else 200_000
     horizon = 10**6 if quick else 10**7
     print("(SA-beta) exit-time kernel: microseconds per step and system (triangle, gamma 0.1, beta 40)")
