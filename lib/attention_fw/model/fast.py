@@ -518,7 +518,6 @@ class _GridJob:
         qr = q[rows] - q0
         self.tgt_order, self.tgt_start = K.cell_order(qr, np.arange(rows.size), self.lo_s, self.h_s, self.c_s)
         self.qs = np.ascontiguousarray(qr[self.tgt_order])
-        self.size = self.ys.shape[0] + self.qs.shape[0]
 
     def spread(self, workers=2):
         p, c_t, K = self.p, self.c_t, self.K
