@@ -47,6 +47,19 @@ def test_hull_step_is_bitwise_the_dense_step(B):
             assert np.array_equal(a, b), (name, gamma)
 
 
+def test_hull_step_split_between_threads_is_bitwise_the_dense_step(monkeypatch):
+    """The rows split between two and three threads (160 rows or more each): the dense step's bits, over the
+    states and a general B."""
+    rng = np.random.default_rng(17)
+    monkeypatch.setattr(F, "HULL_PER_WORKER", 160)
+    Bm = np.array([[1.0, 0.4], [-0.3, 0.7]])
+    for workers in (2, 3):
+        monkeypatch.setattr(F, "HULL_WORKERS", workers)
+        for name, x in _states(rng):
+            for B in (None, Bm):
+                assert np.array_equal(F.hardmax_step(x, 0.5, B), D.hardmax_step(x, 0.5, B)), (name, workers)
+
+
 def test_hull_step_bitwise_along_a_run_to_the_vertices():
     """Sixty steps from a uniform square: the tokens reach their vertices (ties within the tolerance
     there), and every step is the dense step's bits."""

@@ -132,7 +132,7 @@ def _compile():
         return ptr, idx[:used].copy()
 
     @jit
-    def hull_leaders(bx, x, cand, group, U, R, gamma, tol, tiny, out, nb, ptr, idx):
+    def hull_leaders(bx, x, cand, group, U, R, gamma, tol, tiny, out, nb, ptr, idx, i0, i1):
         """``out_i = x_i + gamma (mean of the tied leaders - x_i)`` with the leaders among ``cand``.
 
         ``U[group[c]] == x[cand[c]]``: the distinct positions of the candidates (ascending indices
@@ -145,7 +145,8 @@ def _compile():
         (``attention_fw.model.fast``): a row scores only the positions of the list of its direction's
         bin (for the top and the tied) and of the opposite bin (for the minimum), which hold every
         position that can be the computed top, be tied or be the computed minimum; the same scores,
-        so the same bits. ``nb = 0``: every position is scored.
+        so the same bits. ``nb = 0``: every position is scored. Only the rows ``i0 <= i < i1`` are written (each
+        row's bits do not depend on the range: ranges can run on separate threads).
         """
         n, d = x.shape
         m = cand.shape[0]
@@ -178,7 +179,7 @@ def _compile():
             if first[g] < 0:
                 first[g] = c
             last[g] = c
-        for i in range(n):
+        for i in range(i0, i1):
             bmax = 0.0
             for k in range(d):
                 bmax = max(bmax, abs(bx[i, k]))
