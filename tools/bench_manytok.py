@@ -4,7 +4,8 @@ Usage:  .venv/bin/python tools/bench_manytok.py [--quick] [--softmax-only]
 
 Entries (each with its target from issue 37; CPU seconds, robust to other jobs, and wall seconds):
 
-* (SA-inf) one hull step at n = 10^6, d = 2 (Gaussian cloud and uniform disk), target 0.2 s; beside a
+* (SA-inf) one hull step at n = 10^6, d = 2 (Gaussian cloud and uniform disk), target 0.2 s (the wall time of
+  the step, whose rows run on two threads; its CPU time beside, the least of three calls); beside a
   dense numpy hardmax step (BLAS scores, argmax) timed at n = 8,192 and extrapolated as n^2.
 * (SA-beta) one fast step at n = 10^6, d = 2, beta = 1, 10, 100, 1000, target 2 s on 2 cores (the issue's
   words: the wall time of the step, whose grid and pruned sum run on two threads; its CPU time beside,
@@ -31,8 +32,9 @@ step's own rows go to the expansion, the Chebyshev grid, the pruned sum or dense
 (printed) says.
 
 Writes _build/bench/manytok.json (with --softmax-only, the (SA-beta) rows alone: manytok_softmax.json).
-On a machine shared with other jobs wall times are noisy: run it alone. The (SA-beta) entries are judged
-by wall time on 2 cores, as the issue states its target; the others by CPU time (the stricter reading).
+On a machine shared with other jobs wall times are noisy: run it alone. The (SA-inf) and (SA-beta) entries are
+judged by wall time on 2 cores (the issue's "in at most", "on 2 cores"); the circle, which runs on one thread,
+by CPU time.
 """
 from __future__ import annotations
 
@@ -121,9 +123,9 @@ def main(argv=None) -> int:
     for name, x in ({} if only_softmax else big).items():
         c, w = timed(fast.hardmax_step, x, 0.5)
         report["hardmax"][name] = {"cpu": c, "wall": w, "dense_cpu_extrapolated": dc * scale,
-                                   "ratio": dc * scale / c, "target": 0.2, "met": c <= 0.2}
+                                   "ratio": dc * scale / c, "target": 0.2, "met": w <= 0.2}
         print(f"SA-inf hull step   {name:9s} {c:7.3f} / {w:7.3f}   dense (extrapolated) {dc * scale:9.1f} CPU s"
-              f"   x{dc * scale / c:,.0f}   target 0.2 s: {'met' if c <= 0.2 else 'NOT met'}")
+              f"   x{dc * scale / c:,.0f}   target 0.2 s on 2 cores (wall): {'met' if w <= 0.2 else 'NOT met'}")
 
     for beta in (1.0, 10.0, 100.0, 1000.0):
         dc, _ = timed(dense_softmax, small["gaussian"], 0.5, beta, reps=2)
