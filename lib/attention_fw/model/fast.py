@@ -585,7 +585,8 @@ class _GridJob:
 
 
 def _run_grids(tasks, ex, early=()):
-    """Many grids, pass by pass (:class:`_GridJob`): ``tasks`` are ``(size, make)``, ``make()`` a grid (or None);
+    """Many grids, pass by pass (:class:`_GridJob`): ``tasks`` are ``(size, make)`` or ``(size, make, post)``,
+    ``make()`` a grid (or None), ``post(result)`` run on the thread that gathered it, its value returned instead;
     on the threads of the executor ``ex`` the grids are made and spread (a grid to a thread, the largest first),
     then transformed one at a time (BLAS on both cores), and gathered on the threads again. ``early``: futures of
     grids already made and spread (:func:`_made`) on ``ex``, taken first. Returns each grid's ``(values, bad)`` of
@@ -596,8 +597,14 @@ def _run_grids(tasks, ex, early=()):
     for job in jobs[:len(early)] + [jobs[len(early) + k] for k in idx]:
         if job is not None:
             job.transform()
-    done = [None if job is None else ex.submit(job.gather, 1) for job in jobs]
-    return [None if f is None else f.result() for f in done]
+    posts = [None] * len(early) + [t[2] if len(t) > 2 else None for t in tasks]
+
+    def gathered(k):
+        res = None if jobs[k] is None else jobs[k].gather(1)
+        return res if posts[k] is None else posts[k](res)
+
+    done = [ex.submit(gathered, k) for k in range(len(jobs))]
+    return [f.result() for f in done]
 
 
 def _made(make):
@@ -718,11 +725,11 @@ def _softmax_one(x, bx, beta):
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(2) as ex:
             early = [ex.submit(_made, lambda: _GridJob(q, y, g, route.layout))] if g.size else []
-            tasks, finish = route.sector_tasks(route.sector, route.row_max(route.sector))
+            tasks, finish = route.sector_tasks(route.sector, out)
             results = _run_grids(tasks, ex, early)
         if g.size:
             main, results = results[0], results[1:]
-        left = finish(results, out)
+        left = finish(results)
         SOFTMAX_STATS["sector_rows"] += int(route.sector.size - left.size)
         route.pruned = np.concatenate([route.pruned, left])
     if g.size:
@@ -957,10 +964,11 @@ class _Route:
         return (COST_NODE * SECTOR_P**2 * (rows.size + SECTOR_UNION * mean * cells)
                 + COST_SECTOR_CELL * min(cells, rows.size))
 
-    def sector_tasks(self, rows, h):
+    def sector_tasks(self, rows, out):
         """The rows by the sector grids (:func:`softmax_step`): ``(tasks, finish)``, the cells as tasks of
-        :func:`_run_grids` and ``finish(results, out)``, which writes ``m_i - x_i`` into ``out`` and returns the rows
-        left to the pruned sum (a cell without a feasible grid, an interpolated normaliser that is not positive)."""
+        :func:`_run_grids`, each writing its rows' ``m_i - x_i`` into ``out`` once gathered, and ``finish(results)``,
+        the rows left to the pruned sum (a cell without a feasible grid, an interpolated normaliser that is not
+        positive)."""
         q, T1 = self.q, self.T + 1.0
         qr = q[rows]
         mag = self._norms()[rows]
@@ -988,7 +996,8 @@ class _Route:
         xs, start, LO, HI, _, levels = self.tree()
         leaf_lo, leaf_hi = LO[levels - 1], HI[levels - 1]
         full = leaf_lo[:, 0] <= leaf_hi[:, 0]
-        tasks, meta = [], []
+        self.max_scores(qr[:1])            # the hull's normals, made here once (the cells' threads read them)
+        tasks = []
         for loc, theta in cells:
             R = np.array([[math.cos(theta), math.sin(theta)], [-math.sin(theta), math.cos(theta)]])
             slot: dict = {}
@@ -996,7 +1005,7 @@ class _Route:
             def make(loc=loc, R=R, slot=slot):
                 # the sources any row of the cell needs, turned to the sector's frame, about their box's centre
                 qc, mc = qr[loc], mag[loc]
-                low = float(((h[rows[loc]] - T1) / mc).min())   # keep x for row i iff <u_i, x> >= low_i
+                low = float(((self.max_scores(qc) - T1) / mc).min())   # keep x for row i iff <u_i, x> >= low_i
                 xr = _sector_sources(qc / mc[:, None], low, R, xs, start, leaf_lo, leaf_hi, full)[1]
                 if xr.shape[0] == 0:
                     return None
@@ -1006,22 +1015,27 @@ class _Route:
                 lay = _grid_layout(*_span(qt), *_span(y), y.shape[0], qt.shape[0])
                 return None if lay is None else _GridJob(qt, y, np.arange(qt.shape[0]), lay)
 
-            tasks.append((loc.size, make))
-            meta.append((rows[loc], R, slot))
-
-        def finish(results, out):
-            left = [np.zeros(0, dtype=np.int64)]
-            for (rr, R, slot), res in zip(meta, results):
+            def post(res, rr=rows[loc], R=R, slot=slot):
+                # the cell's rows back to the tokens' frame, into ``out``; the rows left to the pruned sum
                 if res is None:
-                    left.append(rr)
-                    continue
+                    return rr
                 vals, bad = res
                 out[rr] = (vals + slot["ctr"]) @ R - self.x[rr]
-                if bad.size:
-                    left.append(rr[bad])
-            return np.concatenate(left)
+                return rr[bad]
+
+            tasks.append((loc.size, make, post))
+
+        def finish(results):
+            return np.concatenate([np.zeros(0, dtype=np.int64), *results])
 
         return tasks, finish
+
+    def max_scores(self, q):
+        """``max_j <q_i, x_j>`` for the rows of ``q`` (not kept; safe on several threads once the hull is made)."""
+        cand = self.candidates()
+        if self._hull is None:
+            self._hull = _hull_normals(self.x, cand)
+        return _hull_row_max(q, self.x, cand, self._hull)
 
     def row_max(self, rows):
         """``h`` with the rows' largest scores filled in (over the hull candidates)."""
