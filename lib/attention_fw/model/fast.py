@@ -464,10 +464,15 @@ def _grid_layout_at(qlo, qhi, ylo, yhi, n_src, n_tgt, a, p):
     return cost, a, p, tax, sax, q0
 
 
-def _transform_flops(gs, gt):
+def _transform_orders(gs, gt):
     """Multiply-adds of the grid's transform ``E_0 Q E_1^T`` (``Q`` of ``gt[0] x gt[1]`` source nodes, ``gs``
-    target nodes per coordinate), in the cheaper of its two orders."""
-    return min(gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1], gt[0] * gt[1] * gs[1] + gs[0] * gt[0] * gs[1])
+    target nodes per coordinate) in its two orders: ``(E_0 Q) E_1^T`` and ``E_0 (Q E_1^T)``."""
+    return gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1], gt[0] * gt[1] * gs[1] + gs[0] * gt[0] * gs[1]
+
+
+def _transform_flops(gs, gt):
+    """Multiply-adds of the grid's transform in the cheaper of its two orders (:func:`_transform_orders`)."""
+    return min(_transform_orders(gs, gt))
 
 
 def _grid_nodes(axis, nodes):
@@ -544,32 +549,31 @@ class _GridJob:
 
     def kernels(self):
         """The transform's matrices, one per coordinate: ``E_k[l, m] = e^{S_l T_m - c_l}``, ``c_l = max_m S_l T_m``
-        (``S`` the target nodes, ``T`` the source nodes), and the scales ``sc_k`` of the target nodes (``c_l`` less
-        its cell's largest, exponentiated)."""
+        (``S`` the target nodes, ``T`` the source nodes), returned, and the scales ``sc_k`` of the target nodes
+        (``c_l`` less its cell's largest, exponentiated), kept for :meth:`gather`."""
         p = self.p
-        self.E, self.sc = [], []
+        E, self.sc = [], []
         for k in range(2):
             S, T = _grid_nodes(self.tax[k], self.nodes), _grid_nodes(self.sax[k], self.nodes)
             A = S[:, None] * T[None, :]
             c = A.max(axis=1)
             A -= c[:, None]
             np.exp(A, out=A)
-            self.E.append(A)
+            E.append(A)
             cell_max = c.reshape(-1, p).max(axis=1)
             self.sc.append(np.exp(c - np.repeat(cell_max, p)))
+        return E
 
     def transform(self):
-        """``Phi = E_0 Q E_1^T`` (:meth:`kernels`) in the cheaper order (:func:`_transform_flops`)."""
-        if not hasattr(self, "E"):
-            self.kernels()
-        E = self.E
-        gs, gt = [E[0].shape[0], E[1].shape[0]], [E[0].shape[1], E[1].shape[1]]
+        """``Phi = E_0 Q E_1^T`` (:meth:`kernels`) in the cheaper order (:func:`_transform_orders`)."""
+        E = self.kernels()
         Q = self.Q
-        if gs[0] * gt[0] * gt[1] + gs[0] * gt[1] * gs[1] <= gt[0] * gt[1] * gs[1] + gs[0] * gt[0] * gs[1]:
+        left, right = _transform_orders([E[0].shape[0], E[1].shape[0]], [E[0].shape[1], E[1].shape[1]])
+        if left <= right:
             self.Phi = np.matmul(np.matmul(E[0], Q), E[1].T)              # (3, G_s1, G_s2)
         else:
             self.Phi = np.matmul(E[0], np.matmul(Q, E[1].T))
-        del self.Q, self.E
+        del self.Q
 
     def gather(self, workers=2):
         """``(values, bad)``: the rows' ``sum_j w_ij y_j / sum_j w_ij`` in the order of ``rows``, and the positions
@@ -769,7 +773,7 @@ def _plan_rows(x, y, q, qn, r, out):
         return tay, route
     p = taylor_order(float(rho[tay].max()))
     t_cost = COST_TAYLOR * (n * (p + 2) * (p + 3) / 2 + tay.size * 3 * (p + 1) * (p + 2) / 2)
-    ylo, yhi = _span(y)
+    ylo, yhi = _span(y) if route is None else route.yspan
     qt = q[tay]
     lo, hi = _span(qt)
     if route is None:
@@ -831,7 +835,7 @@ class _Route:
         n = x.shape[0]
         m = rows.size
         qr = q[rows]
-        ylo, yhi = _span(y)
+        self.yspan = ylo, yhi = _span(y)
         lay = _grid_layout(*_span(qr), ylo, yhi, n, m)
         if lay is not None and lay[0] <= COST_SETUP * n:   # the grid for all: cheaper than the pruned sum's setup
             self._all_grid(rows, lay)
@@ -996,7 +1000,7 @@ class _Route:
         xs, start, LO, HI, _, levels = self.tree()
         leaf_lo, leaf_hi = LO[levels - 1], HI[levels - 1]
         full = leaf_lo[:, 0] <= leaf_hi[:, 0]
-        self.max_scores(qr[:1])            # the hull's normals, made here once (the cells' threads read them)
+        self.hull()                        # the hull's normals, made here once (the cells' threads read them)
         tasks = []
         for loc, theta in cells:
             R = np.array([[math.cos(theta), math.sin(theta)], [-math.sin(theta), math.cos(theta)]])
@@ -1030,27 +1034,27 @@ class _Route:
 
         return tasks, finish
 
+    def hull(self):
+        """The tokens' :func:`_hull_normals` (once per route)."""
+        if self._hull is None:
+            self._hull = _hull_normals(self.x, self.candidates())
+        return self._hull
+
     def max_scores(self, q):
         """``max_j <q_i, x_j>`` for the rows of ``q`` (not kept; safe on several threads once the hull is made)."""
-        cand = self.candidates()
-        if self._hull is None:
-            self._hull = _hull_normals(self.x, cand)
-        return _hull_row_max(q, self.x, cand, self._hull)
+        return _hull_row_max(q, self.x, self.candidates(), self.hull())
 
     def row_max(self, rows):
-        """``h`` with the rows' largest scores filled in (over the hull candidates)."""
+        """``h`` with the rows' largest scores filled in (over the hull candidates; in place, by row index)."""
         todo = rows[np.isnan(self.h[rows])]
         if todo.size:
-            if self._hull is None:
-                self._hull = _hull_normals(self.x, self.candidates())
-            if self._hull is False:
+            if self.hull() is False:
                 self.h[todo] = _row_max(self.q[todo], self.x, self.candidates())
             else:
-                _softmax_kernels().hull_row_max(self.q, todo, *self._hull, self.h)
+                _softmax_kernels().hull_row_max(self.q, todo, *self.hull(), self.h)
         return self.h
 
 
-PROBE_ROWS = 256
 PRUNE_GROUP = 16   # rows of the pruned sum that walk the tree together (consecutive in the order of their cells)
 SECTOR_MAX = 512   # sectors of directions per band of |q|, at most
 SECTOR_BANDS = 1.0  # bands of |q| per octave in the sector grids
